@@ -1,0 +1,84 @@
+# Front door of the project. Every target sets up what it needs (the venv first).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+PORT        ?= 3000
+STACK_NAME  ?= support-tickets
+BIN         := $(VENV)/bin
+PY          := $(BIN)/python
+STAMP       := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/shared/requirements.txt | cksum | cut -d' ' -f1)
+# sam build looks for python3.13 on PATH: the venv's interpreter is exactly that.
+export PATH := $(abspath $(BIN)):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+# The layer package and the local stack import by the same names in tools and tests.
+export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
+
+.PHONY: help venv dev token test test-fast lint format typecheck build validate deploy delete \
+        bench reconcile onboard openapi integration clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(STAMP): requirements-dev.txt layers/shared/requirements.txt .python-version
+	@py=$$(scripts/find-python.sh) && \
+	  { [ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' || \
+	    { rm -rf $(VENV) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV); }; }
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@rm -f $(VENV)/.installed-* && touch $@
+
+venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
+
+dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker)
+	$(PY) -m local_stack serve --port $(PORT)
+
+token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
+	@$(PY) -m local_stack token --tenant "$(TENANT)" --user "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin,)
+
+onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack>]
+	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) $(if $(STACK),--stack $(STACK),)
+
+test: lint build ## the whole suite: lint, template checks, sam build, unit/integration/e2e tests
+	$(BIN)/pytest
+
+test-fast: $(STAMP) ## tests only, against the current build
+	$(BIN)/pytest -x -q
+
+lint: $(STAMP) ## ruff, mypy, cfn-lint, sam validate --lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
+
+format: $(STAMP) ## apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+build: $(STAMP) ## sam build (layer and functions into .aws-sam/build)
+	$(BIN)/sam build --cached --parallel
+
+deploy: build ## sam deploy (first time: make deploy ARGS=--guided)
+	$(BIN)/sam deploy $(ARGS)
+
+delete: $(STAMP) ## sam delete (the table is retained)
+	$(BIN)/sam delete --stack-name $(STACK_NAME)
+
+integration: $(STAMP) ## tests against a deployed stack: make integration AWS_SAM_STACK_NAME=<stack>
+	$(BIN)/pytest tests/integration -m deployed
+
+bench: build ## benchmarks: writes bench/results.json and bench/results.md
+	$(PY) -m bench
+
+reconcile: $(STAMP) ## recount a tenant's tickets and repair drift: make reconcile TENANT=<t> [STACK=<stack>]
+	$(PY) -m local_stack reconcile --tenant "$(TENANT)" $(if $(STACK),--stack $(STACK),)
+
+openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
+	$(PY) -m support_tickets.openapi > docs/openapi.json
+
+clean: ## remove build output and the venv
+	rm -rf .aws-sam .local $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,30 @@
+"""POST /tickets/{ticket_id}/comments: add a comment to a ticket."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import AddCommentRequest, Comment
+
+app = create_app()
+
+
+@app.post("/tickets/<ticket_id>/comments", summary="Add a comment", responses={201: {"description": "Created"}})
+@tracer.capture_method
+def add_comment(ticket_id: str, request: Annotated[AddCommentRequest, Body()]) -> Response[Comment]:
+    comment = tickets.add_comment(current_caller(app), ticket_id, request)
+    metrics.add_metric(name="CommentAdded", unit=MetricUnit.Count, value=1)
+    return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=comment)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

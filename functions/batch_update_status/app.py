@@ -1,0 +1,29 @@
+"""POST /tickets/status: change the status of up to 100 tickets, all or nothing."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import BatchStatusRequest, BatchStatusResponse
+
+app = create_app()
+
+
+@app.post("/tickets/status", summary="Change the status of many tickets atomically")
+@tracer.capture_method
+def batch_update_status(request: Annotated[BatchStatusRequest, Body()]) -> BatchStatusResponse:
+    result = tickets.change_status(current_caller(app), request)
+    metrics.add_metric(name="TicketsStatusChanged", unit=MetricUnit.Count, value=len(result.updated))
+    return result
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

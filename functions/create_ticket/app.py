@@ -1,0 +1,38 @@
+"""POST /tickets: create a ticket (idempotent with an ``Idempotency-Key`` header)."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import CreateTicketRequest, Ticket
+
+app = create_app()
+
+
+@app.post("/tickets", summary="Create a ticket", responses={201: {"description": "Created"}})
+@tracer.capture_method
+def create_ticket(
+    request: Annotated[CreateTicketRequest, Body()],
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response[Ticket]:
+    ticket = tickets.create_ticket(current_caller(app), request, idempotency_key, app.lambda_context)
+    metrics.add_metric(name="TicketCreated", unit=MetricUnit.Count, value=1)
+    return Response(
+        status_code=201,
+        content_type=content_types.APPLICATION_JSON,
+        body=ticket,
+        headers={"Location": f"/tickets/{ticket.ticket_id}"},
+    )
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

@@ -1,0 +1,25 @@
+"""GET /aggregates: ticket counts per status for the caller's tenant (admins)."""
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import AggregatesResponse
+
+app = create_app()
+
+
+@app.get("/aggregates", summary="Ticket counts per status (admin)")
+@tracer.capture_method
+def get_aggregates() -> AggregatesResponse:
+    return tickets.get_aggregates(current_caller(app))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

@@ -1,0 +1,30 @@
+"""GET /tickets/{ticket_id}: the ticket with its comments, oldest first, paged."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import TicketWithComments
+
+app = create_app()
+
+
+@app.get("/tickets/<ticket_id>", summary="Get a ticket with its comments")
+@tracer.capture_method
+def get_ticket(
+    ticket_id: str,
+    limit: Annotated[int, Query(ge=1, le=tickets.MAX_PAGE_SIZE)] = tickets.DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query()] = None,
+) -> TicketWithComments:
+    return tickets.get_ticket(current_caller(app), ticket_id, limit, cursor)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

@@ -1,0 +1,33 @@
+"""PATCH /tickets/{ticket_id}: change title, description, status or resolver."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.models import Ticket, UpdateTicketRequest
+
+app = create_app()
+
+
+@app.patch("/tickets/<ticket_id>", summary="Update a ticket")
+@tracer.capture_method
+def update_ticket(
+    ticket_id: str,
+    request: Annotated[UpdateTicketRequest, Body()],
+    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
+) -> Ticket:
+    ticket = tickets.update_ticket(current_caller(app), ticket_id, request, if_match)
+    metrics.add_metric(name="TicketUpdated", unit=MetricUnit.Count, value=1)
+    return ticket
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

@@ -1,0 +1,113 @@
+"""API plumbing shared by every REST function: the resolver, the caller, and the
+one table that maps errors to API.md's bodies.
+
+Order of checks for a request (see :func:`handle`): body size (413), identity
+from the authorizer claims (401/403), then Powertools' pydantic validation of
+path, query, headers and body (400), then the route. Everything that goes wrong
+after that is an :class:`~support_tickets.errors.ApiError` raised by the domain
+and turned into a response here, never in a handler.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets.errors import ApiError, InvalidJson, PayloadTooLarge, ValidationFailed
+from support_tickets.identity import Caller, caller_from_event
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+MAX_BODY_BYTES = 64 * 1024
+CALLER_CONTEXT_KEY = "caller"
+
+
+def error_response(exc: ApiError) -> Response[Any]:
+    if exc.status >= 500:
+        logger.warning("request failed", extra={"code": exc.code})
+    return Response(
+        status_code=exc.status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(exc.body()),
+        headers=exc.headers(),
+    )
+
+
+def _validation_error_response(exc: RequestValidationError) -> Response[Any]:
+    errors = exc.errors()
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return error_response(InvalidJson())
+    details = [
+        {
+            # Powertools prefixes locations with the parameter name ("body", "request"...).
+            "field": ".".join(str(part) for part in error.get("loc", ())[1:]) or str(error.get("loc", ("body",))[0]),
+            "message": str(error.get("msg", "invalid")),
+        }
+        for error in errors
+    ]
+    return error_response(ValidationFailed(details=details))
+
+
+def _unexpected_error_response(exc: Exception) -> Response[Any]:
+    logger.exception("unhandled error")
+    metrics.add_metric(name="UnhandledError", unit=MetricUnit.Count, value=1)
+    return Response(
+        status_code=500,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps({"error": {"code": "INTERNAL_ERROR", "message": "Internal error."}}),
+    )
+
+
+def create_app() -> APIGatewayRestResolver:
+    """The resolver every REST function registers its one route on."""
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.exception_handler(ApiError)(error_response)
+    app.exception_handler(RequestValidationError)(_validation_error_response)
+    app.exception_handler(Exception)(_unexpected_error_response)
+    return app
+
+
+def current_caller(app: APIGatewayRestResolver) -> Caller:
+    caller = app.context.get(CALLER_CONTEXT_KEY)
+    if not isinstance(caller, Caller):  # handle() always sets it; belt and braces
+        raise ApiError()
+    return caller
+
+
+def _proxy_response(response: Response[Any]) -> dict[str, Any]:
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **{k: str(v) for k, v in response.headers.items()}},
+        "body": response.body,
+        "isBase64Encoded": False,
+    }
+
+
+def _body_size(event: Mapping[str, Any]) -> int:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return len(body) * 3 // 4
+    return len(body.encode("utf-8"))
+
+
+def handle(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
+    try:
+        if _body_size(event) > MAX_BODY_BYTES:
+            raise PayloadTooLarge()
+        caller = caller_from_event(event)
+    except ApiError as exc:
+        return _proxy_response(error_response(exc))
+    logger.append_keys(tenant_id=caller.tenant_id, user=caller.username)
+    tracer.put_annotation(key="tenant_id", value=caller.tenant_id)
+    app.append_context(**{CALLER_CONTEXT_KEY: caller})  # type: ignore[no-untyped-call]
+    return app.resolve(event, context)

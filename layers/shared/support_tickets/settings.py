@@ -1,0 +1,42 @@
+"""Function configuration from environment variables, validated once per container."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class Settings(BaseModel):
+    """What `template.yaml` puts in every function's environment."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    table_name: str = Field(alias="TABLE_NAME", min_length=3)
+    tenant_role_arn: str = Field(default="", alias="TENANT_ROLE_ARN")
+    region: str = Field(default="us-east-1", alias="AWS_REGION")
+    # Local development only (see README "sam local"): empty when deployed.
+    endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
+    # Role chaining caps sessions at one hour; renew this long before expiry.
+    tenant_session_seconds: int = Field(default=3600, alias="TENANT_SESSION_SECONDS", ge=900, le=3600)
+    tenant_session_renew_before_seconds: int = Field(default=300, alias="TENANT_SESSION_RENEW_BEFORE_SECONDS", ge=0)
+
+    @field_validator("endpoint_url", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return value or None
+
+
+class ConfigurationError(RuntimeError):
+    """A function was deployed without the environment it needs."""
+
+
+@cache
+def get_settings() -> Settings:
+    """Read and validate the environment on first use (cold start), then reuse it."""
+    try:
+        return Settings.model_validate(dict(os.environ))
+    except ValidationError as exc:
+        missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
+        raise ConfigurationError(f"invalid or missing environment variables: {missing}") from exc

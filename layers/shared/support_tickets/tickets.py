@@ -1,0 +1,153 @@
+"""Domain operations: what each route does, for a caller, over the repository.
+
+Handlers call these and nothing else; these decide (admin-only routes,
+``If-Match``, idempotent creation) and leave storage to ``repository``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from support_tickets.errors import Conflict, Unavailable, ValidationFailed
+from support_tickets.identity import Caller
+from support_tickets.keys import TicketStatus, idempotency_pk
+from support_tickets.models import (
+    AddCommentRequest,
+    AggregatesResponse,
+    BatchStatusRequest,
+    BatchStatusResponse,
+    Comment,
+    CreateTicketRequest,
+    Ticket,
+    TicketPage,
+    TicketWithComments,
+    UpdateTicketRequest,
+)
+from support_tickets.repository import TicketRepository
+from support_tickets.session import tenant_session
+from support_tickets.settings import get_settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+DEFAULT_PAGE_SIZE = 25
+MAX_PAGE_SIZE = 100
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
+
+
+def repository_for(caller: Caller) -> TicketRepository:
+    return TicketRepository(caller.tenant_id, get_settings().table_name, tenant_session())
+
+
+def create_ticket(
+    caller: Caller,
+    request: CreateTicketRequest,
+    idempotency_key: str | None = None,
+    lambda_context: LambdaContext | None = None,
+) -> Ticket:
+    """Create a ticket; with an ``Idempotency-Key``, the same key and body give
+    the same ticket (no second write) for 24 hours. The idempotency record lives
+    in the table under ``TENANT#<t>|IDEMPOTENCY`` and is written through the
+    tenant-scoped client, so keys never collide across tenants."""
+    repository = repository_for(caller)
+    if idempotency_key is None:
+        return repository.create_ticket(request, created_by=caller.username)
+    if not IDEMPOTENCY_KEY_PATTERN.fullmatch(idempotency_key):
+        raise ValidationFailed(details=[{"field": "Idempotency-Key", "message": "1-255 printable ASCII characters"}])
+    # Powertools' idempotency is imported here, not at module level: only this
+    # route needs it, and it is off the cold-start path of the other eight.
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyPersistenceLayerError,
+        IdempotencyValidationError,
+    )
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+    persistence = DynamoDBPersistenceLayer(
+        table_name=repository.table_name,
+        key_attr="pk",
+        sort_key_attr="sk",
+        static_pk_value=idempotency_pk(caller.tenant_id),
+        boto3_client=tenant_session().dynamodb(caller.tenant_id),
+    )
+    config = IdempotencyConfig(
+        event_key_jmespath="key",
+        payload_validation_jmespath="request",
+        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
+    )
+    if lambda_context is not None:
+        # Lets an in-progress record expire with the invocation that wrote it.
+        config.register_lambda_context(lambda_context)
+
+    @idempotent_function(  # type: ignore[untyped-decorator]
+        data_keyword_argument="payload",
+        persistence_store=persistence,
+        config=config,
+        output_serializer=PydanticSerializer(Ticket),
+    )
+    def create_once(payload: dict[str, Any]) -> Ticket:
+        return repository.create_ticket(request, created_by=caller.username)
+
+    try:
+        ticket: Ticket = create_once(payload={"key": idempotency_key, "request": request.model_dump(mode="json")})
+    except IdempotencyValidationError as exc:
+        raise Conflict("This Idempotency-Key was already used with a different body.") from exc
+    except IdempotencyAlreadyInProgressError as exc:
+        raise Conflict("A request with this Idempotency-Key is still in progress.") from exc
+    except IdempotencyPersistenceLayerError as exc:
+        raise Unavailable() from exc
+    return ticket
+
+
+def list_tickets(
+    caller: Caller, status: TicketStatus, resolver: str | None, limit: int, cursor: str | None
+) -> TicketPage:
+    return repository_for(caller).list_tickets_by_status(status, resolver, limit, cursor)
+
+
+def get_ticket(caller: Caller, ticket_id: str, limit: int, cursor: str | None) -> TicketWithComments:
+    return repository_for(caller).get_ticket_with_comments(ticket_id, limit, cursor)
+
+
+def get_ticket_summary(caller: Caller, ticket_id: str) -> Ticket:
+    return repository_for(caller).get_ticket_summary(ticket_id)
+
+
+def parse_if_match(value: str | None) -> int | None:
+    """``If-Match: 3`` (or ``"3"``, ``W/"3"``) → 3; absent → None."""
+    if value is None:
+        return None
+    match = _IF_MATCH.fullmatch(value)
+    if match is None:
+        raise ValidationFailed(details=[{"field": "If-Match", "message": "must be the ticket's version number"}])
+    return int(match.group(1))
+
+
+def update_ticket(caller: Caller, ticket_id: str, request: UpdateTicketRequest, if_match: str | None) -> Ticket:
+    return repository_for(caller).update_ticket(ticket_id, request.changes(), parse_if_match(if_match))
+
+
+def add_comment(caller: Caller, ticket_id: str, request: AddCommentRequest) -> Comment:
+    return repository_for(caller).add_comment(ticket_id, author=caller.username, body=request.body)
+
+
+def change_status(caller: Caller, request: BatchStatusRequest) -> BatchStatusResponse:
+    return repository_for(caller).change_status(request.ticket_ids, request.status)
+
+
+def delete_ticket(caller: Caller, ticket_id: str) -> None:
+    caller.require_admin()
+    repository_for(caller).delete_ticket(ticket_id)
+
+
+def get_aggregates(caller: Caller) -> AggregatesResponse:
+    caller.require_admin()
+    return repository_for(caller).get_aggregates()

@@ -1,0 +1,164 @@
+"""Read `template.yaml` the way CloudFormation does, for the local stack and tests.
+
+A YAML loader that understands the short intrinsic tags (``!Ref``, ``!Sub``,
+``!GetAtt``...) by turning them into their long ``Fn::`` form, and a small
+resolver for the intrinsics the local stack needs (``Ref`` to parameters and
+resources, ``Fn::GetAtt``, ``Fn::Sub``, ``Fn::Join``, ``Fn::If`` with
+``Fn::Equals`` conditions). Anything else is an error, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_PATH = PROJECT_ROOT / "template.yaml"
+
+
+class CfnLoader(yaml.SafeLoader):
+    """SafeLoader plus CloudFormation's short-form intrinsic tags."""
+
+
+def _intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if tag_suffix == "Ref" else f"Fn::{tag_suffix}"
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if tag_suffix == "GetAtt":
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {name: value}
+
+
+CfnLoader.add_multi_constructor("!", _intrinsic)  # type: ignore[no-untyped-call]
+
+
+def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as handle:
+        loaded = yaml.load(handle, Loader=CfnLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} is not a template")
+    return loaded
+
+
+class UnsupportedIntrinsic(ValueError):
+    pass
+
+
+@dataclass
+class Resolver:
+    """Resolves intrinsics against parameter values and known resource attributes."""
+
+    template: Mapping[str, Any]
+    parameters: dict[str, Any] = field(default_factory=dict)
+    # Ref of a resource -> value; GetAtt "Logical.Attr" -> value.
+    refs: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+    pseudo: dict[str, Any] = field(
+        default_factory=lambda: {
+            "AWS::Region": "us-east-1",
+            "AWS::AccountId": "123456789012",
+            "AWS::Partition": "aws",
+            "AWS::StackName": "support-tickets-local",
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+    )
+
+    def __post_init__(self) -> None:
+        for name, spec in self.template.get("Parameters", {}).items():
+            self.parameters.setdefault(name, spec.get("Default"))
+
+    def ref(self, name: str) -> Any:
+        for table in (self.parameters, self.pseudo, self.refs):
+            if name in table:
+                return table[name]
+        raise UnsupportedIntrinsic(f"Ref {name} is not known locally")
+
+    def condition(self, name: str) -> bool:
+        return bool(self.resolve(self.template["Conditions"][name]))
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            ((key, arg),) = value.items()
+            handler = self._handlers().get(key)
+            if handler is not None:
+                return handler(arg)
+            if key.startswith("Fn::") or key == "Ref":
+                raise UnsupportedIntrinsic(key)
+        return {key: self.resolve(item) for key, item in value.items()}
+
+    def _handlers(self) -> dict[str, Callable[[Any], Any]]:
+        return {
+            "Ref": self.ref,
+            "Fn::GetAtt": self._get_att,
+            "Fn::Sub": self._sub,
+            "Fn::Join": lambda arg: str(arg[0]).join(str(self.resolve(item)) for item in arg[1]),
+            "Fn::Equals": lambda arg: self.resolve(arg[0]) == self.resolve(arg[1]),
+            "Fn::If": lambda arg: self.resolve(arg[1] if self.condition(arg[0]) else arg[2]),
+            "Condition": self.condition,
+        }
+
+    def _get_att(self, arg: list[str] | str) -> Any:
+        name = ".".join(arg) if isinstance(arg, list) else arg
+        if name not in self.attributes:
+            raise UnsupportedIntrinsic(f"Fn::GetAtt {name} is not known locally")
+        return self.attributes[name]
+
+    def _sub(self, arg: str | list[Any]) -> str:
+        text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+        out, index = [], 0
+        while index < len(text):
+            start = text.find("${", index)
+            if start < 0:
+                out.append(text[index:])
+                break
+            end = text.index("}", start)
+            out.append(text[index:start])
+            name = text[start + 2 : end]
+            if name.startswith("!"):  # ${!Literal} stays literal
+                out.append("${" + name[1:] + "}")
+            elif name in variables:
+                out.append(str(self.resolve(variables[name])))
+            elif "." in name:
+                out.append(str(self._get_att(name)))
+            else:
+                out.append(str(self.ref(name)))
+            index = end + 1
+        return "".join(out)
+
+
+@cache
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+def table_definition(resolver: Resolver | None = None) -> dict[str, Any]:
+    """The table's CreateTable arguments, straight from `template.yaml`."""
+    resolver = resolver or Resolver(template())
+    props = resolver.resolve(template()["Resources"]["SupportTicketTable"]["Properties"])
+    definition = {
+        name: props[name]
+        for name in ("TableName", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode")
+        if name in props
+    }
+    if "StreamSpecification" in props:
+        definition["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
+    return definition
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

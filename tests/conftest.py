@@ -1,0 +1,87 @@
+"""Shared fixtures: fake AWS credentials, moto with the table from template.yaml,
+random tenant ids. Nothing here can reach real AWS."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local_stack.template import table_definition
+from support_tickets.session import tenant_session
+from support_tickets.settings import get_settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+REGION = "us-east-1"
+TENANT_ROLE_ARN = "arn:aws:iam::123456789012:role/TenantAccessRole"
+
+
+@pytest.fixture(autouse=True)
+def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fake credentials and the functions' environment, for every test."""
+    for name in list(os.environ):
+        if name.startswith("AWS_") and name not in {"AWS_SAM_STACK_NAME"}:
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("TABLE_NAME", table_definition()["TableName"])
+    monkeypatch.setenv("TENANT_ROLE_ARN", TENANT_ROLE_ARN)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    monkeypatch.setenv("POWERTOOLS_DEV", "false")
+    get_settings.cache_clear()
+    tenant_session.cache_clear()
+    yield
+    get_settings.cache_clear()
+    tenant_session.cache_clear()
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    """moto, with the SupportTicket table created from template.yaml's definition."""
+    with mock_aws():
+        boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
+        yield
+
+
+@pytest.fixture
+def dynamodb(aws: None) -> DynamoDBClient:
+    """An admin client on the mocked table, for arranging and asserting (not for code under test)."""
+    return boto3.client("dynamodb", region_name=REGION)
+
+
+@pytest.fixture
+def table_name() -> str:
+    return str(table_definition()["TableName"])
+
+
+def random_tenant_id() -> str:
+    return f"t-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def new_tenant() -> Callable[[], str]:
+    return random_tenant_id
+
+
+def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]:
+    """Every item of the table, for before/after comparisons in tests only."""
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": table_name}
+    while True:
+        page = dynamodb.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,0 +1,249 @@
+"""The template: lint-clean, and the isolation model holds in the SAM-translated
+CloudFormation (what actually deploys), not just in the source YAML."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from samtranslator.translator.transform import transform
+
+from local_stack.template import TEMPLATE_PATH, load_template
+
+API_FUNCTIONS = {
+    "CreateTicketFunction",
+    "ListTicketsFunction",
+    "GetTicketFunction",
+    "GetTicketSummaryFunction",
+    "UpdateTicketFunction",
+    "AddCommentFunction",
+    "BatchUpdateStatusFunction",
+    "DeleteTicketFunction",
+    "GetAggregatesFunction",
+}
+ITEM_ACTIONS = {
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+}
+
+
+class NoManagedPolicies:
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+@cache
+def translated() -> dict[str, Any]:
+    """The template as `sam deploy` would submit it (code already uploaded)."""
+    template = copy.deepcopy(load_template())
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        for uri in ("CodeUri", "ContentUri"):
+            if uri in props:
+                props[uri] = "s3://bucket/key.zip"
+    translated_template: dict[str, Any] = transform(template, {}, NoManagedPolicies())
+    return translated_template
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    return {name: res for name, res in translated()["Resources"].items() if res["Type"] == kind}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def statements(policy_document: dict[str, Any]) -> list[dict[str, Any]]:
+    return as_list(policy_document["Statement"])
+
+
+def all_role_statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for policy in role["Properties"].get("Policies", []):
+        found.extend(statements(policy["PolicyDocument"]))
+    return found
+
+
+def venv_tool(name: str) -> str:
+    tool = shutil.which(name, path=str(Path(sys.executable).parent))
+    assert tool is not None, f"{name} is a pinned dev dependency (requirements-dev.txt)"
+    return tool
+
+
+def test_cfn_lint_is_clean() -> None:
+    result = subprocess.run(  # noqa: S603 - fixed arguments
+        [venv_tool("cfn-lint"), str(TEMPLATE_PATH)], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_sam_validate_lint_is_clean() -> None:
+    result = subprocess.run(  # noqa: S603 - fixed arguments
+        [venv_tool("sam"), "validate", "--lint", "--region", "us-east-1", "--template-file", str(TEMPLATE_PATH)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"SAM_CLI_TELEMETRY": "0", "PATH": str(Path(sys.executable).parent), "HOME": str(Path.home())},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "is a valid SAM Template" in result.stdout
+
+
+def test_every_api_method_uses_the_cognito_authorizer() -> None:
+    methods = resources("AWS::ApiGateway::Method")
+    body = resources("AWS::ApiGateway::RestApi")
+    # SAM inlines the API as an OpenAPI body: check every operation there.
+    (rest_api,) = body.values()
+    paths = rest_api["Properties"]["Body"]["paths"]
+    operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
+    assert len(operations) == 9
+    for path, verb, op in operations:
+        assert op.get("security") == [{"CognitoAuthorizer": []}], f"{verb.upper()} {path} is not authorized"
+    schemes = rest_api["Properties"]["Body"]["securityDefinitions"]
+    assert schemes["CognitoAuthorizer"]["x-amazon-apigateway-authtype"] == "cognito_user_pools"
+    assert methods == {}  # no method defined outside the authorized OpenAPI body
+
+
+def test_each_route_has_its_own_function() -> None:
+    paths = next(iter(resources("AWS::ApiGateway::RestApi").values()))["Properties"]["Body"]["paths"]
+    targets = {
+        json.dumps(op["x-amazon-apigateway-integration"]["uri"], sort_keys=True)
+        for ops in paths.values()
+        for op in ops.values()
+    }
+    assert len(targets) == 9
+    for function in API_FUNCTIONS:
+        assert any(function in target for target in targets), function
+
+
+def test_api_function_roles_cannot_touch_dynamodb_items() -> None:
+    functions = resources("AWS::Lambda::Function")
+    roles = resources("AWS::IAM::Role")
+    policies = resources("AWS::IAM::Policy")
+    api_role_names = {functions[name]["Properties"]["Role"]["Fn::GetAtt"][0] for name in API_FUNCTIONS}
+    assert api_role_names == {"ApiFunctionRole"}
+    for role_name in api_role_names:
+        role = roles[role_name]
+        granted = all_role_statements(role)
+        for policy in policies.values():
+            if {"Ref": role_name} in policy["Properties"]["Roles"]:
+                granted.extend(statements(policy["Properties"]["PolicyDocument"]))
+        actions = {action for statement in granted for action in as_list(statement["Action"])}
+        assert not any(action.startswith("dynamodb:") for action in actions), actions
+        assert actions == {"sts:AssumeRole", "sts:TagSession"}
+        managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        assert "AWSLambdaBasicExecutionRole" in managed
+        assert "Dynamo" not in managed
+
+
+def tenant_role() -> dict[str, Any]:
+    return resources("AWS::IAM::Role")["TenantAccessRole"]
+
+
+def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> None:
+    (statement,) = all_role_statements(tenant_role())
+    assert statement["Effect"] == "Allow"
+    assert set(statement["Action"]) == ITEM_ACTIONS
+    condition = statement["Condition"]
+    assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#${aws:PrincipalTag/TenantId}|*"]
+    assert condition["Null"] == {"dynamodb:LeadingKeys": "false"}
+    resources_json = json.dumps(statement["Resource"])
+    assert "SupportTicketTable" in resources_json
+    assert "/index/GSI1" in resources_json
+    assert "/index/*" not in resources_json
+
+
+def test_no_policy_anywhere_allows_scan_or_wildcards() -> None:
+    everything = json.dumps(translated()["Resources"])
+    assert "dynamodb:Scan" not in everything
+    assert '"dynamodb:*"' not in everything
+    for role in resources("AWS::IAM::Role").values():
+        for statement in all_role_statements(role):
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, action
+
+
+def test_tenant_role_trust_admits_only_the_api_role_with_a_tenant_tag() -> None:
+    trust = statements(tenant_role()["Properties"]["AssumeRolePolicyDocument"])
+    assert {statement["Action"] for statement in trust} == {"sts:AssumeRole", "sts:TagSession"}
+    for statement in trust:
+        assert statement["Principal"] == {"AWS": {"Fn::GetAtt": ["ApiFunctionRole", "Arn"]}}
+        assert statement["Condition"]["StringLike"] == {"aws:RequestTag/TenantId": "?*"}
+    (tag,) = [statement for statement in trust if statement["Action"] == "sts:TagSession"]
+    assert tag["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["TenantId"]}
+
+
+def test_aggregator_can_write_only_aggregate_items() -> None:
+    functions = resources("AWS::Lambda::Function")
+    role_name = functions["AggregateCountsFunction"]["Properties"]["Role"]["Fn::GetAtt"][0]
+    granted = all_role_statements(resources("AWS::IAM::Role")[role_name])
+    table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    item_statements = [s for s in table_statements if "dynamodb:UpdateItem" in as_list(s["Action"])]
+    (items,) = item_statements
+    assert set(items["Action"]) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    assert items["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#*|AGGREGATE"]
+    assert items["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    others = [s for s in table_statements if s is not items]
+    for statement in others:
+        assert all(
+            action
+            in {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+            for action in as_list(statement["Action"])
+        )
+        assert "StreamArn" in json.dumps(statement["Resource"])
+
+
+def test_table_keeps_its_data() -> None:
+    table = translated()["Resources"]["SupportTicketTable"]
+    assert table["DeletionPolicy"] == "Retain"
+    assert table["UpdateReplacePolicy"] == "Retain"
+    props = table["Properties"]
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert props["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_every_index_partition_key_is_tenant_prefixed_by_design() -> None:
+    # GSI1's hash key is tenant_status, written only as keys.tenant_status() = TENANT#<t>|<STATUS>.
+    props = translated()["Resources"]["SupportTicketTable"]["Properties"]
+    (gsi,) = props["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == "GSI1"
+    assert gsi["KeySchema"][0] == {"AttributeName": "tenant_status", "KeyType": "HASH"}
+    assert gsi["Projection"]["ProjectionType"] == "INCLUDE"
+    assert "description" not in gsi["Projection"]["NonKeyAttributes"]
+
+
+def test_user_pool_tenant_attribute_is_immutable_and_unwritable() -> None:
+    res = translated()["Resources"]
+    pool = res["UserPool"]["Properties"]
+    (tenant_attr,) = [attr for attr in pool["Schema"] if attr["Name"] == "tenant_id"]
+    assert tenant_attr["Mutable"] is False
+    assert pool["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"] is True
+    for client in resources("AWS::Cognito::UserPoolClient").values():
+        assert "custom:tenant_id" not in client["Properties"]["WriteAttributes"]
+    assert res["AdminGroup"]["Properties"]["GroupName"] == "admin"
+
+
+def test_outputs() -> None:
+    assert {"ApiUrl", "UserPoolId", "UserPoolClientId", "TableName"} <= set(translated()["Outputs"])
+
+
+def test_layer_and_runtime_are_python_3_13() -> None:
+    for name, function in resources("AWS::Lambda::Function").items():
+        assert function["Properties"]["Runtime"] == "python3.13", name
+    template = load_template()
+    assert template["Resources"]["SharedLayer"]["Metadata"]["BuildMethod"] == "python3.13"
