@@ -146,9 +146,20 @@ def template() -> dict[str, Any]:
     return load_template()
 
 
+def local_resolver(**attributes: Any) -> Resolver:
+    """A resolver that knows what a local run knows without AWS: the table's name
+    (its ``Ref``) and whatever resource attributes the caller passes, as
+    ``"Logical.Attr"`` keys (e.g. the tenant role's ARN once it exists)."""
+    resolver = Resolver(template())
+    table = template()["Resources"]["SupportTicketTable"]["Properties"]
+    resolver.refs["SupportTicketTable"] = resolver.resolve(table["TableName"])
+    resolver.attributes.update({name.replace("__", "."): value for name, value in attributes.items()})
+    return resolver
+
+
 def table_definition(resolver: Resolver | None = None) -> dict[str, Any]:
     """The table's CreateTable arguments, straight from `template.yaml`."""
-    resolver = resolver or Resolver(template())
+    resolver = resolver or local_resolver()
     props = resolver.resolve(template()["Resources"]["SupportTicketTable"]["Properties"])
     definition = {
         name: props[name]
