@@ -1,0 +1,51 @@
+"""The aggregator's DynamoDB stream event source, as `template.yaml` defines it.
+
+``FilterCriteria`` patterns are read from the template itself (not copied) and
+evaluated with moto's EventBridge event-pattern matcher, the same pattern
+language Lambda event filtering uses. Lambda ORs the filters of a source:
+a record is delivered when any pattern matches it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from moto.events.models import EventPattern
+
+from local_stack.template import template
+
+AGGREGATOR_FUNCTION = "AggregateCountsFunction"
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    function: str
+    patterns: tuple[str, ...]
+    batch_size: int
+    batching_window_s: int
+    maximum_retry_attempts: int
+    bisect_on_error: bool
+    report_batch_item_failures: bool
+
+    def matches(self, record: dict[str, Any]) -> bool:
+        """Whether Lambda would deliver this stream record to the function."""
+        if not self.patterns:
+            return True
+        return any(EventPattern(raw, json.loads(raw)).matches_event(record) for raw in self.patterns)
+
+
+def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
+    events = template()["Resources"][function]["Properties"]["Events"]
+    (props,) = [event["Properties"] for event in events.values() if event["Type"] == "DynamoDB"]
+    filters = props.get("FilterCriteria", {}).get("Filters", [])
+    return StreamSource(
+        function=function,
+        patterns=tuple(str(item["Pattern"]) for item in filters),
+        batch_size=int(props.get("BatchSize", 100)),
+        batching_window_s=int(props.get("MaximumBatchingWindowInSeconds", 0)),
+        maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
+        bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
+        report_batch_item_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+    )
