@@ -33,7 +33,10 @@ class StreamSource:
         """Whether Lambda would deliver this stream record to the function."""
         if not self.patterns:
             return True
-        return any(EventPattern(raw, json.loads(raw)).matches_event(record) for raw in self.patterns)
+        return any(
+            EventPattern(raw, json.loads(raw)).matches_event(record)  # type: ignore[arg-type]
+            for raw in self.patterns
+        )
 
 
 def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
