@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from moto.events.models import EventPattern
@@ -52,3 +53,17 @@ def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
         bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
         report_batch_item_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
     )
+
+
+def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A DynamoDB Streams ``GetRecords`` record as Lambda delivers it: the same
+    fields plus ``eventSourceARN``, ``ApproximateCreationDateTime`` as epoch
+    seconds (boto3 hands it back as a datetime), JSON-safe throughout."""
+    stream = dict(record["dynamodb"])
+    created = stream.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        stream["ApproximateCreationDateTime"] = int(created.timestamp())
+    converted = {key: value for key, value in record.items() if key != "dynamodb"}
+    converted["dynamodb"] = stream
+    converted["eventSourceARN"] = stream_arn
+    return converted
