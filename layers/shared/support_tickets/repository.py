@@ -51,6 +51,8 @@ BATCH_WRITE_SIZE = 25
 MAX_UNPROCESSED_ROUNDS = 8
 LIST_KEY_ATTRIBUTES = frozenset({"pk", "sk", "tenant_status", "resolver"})
 COMMENT_KEY_ATTRIBUTES = frozenset({"pk", "sk"})
+# Codes DynamoDB puts in a transaction's CancellationReasons when it throttled.
+CANCELLATION_THROTTLING_CODES = THROTTLING_CODES | {"ThrottlingError", "ProvisionedThroughputExceeded"}
 
 
 class ClientProvider(Protocol):
@@ -90,6 +92,9 @@ class TicketRepository:
                     continue
                 if code in THROTTLING_CODES:
                     raise Throttled() from exc
+                if code == "TransactionConflictException":
+                    # A transaction on the same item is in flight: it won, nothing changed here.
+                    raise Conflict() from exc
                 if code == "AccessDeniedException":
                     # Only a bug (or an attack) asks for another tenant's keys.
                     raise Forbidden("Access denied.") from exc
@@ -301,7 +306,7 @@ class TicketRepository:
             ]
             if missing:
                 raise TicketNotFound(details={"missing_ticket_ids": missing}) from exc
-            if any(reason.get("Code") in THROTTLING_CODES for reason in reasons):
+            if any(reason.get("Code") in CANCELLATION_THROTTLING_CODES for reason in reasons):
                 raise Throttled() from exc
             raise Conflict() from exc
         return BatchStatusResponse(updated=list(ticket_ids), status=status)
@@ -389,6 +394,8 @@ class TicketRepository:
             reasons = exc.response.get("CancellationReasons", [])
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                 raise TicketNotFound() from exc
+            if any(reason.get("Code") in CANCELLATION_THROTTLING_CODES for reason in reasons):
+                raise Throttled() from exc
             raise Conflict() from exc
         return item.comment()
 
