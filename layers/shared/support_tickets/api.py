@@ -2,8 +2,9 @@
 one table that maps errors to API.md's bodies.
 
 Order of checks for a request (see :func:`handle`): body size (413), identity
-from the authorizer claims (401/403), then Powertools' pydantic validation of
-path, query, headers and body (400), then the route. Everything that goes wrong
+from the authorizer claims (401/403), a JSON ``Content-Type`` for a body (400),
+then Powertools' pydantic validation of path, query, headers and body (400),
+query parameters the route does not declare (400), then the route. Everything that goes wrong
 after that is an :class:`~support_tickets.errors.ApiError` raised by the domain
 and turned into a response here, never in a handler.
 """
@@ -11,17 +12,30 @@ and turned into a response here, never in a handler.
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.errors import ApiError, InvalidJson, PayloadTooLarge, ValidationFailed
+from support_tickets.errors import (
+    ApiError,
+    Forbidden,
+    InvalidJson,
+    PayloadTooLarge,
+    Throttled,
+    Unauthorized,
+    Unavailable,
+    ValidationFailed,
+)
 from support_tickets.identity import Caller, caller_from_event
+from support_tickets.models import ErrorResponse
 
 logger = Logger()
 tracer = Tracer()
@@ -67,13 +81,65 @@ def _unexpected_error_response(exc: Exception) -> Response[Any]:
     )
 
 
+def _reject_unknown_query_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """A query parameter the route does not declare is a 400, like an unknown body field."""
+    route = app.context.get("_route")  # set by Powertools before it runs middlewares
+    if route is not None:
+        allowed = {param.alias for param in route.dependant.query_params}
+        event = app.current_event
+        given = set(event.query_string_parameters or {}) | set(event.multi_value_query_string_parameters or {})
+        unknown = sorted(given - allowed)
+        if unknown:
+            raise ValidationFailed(details=[{"field": name, "message": "unknown query parameter"} for name in unknown])
+    return next_middleware(app)
+
+
 def create_app() -> APIGatewayRestResolver:
     """The resolver every REST function registers its one route on."""
     app = APIGatewayRestResolver(enable_validation=True)
+    app.use(middlewares=[_reject_unknown_query_parameters])
     app.exception_handler(ApiError)(error_response)
     app.exception_handler(RequestValidationError)(_validation_error_response)
     app.exception_handler(Exception)(_unexpected_error_response)
     return app
+
+
+# Errors any route can answer: a bad request, the caller's token (401, or 403 for
+# a malformed tenant claim), the body size, and AWS pushing back.
+COMMON_ERRORS: tuple[type[ApiError], ...] = (
+    ValidationFailed,
+    InvalidJson,
+    Unauthorized,
+    Forbidden,
+    PayloadTooLarge,
+    Throttled,
+    Unavailable,
+)
+
+
+def openapi_responses(status: int, description: str, *errors: type[ApiError]) -> dict[int, OpenAPIResponse]:
+    """A route's documented responses: its success (schema from the return
+    annotation; none for 204) and ``ErrorResponse`` for every error it can give,
+    the common ones plus ``errors``. Used in each route's decorator, so the
+    OpenAPI document comes from the handlers themselves."""
+    responses: dict[int, OpenAPIResponse] = {status: {"description": description}}
+    if status == 204:
+        responses[status]["content"] = {}
+    by_status: defaultdict[int, list[type[ApiError]]] = defaultdict(list)
+    for error in (*COMMON_ERRORS, *errors):
+        if error not in by_status[error.status]:
+            by_status[error.status].append(error)
+    for code, classes in sorted(by_status.items()):
+        response: OpenAPIResponse = {
+            "description": " ".join(f"`{error.code}`: {error.default_message}" for error in classes),
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorResponse}},
+        }
+        if code in {Throttled.status, Unavailable.status}:
+            response["headers"] = {
+                "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}
+            }
+        responses[code] = response
+    return responses
 
 
 def current_caller(app: APIGatewayRestResolver) -> Caller:
@@ -92,6 +158,15 @@ def _proxy_response(response: Response[Any]) -> dict[str, Any]:
     }
 
 
+def _require_json_body(event: Mapping[str, Any]) -> None:
+    if not event.get("body"):
+        return
+    headers = {name.lower(): value for name, value in (event.get("headers") or {}).items()}
+    media_type = str(headers.get("content-type") or "application/json").split(";", 1)[0].strip().lower()
+    if media_type != content_types.APPLICATION_JSON:
+        raise ValidationFailed(details=[{"field": "Content-Type", "message": "must be application/json"}])
+
+
 def _body_size(event: Mapping[str, Any]) -> int:
     body = event.get("body") or ""
     if event.get("isBase64Encoded"):
@@ -106,8 +181,20 @@ def handle(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaCo
             raise PayloadTooLarge()
         caller = caller_from_event(event)
     except ApiError as exc:
+        # No tenant yet (or not a valid one): nothing to log it under; API
+        # Gateway's access log has the request.
         return _proxy_response(error_response(exc))
     logger.append_keys(tenant_id=caller.tenant_id, user=caller.username)
     tracer.put_annotation(key="tenant_id", value=caller.tenant_id)
-    app.append_context(**{CALLER_CONTEXT_KEY: caller})  # type: ignore[no-untyped-call]
-    return app.resolve(event, context)
+    try:
+        _require_json_body(event)
+    except ApiError as exc:
+        response = _proxy_response(error_response(exc))
+    else:
+        app.append_context(**{CALLER_CONTEXT_KEY: caller})  # type: ignore[no-untyped-call]
+        response = app.resolve(event, context)
+    logger.info(
+        "request handled",
+        extra={"method": event.get("httpMethod"), "resource": event.get("resource"), "status": response["statusCode"]},
+    )
+    return response
