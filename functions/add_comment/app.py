@@ -9,13 +9,18 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import Conflict, TicketNotFound
 from support_tickets.models import AddCommentRequest, Comment
 
 app = create_app()
 
 
-@app.post("/tickets/<ticket_id>/comments", summary="Add a comment", responses={201: {"description": "Created"}})
+@app.post(
+    "/tickets/<ticket_id>/comments",
+    summary="Add a comment",
+    responses=openapi_responses(201, "The comment", TicketNotFound, Conflict),
+)
 @tracer.capture_method
 def add_comment(ticket_id: str, request: Annotated[AddCommentRequest, Body()]) -> Response[Comment]:
     comment = tickets.add_comment(current_caller(app), ticket_id, request)

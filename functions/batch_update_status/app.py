@@ -8,13 +8,19 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import Conflict, TicketNotFound
 from support_tickets.models import BatchStatusRequest, BatchStatusResponse
 
 app = create_app()
 
 
-@app.post("/tickets/status", summary="Change the status of many tickets atomically")
+@app.post(
+    "/tickets/status",
+    summary="Change the status of many tickets atomically",
+    description="All or nothing: a 404 names the missing ids in `details.missing_ticket_ids`, and nothing changed.",
+    responses=openapi_responses(200, "Every ticket changed", TicketNotFound, Conflict),
+)
 @tracer.capture_method
 def batch_update_status(request: Annotated[BatchStatusRequest, Body()]) -> BatchStatusResponse:
     result = tickets.change_status(current_caller(app), request)

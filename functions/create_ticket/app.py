@@ -9,13 +9,18 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import Conflict
 from support_tickets.models import CreateTicketRequest, Ticket
 
 app = create_app()
 
 
-@app.post("/tickets", summary="Create a ticket", responses={201: {"description": "Created"}})
+@app.post(
+    "/tickets",
+    summary="Create a ticket",
+    responses=openapi_responses(201, "Created; `Location: /tickets/<id>`", Conflict),
+)
 @tracer.capture_method
 def create_ticket(
     request: Annotated[CreateTicketRequest, Body()],

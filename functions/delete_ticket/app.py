@@ -8,12 +8,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import TicketNotFound
 
 app = create_app()
 
 
-@app.delete("/tickets/<ticket_id>", summary="Delete a ticket (admin)", responses={204: {"description": "Deleted"}})
+@app.delete(
+    "/tickets/<ticket_id>",
+    summary="Delete a ticket (admin)",
+    responses=openapi_responses(204, "Deleted, with its comments", TicketNotFound),
+)
 @tracer.capture_method
 def delete_ticket(ticket_id: str) -> Response[None]:
     tickets.delete_ticket(current_caller(app), ticket_id)

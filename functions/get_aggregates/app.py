@@ -6,13 +6,17 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.models import AggregatesResponse
 
 app = create_app()
 
 
-@app.get("/aggregates", summary="Ticket counts per status (admin)")
+@app.get(
+    "/aggregates",
+    summary="Ticket counts per status (admin)",
+    responses=openapi_responses(200, "Counts per status (eventually consistent)"),
+)
 @tracer.capture_method
 def get_aggregates() -> AggregatesResponse:
     return tickets.get_aggregates(current_caller(app))

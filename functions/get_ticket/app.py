@@ -7,13 +7,20 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import InvalidCursor, TicketNotFound
 from support_tickets.models import TicketWithComments
 
 app = create_app()
 
 
-@app.get("/tickets/<ticket_id>", summary="Get a ticket with its comments")
+@app.get(
+    "/tickets/<ticket_id>",
+    summary="Get a ticket with its comments",
+    responses=openapi_responses(
+        200, "The ticket and a page of its comments, oldest first", InvalidCursor, TicketNotFound
+    ),
+)
 @tracer.capture_method
 def get_ticket(
     ticket_id: str,

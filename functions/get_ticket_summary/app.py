@@ -6,13 +6,18 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import TicketNotFound
 from support_tickets.models import Ticket
 
 app = create_app()
 
 
-@app.get("/tickets/<ticket_id>/summary", summary="Get a ticket summary")
+@app.get(
+    "/tickets/<ticket_id>/summary",
+    summary="Get a ticket summary",
+    responses=openapi_responses(200, "The ticket", TicketNotFound),
+)
 @tracer.capture_method
 def get_ticket_summary(ticket_id: str) -> Ticket:
     return tickets.get_ticket_summary(current_caller(app), ticket_id)

@@ -7,14 +7,19 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import InvalidCursor
 from support_tickets.keys import RESOLVER_PATTERN, TicketStatus
 from support_tickets.models import TicketPage
 
 app = create_app()
 
 
-@app.get("/tickets", summary="List tickets by status")
+@app.get(
+    "/tickets",
+    summary="List tickets by status",
+    responses=openapi_responses(200, "A page of tickets (without description)", InvalidCursor),
+)
 @tracer.capture_method
 def list_tickets(
     status: Annotated[TicketStatus, Query()] = TicketStatus.OPEN,

@@ -8,13 +8,18 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, tracer
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import Conflict, TicketNotFound, VersionMismatch
 from support_tickets.models import Ticket, UpdateTicketRequest
 
 app = create_app()
 
 
-@app.patch("/tickets/<ticket_id>", summary="Update a ticket")
+@app.patch(
+    "/tickets/<ticket_id>",
+    summary="Update a ticket",
+    responses=openapi_responses(200, "The updated ticket", TicketNotFound, Conflict, VersionMismatch),
+)
 @tracer.capture_method
 def update_ticket(
     ticket_id: str,
