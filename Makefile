@@ -78,7 +78,7 @@ reconcile: $(STAMP) ## recount a tenant's tickets and repair drift: make reconci
 	$(PY) -m local_stack reconcile --tenant "$(TENANT)" $(if $(STACK),--stack $(STACK),)
 
 openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
-	$(PY) -m support_tickets.openapi > docs/openapi.json
+	$(PY) -m ops.openapi > docs/openapi.json
 
 clean: ## remove build output and the venv
 	rm -rf .aws-sam .local $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Operator and build tooling that runs outside Lambda (``python -m ops.<tool>``)."""

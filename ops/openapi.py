@@ -1,0 +1,132 @@
+"""The OpenAPI document of the whole API, generated from the handlers themselves.
+
+Each REST function of `template.yaml` is loaded the way the local stack loads it
+(its own ``app`` module, from its ``CodeUri``), and its Powertools resolver's
+``get_openapi_schema()`` describes its one route from the pydantic models and the
+route's declared responses (``support_tickets.api.openapi_responses``). The
+documents are merged into one, with the Cognito bearer security scheme and
+server placeholders. Powertools' own 422 validation response is dropped: our
+validation errors are the 400 ``ErrorResponse`` each route already declares.
+
+    python -m ops.openapi > docs/openapi.json     (make openapi)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+from local_stack.lambda_runtime import FunctionSpec, function_specs, load_handler
+from local_stack.template import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+TITLE = "Support tickets API"
+DESCRIPTION = (
+    "Multi-tenant support tickets. Every route needs `Authorization: Bearer <Cognito ID token>`; "
+    "the tenant is the token's `custom:tenant_id`, admins are in the `admin` group. "
+    'Bodies are JSON, at most 64 KiB. Errors: `{"error": {"code", "message", "details"?}}`. '
+    "The full contract is docs/API.md."
+)
+SECURITY_SCHEME = "CognitoIdToken"
+SERVERS: list[dict[str, Any]] = [
+    {
+        "url": "https://{restApiId}.execute-api.{region}.amazonaws.com/{stage}",
+        "description": "Deployed stack (the `ApiUrl` output)",
+        "variables": {
+            "restApiId": {"default": "your-api-id"},
+            "region": {"default": "us-east-1"},
+            "stage": {"default": "v1"},
+        },
+    },
+    {"url": "http://127.0.0.1:3000", "description": "Local stack (`make dev`)"},
+]
+# Powertools documents its own validation error shape; ours is ErrorResponse.
+_POWERTOOLS_ONLY_SCHEMAS = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
+_POWERTOOLS_VALIDATION_STATUS = "422"
+
+
+class OpenApiMismatch(RuntimeError):
+    """A handler's route disagrees with the template, or two handlers disagree."""
+
+
+def _version() -> str:
+    with (PROJECT_ROOT / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+def function_app(spec: FunctionSpec) -> APIGatewayRestResolver:
+    """The Powertools resolver of one function, from its own handler module."""
+    handler = load_handler(spec.code_uri, spec.handler)
+    app: APIGatewayRestResolver = sys.modules[handler.__module__].app
+    return app
+
+
+def _function_document(spec: FunctionSpec, version: str) -> dict[str, Any]:
+    raw = function_app(spec).get_openapi_json_schema(title=TITLE, version=version)
+    document: dict[str, Any] = json.loads(raw)
+    declared = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    expected = {(route.method, route.path) for route in spec.routes}
+    if declared != expected:
+        raise OpenApiMismatch(f"{spec.logical_id}: handler serves {sorted(declared)}, template maps {sorted(expected)}")
+    for item in document["paths"].values():
+        for operation in item.values():
+            operation["responses"].pop(_POWERTOOLS_VALIDATION_STATUS, None)
+            for response in operation["responses"].values():
+                if response.get("content") == {}:
+                    del response["content"]  # 204: no body
+            operation["x-function"] = spec.logical_id
+    return document
+
+
+def build_document() -> dict[str, Any]:
+    version = _version()
+    paths: dict[str, dict[str, Any]] = {}
+    schemas: dict[str, Any] = {}
+    for spec in function_specs().values():
+        if not spec.routes:
+            continue  # the stream function
+        document = _function_document(spec, version)
+        for path, item in document["paths"].items():
+            for method, operation in item.items():
+                if method in paths.setdefault(path, {}):
+                    raise OpenApiMismatch(f"{method.upper()} {path} is served by two functions")
+                paths[path][method] = operation
+        for name, schema in document.get("components", {}).get("schemas", {}).items():
+            if name in _POWERTOOLS_ONLY_SCHEMAS:
+                continue
+            if schemas.setdefault(name, schema) != schema:
+                raise OpenApiMismatch(f"two handlers define different schemas named {name}")
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": TITLE, "version": version, "description": DESCRIPTION},
+        "servers": SERVERS,
+        "security": [{SECURITY_SCHEME: []}],
+        "paths": {path: dict(sorted(paths[path].items())) for path in sorted(paths)},
+        "components": {
+            "schemas": dict(sorted(schemas.items())),
+            "securitySchemes": {
+                SECURITY_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A Cognito user pool ID token (API Gateway's Cognito authorizer verifies it).",
+                }
+            },
+        },
+    }
+
+
+def render() -> str:
+    return json.dumps(build_document(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

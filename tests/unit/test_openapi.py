@@ -1,0 +1,106 @@
+"""docs/openapi.json: generated from the handlers (ops.openapi), never stale, and
+describing exactly the template's routes with API.md's errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from local_stack.lambda_runtime import function_specs
+from local_stack.template import PROJECT_ROOT
+from ops.openapi import SECURITY_SCHEME, build_document, render
+
+CHECKED_IN = PROJECT_ROOT / "docs" / "openapi.json"
+ERROR_REF = "#/components/schemas/ErrorResponse"
+# API.md's error table, per route: what every route can answer, plus the route's own.
+COMMON = {"400", "401", "403", "413", "429", "503"}
+ROUTE_ERRORS = {
+    ("post", "/tickets"): COMMON | {"409"},
+    ("get", "/tickets"): COMMON,
+    ("get", "/tickets/{ticket_id}"): COMMON | {"404"},
+    ("get", "/tickets/{ticket_id}/summary"): COMMON | {"404"},
+    ("patch", "/tickets/{ticket_id}"): COMMON | {"404", "409", "412"},
+    ("post", "/tickets/{ticket_id}/comments"): COMMON | {"404", "409"},
+    ("post", "/tickets/status"): COMMON | {"404", "409"},
+    ("delete", "/tickets/{ticket_id}"): COMMON | {"404"},
+    ("get", "/aggregates"): COMMON,
+}
+SUCCESS = {
+    ("post", "/tickets"): ("201", "Ticket"),
+    ("get", "/tickets"): ("200", "TicketPage"),
+    ("get", "/tickets/{ticket_id}"): ("200", "TicketWithComments"),
+    ("get", "/tickets/{ticket_id}/summary"): ("200", "Ticket"),
+    ("patch", "/tickets/{ticket_id}"): ("200", "Ticket"),
+    ("post", "/tickets/{ticket_id}/comments"): ("201", "Comment"),
+    ("post", "/tickets/status"): ("200", "BatchStatusResponse"),
+    ("delete", "/tickets/{ticket_id}"): ("204", None),
+    ("get", "/aggregates"): ("200", "AggregatesResponse"),
+}
+
+
+@pytest.fixture(scope="module")
+def document() -> dict[str, Any]:
+    return build_document()
+
+
+def operations(document: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(method, path): op for path, item in document["paths"].items() for method, op in item.items()}
+
+
+def test_checked_in_document_is_current() -> None:
+    # Given the handlers as they are, when the document is generated,
+    # then it is byte for byte what docs/openapi.json holds.
+    assert CHECKED_IN.read_text(encoding="utf-8") == render(), "docs/openapi.json is stale: run `make openapi`"
+
+
+def test_document_describes_exactly_the_template_routes(document: dict[str, Any]) -> None:
+    template_routes = {
+        (route.method.lower(), route.path, spec.logical_id)
+        for spec in function_specs().values()
+        for route in spec.routes
+    }
+    documented = {(method, path, op["x-function"]) for (method, path), op in operations(document).items()}
+    assert documented == template_routes
+    assert set(operations(document)) == set(ROUTE_ERRORS)
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(ROUTE_ERRORS))
+def test_each_route_documents_its_success_and_errors(document: dict[str, Any], method: str, path: str) -> None:
+    responses = operations(document)[(method, path)]["responses"]
+    status, model = SUCCESS[(method, path)]
+    assert set(responses) == {status} | ROUTE_ERRORS[(method, path)]
+    if model is None:
+        assert "content" not in responses[status]
+    else:
+        assert responses[status]["content"]["application/json"]["schema"] == {"$ref": f"#/components/schemas/{model}"}
+    for code in ROUTE_ERRORS[(method, path)]:
+        assert responses[code]["content"]["application/json"]["schema"] == {"$ref": ERROR_REF}
+    for code in ("429", "503"):
+        assert "Retry-After" in responses[code]["headers"]
+
+
+def test_security_and_servers(document: dict[str, Any]) -> None:
+    assert document["openapi"].startswith("3.")
+    assert document["security"] == [{SECURITY_SCHEME: []}]
+    scheme = document["components"]["securitySchemes"][SECURITY_SCHEME]
+    assert (scheme["type"], scheme["scheme"], scheme["bearerFormat"]) == ("http", "bearer", "JWT")
+    assert any("execute-api" in server["url"] for server in document["servers"])
+    # Powertools' own 422 shape is not part of our contract.
+    assert "HTTPValidationError" not in json.dumps(document)
+    assert "422" not in {code for op in operations(document).values() for code in op["responses"]}
+
+
+def test_request_models_come_from_the_handlers(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    create = schemas["CreateTicketRequest"]
+    assert create["required"] == ["title"]
+    assert create["additionalProperties"] is False
+    assert create["properties"]["title"]["maxLength"] == 200
+    batch = schemas["BatchStatusRequest"]["properties"]["ticket_ids"]
+    assert (batch["minItems"], batch["maxItems"]) == (1, 100)
+    list_params = {p["name"]: p for p in operations(document)[("get", "/tickets")]["parameters"]}
+    assert set(list_params) == {"status", "resolver", "limit", "cursor"}
+    assert (list_params["limit"]["schema"]["minimum"], list_params["limit"]["schema"]["maximum"]) == (1, 100)
+    assert list_params["limit"]["schema"]["default"] == 25
