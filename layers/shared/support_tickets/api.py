@@ -18,6 +18,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
@@ -30,6 +31,7 @@ from support_tickets.errors import (
     InvalidJson,
     PayloadTooLarge,
     Throttled,
+    TicketNotFound,
     Unauthorized,
     Unavailable,
     ValidationFailed,
@@ -71,6 +73,13 @@ def _validation_error_response(exc: RequestValidationError) -> Response[Any]:
     return error_response(ValidationFailed(details=details))
 
 
+def _route_not_matched_response(exc: NotFoundError) -> Response[Any]:
+    # API Gateway only invokes a function for its own route, so a path the
+    # resolver can't match has a {ticket_id} with characters no ticket id has
+    # (e.g. "#"): not found, like any other invalid id.
+    return error_response(TicketNotFound())
+
+
 def _unexpected_error_response(exc: Exception) -> Response[Any]:
     logger.exception("unhandled error")
     metrics.add_metric(name="UnhandledError", unit=MetricUnit.Count, value=1)
@@ -100,6 +109,7 @@ def create_app() -> APIGatewayRestResolver:
     app.use(middlewares=[_reject_unknown_query_parameters])
     app.exception_handler(ApiError)(error_response)
     app.exception_handler(RequestValidationError)(_validation_error_response)
+    app.exception_handler(NotFoundError)(_route_not_matched_response)
     app.exception_handler(Exception)(_unexpected_error_response)
     return app
 
