@@ -1,0 +1,233 @@
+"""Invoke the real REST handlers in-process, with events shaped as API Gateway
+sends them (local_stack.events.rest_event), over whatever AWS the test set up
+(moto). One method per route, so tests read like the contract."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+from unittest import mock
+
+import botocore.client
+from botocore.exceptions import ClientError, EndpointConnectionError
+
+from local_stack.events import rest_event
+from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
+
+TICKET = "/tickets/{ticket_id}"
+
+
+@dataclass(frozen=True)
+class User:
+    """A Cognito user as the authorizer's claims describe it (all strings)."""
+
+    tenant_id: str
+    username: str = "alice"
+    admin: bool = False
+
+    def claims(self) -> dict[str, str]:
+        claims = {
+            "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.tenant_id}/{self.username}")),
+            "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+            "aud": "exampleclientid",
+            "token_use": "id",
+            "cognito:username": self.username,
+            "custom:tenant_id": self.tenant_id,
+            "auth_time": "1795000000",
+            "iat": "1795000000",
+            "exp": "Sat Nov 21 11:00:00 UTC 2026",
+        }
+        if self.admin:
+            claims["cognito:groups"] = "admin"
+        return claims
+
+    def as_admin(self) -> User:
+        return User(self.tenant_id, f"{self.username}-admin", admin=True)
+
+
+@dataclass
+class ApiResponse:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: Any  # parsed JSON, or None for an empty body
+    request_id: str
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    @property
+    def error_code(self) -> str:
+        return str(self.body["error"]["code"])
+
+
+def parse_response(raw: Mapping[str, Any], request_id: str) -> ApiResponse:
+    """A Lambda proxy response, whether it uses ``headers`` or ``multiValueHeaders``."""
+    headers = {name.lower(): str(value) for name, value in (raw.get("headers") or {}).items()}
+    for name, values in (raw.get("multiValueHeaders") or {}).items():
+        headers[name.lower()] = ",".join(str(value) for value in values)
+    body = raw.get("body")
+    return ApiResponse(
+        status=int(raw["statusCode"]), headers=headers, body=json.loads(body) if body else None, request_id=request_id
+    )
+
+
+@cache
+def _handler(logical_id: str) -> Handler:
+    spec = function_specs()[logical_id]
+    return load_handler(spec.code_uri, spec.handler)
+
+
+@dataclass(frozen=True)
+class Route:
+    function: str
+    method: str
+    resource: str
+
+
+ROUTES: dict[str, Route] = {
+    "create": Route("CreateTicketFunction", "POST", "/tickets"),
+    "list": Route("ListTicketsFunction", "GET", "/tickets"),
+    "get": Route("GetTicketFunction", "GET", TICKET),
+    "summary": Route("GetTicketSummaryFunction", "GET", TICKET + "/summary"),
+    "update": Route("UpdateTicketFunction", "PATCH", TICKET),
+    "comment": Route("AddCommentFunction", "POST", TICKET + "/comments"),
+    "batch": Route("BatchUpdateStatusFunction", "POST", "/tickets/status"),
+    "delete": Route("DeleteTicketFunction", "DELETE", TICKET),
+    "aggregates": Route("GetAggregatesFunction", "GET", "/aggregates"),
+}
+
+
+@dataclass
+class Api:
+    """The nine routes, each through its own function's ``lambda_handler``."""
+
+    invocations: list[ApiResponse] = field(default_factory=list)
+
+    def call(
+        self,
+        route: str,
+        user: User | None,
+        *,
+        ticket_id: str | None = None,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+        raw_body: str | None = None,
+        claims: Mapping[str, str] | None = None,
+    ) -> ApiResponse:
+        spec = ROUTES[route]
+        request_id = str(uuid.uuid4())
+        event = rest_event(
+            spec.method,
+            spec.resource,
+            path_parameters={"ticket_id": ticket_id} if ticket_id is not None else None,
+            query=query,
+            headers=headers,
+            body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
+            claims=claims if claims is not None else (user.claims() if user else None),
+            request_id=request_id,
+        )
+        raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function))
+        response = parse_response(raw, request_id)
+        self.invocations.append(response)
+        return response
+
+    # ------------------------------------------------------------ one per route
+    def create(self, user: User, body: Any, headers: Mapping[str, str] | None = None) -> ApiResponse:
+        return self.call("create", user, body=body, headers=headers)
+
+    def list_tickets(self, user: User, **query: str) -> ApiResponse:
+        return self.call("list", user, query=query or None)
+
+    def get(self, user: User, ticket_id: str, **query: str) -> ApiResponse:
+        return self.call("get", user, ticket_id=ticket_id, query=query or None)
+
+    def summary(self, user: User, ticket_id: str) -> ApiResponse:
+        return self.call("summary", user, ticket_id=ticket_id)
+
+    def update(self, user: User, ticket_id: str, body: Any, if_match: str | None = None) -> ApiResponse:
+        headers = {"If-Match": if_match} if if_match is not None else None
+        return self.call("update", user, ticket_id=ticket_id, body=body, headers=headers)
+
+    def comment(self, user: User, ticket_id: str, body: Any) -> ApiResponse:
+        return self.call("comment", user, ticket_id=ticket_id, body=body)
+
+    def batch(self, user: User, ticket_ids: list[str], status: str) -> ApiResponse:
+        return self.call("batch", user, body={"ticket_ids": ticket_ids, "status": status})
+
+    def delete(self, user: User, ticket_id: str) -> ApiResponse:
+        return self.call("delete", user, ticket_id=ticket_id)
+
+    def aggregates(self, user: User) -> ApiResponse:
+        return self.call("aggregates", user)
+
+    # ------------------------------------------------------------ arrange helpers
+    def new_ticket(self, user: User, title: str = "Printer on fire", **fields: Any) -> dict[str, Any]:
+        response = self.create(user, {"title": title, **fields})
+        assert response.status == 201, response.body
+        ticket: dict[str, Any] = response.body
+        return ticket
+
+
+def sample_request(api: Api, route: str, user: User, ticket_id: str) -> ApiResponse:
+    """A valid request to ``route`` about ``ticket_id`` (for tables of cases)."""
+    requests: dict[str, Callable[[], ApiResponse]] = {
+        "create": lambda: api.create(user, {"title": "Printer on fire"}),
+        "list": lambda: api.list_tickets(user),
+        "get": lambda: api.get(user, ticket_id),
+        "summary": lambda: api.summary(user, ticket_id),
+        "update": lambda: api.update(user, ticket_id, {"title": "mine now"}),
+        "comment": lambda: api.comment(user, ticket_id, {"body": "hello"}),
+        "batch": lambda: api.batch(user, [ticket_id], "CLOSED"),
+        "delete": lambda: api.delete(user.as_admin(), ticket_id),
+        "aggregates": lambda: api.aggregates(user.as_admin()),
+    }
+    return requests[route]()
+
+
+@contextmanager
+def aws_fails(service: str, error: Exception | Callable[[str], Exception]) -> Iterator[list[str]]:
+    """Every ``service`` call raises ``error`` (as if botocore's retries ran out)
+    while the block runs; yields the operations that were attempted."""
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
+    attempted: list[str] = []
+
+    def failing(client: Any, operation: str, params: Any) -> Any:
+        if client.meta.service_model.service_name != service:
+            return original(client, operation, params)
+        attempted.append(operation)
+        raise error(operation) if callable(error) and not isinstance(error, Exception) else error
+
+    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", failing):
+        yield attempted
+
+
+def client_error(code: str, **extra: Any) -> Callable[[str], Exception]:
+    def make(operation: str) -> Exception:
+        response: Any = {"Error": {"Code": code, "Message": code}, **extra}
+        return ClientError(response, operation)
+
+    return make
+
+
+def connection_error() -> Callable[[str], Exception]:
+    return lambda operation: EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
+
+
+def assert_error(response: ApiResponse, status: int, code: str) -> dict[str, Any]:
+    """``response`` is API.md's error body with this status and code; returns the error."""
+    assert response.status == status, response.body
+    assert response.header("Content-Type") == "application/json"
+    assert set(response.body) == {"error"}
+    error: dict[str, Any] = response.body["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert set(error) <= {"code", "message", "details"}
+    assert "Traceback" not in json.dumps(response.body)
+    return error

@@ -1,0 +1,68 @@
+"""Fixtures for the API tests: the nine handlers over moto, users of random
+tenants, and a table snapshot for "a failed write changes nothing"."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.conftest import all_items, random_tenant_id
+from tests.functional.api_harness import Api, User
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Tenant "1" must never reach tenant "10" (a prefix of its id) and the other way round.
+TENANT_PAIRS = [pytest.param("1", "10", id="1-vs-10"), pytest.param("10", "1", id="10-vs-1")]
+
+Snapshot = Callable[[], list[dict[str, Any]]]
+
+
+@pytest.fixture
+def api(aws: None) -> Api:
+    return Api()
+
+
+@pytest.fixture
+def user() -> User:
+    return User(random_tenant_id(), "alice")
+
+
+@pytest.fixture
+def admin(user: User) -> User:
+    return User(user.tenant_id, "root", admin=True)
+
+
+@pytest.fixture
+def snapshot(dynamodb: DynamoDBClient, table_name: str) -> Snapshot:
+    """Every item of the table, to compare before and after a failed write."""
+    return lambda: all_items(dynamodb, table_name)
+
+
+def ticket_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [item for item in items if item["sk"]["S"] == "SUMMARY"]
+
+
+@pytest.fixture
+def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """The JSON lines the functions printed (Powertools Logger lines and EMF
+    metric blobs). The shared Logger's handler was bound to the stdout of the
+    moment it was created, so it is pointed at the captured one for the test."""
+    from support_tickets.api import logger
+
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    previous = handler.setStream(sys.stdout)
+
+    def read() -> list[dict[str, Any]]:
+        lines = capsys.readouterr().out.splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]
+
+    yield read
+    if previous is not None:
+        handler.setStream(previous)

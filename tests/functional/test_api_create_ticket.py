@@ -1,0 +1,187 @@
+"""POST /tickets through CreateTicketFunction's handler, over moto."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from support_tickets import keys
+from support_tickets.repository import TicketRepository
+from tests.functional.api_harness import Api, ApiResponse, User, assert_error
+from tests.functional.conftest import TENANT_PAIRS, Snapshot, ticket_items
+
+ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def test_create_answers_201_with_the_ticket_and_its_location(api: Api, user: User) -> None:
+    # Given a tenant user
+    # When they file a ticket
+    response = api.create(user, {"title": "Printer on fire", "description": "Third floor", "resolver": "johnd"})
+    # Then it is created, OPEN, version 1, by them, and Location points at it
+    assert response.status == 201
+    ticket = response.body
+    assert set(ticket) == {
+        "ticket_id",
+        "title",
+        "description",
+        "status",
+        "resolver",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "version",
+    }
+    assert re.fullmatch(keys.TICKET_ID_PATTERN, ticket["ticket_id"])
+    assert (ticket["title"], ticket["description"], ticket["resolver"]) == ("Printer on fire", "Third floor", "johnd")
+    assert (ticket["status"], ticket["version"], ticket["created_by"]) == ("OPEN", 1, "alice")
+    assert ISO_MS.match(ticket["created_at"])
+    assert ticket["updated_at"] == ticket["created_at"]
+    assert response.header("Location") == f"/tickets/{ticket['ticket_id']}"
+    assert response.header("Content-Type") == "application/json"
+    assert api.summary(user, ticket["ticket_id"]).body == ticket
+
+
+def test_create_with_only_a_title_is_unassigned_with_empty_description(api: Api, user: User) -> None:
+    ticket = api.create(user, {"title": "t"}).body
+    assert (ticket["resolver"], ticket["description"]) == (None, "")
+
+
+def test_ticket_ids_are_time_ordered(api: Api, user: User) -> None:
+    ids = [api.new_ticket(user)["ticket_id"] for _ in range(5)]
+    assert ids == sorted(ids)
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "code", "field"),
+    [
+        pytest.param('{"title": ', "INVALID_JSON", None, id="broken-json"),
+        pytest.param("{'title': 'x'}", "INVALID_JSON", None, id="not-json"),
+        pytest.param("{}", "VALIDATION_ERROR", "title", id="missing-title"),
+        pytest.param('{"title": ""}', "VALIDATION_ERROR", "title", id="empty-title"),
+        pytest.param(json.dumps({"title": "x" * 201}), "VALIDATION_ERROR", "title", id="title-201"),
+        pytest.param(json.dumps({"title": "x", "description": "d" * 10_001}), "VALIDATION_ERROR", "description"),
+        pytest.param('{"title": "x", "resolver": "john doe"}', "VALIDATION_ERROR", "resolver", id="bad-resolver"),
+        pytest.param('{"title": "x", "status": "CLOSED"}', "VALIDATION_ERROR", "status", id="unknown-field"),
+        pytest.param('{"title": 5}', "VALIDATION_ERROR", "title", id="title-not-string"),
+        pytest.param("[]", "VALIDATION_ERROR", "body", id="array"),
+        pytest.param("null", "VALIDATION_ERROR", "body", id="null"),
+    ],
+)
+def test_a_bad_body_is_400_and_writes_nothing(
+    api: Api, user: User, snapshot: Snapshot, *, raw_body: str, code: str, field: str | None
+) -> None:
+    # Given an empty table
+    before = snapshot()
+    # When the body is not a valid create request
+    response = api.call("create", user, raw_body=raw_body)
+    # Then it is a 400 with the failing field, and nothing was written
+    error = assert_error(response, 400, code)
+    if field is not None:
+        assert field in {detail["field"] for detail in error["details"]}
+    assert snapshot() == before
+
+
+def test_a_missing_body_is_400(api: Api, user: User, snapshot: Snapshot) -> None:
+    error = assert_error(api.call("create", user), 400, "VALIDATION_ERROR")
+    assert error["details"] == [{"field": "body", "message": "Field required"}]
+    assert snapshot() == []
+
+
+def test_a_body_that_is_not_json_content_is_400(api: Api, user: User, snapshot: Snapshot) -> None:
+    response = api.call(
+        "create", user, raw_body="title=x", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    error = assert_error(response, 400, "VALIDATION_ERROR")
+    assert error["details"] == [{"field": "Content-Type", "message": "must be application/json"}]
+    assert snapshot() == []
+
+
+def test_json_with_a_charset_is_fine(api: Api, user: User) -> None:
+    response = api.call(
+        "create", user, body={"title": "t"}, headers={"Content-Type": "application/json; charset=utf-8"}
+    )
+    assert response.status == 201
+
+
+def test_body_size_limit_is_64_kib(api: Api, user: User, snapshot: Snapshot) -> None:
+    # Given bodies of exactly 64 KiB and one byte more (neither a valid ticket)
+    padding = '{"title": "t", "description": "%s"}'
+    at_limit = padding % ("d" * (64 * 1024 - len(padding % "")))
+    assert len(at_limit.encode()) == 64 * 1024
+    # Then 64 KiB gets through to validation, 64 KiB + 1 is refused before it
+    assert_error(api.call("create", user, raw_body=at_limit), 400, "VALIDATION_ERROR")
+    assert_error(api.call("create", user, raw_body=at_limit + " "), 413, "PAYLOAD_TOO_LARGE")
+    assert snapshot() == []
+
+
+# ---------------------------------------------------------------- idempotency
+def create_with_key(api: Api, user: User, key: str, title: str = "Printer on fire") -> ApiResponse:
+    return api.create(user, {"title": title}, headers={"Idempotency-Key": key})
+
+
+def test_same_key_and_body_give_the_same_ticket_and_one_write(api: Api, user: User, snapshot: Snapshot) -> None:
+    # Given a ticket created with an Idempotency-Key
+    first = create_with_key(api, user, "key-1")
+    assert first.status == 201
+    # When the client retries with the same key and body
+    second = create_with_key(api, user, "key-1")
+    # Then it gets the same ticket and Location, and there is exactly one ticket
+    assert second.status == 201
+    assert second.body == first.body
+    assert second.header("Location") == first.header("Location")
+    items = snapshot()
+    assert [item["ticket_id"]["S"] for item in ticket_items(items)] == [first.body["ticket_id"]]
+    # And the idempotency record lives under the caller's tenant prefix
+    (record,) = [item for item in items if item["sk"]["S"] != "SUMMARY"]
+    assert record["pk"]["S"] == keys.idempotency_pk(user.tenant_id)
+    assert int(record["expiration"]["N"]) > 0
+
+
+def test_same_key_with_another_body_is_409_and_writes_nothing(api: Api, user: User, snapshot: Snapshot) -> None:
+    create_with_key(api, user, "key-1", title="first")
+    before = snapshot()
+    response = create_with_key(api, user, "key-1", title="second")
+    assert_error(response, 409, "CONFLICT")
+    assert snapshot() == before
+
+
+def test_same_key_while_the_first_request_is_in_progress_is_409(
+    api: Api, user: User, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a retry that arrives while the first request is still writing
+    retries: list[ApiResponse] = []
+    create = TicketRepository.create_ticket
+
+    def create_while_retried(self: TicketRepository, *args: object, **kwargs: object) -> object:
+        if not retries:
+            retries.append(create_with_key(api, user, "key-1"))
+        return create(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TicketRepository, "create_ticket", create_while_retried)
+    # When the first request completes
+    first = create_with_key(api, user, "key-1")
+    # Then the retry was told 409 and only the first request wrote a ticket
+    assert first.status == 201
+    assert_error(retries[0], 409, "CONFLICT")
+    assert [item["ticket_id"]["S"] for item in ticket_items(snapshot())] == [first.body["ticket_id"]]
+
+
+@pytest.mark.parametrize(("owner", "other"), TENANT_PAIRS)
+def test_idempotency_keys_never_cross_tenants(api: Api, owner: str, other: str) -> None:
+    # Given two tenants that happen to use the same key and body
+    first = create_with_key(api, User(owner), "shared-key")
+    second = create_with_key(api, User(other), "shared-key")
+    # Then each gets its own ticket, visible only to itself
+    assert first.status == second.status == 201
+    assert first.body["ticket_id"] != second.body["ticket_id"]
+    assert api.summary(User(other), first.body["ticket_id"]).status == 404
+    assert api.summary(User(owner), second.body["ticket_id"]).status == 404
+
+
+@pytest.mark.parametrize("key", ["", "has space", "x" * 256, "naïve"])
+def test_a_malformed_idempotency_key_is_400(api: Api, user: User, snapshot: Snapshot, key: str) -> None:
+    error = assert_error(create_with_key(api, user, key), 400, "VALIDATION_ERROR")
+    assert error["details"][0]["field"] == "Idempotency-Key"
+    assert snapshot() == []
