@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -21,13 +21,22 @@ def rest_event(
     claims: Mapping[str, str] | None = None,
     stage: str = "v1",
     request_id: str | None = None,
+    multi_value_query: Mapping[str, Sequence[str]] | None = None,
+    default_headers: bool = True,
+    source_ip: str = "127.0.0.1",
 ) -> dict[str, Any]:
+    """``query`` holds one value per name (API Gateway keeps the last);
+    ``multi_value_query`` all of them (derived from ``query`` when omitted).
+    ``default_headers=False`` passes ``headers`` exactly as received."""
     path = resource
     for name, value in (path_parameters or {}).items():
         path = path.replace("{" + name + "}", value)
-    all_headers = {"Accept": "application/json", "Host": "localhost", **(headers or {})}
-    if body is not None:
+    all_headers = {"Accept": "application/json", "Host": "localhost"} if default_headers else {}
+    all_headers.update(headers or {})
+    if body is not None and default_headers:
         all_headers.setdefault("Content-Type", "application/json")
+    if multi_value_query is None and query:
+        multi_value_query = {k: [v] for k, v in query.items()}
     request_id = request_id or str(uuid.uuid4())
     now = time.time()
     return {
@@ -37,7 +46,9 @@ def rest_event(
         "headers": all_headers,
         "multiValueHeaders": {name: [value] for name, value in all_headers.items()},
         "queryStringParameters": dict(query) if query else None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "multiValueQueryStringParameters": {k: list(v) for k, v in multi_value_query.items()}
+        if multi_value_query
+        else None,
         "pathParameters": dict(path_parameters) if path_parameters else None,
         "stageVariables": None,
         "requestContext": {
@@ -53,7 +64,7 @@ def rest_event(
             "domainPrefix": "localhost",
             "requestTimeEpoch": int(now * 1000),
             "requestId": request_id,
-            "identity": {"sourceIp": "127.0.0.1", "userAgent": all_headers.get("User-Agent", "local")},
+            "identity": {"sourceIp": source_ip, "userAgent": all_headers.get("User-Agent", "local")},
             "domainName": "localhost",
             "apiId": "local",
             "authorizer": {"claims": dict(claims)} if claims is not None else None,

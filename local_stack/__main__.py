@@ -1,0 +1,213 @@
+"""``python -m local_stack <command>``: the local stack's command line.
+
+- ``serve``: the whole system (``make dev``); Ctrl-C stops it.
+- ``token``: an ID token for a tenant user of the running stack (``make token``).
+- ``onboard``: create a tenant's users and admins, in the running local stack
+  or in a deployed stack's user pool (``make onboard``).
+- ``drain``: wait until the running stack's stream poller has caught up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import boto3
+
+from local_stack.stack import DEFAULT_STATE_DIR, ENV_FILE, LocalStack, StackOptions, read_state
+from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
+from support_tickets.keys import InvalidTenantId
+
+EXIT_USAGE = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local_stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json/env.json live")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the API, the emulator and the stream poller")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--emulator-host", default="127.0.0.1", help="bind address of the AWS emulator")
+    serve.add_argument("--emulator-port", type=int, default=0, help="0: a free port")
+    serve.add_argument("--env-endpoint", help="AWS_ENDPOINT_OVERRIDE written to env.json (default: the emulator's URL)")
+    serve.add_argument("--no-seed", action="store_true", help="don't create the demo tenants")
+
+    token = commands.add_parser("token", help="print an ID token (creates the user if needed)")
+    token.add_argument("--tenant", required=True)
+    token.add_argument("--user", required=True)
+    token.add_argument("--admin", action="store_true")
+
+    board = commands.add_parser("onboard", help="create a tenant's users and admins")
+    board.add_argument("--tenant", required=True)
+    board.add_argument("--users", nargs="*", default=[])
+    board.add_argument("--admins", nargs="*", default=[])
+    board.add_argument("--stack", help="a deployed stack's name (default: the running local stack)")
+    board.add_argument("--region", help="the deployed stack's region (default: your AWS configuration)")
+
+    drain = commands.add_parser("drain", help="wait until the stream poller has caught up")
+    drain.add_argument("--timeout", type=float, default=60.0)
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "token":
+            return _token(args)
+        if args.command == "onboard":
+            return _onboard(args)
+        return _drain(args)
+    except (UserPoolError, InvalidTenantId, NotRunning) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+
+
+class NotRunning(RuntimeError):
+    pass
+
+
+def _running_state(state_dir: Path) -> dict[str, Any]:
+    state = read_state(state_dir)
+    if state is None:
+        raise NotRunning("the local stack is not running: start it with `make dev`")
+    return state
+
+
+def _local_pool(state: dict[str, Any]) -> UserPool:
+    from local_stack.emulator import CLIENT_CONFIG, OPERATOR_CREDENTIALS
+
+    session = boto3.Session(
+        aws_access_key_id=OPERATOR_CREDENTIALS["aws_access_key_id"],
+        aws_secret_access_key=OPERATOR_CREDENTIALS["aws_secret_access_key"],
+        region_name=state["region"],
+    )
+    return UserPool(
+        cognito=session.client("cognito-idp", endpoint_url=state["emulator_url"], config=CLIENT_CONFIG),
+        pool_id=state["user_pool_id"],
+        client_id=state["user_pool_client_id"],
+        admin_group=state["admin_group"],
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    options = StackOptions(
+        host=args.host,
+        port=args.port,
+        emulator_host=args.emulator_host,
+        emulator_port=args.emulator_port,
+        state_dir=args.state_dir,
+        env_endpoint=args.env_endpoint,
+        seed=not args.no_seed,
+    )
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    stack = LocalStack(options)
+    try:
+        stack.start()
+    except OSError as exc:
+        sys.stderr.write(f"error: cannot listen on {args.host}:{args.port} ({exc}); try PORT=<another> make dev\n")
+        return 1
+    except RuntimeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    try:
+        sys.stdout.write(quickstart(stack, args.state_dir))
+        sys.stdout.flush()
+        stopping.wait()
+    finally:
+        logging.getLogger("local_stack").info("stopping")
+        stack.stop()
+    return 0
+
+
+def quickstart(stack: LocalStack, state_dir: Path) -> str:
+    api = stack.api_url
+    tenants = stack.options.demo_tenants if stack.options.seed else {}
+    demo = ", ".join(f"{tenant} (user {user}, admin {admin})" for tenant, (user, admin) in tenants.items())
+    tenant, (user, admin) = next(iter(tenants.items()), ("acme", ("alice", "ada")))
+    env_file = state_dir / ENV_FILE
+    return f"""
+Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
+  AWS emulator {stack.emulator.url} (moto + IAM guard); sam local --env-vars {env_file}
+  demo tenants: {demo or "none (--no-seed)"}
+
+Try it (in another terminal):
+  TOKEN=$(make -s token TENANT={tenant} USER={user})
+  curl -s -X POST {api}/tickets -H "Authorization: Bearer $TOKEN" \\
+       -H 'Content-Type: application/json' -d '{{"title": "Printer on fire"}}'
+  curl -s {api}/tickets -H "Authorization: Bearer $TOKEN"
+  ADMIN_TOKEN=$(make -s token TENANT={tenant} USER={admin} ADMIN=1)
+  curl -s {api}/aggregates -H "Authorization: Bearer $ADMIN_TOKEN"
+
+Ctrl-C stops everything.
+"""
+
+
+def _token(args: argparse.Namespace) -> int:
+    pool = _local_pool(_running_state(args.state_dir))
+    ensure_user(pool, args.user, args.tenant, admin=args.admin)
+    sys.stdout.write(id_token(pool, args.user) + "\n")
+    return 0
+
+
+def _onboard(args: argparse.Namespace) -> int:
+    if args.stack:
+        pool = _deployed_pool(args.stack, args.region)
+        where = f"stack {args.stack}"
+    else:
+        pool = _local_pool(_running_state(args.state_dir))
+        where = "the local stack"
+    outcomes = onboard(pool, args.tenant, list(args.users), list(args.admins))
+    sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
+    for outcome in outcomes:
+        role = "admin" if outcome.admin else "user"
+        if outcome.created:
+            detail = f"created, temporary password {outcome.temporary_password} (to change at first sign-in)"
+        else:
+            detail = "already there"
+        sys.stdout.write(f"  {outcome.username:<20} {role:<6} {detail}\n")
+    return 0
+
+
+def _deployed_pool(stack_name: str, region: str | None) -> UserPool:
+    """The user pool of a deployed stack, from its CloudFormation outputs."""
+    session = boto3.Session(region_name=region)
+    stacks = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    outputs = {item["OutputKey"]: item["OutputValue"] for item in stacks[0].get("Outputs", [])}
+    if "UserPoolId" not in outputs:
+        raise UserPoolError(f"stack {stack_name} has no UserPoolId output")
+    return UserPool(
+        cognito=session.client("cognito-idp"),
+        pool_id=outputs["UserPoolId"],
+        client_id=outputs.get("UserPoolClientId", ""),
+    )
+
+
+def _drain(args: argparse.Namespace) -> int:
+    state = _running_state(args.state_dir)
+    url = f"{state['control_url']}/stream/drain?timeout={args.timeout}"
+    request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
+    with urllib.request.urlopen(request, timeout=args.timeout + 10) as response:  # noqa: S310
+        result = json.load(response)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0 if result.get("drained") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The embedded AWS: moto in server mode on loopback, behind the IAM guard,
+provisioned from `template.yaml`.
+
+:meth:`Emulator.provision` creates what the stack's functions need, each from
+its template definition: the table (with GSI1, its stream and TTL), the
+aggregator's on-failure queue, every IAM role (trust policy, inline policies,
+policies attached by ``AWS::IAM::Policy``, SAM's generated function roles), and
+the user pool with its ``custom:tenant_id`` schema, app client and ``admin``
+group. moto's user pool signs ID tokens (RS256) and serves their JWKS at
+``/<pool id>/.well-known/jwks.json``. Its signing key is moto's built-in key,
+which is public: local tokens prove nothing outside the local stack.
+
+The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
+emulated account's administrator, see :mod:`local_stack.guard`), never with
+credentials from your environment, and always go to the emulator's endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from local_stack.guard import Guard, Session, TableKeys
+from local_stack.roles import RoleDefinition, roles_from_template
+from local_stack.template import Resolver, local_resolver, table_definition, template
+
+if TYPE_CHECKING:
+    from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sts import STSClient
+
+log = logging.getLogger("local_stack.emulator")
+
+REGION = "us-east-1"
+OPERATOR_CREDENTIALS = {"aws_access_key_id": "LOCALOPERATOR", "aws_secret_access_key": "local-operator-secret"}
+CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=30)
+
+Control = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes] | None]
+
+
+class _QuietHandler(MotoRequestHandler):
+    """moto's request handler without werkzeug's per-request access log."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What the emulator holds, as a deployed stack's outputs would name it."""
+
+    table_name: str
+    table_arn: str
+    stream_arn: str
+    user_pool_id: str
+    user_pool_client_id: str
+    admin_group: str
+    failure_queue_url: str
+    failure_queue_arn: str
+    roles: dict[str, RoleDefinition]
+    resolver: Resolver
+
+
+class Emulator:
+    """moto server + guard on ``host:port`` (0: a free port)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, control: Control | None = None) -> None:
+        self._host = host
+        self._port = port
+        self._control = control
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.guard: Guard | None = None
+        self.provisioned: Provisioned | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        definition = table_definition()
+        tables = {
+            definition["TableName"]: TableKeys(
+                name=definition["TableName"],
+                partition_key=_hash_key(definition["KeySchema"]),
+                index_partition_keys={
+                    index["IndexName"]: _hash_key(index["KeySchema"])
+                    for index in definition.get("GlobalSecondaryIndexes", [])
+                },
+            )
+        }
+        self.guard = Guard(DomainDispatcherApplication(create_backend_app), roles={}, tables=tables)
+        self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
+        self._thread.start()
+
+    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if self._control is not None:
+            handled = self._control(environ, start_response)
+            if handled is not None:
+                return handled
+        assert self.guard is not None
+        return self.guard(environ, start_response)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = None
+        self._thread = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start() first"
+        return int(self._server.server_port)
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self._host in ("0.0.0.0", "") else self._host  # noqa: S104 - a URL, not a bind
+        return f"http://{host}:{self.port}"
+
+    # ------------------------------------------------------------ clients
+    def client(self, service: str, **credentials: str) -> Any:
+        """A client of the emulator, as the operator unless credentials are given."""
+        keys = credentials or OPERATOR_CREDENTIALS
+        session = boto3.Session(
+            aws_access_key_id=keys["aws_access_key_id"],
+            aws_secret_access_key=keys["aws_secret_access_key"],
+            aws_session_token=keys.get("aws_session_token"),
+            region_name=REGION,
+        )
+        return session.client(service, endpoint_url=self.url, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+
+    def assume(self, role: RoleDefinition, session_name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
+        """Credentials of ``role`` (as the operator would get them), as the
+        ``AWS_*`` environment variables a Lambda function receives."""
+        sts: STSClient = self.client("sts")
+        kwargs: dict[str, Any] = {"RoleArn": role.arn, "RoleSessionName": session_name}
+        if tags:
+            kwargs["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
+        credentials = sts.assume_role(**kwargs)["Credentials"]
+        return {
+            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        }
+
+    def session(self, access_key_id: str) -> Session | None:
+        assert self.guard is not None
+        return self.guard.sessions.get(access_key_id)
+
+    # ------------------------------------------------------------ provisioning
+    def provision(self) -> Provisioned:
+        """Create the template's table, queue, roles and user pool."""
+        assert self.guard is not None, "start() first"
+        resources = template()["Resources"]
+        resolver = local_resolver()
+
+        dynamodb: DynamoDBClient = self.client("dynamodb")
+        definition = table_definition(resolver)
+        table = dynamodb.create_table(**definition)["TableDescription"]
+        table_props = resources["SupportTicketTable"]["Properties"]
+        ttl = table_props.get("TimeToLiveSpecification")
+        if ttl:
+            dynamodb.update_time_to_live(TableName=definition["TableName"], TimeToLiveSpecification=ttl)
+        resolver.attributes["SupportTicketTable.Arn"] = table["TableArn"]
+        resolver.attributes["SupportTicketTable.StreamArn"] = table.get("LatestStreamArn", "")
+
+        sqs = self.client("sqs")
+        queue_url = sqs.create_queue(QueueName="AggregateCountsFailureQueue")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        resolver.refs["AggregateCountsFailureQueue"] = queue_url
+        resolver.attributes["AggregateCountsFailureQueue.Arn"] = queue_arn
+
+        roles = roles_from_template(resolver)
+        iam_client = self.client("iam")
+        for role in roles.values():
+            iam_client.create_role(RoleName=role.name, AssumeRolePolicyDocument=json.dumps(role.trust_policy))
+            for name, document in role.inline_policies.items():
+                iam_client.put_role_policy(RoleName=role.name, PolicyName=name, PolicyDocument=json.dumps(document))
+        self.guard.roles = roles
+
+        pool_id, client_id, group = self._provision_user_pool(resolver)
+        resolver.refs["UserPool"] = pool_id
+        resolver.refs["UserPoolClient"] = client_id
+        self.provisioned = Provisioned(
+            table_name=definition["TableName"],
+            table_arn=table["TableArn"],
+            stream_arn=table.get("LatestStreamArn", ""),
+            user_pool_id=pool_id,
+            user_pool_client_id=client_id,
+            admin_group=group,
+            failure_queue_url=queue_url,
+            failure_queue_arn=queue_arn,
+            roles=roles,
+            resolver=resolver,
+        )
+        return self.provisioned
+
+    def _provision_user_pool(self, resolver: Resolver) -> tuple[str, str, str]:
+        resources = template()["Resources"]
+        cognito: CognitoIdentityProviderClient = self.client("cognito-idp")
+        pool_props = resolver.resolve(resources["UserPool"]["Properties"])
+        pool_props["PoolName"] = pool_props.pop("UserPoolName")
+        pool_id = cognito.create_user_pool(**pool_props)["UserPool"]["Id"]
+        client_props = resolver.resolve(
+            {k: v for k, v in resources["UserPoolClient"]["Properties"].items() if k != "UserPoolId"}
+        )
+        client_id = cognito.create_user_pool_client(UserPoolId=pool_id, **client_props)["UserPoolClient"]["ClientId"]
+        groups = [res for res in resources.values() if res["Type"] == "AWS::Cognito::UserPoolGroup"]
+        for group in groups:
+            props = {k: v for k, v in group["Properties"].items() if k != "UserPoolId"}
+            cognito.create_group(UserPoolId=pool_id, **resolver.resolve(props))
+        admin = next((g["Properties"]["GroupName"] for g in groups if g["Properties"]["GroupName"] == "admin"), "admin")
+        return pool_id, client_id, admin
+
+
+def _hash_key(key_schema: list[dict[str, str]]) -> str:
+    return next(key["AttributeName"] for key in key_schema if key["KeyType"] == "HASH")

@@ -1,0 +1,595 @@
+"""The IAM guard in front of the emulator: what AWS would refuse, refused.
+
+moto answers every request as if IAM allowed it. The guard is a WSGI
+middleware in front of moto's server that knows who signed each request and
+evaluates the template's policies for it with :mod:`local_stack.iam`:
+
+- **STS AssumeRole** (any caller): the target role must be a role of the
+  template; its trust policy must allow ``sts:AssumeRole`` (and
+  ``sts:TagSession`` when tags are passed) with the request's tags as
+  ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session caller also needs
+  its own role's policies to allow both actions. When moto then issues the
+  credentials, the guard records their access key id with the role, the
+  session name and the session tags: that is how ``${aws:PrincipalTag/...}``
+  gets its value later. Other credential-minting STS actions are refused
+  (the guard could not attribute their keys).
+- **DynamoDB and DynamoDB Streams** signed with a recorded session: every
+  request is turned into the authorization questions DynamoDB asks
+  (:func:`dynamodb_requests`): the action and the table or index ARN, and
+  ``dynamodb:LeadingKeys`` = the partition-key values of every item the request
+  touches (a transaction or batch is one question per item or table). All must
+  be allowed by the role's policies (and by the session policy, if any); the
+  first refusal answers exactly as DynamoDB does: HTTP 400,
+  ``AccessDeniedException``, "User: ... is not authorized to perform: ...".
+- **Any other service** signed with a recorded session: evaluated with the
+  action and resource ``*`` (so only a ``"Resource": "*"`` grant allows it).
+- Requests signed with any **other** key are the local operator: the stack's
+  own set-up, your ``aws --endpoint-url`` commands and ``sam local``
+  containers (which sign with your host credentials). The operator is the
+  emulated account's administrator and stands in for the Lambda service: its
+  requests pass unchecked, except that it too can assume only the template's
+  roles and only under their trust conditions (the ``TenantId`` tag rules of
+  TenantAccessRole apply to it); its principal counts as named by any trust
+  policy.
+- **Unsigned** requests reach only the user pool's JWKS/OpenID configuration
+  and Cognito's public (unsigned) API; everything else (``/moto-api/``,
+  unsigned STS federation) is refused.
+
+Knowingly not modelled: signatures are not verified (a key id identifies the
+caller, as moto does); credential expiry is not enforced; SCPs, permission
+boundaries and resource policies other than trust policies do not exist here;
+condition keys other than ``dynamodb:LeadingKeys``, ``aws:PrincipalTag/*``,
+``aws:PrincipalArn``, ``aws:PrincipalAccount``, ``aws:RequestTag/*``,
+``aws:TagKeys`` and ``sts:RoleSessionName`` are absent from requests (a
+policy that tests one fails closed); PartiQL is refused for role sessions.
+
+moto is not thread-safe; the guard also serializes the requests it forwards.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from local_stack import iam
+from local_stack.roles import ACCOUNT_ID, RoleDefinition
+
+log = logging.getLogger("local_stack.guard")
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
+_UNSIGNED_PATH = re.compile(r"^/[\w-]+_[0-9a-zA-Z]+/\.well-known/(jwks\.json|openid-configuration)$")
+# Minting actions whose keys the guard could not attribute to a role.
+_REFUSED_STS_ACTIONS = frozenset(
+    {"AssumeRoleWithWebIdentity", "AssumeRoleWithSAML", "GetSessionToken", "GetFederationToken", "AssumeRoot"}
+)
+_STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
+
+
+# ---------------------------------------------------------------- who is calling
+@dataclass(frozen=True)
+class Session:
+    """Credentials the emulator's STS issued for a role of the template."""
+
+    access_key_id: str
+    role: RoleDefinition
+    session_name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    session_policy: Mapping[str, Any] | None = None
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{self.role.name}/{self.session_name}"
+
+    def context(self) -> dict[str, list[str]]:
+        context = {f"aws:PrincipalTag/{key}": [value] for key, value in self.tags.items()}
+        context["aws:PrincipalArn"] = [self.role.arn]
+        context["aws:PrincipalAccount"] = [ACCOUNT_ID]
+        return context
+
+    def decide(self, request: iam.Request) -> iam.Decision:
+        policy_sets: list[list[Mapping[str, Any]]] = [list(self.role.policies())]
+        if self.session_policy is not None:
+            policy_sets.append([self.session_policy])
+        return iam.evaluate_all(policy_sets, request)
+
+
+class Sessions:
+    """Access key id -> session, for every AssumeRole the guard let through."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def add(self, session: Session) -> None:
+        with self._lock:
+            self._by_key[session.access_key_id] = session
+
+    def get(self, access_key_id: str | None) -> Session | None:
+        if access_key_id is None:
+            return None
+        with self._lock:
+            return self._by_key.get(access_key_id)
+
+
+# ---------------------------------------------------------------- DynamoDB requests
+@dataclass(frozen=True)
+class TableKeys:
+    """A table's partition-key attribute, and each index's."""
+
+    name: str
+    partition_key: str
+    index_partition_keys: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Question:
+    """One authorization question a DynamoDB request asks."""
+
+    action: str
+    resource: str
+    leading_keys: tuple[str, ...] | None = None
+
+
+_TRANSACT_ACTIONS = {
+    "Get": "GetItem",
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+_ITEM_OPERATIONS = {"GetItem": "Key", "PutItem": "Item", "UpdateItem": "Key", "DeleteItem": "Key"}
+_UNMODELLED = frozenset({"ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"})
+_TOKEN = re.compile(r"\s*(#[A-Za-z0-9_]+|:[A-Za-z0-9_]+|[A-Za-z_][A-Za-z0-9_]*|<=|>=|<>|[=<>(),])")
+
+
+def table_arn(region: str, table: str) -> str:
+    return table if table.startswith("arn:") else f"arn:aws:dynamodb:{region}:{ACCOUNT_ID}:table/{table}"
+
+
+def _table_name(table: str) -> str:
+    return table.split(":table/", 1)[1].split("/", 1)[0] if table.startswith("arn:") else table
+
+
+def dynamodb_requests(
+    operation: str, body: Mapping[str, Any], *, region: str, tables: Mapping[str, TableKeys]
+) -> list[Question]:
+    """The questions IAM answers for one DynamoDB (or Streams) API call.
+
+    Raises :class:`iam.NotUnderstood` for a request it cannot model (the
+    guard then denies it).
+    """
+    if operation in _UNMODELLED:
+        raise iam.NotUnderstood(operation)
+    reader = _KeyReader(region, tables)
+    if operation in _ITEM_OPERATIONS:
+        return [reader.item(operation, body.get("TableName"), body.get(_ITEM_OPERATIONS[operation]))]
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        return reader.transaction(body.get("TransactItems"))
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        return reader.batch(operation, body.get("RequestItems"))
+    if operation == "Query":
+        return [reader.query(body)]
+    # Everything else asks about the action on a resource, without keys (Scan,
+    # DescribeTable, the Streams API...): no dynamodb:LeadingKeys in the context.
+    return [Question(f"dynamodb:{operation}", _resource_of(operation, body, region))]
+
+
+@dataclass(frozen=True)
+class _KeyReader:
+    region: str
+    tables: Mapping[str, TableKeys]
+
+    def keys_of(self, table: Any) -> TableKeys:
+        name = _table_name(table) if isinstance(table, str) else None
+        if name is None or name not in self.tables:
+            raise iam.NotUnderstood(f"table {table!r}")
+        return self.tables[name]
+
+    def leading(self, table: str, item: Any) -> str:
+        attribute = self.keys_of(table).partition_key
+        if not isinstance(item, Mapping) or attribute not in item:
+            raise iam.NotUnderstood("item without its partition key")
+        return _scalar(item[attribute])
+
+    def item(self, action: str, table: Any, item: Any) -> Question:
+        self.keys_of(table)
+        return Question(f"dynamodb:{action}", table_arn(self.region, table), (self.leading(table, item),))
+
+    def transaction(self, entries: Any) -> list[Question]:
+        if not isinstance(entries, list) or not entries:
+            raise iam.NotUnderstood("TransactItems")
+        questions = []
+        for entry in entries:
+            if not isinstance(entry, Mapping) or len(entry) != 1:
+                raise iam.NotUnderstood("TransactItems")
+            ((kind, spec),) = entry.items()
+            if kind not in _TRANSACT_ACTIONS or not isinstance(spec, Mapping):
+                raise iam.NotUnderstood(f"transaction item {kind}")
+            item = spec.get("Item") if kind == "Put" else spec.get("Key")
+            questions.append(self.item(_TRANSACT_ACTIONS[kind], spec.get("TableName"), item))
+        return questions
+
+    def batch(self, operation: str, request_items: Any) -> list[Question]:
+        if not isinstance(request_items, Mapping) or not request_items:
+            raise iam.NotUnderstood("RequestItems")
+        questions = []
+        for table, spec in request_items.items():
+            if operation == "BatchGetItem":
+                items = list(spec.get("Keys", [])) if isinstance(spec, Mapping) else []
+            else:
+                items = [_write_request_item(request) for request in spec]
+            values = tuple(self.leading(table, item) for item in items)
+            if not values:
+                raise iam.NotUnderstood("empty batch")
+            questions.append(Question(f"dynamodb:{operation}", table_arn(self.region, table), values))
+        return questions
+
+    def query(self, body: Mapping[str, Any]) -> Question:
+        table = body.get("TableName")
+        keys = self.keys_of(table)
+        index = body.get("IndexName")
+        attribute = keys.partition_key if index is None else keys.index_partition_keys.get(str(index))
+        if attribute is None:
+            raise iam.NotUnderstood(f"index {index}")
+        values = [_query_partition_value(body, attribute)]
+        start = body.get("ExclusiveStartKey")
+        if start is not None:
+            # Stricter than DynamoDB (which rejects a foreign start key as invalid):
+            # every partition key in the start key must be allowed too.
+            if not isinstance(start, Mapping):
+                raise iam.NotUnderstood("ExclusiveStartKey")
+            values += [_scalar(start[name]) for name in (keys.partition_key, attribute) if name in start]
+        resource = table_arn(self.region, str(table)) + (f"/index/{index}" if index is not None else "")
+        return Question("dynamodb:Query", resource, tuple(dict.fromkeys(values)))
+
+
+def _resource_of(operation: str, body: Mapping[str, Any], region: str) -> str:
+    if isinstance(body.get("TableName"), str):
+        resource = table_arn(region, body["TableName"])
+        index = body.get("IndexName")
+        return resource + (f"/index/{index}" if isinstance(index, str) else "")
+    for name in ("StreamArn", "ResourceArn", "TableArn"):
+        if isinstance(body.get(name), str):
+            return str(body[name])
+    if operation == "GetRecords" and isinstance(body.get("ShardIterator"), str):
+        # moto's shard iterators start with the stream ARN: "<stream arn>|1|<id>".
+        stream = body["ShardIterator"].split("|", 1)[0]
+        return stream if stream.startswith("arn:") else ""
+    return "*"
+
+
+def _write_request_item(request: Any) -> Any:
+    if isinstance(request, Mapping) and len(request) == 1:
+        ((kind, spec),) = request.items()
+        if kind == "PutRequest" and isinstance(spec, Mapping):
+            return spec.get("Item")
+        if kind == "DeleteRequest" and isinstance(spec, Mapping):
+            return spec.get("Key")
+    raise iam.NotUnderstood("BatchWriteItem request")
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((kind, raw),) = value.items()
+        if kind in ("S", "N") and isinstance(raw, str):
+            return raw
+    raise iam.NotUnderstood(f"key value {value!r}")
+
+
+def _query_partition_value(body: Mapping[str, Any], attribute: str) -> str:
+    """The partition-key value a Query asks for: the one ``<key> = :value``
+    comparison of its KeyConditionExpression (or legacy KeyConditions EQ)."""
+    expression = body.get("KeyConditionExpression")
+    if expression is None:
+        conditions = body.get("KeyConditions")
+        if not isinstance(conditions, Mapping) or attribute not in conditions:
+            raise iam.NotUnderstood("Query without a partition key condition")
+        condition = conditions[attribute]
+        values = condition.get("AttributeValueList", []) if isinstance(condition, Mapping) else []
+        if condition.get("ComparisonOperator") != "EQ" or len(values) != 1:
+            raise iam.NotUnderstood("KeyConditions on the partition key must be EQ")
+        return _scalar(values[0])
+    if not isinstance(expression, str):
+        raise iam.NotUnderstood("KeyConditionExpression")
+    names = body.get("ExpressionAttributeNames") or {}
+    values = body.get("ExpressionAttributeValues") or {}
+    tokens: list[str] = []
+    position = 0
+    while position < len(expression.rstrip()):
+        match = _TOKEN.match(expression, position)
+        if match is None:
+            raise iam.NotUnderstood("KeyConditionExpression syntax")
+        tokens.append(match.group(1))
+        position = match.end()
+
+    def attribute_of(token: str) -> str | None:
+        if token.startswith("#"):
+            name = names.get(token)
+            if not isinstance(name, str):
+                raise iam.NotUnderstood(f"undefined name {token}")
+            return name
+        return None if token.startswith(":") or not token[0].isalpha() else token
+
+    found: list[str] = []
+    for index, token in enumerate(tokens):
+        if attribute_of(token) != attribute:
+            continue
+        before = tokens[index - 2 : index] if index >= 2 else []
+        after = tokens[index + 1 : index + 3]
+        if len(after) == 2 and after[0] == "=" and after[1].startswith(":"):
+            found.append(after[1])
+        elif len(before) == 2 and before[1] == "=" and before[0].startswith(":"):
+            found.append(before[0])
+        else:
+            raise iam.NotUnderstood("the partition key is used other than in '<key> = :value'")
+    if len(found) != 1 or found[0] not in values:
+        raise iam.NotUnderstood("Query needs exactly one '<partition key> = :value'")
+    return _scalar(values[found[0]])
+
+
+def authorize_dynamodb(
+    session: Session, operation: str, body: Mapping[str, Any], *, region: str, tables: Mapping[str, TableKeys]
+) -> str | None:
+    """``None`` when AWS would allow the call for ``session``, else the
+    AccessDeniedException message."""
+    try:
+        questions = dynamodb_requests(operation, body, region=region, tables=tables)
+    except iam.NotUnderstood:
+        return denial_message(session.arn, f"dynamodb:{operation}", _resource_of(operation, body, region), None)
+    for question in questions:
+        context: dict[str, Sequence[str]] = dict(session.context())
+        if question.leading_keys is not None:
+            context["dynamodb:LeadingKeys"] = question.leading_keys
+        decision = session.decide(iam.Request(question.action, question.resource, context))
+        if decision is not iam.Decision.ALLOW:
+            return denial_message(session.arn, question.action, question.resource, decision)
+    return None
+
+
+def denial_message(
+    principal: str, action: str, resource: str, decision: iam.Decision | None, *, trust: bool = False
+) -> str:
+    """AWS's wording: the reason names the identity-based policy; a refused trust
+    policy gets no reason, as STS answers it."""
+    message = f"User: {principal} is not authorized to perform: {action} on resource: {resource}"
+    if trust:
+        return message
+    if decision is iam.Decision.EXPLICIT_DENY:
+        return f"{message} with an explicit deny in an identity-based policy"
+    return f"{message} because no identity-based policy allows the {action} action"
+
+
+# ---------------------------------------------------------------- STS AssumeRole
+@dataclass(frozen=True)
+class AssumeRoleRequest:
+    role_arn: str
+    session_name: str
+    tags: dict[str, str]
+    session_policy: dict[str, Any] | None
+
+
+def parse_assume_role(params: Mapping[str, str]) -> AssumeRoleRequest:
+    """The parameters of a query-protocol AssumeRole call; NotUnderstood for
+    anything the guard does not model (transitive tags, managed session policies)."""
+    tags: dict[str, str] = {}
+    index = 1
+    while f"Tags.member.{index}.Key" in params:
+        key = params[f"Tags.member.{index}.Key"]
+        if key.lower() in {existing.lower() for existing in tags}:
+            raise iam.NotUnderstood("duplicate tag key")
+        tags[key] = params.get(f"Tags.member.{index}.Value", "")
+        index += 1
+    if any(name.startswith(("TransitiveTagKeys", "PolicyArns", "ProvidedContexts")) for name in params):
+        raise iam.NotUnderstood("transitive tags, managed session policies and provided contexts")
+    policy = params.get("Policy")
+    return AssumeRoleRequest(
+        role_arn=params.get("RoleArn", ""),
+        session_name=params.get("RoleSessionName", ""),
+        tags=tags,
+        session_policy=json.loads(policy) if policy else None,
+    )
+
+
+def authorize_assume_role(
+    caller: Session | None, request: AssumeRoleRequest, roles: Mapping[str, RoleDefinition]
+) -> str | None:
+    """``None`` when AWS would let ``caller`` (``None``: the operator) assume
+    the role with these tags, else the AccessDenied message."""
+    caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
+    role = next((role for role in roles.values() if role.arn == request.role_arn), None)
+    if role is None:
+        return denial_message(caller_arn, "sts:AssumeRole", request.role_arn, None)
+    context: dict[str, Sequence[str]] = {f"aws:RequestTag/{key}": [value] for key, value in request.tags.items()}
+    context["sts:RoleSessionName"] = [request.session_name]
+    if request.tags:
+        context["aws:TagKeys"] = list(request.tags)
+    if caller is not None:
+        context.update(caller.context())
+        principals: tuple[str, ...] = (caller.role.arn, f"arn:aws:iam::{ACCOUNT_ID}:root", ACCOUNT_ID)
+    else:
+        principals = ("*",)
+    actions = ["sts:AssumeRole"] + (["sts:TagSession"] if request.tags else [])
+    for action in actions:
+        question = iam.Request(action, role.arn, context, principals)
+        trusted = iam.evaluate([role.trust_policy], question, trust=True)
+        if trusted is not iam.Decision.ALLOW:
+            return denial_message(caller_arn, action, role.arn, trusted, trust=True)
+        if caller is not None:
+            permitted = caller.decide(question)
+            if permitted is not iam.Decision.ALLOW:
+                return denial_message(caller_arn, action, role.arn, permitted)
+    return None
+
+
+# ---------------------------------------------------------------- the middleware
+@dataclass
+class _Response:
+    status: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class Guard:
+    """WSGI middleware: authorize, then forward to moto (one request at a time)."""
+
+    def __init__(
+        self,
+        app: WsgiApp,
+        roles: Mapping[str, RoleDefinition],
+        tables: Mapping[str, TableKeys],
+        sessions: Sessions | None = None,
+    ) -> None:
+        self._app = app
+        self.roles = roles
+        self.tables = tables
+        self.sessions = sessions or Sessions()
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        body = _read_body(environ)
+        auth = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        response: _Response | None
+        if auth is None:
+            response = self._unsigned(environ, target)
+        else:
+            access_key, region, service = auth.groups()
+            session = self.sessions.get(access_key)
+            response = self._authorize(environ, body, session, region=region, service=service, target=target)
+        if response is None:
+            response = self._forward(environ, body)
+        start_response(response.status, response.headers)
+        return [response.body]
+
+    def _forward(self, environ: Environ, body: bytes) -> _Response:
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _data: None
+
+        with self._lock:
+            chunks = self._app(environ, capture)
+            try:
+                data = b"".join(chunks)
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+        return _Response(captured["status"], list(captured["headers"]), data)
+
+    def _unsigned(self, environ: Environ, target: str) -> _Response | None:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
+            return None
+        if target.startswith("AWSCognitoIdentityProviderService."):
+            return None
+        return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
+
+    def _authorize(
+        self, environ: Environ, body: bytes, session: Session | None, *, region: str, service: str, target: str
+    ) -> _Response | None:
+        if service == "sts":
+            return self._sts(environ, body, session)
+        if session is None:
+            return None  # the operator
+        if service == "dynamodb" and target.startswith(("DynamoDB_20120810.", "DynamoDBStreams_20120810.")):
+            operation = target.split(".", 1)[1]
+            try:
+                payload = json.loads(body or b"{}")
+            except ValueError:
+                payload = None
+            message = (
+                authorize_dynamodb(session, operation, payload, region=region, tables=self.tables)
+                if isinstance(payload, dict)
+                else denial_message(session.arn, f"dynamodb:{operation}", "*", None)
+            )
+            if message is not None:
+                log.warning("denied: %s", message)
+                return _json_denial("com.amazonaws.dynamodb.v20120810#AccessDeniedException", message)
+            return None
+        action = target.split(".", 1)[1] if "." in target else _query_params(environ, body).get("Action", "")
+        decision = session.decide(iam.Request(f"{service}:{action}", "*", session.context()))
+        if decision is iam.Decision.ALLOW:
+            return None
+        message = denial_message(session.arn, f"{service}:{action}", "*", decision)
+        log.warning("denied: %s", message)
+        return _json_denial("AccessDeniedException", message) if target else _xml_denial(message)
+
+    def _sts(self, environ: Environ, body: bytes, caller: Session | None) -> _Response | None:
+        params = _query_params(environ, body)
+        action = params.get("Action", "")
+        caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
+        if action in _REFUSED_STS_ACTIONS:
+            return _xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None))
+        if action != "AssumeRole":
+            return None
+        try:
+            request = parse_assume_role(params)
+        except (iam.NotUnderstood, ValueError):
+            return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+        message = authorize_assume_role(caller, request, self.roles)
+        if message is not None:
+            log.warning("denied: %s", message)
+            return _xml_denial(message)
+        response = self._forward(environ, body)
+        if response.status.startswith("200"):
+            access_key = ET.fromstring(response.body).find(f".//{_STS_NS}AccessKeyId")  # noqa: S314 - moto's own XML
+            role = next(role for role in self.roles.values() if role.arn == request.role_arn)
+            if access_key is None or not access_key.text:
+                return _xml_denial("The emulator returned no credentials.")
+            self.sessions.add(
+                Session(access_key.text, role, request.session_name, dict(request.tags), request.session_policy)
+            )
+        return response
+
+
+def _read_body(environ: Environ) -> bytes:
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    return environ["wsgi.input"].read(length) if length > 0 else b""
+
+
+def _query_params(environ: Environ, body: bytes) -> dict[str, str]:
+    params = {key: values[-1] for key, values in parse_qs(environ.get("QUERY_STRING", "")).items()}
+    if "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
+        params.update({key: values[-1] for key, values in parse_qs(body.decode("utf-8", "replace")).items()})
+    return params
+
+
+def _json_denial(error_type: str, message: str, *, status: str = "400 Bad Request") -> _Response:
+    body = json.dumps({"__type": error_type, "message": message}).encode()
+    headers = [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("x-amzn-RequestId", str(uuid.uuid4())),
+        ("Content-Length", str(len(body))),
+    ]
+    return _Response(status, headers, body)
+
+
+def _xml_denial(message: str) -> _Response:
+    root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
+    error = ET.SubElement(root, "Error")
+    ET.SubElement(error, "Type").text = "Sender"
+    ET.SubElement(error, "Code").text = "AccessDenied"
+    ET.SubElement(error, "Message").text = message
+    ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
+    body = ET.tostring(root)
+    return _Response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)

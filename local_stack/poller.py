@@ -1,0 +1,280 @@
+"""The DynamoDB stream event source of the aggregator, as Lambda runs it.
+
+A thread reads the table's stream from ``TRIM_HORIZON`` through the
+emulator's DynamoDB Streams API (with the aggregator role's credentials, so
+the guard checks the role's ``ReadTheStream`` grant), drops the records the
+template's ``FilterCriteria`` rejects, and invokes the function with batches of
+up to ``BatchSize`` records, waiting up to ``MaximumBatchingWindowInSeconds``
+for a batch to fill. Failures follow Lambda's rules for a stream source with
+``ReportBatchItemFailures``:
+
+- ``{"batchItemFailures": [{"itemIdentifier": <sequence number>}]}``: the
+  records before the lowest failed one are done; the batch is retried from it.
+  An identifier that is empty or not in the batch fails the whole batch.
+- The function raises: with ``BisectBatchOnFunctionError`` the batch is split
+  in two and each half retried on its own (splits do not count as retries).
+- After ``MaximumRetryAttempts`` retries, the remaining records are given up:
+  logged, and a Lambda-style on-failure record (``DDBStreamBatchInfo``) is sent
+  to the template's on-failure destination queue in the emulator.
+
+:meth:`StreamPoller.wait_drained` blocks until every record written before the
+call has been delivered (or given up): what tests and benchmarks wait on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from local_stack.stream_source import StreamSource, lambda_record
+
+log = logging.getLogger("local_stack.poller")
+
+Invoke = Callable[[dict[str, Any]], Any]
+OnFailure = Callable[[dict[str, Any]], None]
+
+# Lambda polls a stream shard about four times a second.
+POLL_INTERVAL_S = 0.25
+# MaximumRetryAttempts -1 means "until the record expires"; locally, this many.
+UNBOUNDED_RETRIES = 100
+
+
+class StreamPoller:
+    def __init__(
+        self,
+        streams: Any,
+        stream_arn: str,
+        source: StreamSource,
+        *,
+        invoke: Invoke,
+        on_failure: OnFailure | None = None,
+        function_arn: str = "",
+    ) -> None:
+        self._streams = streams
+        self._stream_arn = stream_arn
+        self._source = source
+        self._invoke = invoke
+        self._on_failure = on_failure
+        self._function_arn = function_arn
+        self._positions: dict[str, str | None] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._shard_of_pending: list[str] = []
+        self._first_pending_at = 0.0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._state = threading.Condition()
+        self._cycle_started = 0
+        self._last_idle_cycle = 0
+        self._flush_requests = 0
+        self._thread: threading.Thread | None = None
+        self._errors_seen: set[str] = set()
+        self.delivered = 0
+        self.given_up = 0
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stream-poller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._thread = None
+
+    def wait_drained(self, timeout: float = 30.0) -> bool:
+        """True once everything written before this call has been processed."""
+        deadline = time.monotonic() + timeout
+        with self._state:
+            target = self._cycle_started + 1
+            self._flush_requests += 1
+        self._wake.set()
+        try:
+            with self._state:
+                while self._last_idle_cycle < target:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._stop.is_set():
+                        return False
+                    self._state.wait(min(remaining, 0.5))
+                return True
+        finally:
+            with self._state:
+                self._flush_requests -= 1
+
+    # ------------------------------------------------------------ the loop
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._state:
+                self._cycle_started += 1
+                cycle = self._cycle_started
+            try:
+                idle = self._cycle()
+            except Exception as exc:  # the emulator went away, a denial...: log, keep polling
+                self._log_once(f"stream poll failed: {exc!r}")
+                idle = False
+            if idle:
+                with self._state:
+                    self._last_idle_cycle = cycle
+                    self._state.notify_all()
+            self._wake.wait(POLL_INTERVAL_S)
+            self._wake.clear()
+
+    def _cycle(self) -> bool:
+        """Read what is new, deliver full batches (all of them when flushing).
+        True when nothing read is left undelivered."""
+        for shard_id, record in self._read_new():
+            if not self._pending:
+                self._first_pending_at = time.monotonic()
+            self._pending.append(record)
+            self._shard_of_pending.append(shard_id)
+        while self._pending and not self._stop.is_set():
+            with self._state:
+                flushing = self._flush_requests > 0
+            window_open = time.monotonic() - self._first_pending_at < self._source.batching_window_s
+            if len(self._pending) < self._source.batch_size and window_open and not flushing:
+                return False
+            # A batch holds records of one shard, in order.
+            shard_id = self._shard_of_pending[0]
+            size = 0
+            while size < min(self._source.batch_size, len(self._pending)) and self._shard_of_pending[size] == shard_id:
+                size += 1
+            batch = self._pending[:size]
+            self._pending, self._shard_of_pending = self._pending[size:], self._shard_of_pending[size:]
+            self._first_pending_at = time.monotonic()
+            self._deliver(batch, shard_id)
+        return not self._pending
+
+    def _read_new(self) -> list[tuple[str, dict[str, Any]]]:
+        records: list[tuple[str, dict[str, Any]]] = []
+        shards = self._streams.describe_stream(StreamArn=self._stream_arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            position = self._positions.get(shard_id)
+            # A fresh iterator each cycle: moto replaces a table's stream shard
+            # when it rolls back a failed transaction, orphaning old iterators.
+            kwargs: dict[str, Any] = {"StreamArn": self._stream_arn, "ShardId": shard_id}
+            if position is None:
+                kwargs["ShardIteratorType"] = "TRIM_HORIZON"
+            else:
+                kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=position)
+            iterator = self._streams.get_shard_iterator(**kwargs)["ShardIterator"]
+            while iterator:
+                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
+                if not page["Records"]:
+                    break
+                for raw in page["Records"]:
+                    self._positions[shard_id] = raw["dynamodb"]["SequenceNumber"]
+                    record = lambda_record(raw, self._stream_arn)
+                    if self._source.matches(record):
+                        records.append((shard_id, record))
+                iterator = page.get("NextShardIterator")
+        return records
+
+    # ------------------------------------------------------------ delivery
+    def _deliver(self, batch: list[dict[str, Any]], shard_id: str) -> None:
+        retries = 0
+        limit = self._source.maximum_retry_attempts
+        limit = UNBOUNDED_RETRIES if limit < 0 else limit
+        remaining = batch
+        while remaining:
+            failed_from, error = self._invoke_once(remaining)
+            if failed_from is None:
+                self.delivered += len(remaining)
+                return
+            if error is not None and self._source.bisect_on_error and len(remaining) > 1:
+                half = len(remaining) // 2
+                self._deliver(remaining[:half], shard_id)
+                self._deliver(remaining[half:], shard_id)
+                return
+            self.delivered += failed_from
+            remaining = remaining[failed_from:]
+            if retries >= limit:
+                self._give_up(remaining, shard_id, retries + 1, error)
+                return
+            retries += 1
+
+    def _invoke_once(self, batch: list[dict[str, Any]]) -> tuple[int | None, str | None]:
+        """``(None, None)`` on success, else (index to retry from, function error)."""
+        try:
+            response = self._invoke({"Records": batch})
+        except Exception as exc:
+            self._log_once(f"{self._source.function} failed: {exc!r}")
+            return 0, f"{type(exc).__name__}: {exc}"
+        if not self._source.report_batch_item_failures:
+            return None, None
+        failures = response.get("batchItemFailures") if isinstance(response, Mapping) else None
+        if not failures:
+            return None, None
+        sequence = [record["dynamodb"]["SequenceNumber"] for record in batch]
+        indexes = []
+        for failure in failures:
+            identifier = failure.get("itemIdentifier") if isinstance(failure, Mapping) else None
+            if not identifier or identifier not in sequence:
+                return 0, None  # an invalid identifier fails the whole batch
+            indexes.append(sequence.index(identifier))
+        return min(indexes), None
+
+    def _give_up(self, records: list[dict[str, Any]], shard_id: str, attempts: int, error: str | None) -> None:
+        self.given_up += len(records)
+        first, last = records[0], records[-1]
+        log.error(
+            "%s: giving up on %d record(s) %s..%s after %d attempt(s); sent to the on-failure destination",
+            self._source.function,
+            len(records),
+            first["dynamodb"]["SequenceNumber"],
+            last["dynamodb"]["SequenceNumber"],
+            attempts,
+        )
+        if self._on_failure is None:
+            return
+        now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self._on_failure(
+            {
+                "requestContext": {
+                    "requestId": str(uuid.uuid4()),
+                    "functionArn": self._function_arn,
+                    "condition": "RetryAttemptsExhausted",
+                    "approximateInvokeCount": attempts,
+                },
+                "responseContext": {
+                    "statusCode": 200,
+                    "executedVersion": "$LATEST",
+                    "functionError": "Unhandled" if error else "",
+                },
+                "version": "1.0",
+                "timestamp": now,
+                "DDBStreamBatchInfo": {
+                    "shardId": shard_id,
+                    "startSequenceNumber": first["dynamodb"]["SequenceNumber"],
+                    "endSequenceNumber": last["dynamodb"]["SequenceNumber"],
+                    "approximateArrivalOfFirstRecord": _iso(first["dynamodb"].get("ApproximateCreationDateTime")),
+                    "approximateArrivalOfLastRecord": _iso(last["dynamodb"].get("ApproximateCreationDateTime")),
+                    "batchSize": len(records),
+                    "streamArn": self._stream_arn,
+                },
+            }
+        )
+
+    def _log_once(self, message: str) -> None:
+        if message in self._errors_seen:
+            log.debug("%s", message)
+            return
+        self._errors_seen.add(message)
+        log.warning("%s", message)
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return ""
+
+
+def failure_message(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, separators=(",", ":"))

@@ -1,0 +1,355 @@
+"""The whole system on one machine: emulator + guard, API Gateway, functions,
+stream poller, all from `template.yaml`. ``make dev`` runs :class:`LocalStack`.
+
+While it runs, ``<state dir>/stack.json`` tells other commands (``make token``,
+``make onboard``, tests, benchmarks) where everything is, and
+``<state dir>/env.json`` is an ``--env-vars`` file for ``sam local``. Both are
+removed on stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from local_stack.emulator import REGION, Emulator, Provisioned
+from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
+from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
+from local_stack.poller import StreamPoller, failure_message
+from local_stack.roles import function_role
+from local_stack.stream_source import AGGREGATOR_FUNCTION, stream_source
+from local_stack.template import PROJECT_ROOT
+from local_stack.users import UserPool, ensure_user, id_token
+
+log = logging.getLogger("local_stack")
+
+DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
+STATE_FILE = "stack.json"
+ENV_FILE = "env.json"
+DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """The gateway logs its own line per request."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        return
+
+
+# ---------------------------------------------------------------- functions
+class FunctionRuntime:
+    """Runs the template's functions in-process, one invocation at a time.
+
+    Each function has its own module namespace (loaded on first use, its cold
+    start), its template environment (Globals merged) plus what Lambda adds:
+    region, function name, and the credentials of the function's execution role
+    in the emulator. Invocations are serialized because the environment is
+    process-wide; the shared layer's caches are shared by the functions of
+    this process (they all read the same Globals). Timeouts are not enforced.
+    """
+
+    def __init__(self, specs: dict[str, FunctionSpec], environments: dict[str, dict[str, str]]) -> None:
+        self.specs = specs
+        self._environments = environments
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.Lock()
+
+    def environment_of(self, logical_id: str) -> dict[str, str]:
+        return dict(self._environments[logical_id])
+
+    def invoke(self, spec: FunctionSpec, event: dict[str, Any]) -> Any:
+        with self._lock, environment(self._environments[spec.logical_id]):
+            handler = self._handlers.get(spec.logical_id)
+            if handler is None:
+                handler = load_handler(spec.code_uri, spec.handler, module_name=f"_lambda_{spec.logical_id}")
+                self._handlers[spec.logical_id] = handler
+            context = LambdaContext(
+                function_name=spec.logical_id, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s
+            )
+            return handler(event, context)
+
+
+def lambda_environment(
+    spec: FunctionSpec, endpoint: str, credentials: dict[str, str], session_name: str
+) -> dict[str, str]:
+    """What Lambda would give the function, pointed at the emulator."""
+    return {
+        **spec.environment,
+        "AWS_ENDPOINT_OVERRIDE": endpoint,
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.logical_id}",
+        "AWS_LAMBDA_LOG_STREAM_NAME": session_name,
+        # No X-Ray daemon and no CloudWatch here: traces off, metrics not printed.
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        **credentials,
+    }
+
+
+def sam_env_vars(specs: Iterable[FunctionSpec], endpoint: str) -> dict[str, dict[str, str]]:
+    """The ``--env-vars`` file for ``sam local``: per function, the variables the
+    template declares (sam local overrides no others), pointed at the emulator."""
+    return {spec.logical_id: {**spec.environment, "AWS_ENDPOINT_OVERRIDE": endpoint} for spec in specs}
+
+
+# ---------------------------------------------------------------- the stack
+@dataclass
+class StackOptions:
+    host: str = "127.0.0.1"
+    port: int = 3000
+    emulator_host: str = "127.0.0.1"
+    emulator_port: int = 0
+    state_dir: Path = DEFAULT_STATE_DIR
+    # AWS_ENDPOINT_OVERRIDE in env.json (how a sam local container reaches the emulator).
+    env_endpoint: str | None = None
+    seed: bool = True
+    demo_tenants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(DEMO_TENANTS))
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions | None = None) -> None:
+        self.options = options or StackOptions()
+        self.emulator = Emulator(self.options.emulator_host, self.options.emulator_port, control=self._control)
+        self.provisioned: Provisioned | None = None
+        self.runtime: FunctionRuntime | None = None
+        self.poller: StreamPoller | None = None
+        self._api_server: BaseWSGIServer | None = None
+        self._api_thread: threading.Thread | None = None
+        self._wrote_state = False
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        self._check_not_running()
+        self.emulator.start()
+        provisioned = self.provisioned = self.emulator.provision()
+        specs = function_specs(provisioned.resolver)
+        environments: dict[str, dict[str, str]] = {}
+        role_credentials: dict[str, dict[str, str]] = {}
+        for logical_id, spec in specs.items():
+            role = provisioned.roles[function_role(logical_id)]
+            if role.logical_id not in role_credentials:
+                role_credentials[role.logical_id] = self.emulator.assume(role, f"local-{role.logical_id}")
+            environments[logical_id] = lambda_environment(
+                spec, self.emulator.url, role_credentials[role.logical_id], f"local-{logical_id}"
+            )
+        runtime = self.runtime = FunctionRuntime(specs, environments)
+
+        jwks_url = f"{self.emulator.url}/{provisioned.user_pool_id}/.well-known/jwks.json"
+        with urllib.request.urlopen(jwks_url, timeout=10) as response:  # noqa: S310 - the emulator, http on loopback
+            jwks = json.load(response)
+        issuer = f"https://cognito-idp.{REGION}.amazonaws.com/{provisioned.user_pool_id}"
+        stage = str(provisioned.resolver.resolve({"Ref": "StageName"}))
+        gateway = Gateway(
+            routes=routes_from_specs(specs.values()),
+            authorizer=Authorizer.from_jwks(jwks, issuer, provisioned.user_pool_client_id),
+            invoke=runtime.invoke,
+            responses=GatewayResponses.from_template(provisioned.resolver),
+            stage=stage,
+        )
+        self._api_server = make_server(
+            self.options.host, self.options.port, gateway, threaded=True, request_handler=_QuietHandler
+        )
+        self._api_thread = threading.Thread(target=self._api_server.serve_forever, name="api", daemon=True)
+        self._api_thread.start()
+
+        aggregator = specs[AGGREGATOR_FUNCTION]
+        aggregator_env = environments[AGGREGATOR_FUNCTION]
+        streams = self.emulator.client(
+            "dynamodbstreams",
+            aws_access_key_id=aggregator_env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=aggregator_env["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=aggregator_env["AWS_SESSION_TOKEN"],
+        )
+        sqs = self.emulator.client("sqs")
+        self.poller = StreamPoller(
+            streams,
+            provisioned.stream_arn,
+            stream_source(AGGREGATOR_FUNCTION),
+            invoke=lambda event: runtime.invoke(aggregator, event),
+            on_failure=lambda payload: sqs.send_message(
+                QueueUrl=provisioned.failure_queue_url, MessageBody=failure_message(payload)
+            ),
+            function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{AGGREGATOR_FUNCTION}",
+        )
+        self.poller.start()
+        if self.options.seed:
+            for tenant, (user, admin) in self.options.demo_tenants.items():
+                ensure_user(self.user_pool(), user, tenant)
+                ensure_user(self.user_pool(), admin, tenant, admin=True)
+        self._write_state(specs.values())
+        log.info(
+            "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url
+        )
+
+    def stop(self) -> None:
+        if self._api_server is not None:
+            self._api_server.shutdown()
+            self._api_server.server_close()
+        if self._api_thread is not None:
+            self._api_thread.join(timeout=10)
+        if self.poller is not None:
+            self.poller.stop()
+        self.emulator.stop()
+        self._remove_state()
+        self._api_server = None
+        self._api_thread = None
+        self.poller = None
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ what it offers
+    @property
+    def api_url(self) -> str:
+        assert self._api_server is not None, "start() first"
+        host = "127.0.0.1" if self.options.host in ("0.0.0.0", "") else self.options.host  # noqa: S104 - a URL
+        return f"http://{host}:{self._api_server.server_port}"
+
+    def user_pool(self) -> UserPool:
+        assert self.provisioned is not None
+        return UserPool(
+            cognito=self.emulator.client("cognito-idp"),
+            pool_id=self.provisioned.user_pool_id,
+            client_id=self.provisioned.user_pool_client_id,
+            admin_group=self.provisioned.admin_group,
+        )
+
+    def token(self, tenant_id: str, username: str, *, admin: bool = False) -> str:
+        pool = self.user_pool()
+        ensure_user(pool, username, tenant_id, admin=admin)
+        return id_token(pool, username)
+
+    def wait_for_stream(self, timeout: float = 30.0) -> bool:
+        """True once every stream record written before the call was processed."""
+        return self.poller is not None and self.poller.wait_drained(timeout)
+
+    def state(self) -> dict[str, Any]:
+        assert self.provisioned is not None
+        return {
+            "pid": os.getpid(),
+            "api_url": self.api_url,
+            "emulator_url": self.emulator.url,
+            "control_url": f"{self.emulator.url}/_local",
+            "region": REGION,
+            "user_pool_id": self.provisioned.user_pool_id,
+            "user_pool_client_id": self.provisioned.user_pool_client_id,
+            "admin_group": self.provisioned.admin_group,
+            "table_name": self.provisioned.table_name,
+            "stream_arn": self.provisioned.stream_arn,
+            "tenant_role_arn": self.provisioned.roles["TenantAccessRole"].arn,
+            "failure_queue_url": self.provisioned.failure_queue_url,
+        }
+
+    # ------------------------------------------------------------ control endpoint
+    def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
+        """``/_local/health`` and ``/_local/stream/drain?timeout=<s>`` on the
+        emulator's port (loopback only): how another process waits for the stream."""
+        path = environ.get("PATH_INFO", "")
+        if not path.startswith("/_local/"):
+            return None
+        status, payload = "404 Not Found", dict[str, Any](error="unknown")
+        if environ.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
+            status, payload = "403 Forbidden", {"error": "loopback only"}
+        elif path == "/_local/health":
+            status, payload = "200 OK", {"status": "ok"}
+        elif path == "/_local/stream/drain" and environ.get("REQUEST_METHOD") == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+            drained = self.wait_for_stream(timeout)
+            poller = self.poller
+            status = "200 OK"
+            payload = {
+                "drained": drained,
+                "delivered": poller.delivered if poller else 0,
+                "given_up": poller.given_up if poller else 0,
+            }
+        body = json.dumps(payload).encode()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    # ------------------------------------------------------------ state files
+    def _check_not_running(self) -> None:
+        existing = read_state(self.options.state_dir)
+        if existing is not None:
+            raise RuntimeError(
+                f"a local stack is already running (pid {existing['pid']}, {existing['api_url']}); stop it first"
+            )
+
+    def _write_state(self, specs: Iterable[FunctionSpec]) -> None:
+        directory = self.options.state_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        endpoint = self.options.env_endpoint or self.emulator.url
+        _write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint))
+        _write_json(directory / STATE_FILE, self.state())
+        self._wrote_state = True
+
+    def _remove_state(self) -> None:
+        if not self._wrote_state:
+            return
+        for name in (STATE_FILE, ENV_FILE):
+            (self.options.state_dir / name).unlink(missing_ok=True)
+        self._wrote_state = False
+
+
+def _write_json(path: Path, value: Any) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    temporary.replace(path)
+
+
+def read_state(state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any] | None:
+    """The running stack's state, or ``None`` (no file, or its process is gone)."""
+    path = state_dir / STATE_FILE
+    try:
+        state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(state.get("pid", 0))):
+        return None
+    return state
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def running(options: StackOptions | None = None) -> Iterator[LocalStack]:
+    with LocalStack(options) as stack:
+        yield stack
