@@ -13,6 +13,8 @@ import pytest
 from moto import mock_aws
 
 from local_stack.template import table_definition
+from support_tickets.aggregation import aggregator_client
+from support_tickets.repository import TicketRepository
 from support_tickets.session import tenant_session
 from support_tickets.settings import get_settings
 
@@ -42,9 +44,11 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("POWERTOOLS_DEV", "false")
     get_settings.cache_clear()
     tenant_session.cache_clear()
+    aggregator_client.cache_clear()
     yield
     get_settings.cache_clear()
     tenant_session.cache_clear()
+    aggregator_client.cache_clear()
 
 
 @pytest.fixture
@@ -64,6 +68,19 @@ def dynamodb(aws: None) -> DynamoDBClient:
 @pytest.fixture
 def table_name() -> str:
     return str(table_definition()["TableName"])
+
+
+RepoFactory = Callable[[str], TicketRepository]
+
+
+@pytest.fixture
+def repo_for(aws: None, table_name: str) -> RepoFactory:
+    """Repositories on the mocked table, through the real tenant session."""
+
+    def make(tenant_id: str) -> TicketRepository:
+        return TicketRepository(tenant_id, table_name, tenant_session())
+
+    return make
 
 
 def random_tenant_id() -> str:

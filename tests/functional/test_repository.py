@@ -3,7 +3,6 @@ template.yaml. Each test uses fresh random tenants plus the 1/10 pair."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,22 +12,10 @@ from support_tickets.errors import InvalidCursor, TicketNotFound, VersionMismatc
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
 from support_tickets.repository import TicketRepository
-from support_tickets.session import tenant_session
-from tests.conftest import all_items, random_tenant_id
+from tests.conftest import RepoFactory, all_items, random_tenant_id
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-RepoFactory = Callable[[str], TicketRepository]
-
-
-@pytest.fixture
-def repo_for(aws: None, table_name: str) -> RepoFactory:
-    def make(tenant_id: str) -> TicketRepository:
-        return TicketRepository(tenant_id, table_name, tenant_session())
-
-    return make
 
 
 def new_ticket(repo: TicketRepository, title: str = "Printer on fire", resolver: str | None = None) -> str:

@@ -247,3 +247,30 @@ def test_layer_and_runtime_are_python_3_13() -> None:
         assert function["Properties"]["Runtime"] == "python3.13", name
     template = load_template()
     assert template["Resources"]["SharedLayer"]["Metadata"]["BuildMethod"] == "python3.13"
+
+
+def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
+    mappings = resources("AWS::Lambda::EventSourceMapping")
+    (mapping,) = mappings.values()
+    props = mapping["Properties"]
+    assert props["FunctionName"] == {"Ref": "AggregateCountsFunction"}
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 0 < props["MaximumRetryAttempts"] <= 10
+    assert props["ParallelizationFactor"] == 1
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert "AggregateCountsFailureQueue" in json.dumps(props["DestinationConfig"]["OnFailure"]["Destination"])
+    (pattern,) = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    assert pattern["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
+    assert pattern["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
+
+
+def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
+    """The aggregator remembers applied record ids for REPLAY_HORIZON_SECONDS;
+    the event source never redelivers a record older than MaximumRecordAgeInSeconds."""
+    function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
+    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
+    horizon = int(function["Environment"]["Variables"]["REPLAY_HORIZON_SECONDS"])
+    max_age = int(mapping["Properties"]["MaximumRecordAgeInSeconds"])
+    assert max_age > 0
+    assert horizon >= max_age + 600  # margin for clock skew between records and the function
