@@ -18,12 +18,15 @@ import threading
 import urllib.request
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from local_stack.stack import DEFAULT_STATE_DIR, ENV_FILE, LocalStack, StackOptions, read_state
+from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
+
+if TYPE_CHECKING:
+    from local_stack.stack import LocalStack
 from support_tickets.keys import InvalidTenantId
 
 EXIT_USAGE = 2
@@ -83,15 +86,8 @@ def _running_state(state_dir: Path) -> dict[str, Any]:
 
 
 def _local_pool(state: dict[str, Any]) -> UserPool:
-    from local_stack.emulator import CLIENT_CONFIG, OPERATOR_CREDENTIALS
-
-    session = boto3.Session(
-        aws_access_key_id=OPERATOR_CREDENTIALS["aws_access_key_id"],
-        aws_secret_access_key=OPERATOR_CREDENTIALS["aws_secret_access_key"],
-        region_name=state["region"],
-    )
     return UserPool(
-        cognito=session.client("cognito-idp", endpoint_url=state["emulator_url"], config=CLIENT_CONFIG),
+        cognito=operator_client(state["emulator_url"], "cognito-idp", state["region"]),
         pool_id=state["user_pool_id"],
         client_id=state["user_pool_client_id"],
         admin_group=state["admin_group"],
@@ -99,6 +95,8 @@ def _local_pool(state: dict[str, Any]) -> UserPool:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from local_stack.stack import LocalStack, StackOptions
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     options = StackOptions(

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.config import Config
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack.guard import Guard, Session, TableKeys
 from local_stack.roles import RoleDefinition, roles_from_template
+from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
 from local_stack.template import Resolver, local_resolver, table_definition, template
 
 if TYPE_CHECKING:
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("local_stack.emulator")
 
-REGION = "us-east-1"
-OPERATOR_CREDENTIALS = {"aws_access_key_id": "LOCALOPERATOR", "aws_secret_access_key": "local-operator-secret"}
-CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=30)
 
 Control = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes] | None]
 

@@ -24,20 +24,17 @@ from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from local_stack.emulator import REGION, Emulator, Provisioned
+from local_stack.emulator import Emulator, Provisioned
 from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
+from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import AGGREGATOR_FUNCTION, stream_source
-from local_stack.template import PROJECT_ROOT
 from local_stack.users import UserPool, ensure_user, id_token
 
 log = logging.getLogger("local_stack")
 
-DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
-STATE_FILE = "stack.json"
-ENV_FILE = "env.json"
 DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
 
 
@@ -307,8 +304,8 @@ class LocalStack:
         directory = self.options.state_dir
         directory.mkdir(parents=True, exist_ok=True)
         endpoint = self.options.env_endpoint or self.emulator.url
-        _write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint))
-        _write_json(directory / STATE_FILE, self.state())
+        write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint))
+        write_json(directory / STATE_FILE, self.state())
         self._wrote_state = True
 
     def _remove_state(self) -> None:
@@ -317,36 +314,6 @@ class LocalStack:
         for name in (STATE_FILE, ENV_FILE):
             (self.options.state_dir / name).unlink(missing_ok=True)
         self._wrote_state = False
-
-
-def _write_json(path: Path, value: Any) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    temporary.replace(path)
-
-
-def read_state(state_dir: Path = DEFAULT_STATE_DIR) -> dict[str, Any] | None:
-    """The running stack's state, or ``None`` (no file, or its process is gone)."""
-    path = state_dir / STATE_FILE
-    try:
-        state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not _alive(int(state.get("pid", 0))):
-        return None
-    return state
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager

@@ -1,0 +1,202 @@
+"""End-to-end fixtures: the local stack, started once per session exactly as
+``make dev`` starts it (``python -m local_stack serve``, in a subprocess, on
+free ports, with its own state directory), and an HTTP client for its API.
+
+Tokens come from the stack's user pool (real RS256 JWTs). Nothing here talks
+to AWS: every client is pointed at the stack's emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_stack.state import ENV_FILE, STATE_FILE, operator_client
+from local_stack.template import PROJECT_ROOT
+from local_stack.users import UserPool, ensure_user, id_token
+
+START_TIMEOUT_S = 90
+STOP_TIMEOUT_S = 30
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: Any  # parsed JSON, or None when empty
+    raw: bytes = b""
+
+    @property
+    def error_code(self) -> str | None:
+        return self.body.get("error", {}).get("code") if isinstance(self.body, dict) else None
+
+
+@dataclass
+class RunningStack:
+    """A ``python -m local_stack serve`` process and what its state file says."""
+
+    process: subprocess.Popen[bytes]
+    state_dir: Path
+    state: dict[str, Any] = field(default_factory=dict)
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api_url(self) -> str:
+        return str(self.state["api_url"])
+
+    def operator(self, service: str) -> Any:
+        """A client of the emulator as the local operator (admin set-up, assertions)."""
+        if service not in self._clients:
+            self._clients[service] = operator_client(self.state["emulator_url"], service, self.state["region"])
+        return self._clients[service]
+
+    def pool(self) -> UserPool:
+        return UserPool(
+            cognito=self.operator("cognito-idp"),
+            pool_id=self.state["user_pool_id"],
+            client_id=self.state["user_pool_client_id"],
+            admin_group=self.state["admin_group"],
+        )
+
+    def token(self, tenant_id: str, username: str, *, admin: bool = False) -> str:
+        pool = self.pool()
+        ensure_user(pool, username, tenant_id, admin=admin)
+        return id_token(pool, username)
+
+    def drain(self, timeout: float = 60.0) -> dict[str, Any]:
+        url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
+        request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
+        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
+            result: dict[str, Any] = json.load(response)
+        return result
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        return http(method, self.api_url + path, token=token, body=body, raw=raw, headers=headers)
+
+
+def http(
+    method: str,
+    url: str,
+    *,
+    token: str | None = None,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    all_headers = dict(headers or {})
+    if token is not None:
+        all_headers["Authorization"] = f"Bearer {token}"
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+        all_headers.setdefault("Content-Type", "application/json")
+    request = urllib.request.Request(url, data=data, method=method, headers=all_headers)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback
+            status, response_headers, payload = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        status, response_headers, payload = exc.code, exc.headers, exc.read()
+    parsed = json.loads(payload) if payload else None
+    return Response(status, {k.lower(): v for k, v in response_headers.items()}, parsed, payload)
+
+
+def start_stack(state_dir: Path, *args: str) -> RunningStack:
+    """Start ``python -m local_stack serve`` on free ports; wait for its state file."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
+    log = (state_dir / "serve.log").open("wb")
+    command = [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), "serve", "--port", "0", *args]
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+    stack = RunningStack(process, state_dir)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    state_file = state_dir / STATE_FILE
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the local stack exited ({process.returncode}):\n{server_log(stack)}")
+        if state_file.exists():
+            try:
+                state = json.loads(state_file.read_text())
+            except ValueError:
+                state = {}
+            if state.get("pid") == process.pid:
+                stack.state = state
+                return stack
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the local stack did not start in {START_TIMEOUT_S}s:\n{server_log(stack)}")
+
+
+def stop_stack(stack: RunningStack) -> int:
+    """Ctrl-C, as a developer would; returns the exit code."""
+    if stack.process.poll() is None:
+        stack.process.send_signal(signal.SIGINT)
+        try:
+            stack.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            stack.process.kill()
+            stack.process.wait()
+            raise
+    return int(stack.process.returncode)
+
+
+def server_log(stack: RunningStack) -> str:
+    path = stack.state_dir / "serve.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(tmp_path_factory.mktemp("local-stack"), "--no-seed")
+    try:
+        yield running
+    finally:
+        stop_stack(running)
+
+
+def new_tenant_id(suffix: str = "") -> str:
+    return f"e2e-{secrets.token_hex(4)}{suffix}"
+
+
+@dataclass(frozen=True)
+class Caller:
+    tenant_id: str
+    username: str
+    token: str
+
+
+@pytest.fixture
+def tenant_pair(stack: RunningStack) -> tuple[Caller, Caller]:
+    """Two tenants whose ids are prefixes of each other ("1" and "10"),
+    each with a user."""
+    first = new_tenant_id()
+    second = first + "0"
+    return (
+        Caller(first, f"u-{first}", stack.token(first, f"u-{first}")),
+        Caller(second, f"u-{second}", stack.token(second, f"u-{second}")),
+    )
+
+
+__all__ = ["ENV_FILE", "STATE_FILE", "Caller", "Response", "RunningStack", "http", "start_stack", "stop_stack"]

@@ -1,0 +1,143 @@
+"""The local stack's commands as `make token`, `make onboard` and `make dev`
+run them: subprocesses, stdout and exit codes, state files, clean stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from local_stack.lambda_runtime import function_specs
+from local_stack.template import PROJECT_ROOT
+from tests.e2e.conftest import ENV_FILE, STATE_FILE, RunningStack, new_tenant_id, server_log, start_stack, stop_stack
+from tests.e2e.test_gateway import claims_of
+
+
+def cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_token_prints_only_an_id_token_that_the_api_accepts(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    result = cli(stack.state_dir, "token", "--tenant", tenant, "--user", f"u-{tenant}")
+    assert result.returncode == 0, result.stderr
+    (token,) = result.stdout.splitlines()
+    assert claims_of(token)["custom:tenant_id"] == tenant
+    assert stack.request("GET", "/tickets", token=token).status == 200
+    assert stack.request("GET", "/aggregates", token=token).status == 403
+
+    admin = cli(stack.state_dir, "token", "--tenant", tenant, "--user", f"a-{tenant}", "--admin")
+    assert admin.returncode == 0, admin.stderr
+    assert stack.request("GET", "/aggregates", token=admin.stdout.strip()).status == 200
+
+
+def test_token_never_moves_a_user_to_another_tenant(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    assert cli(stack.state_dir, "token", "--tenant", tenant, "--user", f"u-{tenant}").returncode == 0
+    other = cli(stack.state_dir, "token", "--tenant", tenant + "0", "--user", f"u-{tenant}")
+    assert other.returncode == 1
+    assert other.stdout == ""
+    assert "another tenant" in other.stderr
+
+
+@pytest.mark.parametrize("tenant", ["Bad", "a|b", "a*", "", "x" * 64])
+def test_token_refuses_invalid_tenant_ids(stack: RunningStack, tenant: str) -> None:
+    result = cli(stack.state_dir, "token", "--tenant", tenant, "--user", "someone")
+    assert result.returncode == 1
+    assert result.stdout == ""
+
+
+def test_token_without_a_running_stack_says_so(tmp_path: Path) -> None:
+    result = cli(tmp_path, "token", "--tenant", "acme", "--user", "alice")
+    assert result.returncode == 1
+    assert "make dev" in result.stderr
+
+
+def test_onboard_creates_users_and_admins_once(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    users, admin = [f"a-{tenant}", f"b-{tenant}"], f"c-{tenant}"
+    first = cli(stack.state_dir, "onboard", "--tenant", tenant, "--users", *users, "--admins", admin)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("created") == 3
+    again = cli(stack.state_dir, "onboard", "--tenant", tenant, "--users", *users, "--admins", admin)
+    assert again.returncode == 0
+    assert again.stdout.count("already there") == 3
+    pool = stack.pool()
+    groups = pool.cognito.admin_list_groups_for_user(UserPoolId=pool.pool_id, Username=admin)["Groups"]
+    assert [group["GroupName"] for group in groups] == ["admin"]
+    assert pool.cognito.admin_list_groups_for_user(UserPoolId=pool.pool_id, Username=users[0])["Groups"] == []
+    user = pool.cognito.admin_get_user(UserPoolId=pool.pool_id, Username=users[0])
+    assert {"Name": "custom:tenant_id", "Value": tenant} in user["UserAttributes"]
+
+
+def test_onboard_changes_nothing_when_a_name_belongs_to_another_tenant(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    assert cli(stack.state_dir, "onboard", "--tenant", tenant, "--users", f"x-{tenant}").returncode == 0
+    fresh = f"y-{tenant}"
+    clash = cli(stack.state_dir, "onboard", "--tenant", tenant + "0", "--users", fresh, f"x-{tenant}")
+    assert clash.returncode == 1
+    assert "another tenant" in clash.stderr
+    pool = stack.pool()
+    with pytest.raises(pool.cognito.exceptions.UserNotFoundException):
+        pool.cognito.admin_get_user(UserPoolId=pool.pool_id, Username=fresh)
+
+
+def port_open(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+def test_serve_writes_its_state_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    # Given: a second stack, as `make dev` runs it (demo tenants seeded)
+    running = start_stack(tmp_path)
+    try:
+        state = running.state
+        env_vars = json.loads((tmp_path / ENV_FILE).read_text())
+        log = server_log(running)
+        second = cli(tmp_path, "serve", "--port", "0")
+    finally:
+        code = stop_stack(running)
+
+    # Then: env.json has one entry per function of the template, pointed at the emulator
+    specs = function_specs()
+    assert set(env_vars) == set(specs)
+    for name, variables in env_vars.items():
+        assert set(variables) == set(specs[name].environment)
+        assert variables["AWS_ENDPOINT_OVERRIDE"] == state["emulator_url"]
+        assert variables["TABLE_NAME"] == state["table_name"]
+        assert variables["TENANT_ROLE_ARN"] == state["tenant_role_arn"]
+    # the quickstart was printed, with the demo tenants
+    assert "make -s token TENANT=acme USER=alice" in log
+    assert f"curl -s {state['api_url']}/tickets" in log
+    # a second stack on the same state directory refuses to start
+    assert second.returncode == 1
+    assert "already running" in second.stderr
+    # Ctrl-C stopped everything: exit 0, state files gone, ports closed
+    assert code == 0, server_log(running)
+    assert not (tmp_path / STATE_FILE).exists()
+    assert not (tmp_path / ENV_FILE).exists()
+    assert not port_open(state["api_url"])
+    assert not port_open(state["emulator_url"])
+
+
+def test_drain_command(stack: RunningStack) -> None:
+    result = cli(stack.state_dir, "drain", "--timeout", "30")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["drained"] is True

@@ -1,0 +1,163 @@
+"""API Gateway emulation over HTTP: the Cognito authorizer (401 with the
+template's gateway response for every kind of bad token), routing from the
+template, body limits, and the proxy response."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import pytest
+from joserfc import jwt
+from joserfc.jwk import OctKey, RSAKey
+from moto.utilities.utils import load_resource
+
+from tests.e2e.conftest import Caller, RunningStack
+
+UNAUTHORIZED = {"error": {"code": "UNAUTHORIZED", "message": "Missing or invalid bearer token."}}
+
+
+def claims_of(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    claims: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return claims
+
+
+def sign(claims: dict[str, Any], key: RSAKey | None = None) -> str:
+    """A token signed with moto's user-pool key (public, in moto's package), or another key."""
+    signing_key = key or RSAKey.import_key(load_resource("cognitoidp/resources/jwks-private.json"))
+    return jwt.encode({"alg": "RS256", "kid": "dummy"}, claims, signing_key)
+
+
+@pytest.fixture
+def caller(stack: RunningStack) -> Caller:
+    tenant = f"gw-{time.monotonic_ns()}"
+    return Caller(tenant, f"u-{tenant}", stack.token(tenant, f"u-{tenant}"))
+
+
+def test_a_re_signed_copy_of_a_real_token_is_accepted(stack: RunningStack, caller: Caller) -> None:
+    # The control for the forgeries below: signing with the pool's key works.
+    assert stack.request("GET", "/tickets", token=sign(claims_of(caller.token))).status == 200
+    assert stack.request("GET", "/tickets", token=caller.token).status == 200
+    bare = stack.request("GET", "/tickets", headers={"Authorization": caller.token})
+    assert bare.status == 200
+
+
+def forged(caller: Caller, **changes: Any) -> str:
+    claims = claims_of(caller.token)
+    claims.update(changes)
+    return sign({k: v for k, v in claims.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    "make_token",
+    [
+        pytest.param(lambda c: None, id="missing"),
+        pytest.param(lambda c: "garbage", id="garbage"),
+        pytest.param(lambda c: "a.b.c", id="three-garbage-parts"),
+        pytest.param(lambda c: forged(c, exp=int(time.time()) - 60), id="expired"),
+        pytest.param(lambda c: forged(c, aud="another-client"), id="wrong-audience"),
+        pytest.param(lambda c: forged(c, iss="https://cognito-idp.us-east-1.amazonaws.com/us-east-1_other"), id="iss"),
+        pytest.param(lambda c: forged(c, token_use="access"), id="access-token"),
+        pytest.param(lambda c: forged(c, exp=None), id="no-expiry"),
+        pytest.param(lambda c: sign(claims_of(c.token), RSAKey.generate_key(2048)), id="signed-by-another-key"),
+        pytest.param(
+            lambda c: (
+                c.token.rsplit(".", 2)[0]
+                + "."
+                + base64.urlsafe_b64encode(json.dumps({**claims_of(c.token), "custom:tenant_id": "x"}).encode())
+                .decode()
+                .rstrip("=")
+                + "."
+                + c.token.rsplit(".", 1)[1]
+            ),
+            id="tampered-payload",
+        ),
+        pytest.param(
+            lambda c: jwt.encode({"alg": "HS256", "kid": "dummy"}, claims_of(c.token), OctKey.import_key("s" * 32)),
+            id="hs256",
+        ),
+    ],
+)
+def test_bad_tokens_get_the_gateways_401(stack: RunningStack, caller: Caller, make_token: Any) -> None:
+    token = make_token(caller)
+    response = stack.request("GET", "/tickets", token=token)
+    assert response.status == 401
+    assert response.body == UNAUTHORIZED
+
+
+def test_a_token_of_another_app_client_is_rejected(stack: RunningStack, caller: Caller) -> None:
+    pool = stack.pool()
+    other = pool.cognito.create_user_pool_client(
+        UserPoolId=pool.pool_id, ClientName="other", ExplicitAuthFlows=["ALLOW_ADMIN_USER_PASSWORD_AUTH"]
+    )["UserPoolClient"]["ClientId"]
+    pool.cognito.admin_set_user_password(
+        UserPoolId=pool.pool_id, Username=caller.username, Password="Another-passw0rd!", Permanent=True
+    )
+    result = pool.cognito.admin_initiate_auth(
+        UserPoolId=pool.pool_id,
+        ClientId=other,
+        AuthFlow="ADMIN_USER_PASSWORD_AUTH",
+        AuthParameters={"USERNAME": caller.username, "PASSWORD": "Another-passw0rd!"},
+    )
+    token = result["AuthenticationResult"]["IdToken"]
+    assert claims_of(token)["aud"] == other
+    assert stack.request("GET", "/tickets", token=token).status == 401
+
+
+def test_unknown_routes_and_methods_are_api_gateways_403(stack: RunningStack, caller: Caller) -> None:
+    for method, path in [("GET", "/nope"), ("PUT", "/tickets"), ("GET", "/tickets/a/b/c"), ("GET", "/v1/tickets")]:
+        response = stack.request(method, path, token=caller.token)
+        assert response.status == 403
+        assert response.body == {"error": {"code": "BAD_REQUEST", "message": "Missing Authentication Token"}}
+
+
+def test_the_literal_status_route_wins_over_the_ticket_id_route(stack: RunningStack, caller: Caller) -> None:
+    # POST /tickets/status is BatchUpdateStatusFunction; GET /tickets/status is GetTicketFunction with id "status".
+    batch = stack.request("POST", "/tickets/status", token=caller.token, body={"ticket_ids": ["x"], "status": "OPEN"})
+    assert batch.status == 404
+    assert batch.body["error"]["details"] == {"missing_ticket_ids": ["x"]}
+    as_id = stack.request("GET", "/tickets/status", token=caller.token)
+    assert as_id.status == 404
+    assert as_id.error_code == "TICKET_NOT_FOUND"
+
+
+def test_bodies_over_64_kib_are_refused_by_the_function(stack: RunningStack, caller: Caller) -> None:
+    just_fits = {"title": "x", "description": "d" * 10_000}
+    assert stack.request("POST", "/tickets", token=caller.token, body=just_fits).status == 201
+    big = json.dumps({"title": "x", "description": "d" * (64 * 1024)}).encode()
+    response = stack.request(
+        "POST", "/tickets", token=caller.token, raw=big, headers={"Content-Type": "application/json"}
+    )
+    assert response.status == 413
+    assert response.error_code == "PAYLOAD_TOO_LARGE"
+
+
+def test_huge_bodies_are_refused_unread_by_the_gateway(stack: RunningStack, caller: Caller) -> None:
+    huge = b"{" + b" " * (2 * 1024 * 1024) + b"}"
+    try:
+        response = stack.request(
+            "POST", "/tickets", token=caller.token, raw=huge, headers={"Content-Type": "application/json"}
+        )
+    except OSError:  # the server may close before the client has sent everything
+        return
+    assert response.status == 413
+    assert response.body == {"error": {"code": "PAYLOAD_TOO_LARGE", "message": "Request body exceeds 64 KiB."}}
+
+
+def test_proxy_response_headers_and_request_id(stack: RunningStack, caller: Caller) -> None:
+    response = stack.request("POST", "/tickets", token=caller.token, body={"title": "headers"})
+    assert response.status == 201
+    assert response.headers["location"] == f"/tickets/{response.body['ticket_id']}"
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.headers["x-amzn-requestid"]
+
+
+def test_invalid_json_reaches_the_function(stack: RunningStack, caller: Caller) -> None:
+    response = stack.request(
+        "POST", "/tickets", token=caller.token, raw=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.status == 400
+    assert response.error_code == "INVALID_JSON"

@@ -1,0 +1,280 @@
+"""The policy evaluator (local_stack.iam) on its own, and against the real
+policies of template.yaml (TenantAccessRole, its trust policy, the
+aggregator's role)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from local_stack import iam
+from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role
+from local_stack.roles import RoleDefinition, function_role, roles_from_template
+from local_stack.template import local_resolver
+
+TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"
+INDEX_ARN = f"{TABLE_ARN}/index/GSI1"
+STREAM_ARN = f"{TABLE_ARN}/stream/2026-11-21T10:00:00.000"
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:AggregateCountsFailureQueue"
+
+
+def template_roles() -> dict[str, RoleDefinition]:
+    resolver = local_resolver(
+        SupportTicketTable__Arn=TABLE_ARN,
+        SupportTicketTable__StreamArn=STREAM_ARN,
+        AggregateCountsFailureQueue__Arn=QUEUE_ARN,
+    )
+    resolver.refs["AggregateCountsFailureQueue"] = "https://sqs.local/AggregateCountsFailureQueue"
+    return roles_from_template(resolver)
+
+
+ROLES = template_roles()
+TENANT_ROLE = ROLES["TenantAccessRole"]
+API_ROLE = ROLES["ApiFunctionRole"]
+AGGREGATOR_ROLE = ROLES[function_role("AggregateCountsFunction")]
+
+
+def tenant_request(action: str, keys: Sequence[str] | None, tenant: str | None = "1", resource: str = TABLE_ARN) -> Any:
+    context: dict[str, Sequence[str]] = {}
+    if tenant is not None:
+        context["aws:PrincipalTag/TenantId"] = [tenant]
+    if keys is not None:
+        context["dynamodb:LeadingKeys"] = list(keys)
+    return iam.Request(f"dynamodb:{action}", resource, context)
+
+
+def decide(role: RoleDefinition, request: iam.Request) -> iam.Decision:
+    return iam.evaluate(role.policies(), request)
+
+
+# ---------------------------------------------------------------- the template's tenant policy
+@pytest.mark.parametrize(
+    ("tenant", "key", "allowed"),
+    [
+        ("1", "TENANT#1|TICKET#a", True),
+        ("1", "TENANT#1|AGGREGATE", True),
+        ("1", "TENANT#10|TICKET#a", False),  # the "|" is load-bearing
+        ("10", "TENANT#1|TICKET#a", False),
+        ("a", "TENANT#a-b|TICKET#x", False),
+        ("a-b", "TENANT#a|TICKET#x", False),
+        ("a", "TENANT#a|", True),
+        ("1", "TENANT#1", False),
+        ("1", "tenant#1|TICKET#a", False),  # StringLike is case-sensitive
+        ("1", "XTENANT#1|TICKET#a", False),
+    ],
+)
+def test_tenant_policy_allows_exactly_the_tenant_prefix(tenant: str, key: str, allowed: bool) -> None:
+    decision = decide(TENANT_ROLE, tenant_request("GetItem", [key], tenant))
+    assert (decision is iam.Decision.ALLOW) == allowed
+
+
+def test_every_key_of_a_request_must_be_the_tenants() -> None:
+    assert decide(TENANT_ROLE, tenant_request("BatchGetItem", ["TENANT#1|A", "TENANT#1|B"])) is iam.Decision.ALLOW
+    mixed = tenant_request("BatchGetItem", ["TENANT#1|A", "TENANT#10|B"])
+    assert decide(TENANT_ROLE, mixed) is iam.Decision.IMPLICIT_DENY
+
+
+def test_no_leading_keys_is_denied_by_the_null_condition() -> None:
+    # ForAllValues alone would be true on the empty set.
+    assert decide(TENANT_ROLE, tenant_request("Query", None)) is iam.Decision.IMPLICIT_DENY
+    assert decide(TENANT_ROLE, tenant_request("Query", [])) is iam.Decision.IMPLICIT_DENY
+
+
+def test_missing_principal_tag_matches_nothing() -> None:
+    assert decide(TENANT_ROLE, tenant_request("GetItem", ["TENANT#1|A"], tenant=None)) is iam.Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize("action", ["Scan", "DescribeTable", "DeleteTable", "PartiQLSelect", "UpdateTable"])
+def test_actions_outside_the_list_are_denied(action: str) -> None:
+    assert decide(TENANT_ROLE, tenant_request(action, ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
+
+
+def test_index_and_table_only() -> None:
+    assert decide(TENANT_ROLE, tenant_request("Query", ["TENANT#1|OPEN"], resource=INDEX_ARN)) is iam.Decision.ALLOW
+    other_index = tenant_request("Query", ["TENANT#1|OPEN"], resource=f"{TABLE_ARN}/index/GSI2")
+    assert decide(TENANT_ROLE, other_index) is iam.Decision.IMPLICIT_DENY
+    other_table = tenant_request("GetItem", ["TENANT#1|A"], resource=TABLE_ARN + "2")
+    assert decide(TENANT_ROLE, other_table) is iam.Decision.IMPLICIT_DENY
+
+
+def test_api_function_role_cannot_touch_items() -> None:
+    assert decide(API_ROLE, tenant_request("GetItem", ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
+
+
+def test_aggregator_role_reaches_only_aggregate_items_and_the_stream() -> None:
+    def aggregator(action: str, keys: list[str] | None, resource: str = TABLE_ARN) -> iam.Decision:
+        context = {"dynamodb:LeadingKeys": keys} if keys is not None else {}
+        return decide(AGGREGATOR_ROLE, iam.Request(f"dynamodb:{action}", resource, context))
+
+    assert aggregator("UpdateItem", ["TENANT#1|AGGREGATE"]) is iam.Decision.ALLOW
+    assert aggregator("UpdateItem", ["TENANT#1|TICKET#a"]) is iam.Decision.IMPLICIT_DENY
+    assert aggregator("Query", ["TENANT#1|AGGREGATE"]) is iam.Decision.IMPLICIT_DENY
+    assert aggregator("GetRecords", None, STREAM_ARN) is iam.Decision.ALLOW
+    assert aggregator("GetRecords", None, TABLE_ARN + "/stream/other") is iam.Decision.IMPLICIT_DENY
+
+
+# ---------------------------------------------------------------- the trust policy
+def api_session() -> Session:
+    return Session("ASIAAPI", API_ROLE, "fn")
+
+
+@pytest.mark.parametrize(
+    ("tags", "allowed"),
+    [
+        ({"TenantId": "acme"}, True),
+        ({}, False),
+        ({"TenantId": ""}, False),
+        ({"TenantId": "acme", "Other": "x"}, False),
+        ({"tenantid": "acme"}, False),
+        ({"Other": "acme"}, False),
+    ],
+)
+def test_trust_needs_exactly_a_non_empty_tenant_tag(tags: dict[str, str], allowed: bool) -> None:
+    request = AssumeRoleRequest(TENANT_ROLE.arn, "tenant-acme", tags, None)
+    assert (authorize_assume_role(api_session(), request, ROLES) is None) == allowed
+
+
+def test_trust_admits_only_the_api_function_role() -> None:
+    request = AssumeRoleRequest(TENANT_ROLE.arn, "x", {"TenantId": "acme"}, None)
+    tenant_session = Session("ASIATENANT", TENANT_ROLE, "tenant-1", {"TenantId": "1"})
+    aggregator_session = Session("ASIAAGG", AGGREGATOR_ROLE, "agg")
+    assert authorize_assume_role(tenant_session, request, ROLES) is not None
+    assert authorize_assume_role(aggregator_session, request, ROLES) is not None
+
+
+def test_unknown_roles_cannot_be_assumed() -> None:
+    request = AssumeRoleRequest("arn:aws:iam::123456789012:role/Admin", "x", {}, None)
+    assert authorize_assume_role(None, request, ROLES) is not None
+
+
+def test_the_operator_is_still_bound_by_the_trust_conditions() -> None:
+    assert authorize_assume_role(None, AssumeRoleRequest(TENANT_ROLE.arn, "x", {}, None), ROLES) is not None
+    tagged = AssumeRoleRequest(TENANT_ROLE.arn, "x", {"TenantId": "acme"}, None)
+    assert authorize_assume_role(None, tagged, ROLES) is None
+
+
+def test_a_session_policy_narrows_the_role() -> None:
+    narrow = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": "*"}],
+    }
+    session = Session("ASIAX", TENANT_ROLE, "t", {"TenantId": "1"}, narrow)
+    assert session.decide(tenant_request("GetItem", ["TENANT#1|A"])) is iam.Decision.ALLOW
+    assert session.decide(tenant_request("PutItem", ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
+
+
+# ---------------------------------------------------------------- AWS evaluation rules
+def policy(*statements: Mapping[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+ALLOW_ALL = {"Effect": "Allow", "Action": "*", "Resource": "*"}
+
+
+def request(action: str = "s3:GetObject", resource: str = "arn:x") -> iam.Request:
+    return iam.Request(action, resource, {})
+
+
+def test_explicit_deny_beats_allow() -> None:
+    deny = {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}
+    assert iam.evaluate([policy(ALLOW_ALL, deny)], request()) is iam.Decision.EXPLICIT_DENY
+    assert iam.evaluate([policy(ALLOW_ALL), policy(deny)], request()) is iam.Decision.EXPLICIT_DENY
+
+
+def test_nothing_allows_means_implicit_deny() -> None:
+    assert iam.evaluate([], request()) is iam.Decision.IMPLICIT_DENY
+    other = {"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}
+    assert iam.evaluate([policy(other)], request()) is iam.Decision.IMPLICIT_DENY
+
+
+def test_actions_are_case_insensitive_resources_are_not() -> None:
+    statement = {"Effect": "Allow", "Action": "S3:getobj?ct", "Resource": "arn:aws:s3:::Bucket/*"}
+    assert iam.evaluate([policy(statement)], request("s3:GetObject", "arn:aws:s3:::Bucket/k")) is iam.Decision.ALLOW
+    lower = request("s3:GetObject", "arn:aws:s3:::bucket/k")
+    assert iam.evaluate([policy(statement)], lower) is iam.Decision.IMPLICIT_DENY
+
+
+def test_not_action_and_not_resource() -> None:
+    statement = {"Effect": "Allow", "NotAction": "s3:Delete*", "NotResource": "arn:secret"}
+    assert iam.evaluate([policy(statement)], request("s3:GetObject", "arn:x")) is iam.Decision.ALLOW
+    assert iam.evaluate([policy(statement)], request("s3:DeleteObject", "arn:x")) is iam.Decision.IMPLICIT_DENY
+    assert iam.evaluate([policy(statement)], request("s3:GetObject", "arn:secret")) is iam.Decision.IMPLICIT_DENY
+
+
+def condition(block: Mapping[str, Any]) -> dict[str, Any]:
+    return policy({"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": block})
+
+
+def test_string_like_wildcards() -> None:
+    like = condition({"StringLike": {"k": "a?c*"}})
+    for value, expected in [("abc", True), ("abcdef", True), ("ac", False), ("aXc", True), ("xabc", False)]:
+        assert (iam.evaluate([like], iam.Request("a:b", "r", {"k": [value]})) is iam.Decision.ALLOW) == expected
+
+
+def test_missing_keys_positive_false_negated_true_if_exists_true() -> None:
+    empty = iam.Request("a:b", "r", {})
+    assert iam.evaluate([condition({"StringEquals": {"k": "v"}})], empty) is iam.Decision.IMPLICIT_DENY
+    assert iam.evaluate([condition({"StringNotEquals": {"k": "v"}})], empty) is iam.Decision.ALLOW
+    assert iam.evaluate([condition({"StringEqualsIfExists": {"k": "v"}})], empty) is iam.Decision.ALLOW
+
+
+def test_for_all_values_is_true_on_an_empty_set_for_any_value_false() -> None:
+    empty = iam.Request("a:b", "r", {"aws:TagKeys": []})
+    assert iam.evaluate([condition({"ForAllValues:StringEquals": {"aws:TagKeys": "x"}})], empty) is iam.Decision.ALLOW
+    any_value = condition({"ForAnyValue:StringEquals": {"aws:TagKeys": "x"}})
+    assert iam.evaluate([any_value], empty) is iam.Decision.IMPLICIT_DENY
+
+
+def test_null_condition() -> None:
+    present = iam.Request("a:b", "r", {"k": ["v"]})
+    absent = iam.Request("a:b", "r", {})
+    assert iam.evaluate([condition({"Null": {"k": "false"}})], present) is iam.Decision.ALLOW
+    assert iam.evaluate([condition({"Null": {"k": "false"}})], absent) is iam.Decision.IMPLICIT_DENY
+    assert iam.evaluate([condition({"Null": {"k": "true"}})], absent) is iam.Decision.ALLOW
+
+
+def test_policy_variables_defaults_and_escapes() -> None:
+    tagged = iam.Request("a:b", "arn:t/acme", {"aws:PrincipalTag/T": ["acme"], "k": ["x*"]})
+    resource = policy({"Effect": "Allow", "Action": "*", "Resource": "arn:t/${aws:PrincipalTag/T}"})
+    assert iam.evaluate([resource], tagged) is iam.Decision.ALLOW
+    untagged = iam.Request("a:b", "arn:t/", {})
+    assert iam.evaluate([resource], untagged) is iam.Decision.IMPLICIT_DENY
+    default = condition({"StringEquals": {"k": "${aws:PrincipalTag/None, 'x*'}"}})
+    assert iam.evaluate([default], tagged) is iam.Decision.ALLOW
+    literal_star = condition({"StringLike": {"k": "x${*}"}})
+    assert iam.evaluate([literal_star], tagged) is iam.Decision.ALLOW
+    assert iam.evaluate([literal_star], iam.Request("a:b", "r", {"k": ["xy"]})) is iam.Decision.IMPLICIT_DENY
+
+
+def test_a_wildcard_in_a_tag_acts_as_a_wildcard_as_in_aws() -> None:
+    # Why tenant ids may never contain * or ?: the tag is pasted into the pattern.
+    star = Session("ASIAX", TENANT_ROLE, "t", {"TenantId": "*"})
+    assert star.decide(tenant_request("GetItem", ["TENANT#anyone|TICKET#a"], tenant="*")) is iam.Decision.ALLOW
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        {"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"NumericLessThan": {"k": "1"}}},
+        {"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"ForSomeValues:StringLike": {"k": "*"}}},
+        {"Effect": "Allow", "Action": "*", "Resource": "*", "Principal": "*"},
+        {"Effect": "Allow", "Action": "*"},
+        {"Effect": "Allow", "Action": ["*", 1], "Resource": "*"},
+        {"Effect": "Maybe", "Action": "*", "Resource": "*"},
+    ],
+)
+def test_an_allow_it_does_not_understand_never_allows(statement: dict[str, Any]) -> None:
+    assert iam.evaluate([policy(statement)], iam.Request("a:b", "r", {"k": ["v"]})) is not iam.Decision.ALLOW
+
+
+def test_a_deny_it_does_not_understand_always_denies() -> None:
+    weird_deny = {"Effect": "Deny", "Action": "*", "Resource": "*", "Condition": {"NumericLessThan": {"k": "1"}}}
+    decision = iam.evaluate([policy(ALLOW_ALL, weird_deny)], iam.Request("a:b", "r", {}))
+    assert decision is iam.Decision.EXPLICIT_DENY
+
+
+def test_single_valued_operator_on_a_multivalued_key_is_not_understood() -> None:
+    plain = condition({"StringLike": {"dynamodb:LeadingKeys": "TENANT#1|*"}})
+    assert iam.evaluate([plain], tenant_request("GetItem", ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
