@@ -1,0 +1,193 @@
+"""The stream poller's Lambda semantics, on a fake stream (no emulator):
+FilterCriteria, batch size, retry from the first failed record, bisect on a
+function error, give up after MaximumRetryAttempts to the on-failure
+destination, and wait_drained."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from local_stack.poller import StreamPoller
+from local_stack.stream_source import StreamSource, stream_source
+
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket/stream/label"
+
+
+class FakeStreams:
+    """The three DynamoDB Streams calls the poller makes, over a list of records."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def add(self, pk: str, sk: str = "SUMMARY", event: str = "INSERT") -> str:
+        with self.lock:
+            sequence = str(100 + len(self.records))
+            self.records.append(
+                {
+                    "eventID": sequence,
+                    "eventName": event,
+                    "eventSource": "aws:dynamodb",
+                    "dynamodb": {"Keys": {"pk": {"S": pk}, "sk": {"S": sk}}, "SequenceNumber": sequence},
+                }
+            )
+            return sequence
+
+    def describe_stream(self, StreamArn: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        return {"StreamDescription": {"Shards": [{"ShardId": "shard-1"}]}}
+
+    def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
+        if kwargs["ShardIteratorType"] == "TRIM_HORIZON":
+            return {"ShardIterator": "0"}
+        return {"ShardIterator": str(int(kwargs["SequenceNumber"]) - 100 + 1)}
+
+    def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:  # noqa: N803
+        start = int(ShardIterator)
+        with self.lock:
+            page = self.records[start : start + Limit]
+        return {"Records": page, "NextShardIterator": str(start + len(page))}
+
+
+def source(**changes: Any) -> StreamSource:
+    # The template's own filter and settings, without the batching window.
+    return replace(stream_source(), **{"batching_window_s": 0, **changes})
+
+
+class Aggregator:
+    """Records every invocation; fails as told."""
+
+    def __init__(self, fail: Any = None) -> None:
+        self.batches: list[list[str]] = []
+        self.fail = fail
+
+    def __call__(self, event: dict[str, Any]) -> Any:
+        batch = [record["dynamodb"]["SequenceNumber"] for record in event["Records"]]
+        assert all(record["eventSourceARN"] == STREAM_ARN for record in event["Records"])
+        self.batches.append(batch)
+        return self.fail(batch) if self.fail else {"batchItemFailures": []}
+
+
+def run(streams: FakeStreams, aggregator: Aggregator, src: StreamSource) -> tuple[StreamPoller, list[dict[str, Any]]]:
+    failures: list[dict[str, Any]] = []
+    poller = StreamPoller(streams, STREAM_ARN, src, invoke=aggregator, on_failure=failures.append)
+    poller.start()
+    try:
+        assert poller.wait_drained(timeout=30)
+    finally:
+        poller.stop()
+    return poller, failures
+
+
+def test_only_ticket_summaries_in_batches_of_batch_size() -> None:
+    streams = FakeStreams()
+    wanted = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(5)]
+    streams.add("TENANT#t|TICKET#0", sk="COMMENT#x")
+    streams.add("TENANT#t|AGGREGATE", sk="OPEN", event="MODIFY")
+    wanted.append(streams.add("TENANT#t|TICKET#9", event="REMOVE"))
+    aggregator = Aggregator()
+    poller, failures = run(streams, aggregator, source(batch_size=2))
+    assert [seq for batch in aggregator.batches for seq in batch] == wanted
+    assert all(len(batch) <= 2 for batch in aggregator.batches)
+    assert poller.delivered == len(wanted)
+    assert failures == []
+
+
+def test_batch_item_failures_retry_from_the_first_failed_record() -> None:
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(4)]
+    calls = {"n": 0}
+
+    def fail_third_once(batch: list[str]) -> dict[str, Any]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return {"batchItemFailures": [{"itemIdentifier": seqs[3]}, {"itemIdentifier": seqs[2]}]}
+        return {"batchItemFailures": []}
+
+    aggregator = Aggregator(fail_third_once)
+    poller, failures = run(streams, aggregator, source())
+    assert aggregator.batches == [seqs, seqs[2:]]
+    assert poller.delivered == 4
+    assert failures == []
+
+
+def test_an_unknown_item_identifier_fails_the_whole_batch() -> None:
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(2)]
+    answers = iter([{"batchItemFailures": [{"itemIdentifier": "nope"}]}, {}])
+    aggregator = Aggregator(lambda batch: next(answers))
+    run(streams, aggregator, source())
+    assert aggregator.batches == [seqs, seqs]
+
+
+def test_a_function_error_bisects_the_batch() -> None:
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(4)]
+    poison = seqs[1]
+
+    def explode_on_poison(batch: list[str]) -> dict[str, Any]:
+        if poison in batch:
+            raise RuntimeError("boom")
+        return {}
+
+    aggregator = Aggregator(explode_on_poison)
+    poller, failures = run(streams, aggregator, source(maximum_retry_attempts=2))
+    # [0,1,2,3] fails -> [0,1] fails -> [0] ok, [1] fails 1 + 2 retries -> given up; [2,3] ok
+    assert aggregator.batches == [seqs, seqs[:2], seqs[:1], [poison], [poison], [poison], seqs[2:]]
+    assert poller.given_up == 1
+    (failure,) = failures
+    info = failure["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (poison, poison, 1)
+    assert info["streamArn"] == STREAM_ARN
+    assert failure["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert failure["requestContext"]["approximateInvokeCount"] == 3
+
+
+def test_retries_are_bounded_by_maximum_retry_attempts() -> None:
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(2)]
+    aggregator = Aggregator(lambda batch: {"batchItemFailures": [{"itemIdentifier": batch[0]}]})
+    poller, failures = run(streams, aggregator, source(maximum_retry_attempts=3))
+    assert aggregator.batches == [seqs] * 4
+    assert poller.given_up == 2
+    assert len(failures) == 1
+
+
+def test_a_stub_that_always_raises_does_not_stop_the_poller() -> None:
+    streams = FakeStreams()
+    for n in range(3):
+        streams.add(f"TENANT#t|TICKET#{n}")
+
+    def not_implemented(batch: list[str]) -> Any:
+        raise NotImplementedError
+
+    poller, failures = run(streams, Aggregator(not_implemented), source(maximum_retry_attempts=1))
+    assert poller.given_up == 3
+    assert sum(f["DDBStreamBatchInfo"]["batchSize"] for f in failures) == 3
+
+
+def test_wait_drained_sees_records_written_before_it() -> None:
+    streams = FakeStreams()
+    aggregator = Aggregator()
+    poller = StreamPoller(streams, STREAM_ARN, source(batching_window_s=60), invoke=aggregator)
+    poller.start()
+    try:
+        assert poller.wait_drained(timeout=30)
+        late = streams.add("TENANT#t|TICKET#late")
+        # The 60 s batching window would hold this record; a drain flushes it.
+        assert poller.wait_drained(timeout=30)
+        assert aggregator.batches[-1] == [late]
+    finally:
+        poller.stop()
+
+
+@pytest.mark.parametrize("report", [True, False])
+def test_without_report_batch_item_failures_a_response_is_success(report: bool) -> None:
+    streams = FakeStreams()
+    streams.add("TENANT#t|TICKET#1")
+    aggregator = Aggregator(lambda batch: {"batchItemFailures": [{"itemIdentifier": batch[0]}]})
+    poller, _ = run(streams, aggregator, source(report_batch_item_failures=report, maximum_retry_attempts=0))
+    assert (poller.given_up, poller.delivered) == ((1, 0) if report else (0, 1))
