@@ -30,14 +30,15 @@ $(STAMP): requirements-dev.txt layers/shared/requirements.txt .python-version
 
 venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
 
-dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker)
-	$(PY) -m local_stack serve --port $(PORT)
+dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker); Ctrl-C stops it
+	$(PY) -m local_stack serve --port $(PORT) $(ARGS)
 
 token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
 	@$(PY) -m local_stack token --tenant "$(TENANT)" --user "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin,)
 
-onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack>]
-	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) $(if $(STACK),--stack $(STACK),)
+onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
+	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
+	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
 
 test: lint build ## the whole suite: lint, template checks, sam build, unit/integration/e2e tests
 	$(BIN)/pytest

@@ -140,6 +140,8 @@ def quickstart(stack: LocalStack, state_dir: Path) -> str:
     demo = ", ".join(f"{tenant} (user {user}, admin {admin})" for tenant, (user, admin) in tenants.items())
     tenant, (user, admin) = next(iter(tenants.items()), ("acme", ("alice", "ada")))
     env_file = state_dir / ENV_FILE
+    if env_file.is_relative_to(Path.cwd()):
+        env_file = env_file.relative_to(Path.cwd())
     return f"""
 Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
   AWS emulator {stack.emulator.url} (moto + IAM guard); sam local --env-vars {env_file}
@@ -151,7 +153,7 @@ Try it (in another terminal):
        -H 'Content-Type: application/json' -d '{{"title": "Printer on fire"}}'
   curl -s {api}/tickets -H "Authorization: Bearer $TOKEN"
   ADMIN_TOKEN=$(make -s token TENANT={tenant} USER={admin} ADMIN=1)
-  curl -s {api}/aggregates -H "Authorization: Bearer $ADMIN_TOKEN"
+  curl -s {api}/aggregates -H "Authorization: Bearer $ADMIN_TOKEN"   # follows the stream (~2 s)
 
 Ctrl-C stops everything.
 """
