@@ -98,7 +98,8 @@ def _serve(args: argparse.Namespace) -> int:
     from local_stack.stack import LocalStack, StackOptions
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    for noisy in ("werkzeug", "botocore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     options = StackOptions(
         host=args.host,
         port=args.port,

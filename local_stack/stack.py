@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import urllib.parse
@@ -31,6 +32,7 @@ from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import AGGREGATOR_FUNCTION, stream_source
+from local_stack.template import PROJECT_ROOT, template
 from local_stack.users import UserPool, ensure_user, id_token
 
 log = logging.getLogger("local_stack")
@@ -76,6 +78,25 @@ class FunctionRuntime:
                 function_name=spec.logical_id, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s
             )
             return handler(event, context)
+
+
+def layer_directories(specs: Iterable[FunctionSpec]) -> list[Path]:
+    """The content of every layer the functions use (``Layers`` with Globals
+    merged, each a ``!Ref`` to an ``AWS::Serverless::LayerVersion`` of the
+    template): what Lambda puts on the functions' import path."""
+    resources = template()["Resources"]
+    globals_ = template().get("Globals", {}).get("Function", {})
+    directories: list[Path] = []
+    for spec in specs:
+        layers = resources[spec.logical_id].get("Properties", {}).get("Layers", globals_.get("Layers", []))
+        for layer in layers:
+            name = layer.get("Ref") if isinstance(layer, dict) else None
+            if name not in resources or resources[name]["Type"] != "AWS::Serverless::LayerVersion":
+                raise ValueError(f"{spec.logical_id}: layer {layer!r} is not a layer of this template")
+            directory = PROJECT_ROOT / resources[name]["Properties"]["ContentUri"]
+            if directory not in directories:
+                directories.append(directory)
+    return directories
 
 
 def lambda_environment(
@@ -144,6 +165,10 @@ class LocalStack:
         self.emulator.start()
         provisioned = self.provisioned = self.emulator.provision()
         specs = function_specs(provisioned.resolver)
+        for directory in layer_directories(specs.values()):
+            # Lambda puts layer content on the import path; the venv has the layer's dependencies.
+            if str(directory) not in sys.path:
+                sys.path.append(str(directory))
         environments: dict[str, dict[str, str]] = {}
         role_credentials: dict[str, dict[str, str]] = {}
         for logical_id, spec in specs.items():
