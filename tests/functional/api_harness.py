@@ -231,3 +231,17 @@ def assert_error(response: ApiResponse, status: int, code: str) -> dict[str, Any
     assert set(error) <= {"code", "message", "details"}
     assert "Traceback" not in json.dumps(response.body)
     return error
+
+
+@contextmanager
+def aws_calls() -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+    """Record every AWS API call made in the block: (service, operation, parameters)."""
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
+    calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    def spy(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        calls.append((client.meta.service_model.service_name, operation, params))
+        return original(client, operation, params)
+
+    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", spy):
+        yield calls

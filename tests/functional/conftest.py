@@ -48,21 +48,31 @@ def ticket_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [item for item in items if item["sk"]["S"] == "SUMMARY"]
 
 
+class _CurrentStdout:
+    """Writes wherever ``sys.stdout`` points at the moment (capsys swaps it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 @pytest.fixture
 def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
     """The JSON lines the functions printed (Powertools Logger lines and EMF
-    metric blobs). The shared Logger's handler was bound to the stdout of the
-    moment it was created, so it is pointed at the captured one for the test."""
+    metric blobs). The shared Logger's handler keeps the stdout of the moment
+    it was created, so for the test it writes to the current one instead."""
     from support_tickets.api import logger
 
     handler = logger.registered_handler
     assert isinstance(handler, logging.StreamHandler)
-    previous = handler.setStream(sys.stdout)
+    # Plain assignment: setStream() would flush the old stream, maybe a closed capture.
+    previous, handler.stream = handler.stream, _CurrentStdout()
 
     def read() -> list[dict[str, Any]]:
         lines = capsys.readouterr().out.splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
 
     yield read
-    if previous is not None:
-        handler.setStream(previous)
+    handler.stream = previous

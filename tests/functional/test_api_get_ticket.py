@@ -3,31 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
-import botocore.client
 import pytest
 
-from tests.functional.api_harness import Api, User, assert_error
+from tests.functional.api_harness import Api, User, assert_error, aws_calls
 from tests.functional.conftest import TENANT_PAIRS
-
-
-@contextmanager
-def dynamodb_calls() -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """Record every DynamoDB API call (operation, parameters) made in the block."""
-    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
-    calls: list[tuple[str, dict[str, Any]]] = []
-
-    def spy(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if client.meta.service_model.service_name == "dynamodb":
-            calls.append((operation, params))
-        return original(client, operation, params)
-
-    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", spy):
-        yield calls
 
 
 def ticket_with_comments(api: Api, user: User, count: int) -> tuple[dict[str, Any], list[str]]:
@@ -42,7 +23,7 @@ def test_get_returns_the_ticket_and_its_comments_oldest_first_in_one_query(api: 
     # Given a ticket with three comments (and a warm tenant session)
     ticket, bodies = ticket_with_comments(api, user, 3)
     # When the user gets it
-    with dynamodb_calls() as calls:
+    with aws_calls() as calls:
         response = api.get(user, ticket["ticket_id"])
     # Then it comes whole, with its comments oldest first, from one Query
     assert response.status == 200
@@ -54,7 +35,7 @@ def test_get_returns_the_ticket_and_its_comments_oldest_first_in_one_query(api: 
         assert set(comment) == {"comment_id", "author", "body", "created_at"}
         assert comment["author"] == "alice"
     assert response.body["next_cursor"] is None
-    assert [operation for operation, _ in calls] == ["Query"]
+    assert [operation for service, operation, _ in calls if service == "dynamodb"] == ["Query"]
 
 
 def test_a_ticket_without_comments(api: Api, user: User) -> None:
@@ -86,11 +67,11 @@ def test_comments_page_with_limit_and_cursor(api: Api, user: User) -> None:
 
 def test_a_full_page_of_comments_costs_one_query_and_one_get(api: Api, user: User) -> None:
     ticket, _ = ticket_with_comments(api, user, 4)
-    with dynamodb_calls() as calls:
+    with aws_calls() as calls:
         body = api.get(user, ticket["ticket_id"], limit="2").body
     assert len(body["comments"]) == 2
     assert body["next_cursor"] is not None
-    assert [operation for operation, _ in calls] == ["Query", "GetItem"]
+    assert [operation for service, operation, _ in calls if service == "dynamodb"] == ["Query", "GetItem"]
 
 
 def test_a_comment_cursor_is_bound_to_its_ticket(api: Api, user: User) -> None:

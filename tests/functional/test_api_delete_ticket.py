@@ -1,0 +1,92 @@
+"""DELETE /tickets/{id} (admin) through DeleteTicketFunction's handler, over moto."""
+
+from __future__ import annotations
+
+import pytest
+
+from support_tickets import keys
+from tests.functional.api_harness import Api, User, assert_error, aws_calls
+from tests.functional.conftest import TENANT_PAIRS, Snapshot
+
+MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
+
+
+def test_an_admin_deletes_the_ticket_and_every_comment_in_bounded_batches(
+    api: Api, user: User, admin: User, snapshot: Snapshot, table_name: str
+) -> None:
+    # Given a ticket with 60 comments, and another ticket with one
+    keep = api.new_ticket(user, title="keep")["ticket_id"]
+    api.comment(user, keep, {"body": "stays"})
+    doomed = api.new_ticket(user, title="doomed")["ticket_id"]
+    for n in range(60):
+        api.comment(user, doomed, {"body": f"c{n}"})
+    # When an admin deletes it
+    with aws_calls() as calls:
+        response = api.delete(admin, doomed)
+    sizes = [len(params["RequestItems"][table_name]) for _, operation, params in calls if operation == "BatchWriteItem"]
+    # Then 204 with no body, and only the other ticket's items remain
+    assert response.status == 204
+    assert response.body is None
+    assert "content-type" not in response.headers
+    assert {item["pk"]["S"] for item in snapshot()} == {keys.ticket_pk(user.tenant_id, keep)}
+    # And the comments went in BatchWriteItem calls of at most 25
+    assert sum(sizes) == 60
+    assert max(sizes) <= 25
+    # And the ticket is gone from every view
+    assert_error(api.summary(user, doomed), 404, "TICKET_NOT_FOUND")
+    assert_error(api.get(user, doomed), 404, "TICKET_NOT_FOUND")
+    assert doomed not in {item["ticket_id"] for item in api.list_tickets(user).body["items"]}
+
+
+def test_deleting_twice_is_404_the_second_time(api: Api, user: User, admin: User) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    assert api.delete(admin, ticket_id).status == 204
+    assert_error(api.delete(admin, ticket_id), 404, "TICKET_NOT_FOUND")
+
+
+def test_a_non_admin_is_403_and_nothing_is_deleted(api: Api, user: User, snapshot: Snapshot) -> None:
+    # Given a ticket and its comment
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    api.comment(user, ticket_id, {"body": "hi"})
+    before = snapshot()
+    # When a member who is not an admin deletes it (even the creator)
+    response = api.delete(user, ticket_id)
+    # Then it is forbidden and everything stays
+    assert_error(response, 403, "FORBIDDEN")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("groups", ["", "admins", "support,readers", "[Admin]"])
+def test_only_the_admin_group_counts(api: Api, user: User, snapshot: Snapshot, groups: str) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    before = snapshot()
+    claims = {**user.claims(), "cognito:groups": groups}
+    assert_error(api.call("delete", None, ticket_id=ticket_id, claims=claims), 403, "FORBIDDEN")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("groups", ["admin", "support,admin", "[support admin]"])
+def test_admin_among_other_groups_is_admin(api: Api, user: User, groups: str) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    claims = {**user.claims(), "cognito:groups": groups}
+    assert api.call("delete", None, ticket_id=ticket_id, claims=claims).status == 204
+
+
+def test_a_missing_ticket_is_404(api: Api, admin: User) -> None:
+    assert_error(api.delete(admin, MISSING), 404, "TICKET_NOT_FOUND")
+
+
+@pytest.mark.parametrize(("owner", "other"), TENANT_PAIRS)
+def test_another_tenants_admin_gets_404_and_nothing_is_deleted(
+    api: Api, snapshot: Snapshot, owner: str, other: str
+) -> None:
+    # Given a ticket of `owner` with a comment
+    ticket_id = api.new_ticket(User(owner))["ticket_id"]
+    api.comment(User(owner), ticket_id, {"body": "hi"})
+    before = snapshot()
+    # When an admin of `other` deletes it
+    response = api.delete(User(other, "root", admin=True), ticket_id)
+    # Then it is the same 404 as a missing id, and nothing was deleted
+    assert_error(response, 404, "TICKET_NOT_FOUND")
+    assert response.body == api.delete(User(other, "root", admin=True), MISSING).body
+    assert snapshot() == before
