@@ -1,0 +1,249 @@
+"""The sample events in ``events/``, for ``sam local invoke <Function> -e events/<file>``.
+
+One file per function at least, named ``<function directory>[_<variant>].json``
+(``create_ticket.json`` is for ``functions/create_ticket``, that is
+``CreateTicketFunction``). REST events are built by ``local_stack.events.rest_event``,
+shaped as API Gateway sends them with a Cognito authorizer (claims are strings,
+``"cognito:groups": "admin"``); the stream event is a DynamoDB Streams batch
+(NEW_AND_OLD_IMAGES) of ticket-summary records as Lambda delivers them.
+Everything is fixed (ids, times), so regenerating gives the same files.
+
+    python -m ops.sample_events            (rewrites events/*.json)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from local_stack.events import rest_event
+from local_stack.template import PROJECT_ROOT
+
+EVENTS_DIR = PROJECT_ROOT / "events"
+TENANT = "acme"
+TICKET_ID = "01JD3Z8W1X4K6M9P2R5T7V0BQE"
+OTHER_TICKET_IDS = ("01JD3Z9A2B3C4D5E6F7G8H9J0K", "01JD3ZA5N6P7Q8R9S0T1V2W3X4")
+REQUEST_TIME = "21/Nov/2026:10:00:00 +0000"
+REQUEST_EPOCH_MS = 1795255200000
+TABLE_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket/stream/2026-11-21T09:00:00.000"
+TICKET_PATH = "/tickets/{ticket_id}"
+API_ID = "a1b2c3d4e5"
+API_HOST = f"{API_ID}.execute-api.us-east-1.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class SampleUser:
+    username: str
+    admin: bool = False
+
+    @property
+    def sub(self) -> str:
+        digits = "".join(f"{ord(char):03d}" for char in self.username)[:12].ljust(12, "0")
+        return f"0c1b5f3a-7d2e-4a8b-9c6d-{digits}"
+
+    def claims(self) -> dict[str, str]:
+        """The claims of a Cognito ID token, as API Gateway passes them (strings)."""
+        claims = {
+            "sub": self.sub,
+            "email_verified": "true",
+            "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+            "cognito:username": self.username,
+            "origin_jti": "5b0e1f2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
+            "aud": "1example23456789exampleclient",
+            "event_id": "6c1d2e3f-4a5b-4c6d-9e8f-0a1b2c3d4e5f",
+            "token_use": "id",
+            "auth_time": "1795254900",
+            "custom:tenant_id": TENANT,
+            "exp": "Sat Nov 21 11:00:00 UTC 2026",
+            "iat": "Sat Nov 21 10:00:00 UTC 2026",
+            "jti": "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a",
+            "email": f"{self.username}@acme.example",
+        }
+        if self.admin:
+            claims["cognito:groups"] = "admin"
+        return claims
+
+
+MEMBER = SampleUser("alice")
+ADMIN = SampleUser("carol", admin=True)
+
+
+def _rest(
+    name: str,
+    method: str,
+    resource: str,
+    user: SampleUser,
+    *,
+    ticket_id: str | None = None,
+    query: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: Any = None,
+) -> dict[str, Any]:
+    event = rest_event(
+        method,
+        resource,
+        path_parameters={"ticket_id": ticket_id} if ticket_id else None,
+        query=query,
+        headers={
+            "Host": API_HOST,
+            "Authorization": "Bearer <Cognito ID token>",
+            "User-Agent": "curl/8.5.0",
+            "X-Forwarded-For": "203.0.113.10",
+            "X-Forwarded-Port": "443",
+            "X-Forwarded-Proto": "https",
+            **(headers or {}),
+        },
+        body=json.dumps(body) if body is not None else None,
+        claims=user.claims(),
+        request_id=f"c6af9ac6-7b61-11e6-9a41-{sum(map(ord, name)):012d}",
+    )
+    context = event["requestContext"]
+    context.update(
+        requestTime=REQUEST_TIME,
+        requestTimeEpoch=REQUEST_EPOCH_MS,
+        resourceId="k7h9j2",
+        apiId=API_ID,
+        domainName=API_HOST,
+        domainPrefix=API_ID,
+    )
+    context["identity"]["sourceIp"] = "203.0.113.10"
+    return event
+
+
+def rest_events() -> dict[str, dict[str, Any]]:
+    ticket = {"title": "Printer on fire", "description": "Third floor, next to the kitchen.", "resolver": "johnd"}
+    return {
+        "create_ticket": _rest("create_ticket", "POST", "/tickets", MEMBER, body=ticket),
+        "create_ticket_idempotent": _rest(
+            "create_ticket_idempotent",
+            "POST",
+            "/tickets",
+            MEMBER,
+            headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+            body=ticket,
+        ),
+        "list_tickets": _rest("list_tickets", "GET", "/tickets", MEMBER, query={"status": "OPEN", "limit": "25"}),
+        "list_tickets_by_resolver": _rest(
+            "list_tickets_by_resolver", "GET", "/tickets", MEMBER, query={"status": "OPEN", "resolver": "johnd"}
+        ),
+        "get_ticket": _rest("get_ticket", "GET", TICKET_PATH, MEMBER, ticket_id=TICKET_ID, query={"limit": "10"}),
+        "get_ticket_summary": _rest("get_ticket_summary", "GET", TICKET_PATH + "/summary", MEMBER, ticket_id=TICKET_ID),
+        "update_ticket": _rest(
+            "update_ticket",
+            "PATCH",
+            TICKET_PATH,
+            MEMBER,
+            ticket_id=TICKET_ID,
+            headers={"If-Match": "1"},
+            body={"status": "IN_PROGRESS", "resolver": "johnd"},
+        ),
+        "update_ticket_unassign": _rest(
+            "update_ticket_unassign", "PATCH", TICKET_PATH, MEMBER, ticket_id=TICKET_ID, body={"resolver": None}
+        ),
+        "add_comment": _rest(
+            "add_comment",
+            "POST",
+            TICKET_PATH + "/comments",
+            MEMBER,
+            ticket_id=TICKET_ID,
+            body={"body": "Have you tried turning it off and on again?"},
+        ),
+        "batch_update_status": _rest(
+            "batch_update_status",
+            "POST",
+            "/tickets/status",
+            MEMBER,
+            body={"ticket_ids": [TICKET_ID, *OTHER_TICKET_IDS], "status": "CLOSED"},
+        ),
+        "delete_ticket_admin": _rest("delete_ticket_admin", "DELETE", TICKET_PATH, ADMIN, ticket_id=TICKET_ID),
+        "delete_ticket_non_admin": _rest("delete_ticket_non_admin", "DELETE", TICKET_PATH, MEMBER, ticket_id=TICKET_ID),
+        "get_aggregates_admin": _rest("get_aggregates_admin", "GET", "/aggregates", ADMIN),
+    }
+
+
+# ---------------------------------------------------------------- stream
+def _summary_image(ticket_id: str, status: str, version: int, resolver: str = "johnd") -> dict[str, Any]:
+    """A ticket summary as stored (see support_tickets.models.TicketItem), in DynamoDB JSON."""
+    prefix = f"TENANT#{TENANT}|"
+    return {
+        "pk": {"S": f"{prefix}TICKET#{ticket_id}"},
+        "sk": {"S": "SUMMARY"},
+        "tenant_status": {"S": f"{prefix}{status}"},
+        "resolver": {"S": resolver},
+        "ticket_id": {"S": ticket_id},
+        "title": {"S": "Printer on fire"},
+        "description": {"S": "Third floor, next to the kitchen."},
+        "created_by": {"S": "alice"},
+        "created_at": {"S": "2026-11-21T10:00:00.000Z"},
+        "updated_at": {"S": f"2026-11-21T10:0{version - 1}:00.000Z"},
+        "version": {"N": str(version)},
+    }
+
+
+def _stream_record(
+    sequence: int, event_name: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> dict[str, Any]:
+    image = new if new is not None else old
+    if image is None:
+        raise ValueError("a stream record has at least one image")
+    stream: dict[str, Any] = {
+        "ApproximateCreationDateTime": 1795255200 + sequence,
+        "Keys": {"pk": image["pk"], "sk": image["sk"]},
+        "SequenceNumber": f"{4_000_000_000_000_000_000 + sequence}",
+        "SizeBytes": len(json.dumps(old or {})) + len(json.dumps(new or {})),
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if new is not None:
+        stream["NewImage"] = new
+    if old is not None:
+        stream["OldImage"] = old
+    return {
+        "eventID": f"{sequence:032x}",
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": stream,
+        "eventSourceARN": TABLE_STREAM_ARN,
+    }
+
+
+def stream_event() -> dict[str, Any]:
+    """A created ticket, a status change (OPEN → IN_PROGRESS) and a deleted ticket."""
+    new_id, moved_id, deleted_id = TICKET_ID, *OTHER_TICKET_IDS
+    return {
+        "Records": [
+            _stream_record(1, "INSERT", None, _summary_image(new_id, "OPEN", 1)),
+            _stream_record(
+                2, "MODIFY", _summary_image(moved_id, "OPEN", 1), _summary_image(moved_id, "IN_PROGRESS", 2)
+            ),
+            _stream_record(3, "REMOVE", _summary_image(deleted_id, "CLOSED", 3), None),
+        ]
+    }
+
+
+def sample_events() -> dict[str, dict[str, Any]]:
+    """File stem → event."""
+    return {**rest_events(), "aggregate_counts_stream": stream_event()}
+
+
+def render(event: Mapping[str, Any]) -> str:
+    return json.dumps(event, indent=2) + "\n"
+
+
+def write(directory: Path = EVENTS_DIR) -> list[Path]:
+    directory.mkdir(exist_ok=True)
+    paths = []
+    for stem, event in sample_events().items():
+        path = directory / f"{stem}.json"
+        path.write_text(render(event), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+if __name__ == "__main__":
+    for written in write():
+        print(written.relative_to(PROJECT_ROOT))

@@ -1,0 +1,219 @@
+"""Every file in events/ through the function template.yaml maps it to, as
+`sam build` packaged it (tests/functional/event_runner.py runs them in a clean
+interpreter with only the build output importable), against moto.
+
+Naming convention: ``events/<function directory>[_<variant>].json`` belongs to
+the function whose ``CodeUri`` is ``functions/<function directory>``.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_stack.lambda_runtime import FunctionSpec, function_specs
+from local_stack.template import PROJECT_ROOT, table_definition
+from ops import sample_events
+from support_tickets import keys
+from support_tickets.models import TicketItem
+from support_tickets.repository import to_item
+from tests.conftest import TENANT_ROLE_ARN
+
+EVENTS_DIR = PROJECT_ROOT / "events"
+BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
+LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
+LAYER_SOURCE = PROJECT_ROOT / "layers" / "shared" / "support_tickets"
+RUNNER = Path(__file__).with_name("event_runner.py")
+EVENT_FILES = sorted(path.name for path in EVENTS_DIR.glob("*.json"))
+
+Check = Callable[[dict[str, Any]], bool]
+
+
+def body(response: dict[str, Any]) -> Any:
+    return json.loads(response["body"]) if response.get("body") else None
+
+
+# What each event does against a table holding the tickets the events name.
+EXPECTED: dict[str, tuple[int | None, Check]] = {
+    "create_ticket.json": (201, lambda r: body(r)["title"] == "Printer on fire"),
+    "create_ticket_idempotent.json": (201, lambda r: body(r)["resolver"] == "johnd"),
+    "list_tickets.json": (200, lambda r: len(body(r)["items"]) == 3),
+    "list_tickets_by_resolver.json": (200, lambda r: {i["resolver"] for i in body(r)["items"]} == {"johnd"}),
+    "get_ticket.json": (200, lambda r: body(r)["ticket"]["ticket_id"] == sample_events.TICKET_ID),
+    "get_ticket_summary.json": (200, lambda r: body(r)["ticket_id"] == sample_events.TICKET_ID),
+    "update_ticket.json": (200, lambda r: (body(r)["status"], body(r)["version"]) == ("IN_PROGRESS", 2)),
+    "update_ticket_unassign.json": (200, lambda r: body(r)["resolver"] is None),
+    "add_comment.json": (201, lambda r: body(r)["author"] == "alice"),
+    "batch_update_status.json": (200, lambda r: len(body(r)["updated"]) == 3),
+    "delete_ticket_admin.json": (204, lambda r: body(r) is None),
+    "delete_ticket_non_admin.json": (403, lambda r: body(r)["error"]["code"] == "FORBIDDEN"),
+    "get_aggregates_admin.json": (200, lambda r: set(body(r)["counts"]) == {"OPEN", "IN_PROGRESS", "CLOSED"}),
+    # The stream function answers a partial-batch response, not an HTTP one.
+    "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
+}
+
+
+def function_for(event_file: str, specs: dict[str, FunctionSpec]) -> FunctionSpec | None:
+    """The function an event file belongs to: the longest function directory name
+    that is the file's stem or a prefix of it followed by "_"."""
+    stem = event_file.removesuffix(".json")
+    matches = [
+        spec for spec in specs.values() if stem == spec.code_uri.name or stem.startswith(spec.code_uri.name + "_")
+    ]
+    return max(matches, key=lambda spec: len(spec.code_uri.name), default=None)
+
+
+def seed_items(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tickets the sample events name, OPEN and assigned to johnd, in the caller's tenant."""
+    claims = ((event.get("requestContext") or {}).get("authorizer") or {}).get("claims")
+    if not claims:
+        return []
+    tenant = claims["custom:tenant_id"]
+    return [
+        to_item(
+            TicketItem(
+                pk=keys.ticket_pk(tenant, ticket_id),
+                sk=keys.SUMMARY_SK,
+                tenant_status=keys.tenant_status(tenant, keys.TicketStatus.OPEN),
+                resolver="johnd",
+                ticket_id=ticket_id,
+                title="Printer on fire",
+                description="Third floor",
+                created_by="alice",
+                created_at="2026-11-21T10:00:00.000Z",
+                updated_at="2026-11-21T10:00:00.000Z",
+                version=1,
+            ).model_dump()
+        )
+        for ticket_id in (sample_events.TICKET_ID, *sample_events.OTHER_TICKET_IDS)
+    ]
+
+
+def stale_build_files(specs: dict[str, FunctionSpec]) -> list[str]:
+    """Source files whose copy in .aws-sam/build is missing or different."""
+    pairs = [(LAYER_SOURCE, LAYER_DIR / "support_tickets")]
+    pairs += [(spec.code_uri, BUILD_DIR / spec.logical_id) for spec in specs.values()]
+    stale = []
+    for source_dir, built_dir in pairs:
+        for source in sorted(source_dir.glob("*.py")):
+            built = built_dir / source.name
+            if not built.is_file() or not filecmp.cmp(source, built, shallow=False):
+                stale.append(str(source.relative_to(PROJECT_ROOT)))
+    return stale
+
+
+@pytest.fixture(scope="module")
+def specs() -> dict[str, FunctionSpec]:
+    return function_specs()
+
+
+@pytest.fixture(scope="module")
+def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run every event once against the build, in one clean subprocess."""
+    if not LAYER_DIR.is_dir() or not all((BUILD_DIR / logical_id).is_dir() for logical_id in specs):
+        pytest.fail("no `sam build` output in .aws-sam/build: run `make build` (make test does it first)")
+    stale = stale_build_files(specs)
+    if stale:
+        pytest.fail(f".aws-sam/build is older than the source ({', '.join(stale)}): run `make build`")
+    workdir = tmp_path_factory.mktemp("events")
+    cases = []
+    for event_file in EVENT_FILES:
+        spec = function_for(event_file, specs)
+        assert spec is not None, event_file
+        event = json.loads((EVENTS_DIR / event_file).read_text(encoding="utf-8"))
+        environment = {
+            **spec.environment,
+            "TENANT_ROLE_ARN": TENANT_ROLE_ARN,
+            "AWS_ENDPOINT_OVERRIDE": "",
+            "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
+            "POWERTOOLS_TRACE_DISABLED": "1",
+        }
+        cases.append(
+            {
+                "name": event_file,
+                "function": spec.logical_id,
+                "function_dir": str(BUILD_DIR / spec.logical_id),
+                "handler": spec.handler,
+                "environment": environment,
+                "event": event,
+                "seed": seed_items(event),
+            }
+        )
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    output = workdir / "report.json"
+    job = {
+        "build_root": str(BUILD_DIR),
+        "layer_dir": str(LAYER_DIR),
+        "site_packages": site_packages,
+        "table": table_definition(),
+        "output": str(output),
+        "cases": cases,
+    }
+    completed = subprocess.run(  # noqa: S603 - our own interpreter and script
+        [sys.executable, "-I", "-S", str(RUNNER)],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    result: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))
+    return result
+
+
+def test_every_function_has_an_event_and_every_event_a_function(specs: dict[str, FunctionSpec]) -> None:
+    unmapped = [name for name in EVENT_FILES if function_for(name, specs) is None]
+    assert unmapped == [], "events that belong to no function of template.yaml"
+    covered = {spec.logical_id for name in EVENT_FILES if (spec := function_for(name, specs))}
+    assert covered == set(specs), "functions without a sample event"
+    assert set(EVENT_FILES) == set(EXPECTED), "every event file needs an expectation here"
+
+
+def test_events_are_what_the_generator_writes() -> None:
+    generated = {f"{stem}.json": sample_events.render(event) for stem, event in sample_events.sample_events().items()}
+    on_disk = {name: (EVENTS_DIR / name).read_text(encoding="utf-8") for name in EVENT_FILES}
+    assert on_disk == generated, "events/ is stale: run `python -m ops.sample_events`"
+
+
+def test_rest_events_carry_claims_as_api_gateway_sends_them() -> None:
+    for name in EVENT_FILES:
+        event = json.loads((EVENTS_DIR / name).read_text(encoding="utf-8"))
+        if "Records" in event:
+            continue
+        claims = event["requestContext"]["authorizer"]["claims"]
+        assert all(isinstance(value, str) for value in claims.values()), name
+        assert claims["custom:tenant_id"] == sample_events.TENANT
+        is_admin_event = name.endswith("_admin.json") and not name.endswith("_non_admin.json")
+        assert is_admin_event == (claims.get("cognito:groups") == "admin"), name
+        assert event["resource"] == event["requestContext"]["resourcePath"]
+
+
+def test_the_build_alone_imports_every_handler(report: dict[str, Any]) -> None:
+    # support_tickets comes from the built layer, and importing the handlers
+    # needed nothing but the stdlib and the build output.
+    assert Path(report["support_tickets_file"]).is_relative_to(LAYER_DIR)
+    assert report["import_errors"] == {}
+    assert report["outside_build"] == []
+
+
+@pytest.mark.parametrize("event_file", EVENT_FILES)
+def test_event_runs_through_its_built_function(report: dict[str, Any], event_file: str) -> None:
+    outcome = report["results"].get(event_file)
+    assert outcome is not None, report["import_errors"].get(event_file)
+    assert "error" not in outcome, outcome.get("error")
+    response = outcome["response"]
+    status, check = EXPECTED[event_file]
+    if status is not None:
+        assert response["statusCode"] == status, response
+    assert check(response), response
