@@ -28,7 +28,9 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from local_stack import moto_fixes
 from local_stack.guard import Guard, Session, TableKeys
+from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
 from local_stack.template import Resolver, local_resolver, table_definition, template
@@ -81,6 +83,7 @@ class Emulator:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        moto_fixes.apply()
         definition = table_definition()
         tables = {
             definition["TableName"]: TableKeys(
@@ -103,7 +106,9 @@ class Emulator:
             if handled is not None:
                 return handled
         assert self.guard is not None
-        return self.guard(environ, start_response)
+        # moto's backends are not thread-safe: one request at a time.
+        with MOTO_LOCK:
+            return self.guard(environ, start_response)
 
     def stop(self) -> None:
         if self._server is not None:

@@ -12,6 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_stack import moto_fixes
 from local_stack.template import table_definition
 from support_tickets.aggregation import aggregator_client
 from support_tickets.repository import TicketRepository
@@ -20,6 +21,8 @@ from support_tickets.settings import get_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+moto_fixes.apply()
 
 REGION = "us-east-1"
 TENANT_ROLE_ARN = "arn:aws:iam::123456789012:role/TenantAccessRole"

@@ -18,6 +18,7 @@ from local_stack.stream_source import stream_source
 from local_stack.template import table_definition
 from support_tickets import keys
 from support_tickets.aggregation import CountLedger, aggregator_client, changes_from_record
+from support_tickets.errors import TicketNotFound
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
 from support_tickets.repository import TicketRepository
@@ -406,3 +407,16 @@ def test_any_history_with_random_redeliveries_counts_exactly(operations: list[An
                 harness.invoke(rng.choice(list(shards.values()))[: positions[shard] + 1])  # a stale full replay
         for tenant in tenants:
             assert harness.counts(tenant) == harness.truth(tenant)
+
+
+def test_a_cancelled_transaction_moves_no_count(repo_for: RepoFactory, harness: StreamHarness) -> None:
+    """DynamoDB streams nothing for a cancelled transaction (moto needs local_stack.moto_fixes for that)."""
+    repo = repo_for(random_tenant_id())
+    ids = [create(repo) for _ in range(3)]
+    with pytest.raises(TicketNotFound):
+        repo.change_status([ids[0], "01MISSING"], CLOSED)
+    repo.delete_ticket(ids[2])
+    records = harness.new_records()
+    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "INSERT", "REMOVE"]
+    harness.deliver(records)
+    assert harness.counts(repo.tenant_id) == harness.truth(repo.tenant_id) == {**zero(), OPEN: 2}
