@@ -128,7 +128,10 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         sys.stdout.write(quickstart(stack, args.state_dir))
         sys.stdout.flush()
-        stopping.wait()
+        # Wake up regularly: the kernel may deliver SIGINT to a server thread, and
+        # Python runs signal handlers only when the main thread runs bytecode.
+        while not stopping.wait(0.2):
+            pass
     finally:
         logging.getLogger("local_stack").info("stopping")
         stack.stop()
