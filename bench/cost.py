@@ -1,0 +1,85 @@
+"""Cost per million requests, from the measured calls, capacity units and
+durations, at published us-east-1 on-demand prices.
+
+The prices are constants here, with where they come from; they were not
+fetched live: check the pages before quoting a figure. Durations are this
+machine's, against the local emulator, so the Lambda line is indicative;
+the request, API Gateway and DynamoDB lines do not depend on the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from local_stack.lambda_runtime import FunctionSpec
+
+PRICES: dict[str, Any] = {
+    "region": "us-east-1",
+    "as_of": "2025 public price pages (DynamoDB on-demand after its 2024-11-01 price cut)",
+    "lambda_x86_per_gb_second_usd": 0.0000166667,
+    "lambda_per_million_requests_usd": 0.20,
+    "api_gateway_rest_per_million_usd": 3.50,
+    "dynamodb_on_demand_per_million_wru_usd": 0.625,
+    "dynamodb_on_demand_per_million_rru_usd": 0.125,
+    "sts_per_call_usd": 0.0,
+    "sources": [
+        "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
+        "https://aws.amazon.com/api-gateway/pricing/ (REST APIs, first 333 million)",
+        "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
+        "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
+    ],
+}
+
+
+def per_million(
+    *, duration_ms: float, memory_mb: int, rru: float, wru: float, api_gateway: bool = True
+) -> dict[str, float]:
+    """USD per million invocations, by line item (Lambda bills whole milliseconds)."""
+    billed_seconds = math.ceil(duration_ms) / 1000
+    lines = {
+        "lambda_requests": PRICES["lambda_per_million_requests_usd"],
+        "lambda_duration": 1e6 * billed_seconds * memory_mb / 1024 * PRICES["lambda_x86_per_gb_second_usd"],
+        "api_gateway": PRICES["api_gateway_rest_per_million_usd"] if api_gateway else 0.0,
+        "dynamodb_reads": rru * PRICES["dynamodb_on_demand_per_million_rru_usd"],
+        "dynamodb_writes": wru * PRICES["dynamodb_on_demand_per_million_wru_usd"],
+    }
+    lines = {name: round(value, 4) for name, value in lines.items()}
+    lines["total"] = round(sum(lines.values()), 4)
+    return lines
+
+
+def route_costs(warm: list[dict[str, Any]], specs: dict[str, FunctionSpec]) -> list[dict[str, Any]]:
+    made = []
+    for route in warm:
+        memory = specs[route["function"]].memory_mb
+        row: dict[str, Any] = {"route": route["route"], "memory_mb": memory}
+        for design in ("ours", "naive"):
+            figures = route[design]
+            row[design] = per_million(
+                duration_ms=figures["latency_ms"]["median"],
+                memory_mb=memory,
+                rru=figures["rru_per_request"],
+                wru=figures["wru_per_request"],
+            )
+            row[design]["sts_calls"] = figures["sts_calls_per_request"] * 1e6
+        row["naive_over_ours"] = round(row["naive"]["total"] / row["ours"]["total"], 3)
+        made.append(row)
+    return made
+
+
+def aggregation_cost(aggregation: dict[str, Any], memory_mb: int) -> dict[str, Any]:
+    """USD per million stream records, at the measured batch size."""
+    batches = 1e6 / aggregation["records_per_batch"]
+    made: dict[str, Any] = {}
+    for design in ("ours", "naive"):
+        figures = aggregation[design]
+        per_batch = per_million(
+            duration_ms=figures["batch_seconds"]["median"] * 1000,
+            memory_mb=memory_mb,
+            rru=figures["rru_per_batch"],
+            wru=figures["wru_per_batch"],
+            api_gateway=False,
+        )
+        made[design] = {name: round(value * batches / 1e6, 4) for name, value in per_batch.items()}
+    return made

@@ -1,0 +1,210 @@
+"""results.json and the Markdown tables (results.md, printed by make bench)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+from bench.capacity import ASSUMPTIONS
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout.strip()  # noqa: S607
+    except (OSError, subprocess.CalledProcessError):
+        nproc = str(os.cpu_count())
+    return {
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": nproc,
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": "make bench",
+    }
+
+
+def _ms(figures: dict[str, float]) -> str:
+    return f"{figures['median']:.1f} / {figures['p95']:.1f}"
+
+
+def _calls(value: float) -> str:
+    return f"{value:g}"
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    warm = results["warm"]
+    made = []
+    sts = max(route["ours"]["max_sts_calls_in_a_request"] for route in warm)
+    made.append({"goal": "0 STS calls on a warm request (ours, every route)", "met": sts == 0, "measured": sts})
+    reads = {route["route"]: route["ours"]["max_dynamodb_calls_in_a_request"] for route in warm if route["read_only"]}
+    made.append(
+        {
+            "goal": "exactly one DynamoDB call per read route",
+            "met": all(count == 1 for count in reads.values()),
+            "measured": reads,
+        }
+    )
+    ratios = {route["route"]: route["naive_over_ours_median"] for route in warm}
+    made.append(
+        {
+            "goal": "naive/ours >= 3x on latency (median)",
+            "met": all(r >= 3 for r in ratios.values()),
+            "measured": ratios,
+        }
+    )
+    cold = results.get("cold")
+    if cold:
+        variant = cold["headline"]
+        over = {name: row["over_floor"] for name, row in cold["variants"][variant]["functions"].items()}
+        made.append(
+            {
+                "goal": f"cold start ours/floor <= 1.5x ({variant})",
+                "met": all(value <= 1.5 for value in over.values()),
+                "measured": over,
+            }
+        )
+    aggregation = results["aggregation"]
+    writes, pairs = aggregation["ours"]["dynamodb_writes_per_batch"], aggregation["pairs_per_batch"]
+    made.append(
+        {
+            "goal": "aggregation writes per batch = distinct (tenant, status) pairs",
+            "met": writes == pairs,
+            "measured": {"writes": writes, "pairs": pairs},
+        }
+    )
+    return made
+
+
+def markdown(results: dict[str, Any]) -> str:
+    where = results["machine"]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {where['date_utc']} on {where['cpu']} (`nproc` = {where['nproc']}), Python {where['python']}, "
+        f"{where['platform']}. Reproduce with `{where['command']}` (writes `bench/results.json` and this file).",
+        "",
+        results["method"],
+        "",
+    ]
+    warm = results["warm"]
+    runs = results["parameters"]
+    lines += [
+        f"## Warm requests: ours vs naive (AssumeRole + new client per request), {runs['warm_runs']} requests "
+        "each, interleaved",
+        "",
+        "| route | ours p50 / p95 ms | naive p50 / p95 ms | naive/ours (p50) | AWS calls ours / naive "
+        "| STS calls ours / naive | DynamoDB calls | RRU | WRU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for route in warm:
+        ours, naive = route["ours"], route["naive"]
+        lines.append(
+            f"| `{route['route']}` | {_ms(ours['latency_ms'])} | {_ms(naive['latency_ms'])} "
+            f"| **{route['naive_over_ours_median']:.2f}x** "
+            f"| {_calls(ours['aws_calls_per_request'])} / {_calls(naive['aws_calls_per_request'])} "
+            f"| {_calls(ours['sts_calls_per_request'])} / {_calls(naive['sts_calls_per_request'])} "
+            f"| {_calls(ours['dynamodb_calls_per_request'])} | {ours['rru_per_request']:g} "
+            f"| {ours['wru_per_request']:g} |"
+        )
+    naive_parts = results["naive_overhead"]
+    lines += [
+        "",
+        f"Where the naive design's extra time goes (medians over all its requests): AssumeRole round trip "
+        f"{naive_parts['assume_role_ms']['median']:.1f} ms, building the DynamoDB client "
+        f"{naive_parts['new_client_ms']['median']:.1f} ms. Capacity units: {ASSUMPTIONS}; identical for both designs.",
+        "",
+    ]
+    cold = results.get("cold")
+    if cold:
+        headline = cold["headline"]
+        other = [variant for variant in cold["variants"] if variant != headline]
+        lines += [
+            f"## Cold start: fresh interpreter, built layer, first request (median of {cold['runs'][headline]} runs)",
+            "",
+            "| function | import ms | first request ms | import + first ms | x floor "
+            + "".join(f"| {variant}: import + first ms (x floor) " for variant in other)
+            + "| five heaviest imports (self ms, by package) |",
+            "|---|---:|---:|---:|---:|" + "---:|" * len(other) + "---|",
+        ]
+        rows = dict(cold["variants"][headline]["functions"])
+        rows[cold["floor_name"]] = cold["variants"][headline]["floor"]
+        for name, row in rows.items():
+            extra = ""
+            for variant in other:
+                data = cold["variants"][variant]
+                found = data["floor"] if name == cold["floor_name"] else data["functions"][name]
+                ratio = f" ({found['over_floor']:.2f}x)" if "over_floor" in found else ""
+                extra += f"| {found['init_plus_first_ms']['median']:.0f}{ratio} "
+            imports = ", ".join(f"{item['package']} {item['ms']:.0f}" for item in row["heaviest_imports"])
+            ratio = f"**{row['over_floor']:.2f}x**" if "over_floor" in row else "1.00x"
+            lines.append(
+                f"| {name} | {row['import_ms']['median']:.0f} | {row['first_request_ms']['median']:.0f} "
+                f"| {row['init_plus_first_ms']['median']:.0f} | {ratio} {extra}| {imports} |"
+            )
+        lines += ["", cold["note"], ""]
+    aggregation = results["aggregation"]
+    lines += [
+        f"## Aggregation: {aggregation['records_per_batch']:,}-record batch over {aggregation['tenants']} tenants "
+        f"(median of {aggregation['runs']} runs)",
+        "",
+        "| design | records/s | batch s p50 / p95 | DynamoDB writes per batch | distinct (tenant, status) pairs "
+        "| WRU per batch | USD per million records |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for design, label in (("ours", "ours (one write per pair)"), ("naive", "naive (one ADD per change)")):
+        figures = aggregation[design]
+        writes = "/".join(str(int(value)) for value in figures["dynamodb_writes_per_batch"])
+        lines.append(
+            f"| {label} | {figures['records_per_second']:,.0f} "
+            f"| {figures['batch_seconds']['median']:.2f} / {figures['batch_seconds']['p95']:.2f} | {writes} "
+            f"| {'/'.join(str(p) for p in aggregation['pairs_per_batch'])} | {figures['wru_per_batch']:g} "
+            f"| {results['cost']['aggregation'][design]['total']:.2f} |"
+        )
+    lines += [
+        "",
+        f"ours/naive throughput: **{aggregation['ours_over_naive_records_per_second']:.1f}x**. " + aggregation["note"],
+        "",
+        "## Cost per million requests (USD, us-east-1 on-demand)",
+        "",
+        "| route | ours | naive | naive/ours | Lambda duration ours / naive | API Gateway | DynamoDB R + W "
+        "| STS calls per million, naive (free) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in results["cost"]["routes"]:
+        ours, naive = row["ours"], row["naive"]
+        lines.append(
+            f"| `{row['route']}` | {ours['total']:.2f} | {naive['total']:.2f} | {row['naive_over_ours']:.2f}x "
+            f"| {ours['lambda_duration']:.2f} / {naive['lambda_duration']:.2f} | {ours['api_gateway']:.2f} "
+            f"| {ours['dynamodb_reads'] + ours['dynamodb_writes']:.2f} | {naive['sts_calls']:,.0f} |"
+        )
+    prices = results["cost"]["prices"]
+    lines += [
+        "",
+        f"Prices ({prices['region']}, {prices['as_of']}; not fetched live, check before quoting): Lambda x86 "
+        f"${prices['lambda_x86_per_gb_second_usd']} per GB-s and ${prices['lambda_per_million_requests_usd']:.2f} "
+        f"per million requests, API Gateway REST ${prices['api_gateway_rest_per_million_usd']:.2f} per million, "
+        f"DynamoDB on-demand ${prices['dynamodb_on_demand_per_million_rru_usd']} per million RRU and "
+        f"${prices['dynamodb_on_demand_per_million_wru_usd']} per million WRU, STS free. Memory "
+        f"{results['cost']['memory_mb']} MB from template.yaml; duration = the median above, billed per whole ms "
+        "(this machine against the emulator: indicative only). Sources: " + ", ".join(prices["sources"]) + ".",
+        "",
+        "## Goals",
+        "",
+    ]
+    for goal in results["goals"]:
+        lines.append(f"- {'met' if goal['met'] else '**not met**'}: {goal['goal']} (measured: {goal['measured']})")
+    lines.append("")
+    return "\n".join(lines)

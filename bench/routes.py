@@ -1,0 +1,293 @@
+"""The nine API routes as benchmark scenarios: data each needs, and the REST
+event of its n-th request (API Gateway's shape, Cognito claims included)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from local_stack.events import rest_event
+from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
+
+COMMENTS_PER_TICKET = 5
+BATCH_SIZE = 10
+LIST_TICKETS = 30
+
+
+def claims(tenant_id: str, username: str, *, admin: bool = False) -> dict[str, str]:
+    found = {"custom:tenant_id": tenant_id, "cognito:username": username, "sub": f"sub-{username}"}
+    if admin:
+        found["cognito:groups"] = "admin"
+    return found
+
+
+@dataclass
+class Invoker:
+    """The API functions, loaded once in this process (the warm containers)."""
+
+    specs: dict[str, FunctionSpec]
+    _handlers: dict[str, Handler] = field(default_factory=dict)
+
+    def handler(self, logical_id: str) -> Handler:
+        if logical_id not in self._handlers:
+            spec = self.specs[logical_id]
+            self._handlers[logical_id] = load_handler(spec.code_uri, spec.handler, module_name=f"_bench_{logical_id}")
+        return self._handlers[logical_id]
+
+    def context(self, logical_id: str) -> LambdaContext:
+        spec = self.specs[logical_id]
+        return LambdaContext(function_name=logical_id, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s)
+
+    def call(self, logical_id: str, event: dict[str, Any], expect: int) -> dict[str, Any]:
+        response: dict[str, Any] = self.handler(logical_id)(event, self.context(logical_id))
+        check(response, expect)
+        return response
+
+
+def check(response: dict[str, Any], expect: int) -> None:
+    if response.get("statusCode") != expect:
+        raise RuntimeError(f"expected {expect}, got {response.get('statusCode')}: {response.get('body')}")
+
+
+def body(response: dict[str, Any]) -> Any:
+    return json.loads(response["body"]) if response.get("body") else None
+
+
+def _bound(make: Callable[..., dict[str, Any]], *args: Any) -> Callable[[int], dict[str, Any]]:
+    """``make(n, *args)`` as a function of ``n`` (binds the values now, not late)."""
+    return lambda n: make(n, *args)
+
+
+@dataclass
+class Route:
+    """One route: ``event(n)`` is its n-th request (n counts across designs)."""
+
+    name: str
+    function: str
+    expect: int
+    read_only: bool
+    event: Callable[[int], dict[str, Any]]
+    # Fraction of the runs this route gets (a slow route needs fewer to be stable).
+    share: float = 1.0
+
+
+class Fixtures:
+    """Each route gets its own tenant and data, created through the real
+    handlers (ours) before anything is measured."""
+
+    def __init__(self, invoker: Invoker, tenant_prefix: str) -> None:
+        self.invoker = invoker
+        self.prefix = tenant_prefix
+
+    def tenant(self, route: str) -> tuple[str, str]:
+        return f"{self.prefix}-{route}", f"user-{route}"
+
+    def create(self, tenant_id: str, user: str, title: str, comments: int = 0) -> str:
+        event = rest_event(
+            "POST",
+            "/tickets",
+            body=json.dumps({"title": title, "description": "Benchmark ticket. " * 8, "resolver": "johnd"}),
+            claims=claims(tenant_id, user),
+        )
+        ticket_id = str(body(self.invoker.call("CreateTicketFunction", event, 201))["ticket_id"])
+        for number in range(comments):
+            self.comment(tenant_id, user, ticket_id, number)
+        return ticket_id
+
+    def comment(self, tenant_id: str, user: str, ticket_id: str, number: int) -> None:
+        event = rest_event(
+            "POST",
+            "/tickets/{ticket_id}/comments",
+            path_parameters={"ticket_id": ticket_id},
+            body=json.dumps({"body": f"Comment {number}: it is still on fire."}),
+            claims=claims(tenant_id, user),
+        )
+        self.invoker.call("AddCommentFunction", event, 201)
+
+    def routes(self, deletes: int) -> list[Route]:
+        """Every route, with data for ``deletes`` DELETE requests."""
+        made: list[Route] = []
+
+        tenant, user = self.tenant("summary")
+        summary_id = self.create(tenant, user, "Printer on fire")
+        made.append(
+            Route(
+                "GET /tickets/{id}/summary",
+                "GetTicketSummaryFunction",
+                200,
+                True,
+                _bound(
+                    lambda n, t, u, i: rest_event(
+                        "GET", "/tickets/{ticket_id}/summary", path_parameters={"ticket_id": i}, claims=claims(t, u)
+                    ),
+                    tenant,
+                    user,
+                    summary_id,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("get")
+        get_id = self.create(tenant, user, "Printer on fire", comments=COMMENTS_PER_TICKET)
+        made.append(
+            Route(
+                "GET /tickets/{id}",
+                "GetTicketFunction",
+                200,
+                True,
+                _bound(
+                    lambda n, t, u, i: rest_event(
+                        "GET", "/tickets/{ticket_id}", path_parameters={"ticket_id": i}, claims=claims(t, u)
+                    ),
+                    tenant,
+                    user,
+                    get_id,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("list")
+        for number in range(LIST_TICKETS):
+            self.create(tenant, user, f"Open ticket {number}")
+        made.append(
+            Route(
+                "GET /tickets",
+                "ListTicketsFunction",
+                200,
+                True,
+                _bound(
+                    lambda n, t, u: rest_event(
+                        "GET", "/tickets", query={"status": "OPEN", "limit": "25"}, claims=claims(t, u)
+                    ),
+                    tenant,
+                    user,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("aggregates")
+        for number in range(LIST_TICKETS):
+            self.create(tenant, user, f"Counted ticket {number}")
+        made.append(
+            Route(
+                "GET /aggregates",
+                "GetAggregatesFunction",
+                200,
+                True,
+                _bound(lambda n, t, u: rest_event("GET", "/aggregates", claims=claims(t, u, admin=True)), tenant, user),
+            )
+        )
+
+        tenant, user = self.tenant("create")
+        made.append(
+            Route(
+                "POST /tickets",
+                "CreateTicketFunction",
+                201,
+                False,
+                _bound(
+                    lambda n, t, u: rest_event(
+                        "POST",
+                        "/tickets",
+                        body=json.dumps({"title": f"Ticket {n}", "description": "Benchmark ticket. " * 8}),
+                        claims=claims(t, u),
+                    ),
+                    tenant,
+                    user,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("update")
+        update_id = self.create(tenant, user, "Printer on fire")
+        made.append(
+            Route(
+                "PATCH /tickets/{id}",
+                "UpdateTicketFunction",
+                200,
+                False,
+                _bound(
+                    lambda n, t, u, i: rest_event(
+                        "PATCH",
+                        "/tickets/{ticket_id}",
+                        path_parameters={"ticket_id": i},
+                        body=json.dumps({"title": f"Printer on fire, take {n}"}),
+                        claims=claims(t, u),
+                    ),
+                    tenant,
+                    user,
+                    update_id,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("comment")
+        comment_id = self.create(tenant, user, "Printer on fire")
+        made.append(
+            Route(
+                "POST /tickets/{id}/comments",
+                "AddCommentFunction",
+                201,
+                False,
+                _bound(
+                    lambda n, t, u, i: rest_event(
+                        "POST",
+                        "/tickets/{ticket_id}/comments",
+                        path_parameters={"ticket_id": i},
+                        body=json.dumps({"body": f"Comment {n}: it is still on fire."}),
+                        claims=claims(t, u),
+                    ),
+                    tenant,
+                    user,
+                    comment_id,
+                ),
+            )
+        )
+
+        tenant, user = self.tenant("status")
+        batch = [self.create(tenant, user, f"Batch ticket {number}") for number in range(BATCH_SIZE)]
+        made.append(
+            Route(
+                f"POST /tickets/status ({BATCH_SIZE} ids)",
+                "BatchUpdateStatusFunction",
+                200,
+                False,
+                _bound(
+                    lambda n, t, u, ids: rest_event(
+                        "POST",
+                        "/tickets/status",
+                        body=json.dumps({"ticket_ids": ids, "status": "IN_PROGRESS" if n % 2 == 0 else "OPEN"}),
+                        claims=claims(t, u),
+                    ),
+                    tenant,
+                    user,
+                    batch,
+                ),
+                share=0.2,
+            )
+        )
+
+        tenant, user = self.tenant("delete")
+        doomed = [self.create(tenant, user, f"Doomed {number}", comments=2) for number in range(deletes)]
+        made.append(
+            Route(
+                "DELETE /tickets/{id} (2 comments)",
+                "DeleteTicketFunction",
+                204,
+                False,
+                _bound(
+                    lambda n, t, u, ids: rest_event(
+                        "DELETE",
+                        "/tickets/{ticket_id}",
+                        path_parameters={"ticket_id": ids[n]},
+                        claims=claims(t, u, admin=True),
+                    ),
+                    tenant,
+                    user,
+                    doomed,
+                ),
+            )
+        )
+        return made

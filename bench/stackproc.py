@@ -1,0 +1,125 @@
+"""The local stack in its own process, as ``make dev`` runs it.
+
+The emulator (moto + IAM guard) answers on loopback from another process, so
+the handlers measured here pay what a Lambda function pays to reach AWS: a
+real HTTP request, signed, to a service that does not share its interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from local_stack.lambda_runtime import FunctionSpec, function_specs
+from local_stack.roles import function_role, role_arn
+from local_stack.stack import lambda_environment
+from local_stack.state import STATE_FILE, operator_client
+from local_stack.template import PROJECT_ROOT
+
+START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 30
+
+
+@dataclass
+class StackProcess:
+    process: subprocess.Popen[bytes]
+    state_dir: Path
+    state: dict[str, Any]
+
+    @property
+    def emulator_url(self) -> str:
+        return str(self.state["emulator_url"])
+
+    def operator(self, service: str) -> Any:
+        """A client of the emulator as its administrator (set-up, sizing)."""
+        return operator_client(self.emulator_url, service, str(self.state["region"]))
+
+    def role_credentials(self, role_name: str, session_name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
+        """``AWS_*`` variables for ``role_name``, as Lambda hands them to a function."""
+        kwargs: dict[str, Any] = {"RoleArn": role_arn(role_name), "RoleSessionName": session_name}
+        if tags:
+            kwargs["Tags"] = [{"Key": key, "Value": value} for key, value in tags.items()]
+        credentials = self.operator("sts").assume_role(**kwargs)["Credentials"]
+        return {
+            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        }
+
+    def drain(self, timeout: float = 60.0) -> None:
+        """Wait until the stack's stream poller has fed every record to the aggregator."""
+        url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
+        request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
+        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
+            json.load(response)
+
+    def function_environment(self, spec: FunctionSpec) -> dict[str, str]:
+        """The environment the local stack gives ``spec`` (template variables,
+        Lambda's own, the execution role's credentials), pointed at the emulator."""
+        credentials = self.role_credentials(function_role(spec.logical_id), f"bench-{spec.logical_id}")
+        environment = lambda_environment(spec, self.emulator_url, credentials, f"bench-{spec.logical_id}")
+        environment["TABLE_NAME"] = str(self.state["table_name"])
+        environment["TENANT_ROLE_ARN"] = str(self.state["tenant_role_arn"])
+        return environment
+
+
+def specs() -> dict[str, FunctionSpec]:
+    return function_specs()
+
+
+@contextmanager
+def stack_process() -> Iterator[StackProcess]:
+    """``python -m local_stack serve`` on free ports with a private state dir."""
+    with tempfile.TemporaryDirectory(prefix="bench-stack-") as directory:
+        state_dir = Path(directory)
+        env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
+        log_path = state_dir / "serve.log"
+        command = [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), "serve", "--port", "0"]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [*command, "--no-seed"], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            state = _wait_for_state(process, state_dir / STATE_FILE, log_path)
+            yield StackProcess(process, state_dir, state)
+        finally:
+            _stop(process)
+
+
+def _wait_for_state(process: subprocess.Popen[bytes], state_file: Path, log_path: Path) -> dict[str, Any]:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the local stack exited ({process.returncode}):\n{log_path.read_text()}")
+        if state_file.exists():
+            try:
+                state: dict[str, Any] = json.loads(state_file.read_text())
+            except ValueError:
+                state = {}
+            if state.get("pid") == process.pid:
+                return state
+        time.sleep(0.1)
+    raise RuntimeError(f"the local stack did not start in {START_TIMEOUT_S}s:\n{log_path.read_text()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,79 @@
+"""`python -m bench --quick`: the benchmark harness runs end to end on tiny
+sizes and its deterministic findings hold. No timing is asserted: the
+figures of a quick run say nothing about speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from local_stack.template import PROJECT_ROOT
+
+BUILD = PROJECT_ROOT / ".aws-sam" / "build" / "SharedLayer" / "python"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if not BUILD.is_dir():
+        pytest.skip("no sam build output (make build)")
+    out = tmp_path_factory.mktemp("bench")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
+    completed = subprocess.run(  # noqa: S603 - our interpreter, our module
+        [sys.executable, "-m", "bench", "--quick", "--out", str(out)],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert (out / "results.md").read_text().startswith("# Benchmark results")
+    loaded: dict[str, Any] = json.loads((out / "results.json").read_text())
+    return loaded
+
+
+def test_warm_requests_of_ours_make_no_sts_call_and_the_naive_design_one(results: dict[str, Any]) -> None:
+    routes = results["warm"]
+    assert len(routes) == 9
+    for route in routes:
+        assert route["ours"]["max_sts_calls_in_a_request"] == 0, route["route"]
+        assert route["naive"]["sts_calls_per_request"] == 1, route["route"]
+        # The designs differ by the session strategy only: same DynamoDB work.
+        assert route["ours"]["dynamodb_calls_per_request"] == route["naive"]["dynamodb_calls_per_request"]
+        assert route["ours"]["wru_per_request"] == route["naive"]["wru_per_request"]
+
+
+def test_every_read_route_is_exactly_one_dynamodb_call(results: dict[str, Any]) -> None:
+    reads = [route for route in results["warm"] if route["read_only"]]
+    assert {route["route"] for route in reads} == {
+        "GET /tickets/{id}/summary",
+        "GET /tickets/{id}",
+        "GET /tickets",
+        "GET /aggregates",
+    }
+    for route in reads:
+        assert route["ours"]["max_dynamodb_calls_in_a_request"] == 1, route["route"]
+        assert route["ours"]["rru_per_request"] > 0
+        assert route["ours"]["wru_per_request"] == 0
+
+
+def test_aggregation_writes_once_per_tenant_status_pair(results: dict[str, Any]) -> None:
+    aggregation = results["aggregation"]
+    assert aggregation["ours"]["dynamodb_writes_per_batch"] == [float(p) for p in aggregation["pairs_per_batch"]]
+    assert aggregation["naive"]["dynamodb_writes_per_batch"][0] > aggregation["pairs_per_batch"][0]
+
+
+def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None:
+    cold = results["cold"]["variants"]["compiled"]
+    assert set(cold["functions"]) == {"GetTicketSummaryFunction"}
+    assert cold["floor"]["heaviest_imports"]
+    assert {row["route"] for row in results["cost"]["routes"]} == {route["route"] for route in results["warm"]}
+    assert all(row["ours"]["total"] > 0 for row in results["cost"]["routes"])
+    assert {goal["goal"] for goal in results["goals"]} >= {"exactly one DynamoDB call per read route"}
