@@ -21,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "onboard":
             return _onboard(args)
         return _drain(args)
-    except (UserPoolError, InvalidTenantId, NotRunning) as exc:
+    except (UserPoolError, InvalidTenantId, NotRunning, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
 

@@ -141,3 +141,40 @@ def test_drain_command(stack: RunningStack) -> None:
     result = cli(stack.state_dir, "drain", "--timeout", "30")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["drained"] is True
+
+
+def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    # moto's CloudFormation and Cognito stand in for AWS; the command uses the
+    # default credential chain and region, as it would against a real account.
+    import boto3
+    from moto import mock_aws
+
+    from local_stack.__main__ import main
+
+    with mock_aws():
+        cognito = boto3.client("cognito-idp", region_name="eu-west-1")
+        pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
+        cognito.create_group(UserPoolId=pool_id, GroupName="admin")
+        template = {
+            "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {"UserPoolId": {"Value": pool_id}},
+        }
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="support-tickets", TemplateBody=json.dumps(template)
+        )
+
+        code = main(["onboard", "--tenant", "initech", "--users", "peter", "--admins", "bill",
+                     "--stack", "support-tickets", "--region", "eu-west-1"])  # fmt: skip
+
+        assert code == 0
+        out = capsys.readouterr().out
+        assert f"user pool {pool_id}" in out
+        assert out.count("temporary password") == 2
+        peter = cognito.admin_get_user(UserPoolId=pool_id, Username="peter")
+        assert {"Name": "custom:tenant_id", "Value": "initech"} in peter["UserAttributes"]
+        assert peter["UserStatus"] == "FORCE_CHANGE_PASSWORD"
+        groups = cognito.admin_list_groups_for_user(UserPoolId=pool_id, Username="bill")["Groups"]
+        assert [group["GroupName"] for group in groups] == ["admin"]
+        assert (
+            main(["onboard", "--tenant", "initech", "--users", "x", "--stack", "missing", "--region", "eu-west-1"]) != 0
+        )
