@@ -17,8 +17,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,9 +338,3 @@ class LocalStack:
         for name in (STATE_FILE, ENV_FILE):
             (self.options.state_dir / name).unlink(missing_ok=True)
         self._wrote_state = False
-
-
-@contextmanager
-def running(options: StackOptions | None = None) -> Iterator[LocalStack]:
-    with LocalStack(options) as stack:
-        yield stack
