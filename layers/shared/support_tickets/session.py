@@ -49,9 +49,10 @@ EXPIRED_CREDENTIALS_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
 
 # Bounded, adaptive-friendly retries: "standard" retries throttling and transient
 # errors with exponential backoff and jitter, 3 attempts in all, well inside the
-# functions' timeout.
+# functions' timeout. (botocore's "max_attempts" counts retries only: 3 would
+# mean 4 attempts; "total_max_attempts" counts the first one too.)
 BOTO_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 3},
+    retries={"mode": "standard", "total_max_attempts": 3},
     connect_timeout=2,
     read_timeout=5,
     max_pool_connections=10,
