@@ -87,9 +87,12 @@ class TicketRepository:
                 return getattr(client, operation)(**kwargs)
             except ClientError as exc:
                 code = error_code(exc)
-                if code in EXPIRED_CREDENTIALS_CODES and attempt == 1:
+                if code in EXPIRED_CREDENTIALS_CODES:
                     self.clients.invalidate(self.tenant_id)
-                    continue
+                    if attempt == 1:
+                        continue
+                    # Fresh credentials refused too (e.g. a skewed clock): no loop, no 500.
+                    raise Unavailable() from exc
                 if code in THROTTLING_CODES:
                     raise Throttled() from exc
                 if code == "TransactionConflictException":
