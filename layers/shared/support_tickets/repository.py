@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -107,6 +107,12 @@ class TicketRepository:
             except BotoCoreError as exc:
                 raise Unavailable() from exc
         raise Unavailable()  # pragma: no cover - the loop returns or raises
+
+    def idempotency_client(self) -> DynamoDBClient:
+        """The client Powertools' idempotency layer stores its records with:
+        its calls go through :meth:`_call` too (429 on throttling, renewal of
+        expired credentials), the mapped error as the wrapped exception's cause."""
+        return cast("DynamoDBClient", _RepositoryClient(self))
 
     def _ticket_pk(self, ticket_id: str) -> str:
         if not keys.is_valid_ticket_id(ticket_id):
@@ -418,3 +424,24 @@ class TicketRepository:
             if status in TicketStatus.__members__:
                 counts[TicketStatus(status)] = int(item.get("count", {}).get("N", "0"))
         return AggregatesResponse(counts=counts, total=sum(counts.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class _RepositoryClient:
+    """The four DynamoDB calls Powertools' idempotency layer makes, through a
+    repository's :meth:`TicketRepository._call` (conditional-check failures
+    still reach it as the ``ClientError`` it handles)."""
+
+    repository: TicketRepository
+
+    def get_item(self, **kwargs: Any) -> Any:
+        return self.repository._call("get_item", **kwargs)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        return self.repository._call("put_item", **kwargs)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        return self.repository._call("update_item", **kwargs)
+
+    def delete_item(self, **kwargs: Any) -> Any:
+        return self.repository._call("delete_item", **kwargs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from support_tickets.errors import Conflict, Unavailable, ValidationFailed
+from support_tickets.errors import ApiError, Conflict, Unavailable, ValidationFailed
 from support_tickets.identity import Caller
 from support_tickets.keys import TicketStatus, idempotency_pk
 from support_tickets.models import (
@@ -76,7 +76,7 @@ def create_ticket(
         key_attr="pk",
         sort_key_attr="sk",
         static_pk_value=idempotency_pk(caller.tenant_id),
-        boto3_client=tenant_session().dynamodb(caller.tenant_id),
+        boto3_client=repository.idempotency_client(),
     )
     config = IdempotencyConfig(
         event_key_jmespath="key",
@@ -103,6 +103,8 @@ def create_ticket(
     except IdempotencyAlreadyInProgressError as exc:
         raise Conflict("A request with this Idempotency-Key is still in progress.") from exc
     except IdempotencyPersistenceLayerError as exc:
+        if isinstance(exc.__cause__, ApiError):
+            raise exc.__cause__ from None  # already mapped by the repository (429, 503...)
         raise Unavailable() from exc
     return ticket
 
