@@ -1,0 +1,315 @@
+"""Faults injected on the wire (``WireFaults`` in this directory's conftest),
+through the real handlers over moto: throttling is retried by botocore with
+backoff and ends as 429 with nothing written; STS trouble never falls back to
+broader credentials; expired tenant credentials are renewed once; a
+cancelled transaction is a 409 that changed nothing.
+
+tests/functional/test_api_contract.py already shows, per route, the status
+each error maps to when the whole call fails (``aws_fails``, above botocore's
+retries). These tests add what only a fault *below* the retry layer shows:
+how many attempts were made, with which backoff and which credentials, and
+that a retried or abandoned write was applied exactly once or not at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import random_tenant_id
+from tests.functional.api_harness import Api, ApiResponse, User, assert_error, sample_request
+from tests.functional.conftest import Snapshot
+from tests.reliability.conftest import WireFaults
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+THROTTLING = "ProvisionedThroughputExceededException"
+MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
+
+# route → the DynamoDB operation it makes: reads, writes and transactions
+OPERATIONS = {
+    "summary": "GetItem",
+    "get": "Query",
+    "list": "Query",
+    "aggregates": "Query",
+    "create": "PutItem",
+    "update": "UpdateItem",
+    "delete": "DeleteItem",
+    "comment": "TransactWriteItems",
+    "batch": "TransactWriteItems",
+}
+SUCCESS = {"create": 201, "comment": 201, "delete": 204}
+
+
+def without_aggregates(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [item for item in items if not item["pk"]["S"].endswith("|AGGREGATE")]
+
+
+# ---------------------------------------------------------------- DynamoDB throttling
+@pytest.mark.parametrize("route", sorted(OPERATIONS))
+def test_throttling_twice_is_retried_with_backoff_and_applied_once(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, *, backoff: list[float], route: str
+) -> None:
+    # Given a ticket, and DynamoDB throttling the route's call twice
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    items_before = len(snapshot())
+    wire.forget()
+    wire.fail("dynamodb", THROTTLING, operations={OPERATIONS[route]}, times=2)
+    # When the route runs
+    response = sample_request(api, route, user, ticket_id)
+    # Then botocore retried it (attempts 1, 2, 3, with exponential backoff) and it succeeded
+    assert response.status == SUCCESS.get(route, 200), response.body
+    assert [sent.attempt for sent in wire.of("dynamodb", OPERATIONS[route])] == [1, 2, 3]
+    assert backoff == [1.0, 2.0]
+    # And the write it made was applied exactly once
+    after = snapshot()
+    expected_items = {"create": 1, "comment": 1, "delete": -1}.get(route, 0)
+    assert len(after) == items_before + expected_items
+    if route in {"update", "batch"}:
+        assert api.summary(user, ticket_id).body["version"] == 2
+
+
+@pytest.mark.parametrize("route", sorted(OPERATIONS))
+def test_throttling_that_outlasts_the_retries_is_429_and_writes_nothing(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, *, backoff: list[float], route: str
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    before = snapshot()
+    wire.forget()
+    wire.fail("dynamodb", THROTTLING, operations={OPERATIONS[route]})
+    response = sample_request(api, route, user, ticket_id)
+    assert_error(response, 429, "THROTTLED")
+    assert response.header("Retry-After") == "1"
+    assert [sent.attempt for sent in wire.of("dynamodb", OPERATIONS[route])] == [1, 2, 3]
+    assert backoff == [1.0, 2.0]
+    assert snapshot() == before
+
+
+def create_with_key(api: Api, user: User, key: str = "key-1") -> ApiResponse:
+    return api.create(user, {"title": "Printer on fire"}, headers={"Idempotency-Key": key})
+
+
+def test_an_idempotent_create_whose_ticket_write_is_throttled_is_429_and_leaves_no_record(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, backoff: list[float]
+) -> None:
+    # Given the idempotency record's PutItem goes through, and the ticket's is throttled
+    api.new_ticket(user)  # a warm tenant session
+    before = snapshot()
+    wire.fail("dynamodb", THROTTLING, operations={"PutItem"}, times=3, skip=1)
+    # Then 429, and the in-progress idempotency record was removed again
+    assert_error(create_with_key(api, user), 429, "THROTTLED")
+    assert snapshot() == before
+    # And the client's retry with the same key creates the ticket once
+    retry = create_with_key(api, user)
+    assert retry.status == 201, retry.body
+    assert create_with_key(api, user).body == retry.body
+
+
+def test_an_idempotent_create_whose_idempotency_record_is_throttled_is_429(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, backoff: list[float]
+) -> None:
+    api.new_ticket(user)
+    before = snapshot()
+    wire.fail("dynamodb", THROTTLING, operations={"PutItem"})
+    response = create_with_key(api, user)
+    assert_error(response, 429, "THROTTLED")
+    assert response.header("Retry-After") == "1"
+    assert snapshot() == before
+
+
+def test_a_delete_throttled_half_way_is_429_and_its_retry_finishes_the_job(
+    api: Api, user: User, admin: User, snapshot: Snapshot, wire: WireFaults, *, backoff: list[float]
+) -> None:
+    # Given a ticket with comments, whose comment deletion (BatchWriteItem) is throttled
+    keep = api.new_ticket(user, title="keep")["ticket_id"]
+    doomed = api.new_ticket(user, title="doomed")["ticket_id"]
+    for n in range(3):
+        api.comment(user, doomed, {"body": f"c{n}"})
+    wire.fail("dynamodb", THROTTLING, operations={"BatchWriteItem"})
+    # When an admin deletes it: 429 (the summary is gone, so is the ticket from every view)
+    assert_error(api.delete(admin, doomed), 429, "THROTTLED")
+    assert_error(api.summary(user, doomed), 404, "TICKET_NOT_FOUND")
+    # Then the retry the 429 asks for removes the comments left behind
+    wire.heal()
+    assert api.delete(admin, doomed).status == 204
+    assert {item["pk"]["S"].rsplit("#", 1)[1] for item in without_aggregates(snapshot())} == {keep}
+
+
+def test_dynamodb_server_errors_are_retried_then_503_and_nothing_written(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, backoff: list[float]
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    before = snapshot()
+    wire.forget()
+    wire.fail("dynamodb", "InternalServerError", status=500, operations={"TransactWriteItems"})
+    response = api.batch(user, [ticket_id], "CLOSED")
+    assert_error(response, 503, "UNAVAILABLE")
+    assert response.header("Retry-After") == "1"
+    assert [sent.attempt for sent in wire.of("dynamodb")] == [1, 2, 3]
+    assert snapshot() == before
+
+
+# ---------------------------------------------------------------- STS
+def tenant_keys_only(wire: WireFaults) -> None:
+    """Every DynamoDB request was signed with credentials STS issued for a
+    tenant session, never with the function's own (environment) credentials."""
+    used = {sent.access_key for sent in wire.of("dynamodb")}
+    assert used, "no DynamoDB request was made"
+    assert used <= set(wire.issued_keys)
+    assert "testing" not in used
+
+
+@pytest.mark.parametrize("route", sorted(OPERATIONS))
+def test_every_dynamodb_request_uses_the_tenant_sessions_credentials(
+    api: Api, user: User, wire: WireFaults, route: str
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    response = sample_request(api, route, user, ticket_id)
+    assert response.status == SUCCESS.get(route, 200), response.body
+    assert len(wire.of("sts", "AssumeRole")) == 1  # one session for both requests
+    tenant_keys_only(wire)
+
+
+STS_TROUBLE = [
+    pytest.param("Throttling", 400, [1, 2, 3], 429, "THROTTLED", id="throttled"),
+    pytest.param("InternalFailure", 500, [1, 2, 3], 503, "UNAVAILABLE", id="server-error"),
+    pytest.param("AccessDenied", 403, [1], 503, "UNAVAILABLE", id="access-denied"),
+    pytest.param("RegionDisabledException", 403, [1], 503, "UNAVAILABLE", id="region-disabled"),
+]
+
+
+@pytest.mark.parametrize(("code", "http_status", "attempts", "status", "error_code"), STS_TROUBLE)
+@pytest.mark.parametrize("route", sorted(OPERATIONS))
+def test_no_tenant_session_means_no_dynamodb_request_at_all(
+    api: Api,
+    snapshot: Snapshot,
+    wire: WireFaults,
+    backoff: list[float],
+    *,
+    route: str,
+    code: str,
+    http_status: int,
+    attempts: list[int],
+    status: int,
+    error_code: str,
+) -> None:
+    # Given another tenant whose session is warm in this container
+    other = User(random_tenant_id())
+    api.new_ticket(other)
+    before = snapshot()
+    wire.forget()
+    # When STS keeps failing for a new tenant
+    wire.fail("sts", code, status=http_status)
+    response = sample_request(api, route, User(random_tenant_id()), MISSING)
+    # Then AssumeRole was tried (retried when it is retryable) and the request
+    # failed with Retry-After, without a single DynamoDB request: no fallback
+    # to the function's credentials, nor to the warm tenant's
+    assert [sent.attempt for sent in wire.sent] == attempts
+    assert {sent.operation for sent in wire.sent} == {"AssumeRole"}
+    assert_error(response, status, error_code)
+    assert response.header("Retry-After") == "1"
+    assert snapshot() == before
+
+
+def test_sts_throttled_twice_is_retried_and_the_request_succeeds(
+    api: Api, user: User, wire: WireFaults, backoff: list[float]
+) -> None:
+    wire.fail("sts", "Throttling", times=2)
+    assert api.create(user, {"title": "t"}).status == 201
+    assert [sent.attempt for sent in wire.of("sts")] == [1, 2, 3]
+    assert backoff == [1.0, 2.0]
+    tenant_keys_only(wire)
+
+
+def test_a_failed_session_is_not_cached(api: Api, user: User, wire: WireFaults) -> None:
+    wire.fail("sts", "AccessDenied", status=403, times=1)
+    assert_error(api.list_tickets(user), 503, "UNAVAILABLE")
+    assert api.list_tickets(user).status == 200
+    assert len(wire.of("sts", "AssumeRole")) == 2
+    tenant_keys_only(wire)
+
+
+# ---------------------------------------------------------------- expired credentials
+@pytest.mark.parametrize("route", ["summary", "list", "update", "batch", "comment", "create"])
+def test_credentials_that_expired_mid_flight_are_renewed_once(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults, route: str
+) -> None:
+    # Given a warm tenant session (one AssumeRole)
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    items_before = len(snapshot())
+    (first_key,) = wire.issued_keys
+    # When DynamoDB says its credentials expired
+    wire.forget()
+    wire.fail("dynamodb", "ExpiredTokenException", operations={OPERATIONS[route]}, times=1)
+    response = sample_request(api, route, user, ticket_id)
+    # Then the session was renewed (a second AssumeRole) and the request succeeded
+    assert response.status == SUCCESS.get(route, 200), response.body
+    assert len(wire.of("sts", "AssumeRole")) == 1
+    second_key = wire.issued_keys[-1]
+    assert second_key != first_key
+    calls = wire.of("dynamodb", OPERATIONS[route])
+    assert [sent.access_key for sent in calls] == [first_key, second_key]
+    # And the write was applied once
+    assert len(snapshot()) == items_before + {"create": 1, "comment": 1}.get(route, 0)
+    if route in {"update", "batch"}:
+        assert api.summary(user, ticket_id).body["version"] == 2
+
+
+def test_credentials_rejected_again_after_renewal_are_503_not_a_loop(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    before = snapshot()
+    wire.forget()
+    wire.fail("dynamodb", "ExpiredTokenException")
+    response = api.update(user, ticket_id, {"title": "new"})
+    # renewed once, then given up: a dependency failed
+    assert_error(response, 503, "UNAVAILABLE")
+    assert response.header("Retry-After") == "1"
+    assert len(wire.of("sts", "AssumeRole")) == 1
+    assert len(wire.of("dynamodb", "UpdateItem")) == 2
+    assert snapshot() == before
+    # And once DynamoDB accepts credentials again, the next request works
+    wire.heal()
+    assert api.update(user, ticket_id, {"title": "new"}).status == 200
+
+
+def test_an_idempotent_create_renews_expired_credentials_too(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults
+) -> None:
+    api.new_ticket(user)
+    items_before = len(snapshot())
+    wire.forget()
+    wire.fail("dynamodb", "ExpiredTokenException", times=1)
+    response = create_with_key(api, user)
+    assert response.status == 201, response.body
+    assert len(wire.of("sts", "AssumeRole")) == 1
+    assert len(snapshot()) == items_before + 2  # the ticket and its idempotency record
+
+
+# ---------------------------------------------------------------- concurrent changes
+def test_a_transaction_cancelled_by_a_concurrent_one_is_409_not_retried_nothing_changed(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults
+) -> None:
+    ids = [api.new_ticket(user)["ticket_id"] for _ in range(3)]
+    before = snapshot()
+    wire.forget()
+    reasons = [{"Code": "None"}, {"Code": "TransactionConflict"}, {"Code": "None"}]
+    wire.fail("dynamodb", "TransactionCanceledException", CancellationReasons=reasons)
+    response = api.batch(user, ids, "CLOSED")
+    assert_error(response, 409, "CONFLICT")
+    assert [sent.attempt for sent in wire.of("dynamodb")] == [1]
+    assert snapshot() == before
+
+
+def test_a_write_that_conflicts_with_a_transaction_in_flight_is_409_nothing_changed(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    before = snapshot()
+    wire.forget()
+    wire.fail("dynamodb", "TransactionConflictException", operations={"UpdateItem"})
+    response = api.update(user, ticket_id, {"status": "CLOSED"})
+    assert_error(response, 409, "CONFLICT")
+    assert snapshot() == before
