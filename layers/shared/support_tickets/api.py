@@ -103,9 +103,22 @@ def _reject_unknown_query_parameters(app: APIGatewayRestResolver, next_middlewar
     return next_middleware(app)
 
 
+def _json_body(text: str) -> Any:
+    """``json.loads`` for request bodies, failing only with ``JSONDecodeError``
+    (which Powertools reports as ``json_invalid``, our ``INVALID_JSON``): also
+    for nesting deeper than the decoder's recursion limit and for integers
+    longer than Python converts, which ``json.loads`` raises differently."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise json.JSONDecodeError(f"unreadable JSON: {type(exc).__name__}", text, 0) from exc
+
+
 def create_app() -> APIGatewayRestResolver:
     """The resolver every REST function registers its one route on."""
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_json_body)
     app.use(middlewares=[_reject_unknown_query_parameters])
     app.exception_handler(ApiError)(error_response)
     app.exception_handler(RequestValidationError)(_validation_error_response)
