@@ -181,10 +181,15 @@ def _proxy_response(response: Response[Any]) -> dict[str, Any]:
     }
 
 
-def _require_json_body(event: Mapping[str, Any]) -> None:
+def _require_json_body(event: dict[str, Any]) -> None:
+    given = event.get("headers") or {}
+    for name, value in given.items():
+        if name.lower() == "content-type" and isinstance(value, str):
+            # Media types are case-insensitive; Powertools only parses "application/json" as written.
+            given[name] = value.lower()
     if not event.get("body"):
         return
-    headers = {name.lower(): value for name, value in (event.get("headers") or {}).items()}
+    headers = {name.lower(): value for name, value in given.items()}
     media_type = str(headers.get("content-type") or "application/json").split(";", 1)[0].strip().lower()
     if media_type != content_types.APPLICATION_JSON:
         raise ValidationFailed(details=[{"field": "Content-Type", "message": "must be application/json"}])
