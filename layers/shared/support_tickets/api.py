@@ -103,17 +103,22 @@ def _reject_unknown_query_parameters(app: APIGatewayRestResolver, next_middlewar
     return next_middleware(app)
 
 
-def _json_body(text: str) -> Any:
+def _json_body(text: str) -> dict[str, Any]:
     """``json.loads`` for request bodies, failing only with ``JSONDecodeError``
     (which Powertools reports as ``json_invalid``, our ``INVALID_JSON``): also
     for nesting deeper than the decoder's recursion limit and for integers
-    longer than Python converts, which ``json.loads`` raises differently."""
+    longer than Python converts, which ``json.loads`` raises differently.
+    Every body of this API is an object: anything else is a validation error
+    here (Powertools would validate the first element of an array instead)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError:
         raise
     except (ValueError, RecursionError) as exc:
         raise json.JSONDecodeError(f"unreadable JSON: {type(exc).__name__}", text, 0) from exc
+    if not isinstance(value, dict):
+        raise RequestValidationError([{"type": "dict_type", "loc": ("body",), "msg": "Input should be a JSON object"}])
+    return value
 
 
 def create_app() -> APIGatewayRestResolver:
