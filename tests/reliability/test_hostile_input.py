@@ -1,0 +1,576 @@
+"""Hostile input, table-driven over every route, through the real handlers
+over moto: each request gets its documented 4xx and error body (or, for odd
+but valid text, a faithful round trip), never a 5xx, and a rejected request
+leaves the whole table exactly as it was.
+
+One moto table serves the module (cases are isolated by tenant, and every
+case compares a full dump of the table before and after), because the table
+has ~200 rows. The tenants are a prefix pair (``<t>`` and ``<t>0``), so the
+"tenant 1 vs tenant 10" confusion is in every foreign-id and cursor case.
+Cases already covered route by route elsewhere (tests/functional) are not
+repeated here beyond what the table needs to be complete per input class.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local_stack.template import table_definition
+from support_tickets import keys
+from support_tickets.cursor import encode_cursor, query_fingerprint
+from tests.conftest import REGION, all_items, random_tenant_id
+from tests.functional.api_harness import Api, ApiResponse, User, assert_error
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+OWN, OWN_B, FOREIGN, MISSING = "<own>", "<own-b>", "<foreign>", "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
+LIST_CURSOR, FOREIGN_LIST_CURSOR, COMMENT_CURSOR, FOREIGN_COMMENT_CURSOR = (
+    "<list-cursor>",
+    "<foreign-list-cursor>",
+    "<comment-cursor>",
+    "<foreign-comment-cursor>",
+)
+TRUNCATED_LIST_CURSOR, TRUNCATED_COMMENT_CURSOR = "<truncated-list-cursor>", "<truncated-comment-cursor>"
+KIB64 = 64 * 1024
+
+
+@dataclass
+class World:
+    client: Any
+    table_name: str
+    me: User = field(default_factory=lambda: User("unset"))
+    foreign: User = field(default_factory=lambda: User("unset"))
+    values: dict[str, str] = field(default_factory=dict)
+
+    def fill(self, value: Any) -> Any:
+        """``value`` with the placeholders replaced by this world's ids and cursors."""
+        if isinstance(value, str):
+            for name, real in self.values.items():
+                value = value.replace(name, real)
+            return value
+        if isinstance(value, list):
+            return [self.fill(item) for item in value]
+        if isinstance(value, dict):
+            return {self.fill(key): self.fill(item) for key, item in value.items()}
+        return value
+
+    def dump(self) -> list[dict[str, Any]]:
+        return all_items(self.client, self.table_name)
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    """Tenant ``<t>`` and ``<t>0``, each with two tickets (one with two
+    comments), and real cursors of both: the material forged requests use."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(**table_definition())
+        yield World(client, str(table_definition()["TableName"]))
+
+
+@pytest.fixture
+def seeded(world: World) -> World:
+    # Seeded inside a test (the autouse environment fixture is function-scoped), once.
+    if world.values:
+        return world
+    api = Api()
+    me = User(random_tenant_id(), "alice")
+    foreign = User(me.tenant_id + "0", "mallory")
+    values: dict[str, str] = {}
+    for user, own, other in ((me, OWN, OWN_B), (foreign, FOREIGN, "<foreign-b>")):
+        values[own] = api.new_ticket(user, title="first")["ticket_id"]
+        values[other] = api.new_ticket(user, title="second")["ticket_id"]
+        for n in range(2):
+            assert api.comment(user, values[own], {"body": f"comment {n}"}).status == 201
+    values[LIST_CURSOR] = api.list_tickets(me, limit="1").body["next_cursor"]
+    values[FOREIGN_LIST_CURSOR] = api.list_tickets(foreign, limit="1").body["next_cursor"]
+    values[COMMENT_CURSOR] = api.get(me, values[OWN], limit="1").body["next_cursor"]
+    values[FOREIGN_COMMENT_CURSOR] = api.get(foreign, values[FOREIGN], limit="1").body["next_cursor"]
+    assert all(values.values())
+    values[TRUNCATED_LIST_CURSOR] = values[LIST_CURSOR][: len(values[LIST_CURSOR]) // 2]
+    values[TRUNCATED_COMMENT_CURSOR] = values[COMMENT_CURSOR][:-3]
+    world.me, world.foreign = me, foreign
+    world.values.update(values)
+    return world
+
+
+@dataclass(frozen=True)
+class Case:
+    route: str
+    status: int
+    code: str | None = None  # error code, for a 4xx
+    body: Any = None
+    raw: str | None = None
+    query: dict[str, str] | None = None
+    headers: dict[str, str] | None = None
+    ticket_id: str | None = None
+    claims: dict[str, str] = field(default_factory=dict)  # merged over the caller's
+    admin: bool = False
+    echo: dict[str, str] | None = None  # fields a success must hand back exactly
+
+
+def case(name: str, *args: Any, **kwargs: Any) -> Any:
+    return pytest.param(Case(*args, **kwargs), id=name)
+
+
+TICKET_ROUTES = ["get", "summary", "update", "comment", "delete"]
+BODY_ROUTES = {"create": {"title": "t"}, "update": {"title": "t"}, "comment": {"body": "b"}}
+VALID_BODY = {**BODY_ROUTES, "batch": {"ticket_ids": [OWN], "status": "CLOSED"}}
+
+
+def ticket_route_defaults(route: str) -> dict[str, Any]:
+    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": route in {"delete", "aggregates"}}
+
+
+# ---------------------------------------------------------------- bodies
+MALFORMED = {
+    "unclosed": '{"title": "t"',
+    "single-quotes": "{'title': 't'}",
+    "trailing-garbage": '{"title": "t"} x',
+    "byte-order-mark": '\ufeff{"title": "t"}',
+    "whitespace-only": "   ",
+    "bare-word": "undefined",
+    "nested-30000-deep": "[" * 30000 + "]" * 30000,
+    "integer-of-5000-digits": '{"title": ' + "1" * 5000 + "}",
+}
+CASES = [
+    case(f"{route}-malformed-{name}", route, 400, "INVALID_JSON", raw=raw, **ticket_route_defaults(route))
+    for route in [*BODY_ROUTES, "batch"]
+    for name, raw in MALFORMED.items()
+]
+
+WRONG_TYPES: dict[str, list[Any]] = {
+    "create": [
+        {"title": 5},
+        {"title": None},
+        {"title": ["t"]},
+        {"title": {"t": 1}},
+        {"title": True},
+        {"title": "t", "description": 5},
+        {"title": "t", "resolver": 5},
+        [{"title": "t"}],
+        "title",
+        5,
+        None,
+    ],
+    "update": [
+        {"status": 1},
+        {"status": "open"},
+        {"status": None},
+        {"title": None},
+        {"description": None},
+        {"resolver": ["johnd"]},
+        {},
+        [],
+    ],
+    "comment": [{"body": 1}, {"body": None}, {"body": ["b"]}, {}, "b"],
+    "batch": [
+        {"ticket_ids": OWN, "status": "CLOSED"},
+        {"ticket_ids": [1], "status": "CLOSED"},
+        {"ticket_ids": [[OWN]], "status": "CLOSED"},
+        {"ticket_ids": None, "status": "CLOSED"},
+        {"ticket_ids": [OWN], "status": "DONE"},
+        {"ticket_ids": [OWN], "status": 2},
+        {"ticket_ids": [OWN]},
+    ],
+}
+CASES += [
+    case(f"{route}-wrong-type-{n}", route, 400, "VALIDATION_ERROR", body=body, **ticket_route_defaults(route))
+    for route, bodies in WRONG_TYPES.items()
+    for n, body in enumerate(bodies)
+]
+
+UNKNOWN_FIELDS: dict[str, list[dict[str, Any]]] = {
+    "create": [
+        {"title": "t", "tenant_id": "other"},
+        {"title": "t", "status": "CLOSED"},
+        {"title": "t", "created_by": "mallory"},
+        {"title": "t", "ticket_id": "chosen"},
+        {"title": "t", "pk": "TENANT#other|TICKET#1"},
+    ],
+    "update": [{"title": "t", "version": 7}, {"tenant_status": "TENANT#other|OPEN"}, {"title": "t", "created_by": "m"}],
+    "comment": [{"body": "b", "author": "mallory"}, {"body": "b", "tenant_id": "other"}],
+    "batch": [{"ticket_ids": [OWN], "status": "CLOSED", "tenant_id": "other"}],
+}
+CASES += [
+    case(f"{route}-unknown-field-{n}", route, 400, "VALIDATION_ERROR", body=body, **ticket_route_defaults(route))
+    for route, bodies in UNKNOWN_FIELDS.items()
+    for n, body in enumerate(bodies)
+]
+
+EMPTY_AND_OVERSIZED: dict[str, list[dict[str, Any]]] = {
+    "create": [
+        {"title": ""},
+        {"title": "t", "resolver": ""},
+        {"title": "x" * 201},
+        {"title": "t", "description": "x" * 10_001},
+        {"title": "t", "resolver": "r" * 129},
+    ],
+    "update": [{"title": ""}, {"status": ""}, {"title": "x" * 201}, {"description": "x" * 10_001}],
+    "comment": [{"body": ""}, {"body": "x" * 10_001}],
+    "batch": [
+        {"ticket_ids": [], "status": "CLOSED"},
+        {"ticket_ids": [""], "status": "CLOSED"},
+        {"ticket_ids": [OWN], "status": ""},
+        {"ticket_ids": [f"id{n}" for n in range(101)], "status": "CLOSED"},
+        {"ticket_ids": ["x" * 65], "status": "CLOSED"},
+    ],
+}
+CASES += [
+    case(f"{route}-empty-or-oversized-{n}", route, 400, "VALIDATION_ERROR", body=body, **ticket_route_defaults(route))
+    for route, bodies in EMPTY_AND_OVERSIZED.items()
+    for n, body in enumerate(bodies)
+]
+
+
+def sized_body(route: str, total_bytes: int) -> str:
+    """A JSON body of exactly ``total_bytes`` UTF-8 bytes, mostly 2-byte characters,
+    so its character count stays well below its byte count."""
+    field_name = "body" if route == "comment" else "description"
+    prefix = '{"title": "t", ' if route == "create" else "{"
+    shell = prefix + f'"{field_name}": "' + '"}'
+    room = total_bytes - len(shell.encode())
+    text = "é" * (room // 2) + "x" * (room % 2)
+    raw = prefix + f'"{field_name}": "{text}"' + "}"
+    assert len(raw.encode()) == total_bytes
+    assert len(raw) < KIB64
+    return raw
+
+
+# The limit counts bytes, not characters: 64 KiB + 1 byte of mostly 2-byte text is 413
+# before anything is parsed; exactly 64 KiB is parsed (and too long a field, a 400).
+for route in BODY_ROUTES:
+    CASES += [
+        case(
+            f"{route}-64KiB+1-bytes",
+            route,
+            413,
+            "PAYLOAD_TOO_LARGE",
+            raw=sized_body(route, KIB64 + 1),
+            **ticket_route_defaults(route),
+        ),
+        case(
+            f"{route}-64KiB-bytes",
+            route,
+            400,
+            "VALIDATION_ERROR",
+            raw=sized_body(route, KIB64),
+            **ticket_route_defaults(route),
+        ),
+    ]
+
+# ---------------------------------------------------------------- unicode
+EMOJI, CLEF, FAMILY = "\U0001f600", "\U0001d11e", "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+UNICODE_OK = {
+    "nul": {"title": "a\u0000b"},
+    "rtl-override": {"title": "\u202eevil.exe", "description": "\u05e9\u05dc\u05d5\u05dd"},
+    "emoji-title-at-200": {"title": EMOJI * 200},
+    "combining-at-200": {"title": "e\u0301" * 100},
+    "zwj-sequences": {"title": FAMILY * 40},  # 5 code points each: 200
+    "4-byte-description-at-10000": {"title": "t", "description": CLEF * 10_000},
+    "noncharacters": {"title": "\ufffe\uffff\U0010ffff"},
+}
+CASES += [case(f"create-unicode-{name}", "create", 201, body=body, echo=body) for name, body in UNICODE_OK.items()]
+CASES += [
+    case(
+        "update-emoji-title-at-200",
+        "update",
+        200,
+        body={"title": EMOJI * 200},
+        ticket_id=OWN,
+        echo={"title": EMOJI * 200},
+    ),
+    case(
+        "comment-4-byte-body-at-10000",
+        "comment",
+        201,
+        body={"body": EMOJI * 10_000},
+        ticket_id=OWN,
+        echo={"body": EMOJI * 10_000},
+    ),
+]
+UNICODE_TOO_LONG = {
+    "create": [{"title": EMOJI * 201}, {"title": "e\u0301" * 100 + "e"}, {"title": "t", "description": CLEF * 10_001}],
+    "update": [{"title": EMOJI * 201}],
+    "comment": [{"body": EMOJI * 10_001}],
+}
+CASES += [
+    case(
+        f"{route}-unicode-over-the-limit-{n}", route, 400, "VALIDATION_ERROR", body=body, **ticket_route_defaults(route)
+    )
+    for route, bodies in UNICODE_TOO_LONG.items()
+    for n, body in enumerate(bodies)
+]
+# Lone surrogates, escaped in the JSON text ("\ud800"): not text, so not storable.
+LONE_SURROGATES = {
+    "create": [
+        '{"title": "\\ud800"}',
+        '{"title": "t", "description": "\\udfff"}',
+        '{"title": "t", "resolver": "\\ud83d"}',
+        '{"title": "\\ude00\\ud83d"}',
+    ],
+    "update": ['{"title": "\\ud800"}'],
+    "comment": ['{"body": "\\ud83d"}'],
+    "batch": ['{"ticket_ids": ["\\ud800"], "status": "CLOSED"}'],
+}
+CASES += [
+    case(f"{route}-lone-surrogate-{n}", route, 400, "VALIDATION_ERROR", raw=raw, **ticket_route_defaults(route))
+    for route, raws in LONE_SURROGATES.items()
+    for n, raw in enumerate(raws)
+]
+
+# ---------------------------------------------------------------- ids
+HOSTILE_IDS = {
+    "pipe": "a|b",
+    "hash": "TICKET#1",
+    "star": "*",
+    "percent": "%",
+    "percent-encoded-star": "%2A",
+    "dot-dot-slash": "../aggregates",
+    "encoded-traversal": "%2e%2e%2f",
+    "dot-dot": "..",
+    "nul": "\u0000",
+    "space": " ",
+    "non-ascii": "\u00e9",
+    "lone-surrogate": "\ud800",
+    "too-long": "x" * 65,
+    "foreign-tenants-ticket": FOREIGN,
+    "missing": MISSING,
+}
+CASES += [
+    case(
+        f"{route}-id-{name}",
+        route,
+        404,
+        "TICKET_NOT_FOUND",
+        ticket_id=ticket_id,
+        body=BODY_ROUTES.get(route),
+        admin=route == "delete",
+    )
+    for route in TICKET_ROUTES
+    for name, ticket_id in HOSTILE_IDS.items()
+]
+CASES += [
+    case(
+        f"batch-id-{name}", "batch", 400, "VALIDATION_ERROR", body={"ticket_ids": [OWN, ticket_id], "status": "CLOSED"}
+    )
+    for name, ticket_id in HOSTILE_IDS.items()
+    if ticket_id != FOREIGN and not keys.is_valid_ticket_id(ticket_id)
+]
+CASES += [
+    case(
+        "batch-own-and-foreign-ids",
+        "batch",
+        404,
+        "TICKET_NOT_FOUND",
+        body={"ticket_ids": [OWN, FOREIGN, OWN_B], "status": "CLOSED"},
+    ),
+]
+
+
+# ---------------------------------------------------------------- cursors
+def forge(payload: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+CURSORS = {
+    "truncated": TRUNCATED_LIST_CURSOR,
+    "another-tenants": FOREIGN_LIST_CURSOR,
+    "a-comment-cursor": COMMENT_CURSOR,
+    "not-base64": "!!!!",
+    "empty": "",
+    "json-array": forge([1, 2]),
+    "over-2048": "A" * 2049,
+    "nul": "\u0000",
+    "lone-surrogate": "\ud800",
+}
+CASES += [
+    case(f"list-cursor-{name}", "list", 400, "INVALID_CURSOR", query={"cursor": c}) for name, c in CURSORS.items()
+]
+CASES += [
+    case(
+        "get-cursor-truncated", "get", 400, "INVALID_CURSOR", ticket_id=OWN, query={"cursor": TRUNCATED_COMMENT_CURSOR}
+    ),
+    case(
+        "get-cursor-another-tenants",
+        "get",
+        400,
+        "INVALID_CURSOR",
+        ticket_id=OWN,
+        query={"cursor": FOREIGN_COMMENT_CURSOR},
+    ),
+    case("get-cursor-a-list-cursor", "get", 400, "INVALID_CURSOR", ticket_id=OWN, query={"cursor": LIST_CURSOR}),
+    case(
+        "get-cursor-of-another-ticket", "get", 400, "INVALID_CURSOR", ticket_id=OWN_B, query={"cursor": COMMENT_CURSOR}
+    ),
+]
+
+# ---------------------------------------------------------------- query and headers
+BAD_QUERIES = {
+    "list": [
+        {"limit": "0"},
+        {"limit": "-1"},
+        {"limit": "1e3"},
+        {"limit": "99999999999999999999"},
+        {"status": "DELETED"},
+        {"resolver": "a|b"},
+        {"resolver": "*"},
+        {"resolver": "%"},
+        {"resolver": "../x"},
+        {"resolver": "\ud800"},
+    ],
+    "get": [{"limit": "0"}, {"limit": "abc"}],
+}
+CASES += [
+    case(f"{route}-query-{n}", route, 400, "VALIDATION_ERROR", query=query, **ticket_route_defaults(route))
+    for route, queries in BAD_QUERIES.items()
+    for n, query in enumerate(queries)
+]
+CASES += [
+    case(
+        "update-if-match-not-a-number",
+        "update",
+        400,
+        "VALIDATION_ERROR",
+        body={"title": "t"},
+        ticket_id=OWN,
+        headers={"If-Match": "abc"},
+    ),
+    case(
+        "update-if-match-star",
+        "update",
+        400,
+        "VALIDATION_ERROR",
+        body={"title": "t"},
+        ticket_id=OWN,
+        headers={"If-Match": "*"},
+    ),
+    case(
+        "update-if-match-stale",
+        "update",
+        412,
+        "VERSION_MISMATCH",
+        body={"title": "t"},
+        ticket_id=OWN,
+        headers={"If-Match": "0"},
+    ),
+    case(
+        "create-idempotency-key-non-ascii",
+        "create",
+        400,
+        "VALIDATION_ERROR",
+        body={"title": "t"},
+        headers={"Idempotency-Key": "cl\u00e9"},
+    ),
+    case(
+        "create-content-type-upper-case",
+        "create",
+        201,
+        raw='{"title": "t"}',
+        headers={"Content-Type": "APPLICATION/JSON"},
+        echo={"title": "t"},
+    ),
+]
+
+# ---------------------------------------------------------------- identity
+ALL_ROUTES = ["create", "list", "get", "summary", "update", "comment", "batch", "delete", "aggregates"]
+CASES += [
+    case(
+        f"{route}-tenant-claim-{name}",
+        route,
+        403,
+        "FORBIDDEN",
+        body=VALID_BODY.get(route),
+        claims={"custom:tenant_id": tenant},
+        **ticket_route_defaults(route),
+    )
+    for route in ALL_ROUTES
+    for name, tenant in {"empty": "", "wildcard": "*", "pipe-wildcard": "<t>|*"}.items()
+]
+CASES += [
+    case(
+        f"{route}-groups-{groups or 'none'}",
+        route,
+        403,
+        "FORBIDDEN",
+        claims={"cognito:groups": groups},
+        ticket_id=OWN if route == "delete" else None,
+    )
+    for route in ["delete", "aggregates"]
+    for groups in ["", "Admin", "admins", "admin-x"]
+]
+
+
+# ---------------------------------------------------------------- the test
+def call(world: World, spec: Case) -> ApiResponse:
+    user = User(world.me.tenant_id, "alice-admin" if spec.admin else "alice", admin=spec.admin)
+    claims = {**user.claims(), **{k: v.replace("<t>", user.tenant_id) for k, v in spec.claims.items()}}
+    raw = spec.raw
+    if raw is None and spec.body is not None:
+        # As a client sends it: UTF-8 text; only what UTF-8 can't carry (a lone surrogate) escaped.
+        raw = json.dumps(world.fill(spec.body), ensure_ascii=False)
+        try:
+            raw.encode()
+        except UnicodeEncodeError:
+            raw = json.dumps(world.fill(spec.body))
+    return Api().call(
+        spec.route,
+        None,
+        ticket_id=world.fill(spec.ticket_id),
+        query=world.fill(spec.query),
+        headers=spec.headers,
+        raw_body=raw,
+        claims=claims,
+    )
+
+
+@pytest.mark.parametrize("spec", CASES)
+def test_hostile_input_gets_its_documented_answer_and_changes_nothing(seeded: World, spec: Case) -> None:
+    before = seeded.dump()
+    response = call(seeded, spec)
+    assert response.status < 500, response.body
+    # Nothing in any answer names the other tenant, or its tickets unless the request did
+    text = json.dumps(response.body)
+    assert seeded.foreign.tenant_id + "|" not in text
+    if FOREIGN not in json.dumps([spec.body, spec.ticket_id]):
+        assert seeded.values[FOREIGN] not in text
+    if spec.code is not None:
+        assert_error(response, spec.status, spec.code)
+        assert seeded.dump() == before
+        return
+    assert response.status == spec.status, response.body
+    for name, value in (spec.echo or {}).items():
+        assert response.body[name] == value
+    if spec.route in {"create", "update"}:
+        stored = Api().summary(seeded.me, response.body["ticket_id"]).body
+        assert {name: stored[name] for name in spec.echo or {}} == spec.echo
+
+
+def test_the_table_covers_every_route() -> None:
+    routes = {param.values[0].route for param in CASES}
+    assert routes == set(ALL_ROUTES)
+
+
+def test_a_forged_cursor_with_the_right_fingerprint_but_a_foreign_key_is_invalid(seeded: World) -> None:
+    # The fingerprint is not a secret; the start key is checked against the query.
+    me, foreign = seeded.me, seeded.foreign
+    fingerprint = query_fingerprint(me.tenant_id, "list", "OPEN", "")
+    foreign_key = {
+        "pk": keys.ticket_pk(foreign.tenant_id, seeded.values[FOREIGN]),
+        "sk": "SUMMARY",
+        "tenant_status": keys.tenant_status(foreign.tenant_id, "OPEN"),
+        "resolver": keys.UNASSIGNED_RESOLVER,
+    }
+    before = seeded.dump()
+    for key in (foreign_key, {**foreign_key, "tenant_status": keys.tenant_status(me.tenant_id, "OPEN")}):
+        response = Api().list_tickets(me, cursor=encode_cursor(fingerprint, key))
+        assert_error(response, 400, "INVALID_CURSOR")
+    assert seeded.dump() == before
