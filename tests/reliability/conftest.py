@@ -187,3 +187,19 @@ def backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     monkeypatch.setattr(ExponentialBackoff, "delay_amount", recorded)
     return delays
+
+
+# ---------------------------------------------------------------- figures for the run's summary
+_REPORT: list[str] = []
+
+
+def report(line: str) -> None:
+    """A figure (throughput, request counts) printed at the end of the run, never asserted."""
+    _REPORT.append(line)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _REPORT:
+        terminalreporter.section("reliability figures (measured, not asserted)")
+        for line in _REPORT:
+            terminalreporter.write_line(line)
