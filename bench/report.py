@@ -206,5 +206,11 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for goal in results["goals"]:
         lines.append(f"- {'met' if goal['met'] else '**not met**'}: {goal['goal']} (measured: {goal['measured']})")
-    lines.append("")
+    anomalies = len(results.get("setup_retries", [])) + sum(len(r.get("unexpected_responses", [])) for r in warm)
+    lines += [
+        "",
+        f"Emulator anomalies: {anomalies} request(s) answered 409 (a cancelled TransactWriteItems) and were retried, "
+        "not measured (listed in results.json).",
+        "",
+    ]
     return "\n".join(lines)

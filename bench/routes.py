@@ -12,6 +12,7 @@ from local_stack.events import rest_event
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
 
 COMMENTS_PER_TICKET = 5
+SETUP_RETRIES: list[str] = []
 BATCH_SIZE = 10
 LIST_TICKETS = 30
 
@@ -41,7 +42,13 @@ class Invoker:
         return LambdaContext(function_name=logical_id, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s)
 
     def call(self, logical_id: str, event: dict[str, Any], expect: int) -> dict[str, Any]:
-        response: dict[str, Any] = self.handler(logical_id)(event, self.context(logical_id))
+        """Set-up requests: a 409 (the emulator sometimes cancels a transaction
+        under load) is retried, counted in :data:`SETUP_RETRIES`."""
+        for _ in range(3):
+            response: dict[str, Any] = self.handler(logical_id)(event, self.context(logical_id))
+            if response.get("statusCode") != 409:
+                break
+            SETUP_RETRIES.append(f"{logical_id}: {response.get('body')}")
         check(response, expect)
         return response
 
