@@ -171,16 +171,22 @@ def test_every_dynamodb_request_uses_the_tenant_sessions_credentials(
     tenant_keys_only(wire)
 
 
-STS_TROUBLE = [
-    pytest.param("Throttling", 400, [1, 2, 3], 429, "THROTTLED", id="throttled"),
-    pytest.param("InternalFailure", 500, [1, 2, 3], 503, "UNAVAILABLE", id="server-error"),
-    pytest.param("AccessDenied", 403, [1], 503, "UNAVAILABLE", id="access-denied"),
-    pytest.param("RegionDisabledException", 403, [1], 503, "UNAVAILABLE", id="region-disabled"),
+STS_TROUBLE = {
+    "throttled": ("Throttling", 400, [1, 2, 3], 429, "THROTTLED"),
+    "server-error": ("InternalFailure", 500, [1, 2, 3], 503, "UNAVAILABLE"),
+    "access-denied": ("AccessDenied", 403, [1], 503, "UNAVAILABLE"),
+    "region-disabled": ("RegionDisabledException", 403, [1], 503, "UNAVAILABLE"),
+}
+# Throttling on every route; the other failures (same code path, before any route logic) on two.
+STS_CASES = [pytest.param(route, *STS_TROUBLE["throttled"], id=f"{route}-throttled") for route in sorted(OPERATIONS)]
+STS_CASES += [
+    pytest.param(route, *STS_TROUBLE[name], id=f"{route}-{name}")
+    for route in ("create", "list")
+    for name in ("server-error", "access-denied", "region-disabled")
 ]
 
 
-@pytest.mark.parametrize(("code", "http_status", "attempts", "status", "error_code"), STS_TROUBLE)
-@pytest.mark.parametrize("route", sorted(OPERATIONS))
+@pytest.mark.parametrize(("route", "code", "http_status", "attempts", "status", "error_code"), STS_CASES)
 def test_no_tenant_session_means_no_dynamodb_request_at_all(
     api: Api,
     snapshot: Snapshot,
