@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
+
 from bench.calls import CallRecorder, Tally
 from bench.capacity import CapacityMeter, TableShape
 from bench.naive import Designs
@@ -28,6 +30,7 @@ from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.lambda_runtime import FunctionSpec, environment
+from support_tickets.session import tenant_session
 
 DESIGNS = ("ours", "naive")
 MAX_ATTEMPTS = 3
@@ -93,6 +96,10 @@ def run_warm(
     designs = Designs()
     recorder = CallRecorder()
     recorder.install()
+    # Sessions made before the hooks were installed (an earlier phase ran the
+    # handlers) would go uncounted: start from a fresh container's state.
+    boto3.DEFAULT_SESSION = None
+    tenant_session.cache_clear()
     meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
     env = stack.function_environment(specs["CreateTicketFunction"])
     results: list[dict[str, Any]] = []
