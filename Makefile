@@ -40,8 +40,8 @@ onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [A
 	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
 	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
 
-test: lint build ## the whole suite: lint, template checks, sam build, unit/integration/e2e tests
-	$(BIN)/pytest
+test: lint build ## the whole suite: lint, template checks, sam build, then every test on all cores
+	$(BIN)/pytest -n auto --dist loadfile
 
 test-fast: $(STAMP) ## tests only, against the current build
 	$(BIN)/pytest -x -q
