@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from support_tickets import keys, tickets
-from support_tickets.aggregation import changes_from_record
+from support_tickets.aggregation import changes_from_stream_record
 from support_tickets.session import BOTO_CONFIG, TENANT_TAG_KEY
 from support_tickets.settings import Settings, get_settings
 
@@ -126,19 +126,7 @@ class NaiveAggregator:
         self.processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
     def _record(self, record: DynamoDBRecord) -> None:
-        stream = record.dynamodb
-        if stream is None or record.event_name is None or stream.sequence_number is None:
-            raise ValueError("incomplete stream record")
-        changes = changes_from_record(
-            event_name=record.event_name.name,
-            sequence_number=stream.sequence_number,
-            event_id=record.event_id or "",
-            created_epoch=stream.approximate_creation_date_time or 0,
-            keys_image=stream.keys,
-            old_image=stream.old_image,
-            new_image=stream.new_image,
-        )
-        for change in changes:
+        for change in changes_from_stream_record(record):
             self.client.update_item(
                 TableName=self.table_name,
                 Key={"pk": {"S": keys.aggregate_pk(change.tenant_id)}, "sk": {"S": change.status.value}},

@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.aggregation import CountLedger, aggregator_client, changes_from_record
+from support_tickets.aggregation import CountLedger, aggregator_client, changes_from_stream_record
 
 logger = Logger()
 tracer = Tracer()
@@ -29,19 +29,7 @@ processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire
 
 
 def count_changes(record: DynamoDBRecord, ledger: CountLedger) -> None:
-    stream = record.dynamodb
-    if stream is None or record.event_name is None or stream.sequence_number is None:
-        raise ValueError("incomplete stream record")
-    changes = changes_from_record(
-        event_name=record.event_name.name,
-        sequence_number=stream.sequence_number,
-        event_id=record.event_id or "",
-        created_epoch=stream.approximate_creation_date_time or 0,
-        keys_image=stream.keys,
-        old_image=stream.old_image,
-        new_image=stream.new_image,
-    )
-    ledger.add(changes, stream.sequence_number)
+    ledger.add(changes_from_stream_record(record))
 
 
 @logger.inject_lambda_context(clear_state=True)

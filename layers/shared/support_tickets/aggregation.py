@@ -57,6 +57,7 @@ from support_tickets import keys
 from support_tickets.keys import TicketStatus
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
     from mypy_boto3_dynamodb import DynamoDBClient
 
 # Above this many remembered record ids the fast path steps aside and the slow
@@ -127,6 +128,22 @@ def changes_from_record(
     return made
 
 
+def changes_from_stream_record(record: DynamoDBRecord) -> list[CountChange]:
+    """:func:`changes_from_record` for a record as Lambda delivers it (Powertools' data class)."""
+    stream = record.dynamodb
+    if stream is None or record.event_name is None or stream.sequence_number is None:
+        raise PoisonRecord("incomplete stream record")
+    return changes_from_record(
+        event_name=record.event_name.name,
+        sequence_number=stream.sequence_number,
+        event_id=record.event_id or "",
+        created_epoch=stream.approximate_creation_date_time or 0,
+        keys_image=stream.keys,
+        old_image=stream.old_image,
+        new_image=stream.new_image,
+    )
+
+
 @dataclass
 class PairResult:
     records: int
@@ -146,10 +163,11 @@ class CountLedger:
     _pairs: dict[tuple[str, TicketStatus], list[CountChange]] = field(default_factory=lambda: defaultdict(list))
     _sequences_by_record: dict[str, str] = field(default_factory=dict)
 
-    def add(self, changes: Iterable[CountChange], sequence_number: str) -> None:
+    def add(self, changes: Iterable[CountChange]) -> None:
         for change in changes:
             self._pairs[(change.tenant_id, change.status)].append(change)
-            self._sequences_by_record[change.record_id] = sequence_number
+            # Stream sequence numbers are canonical decimal integers.
+            self._sequences_by_record[change.record_id] = str(change.sequence)
 
     @property
     def pairs(self) -> int:
