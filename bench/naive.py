@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from support_tickets import keys, tickets
 from support_tickets.aggregation import changes_from_stream_record
-from support_tickets.session import BOTO_CONFIG, TENANT_TAG_KEY
+from support_tickets.session import BOTO_CONFIG, assume_role_request
 from support_tickets.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -60,12 +60,7 @@ class NaiveTenantSession:
 
     def _new_client(self, tenant_id: str) -> DynamoDBClient:
         started = time.perf_counter_ns()
-        credentials = self._sts_client.assume_role(
-            RoleArn=self._settings.tenant_role_arn,
-            RoleSessionName=f"tenant-{tenant_id}"[:64],
-            DurationSeconds=self._settings.tenant_session_seconds,
-            Tags=[{"Key": TENANT_TAG_KEY, "Value": tenant_id}],
-        )["Credentials"]
+        credentials = self._sts_client.assume_role(**assume_role_request(self._settings, tenant_id))["Credentials"]
         assumed = time.perf_counter_ns()
         client: DynamoDBClient = boto3.client(
             "dynamodb",

@@ -65,6 +65,16 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def assume_role_request(settings: Settings, tenant_id: str) -> dict[str, Any]:
+    """The AssumeRole arguments for a tenant session: the tag is the whole point."""
+    return {
+        "RoleArn": settings.tenant_role_arn,
+        "RoleSessionName": f"tenant-{tenant_id}"[:64],
+        "DurationSeconds": settings.tenant_session_seconds,
+        "Tags": [{"Key": TENANT_TAG_KEY, "Value": tenant_id}],
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class _CachedClient:
     client: DynamoDBClient
@@ -123,12 +133,7 @@ class TenantSession:
 
     def _assume(self, tenant_id: str) -> _CachedClient:
         try:
-            response = self._sts().assume_role(
-                RoleArn=self._settings.tenant_role_arn,
-                RoleSessionName=f"tenant-{tenant_id}"[:64],
-                DurationSeconds=self._settings.tenant_session_seconds,
-                Tags=[{"Key": TENANT_TAG_KEY, "Value": tenant_id}],
-            )
+            response = self._sts().assume_role(**assume_role_request(self._settings, tenant_id))
         except ClientError as exc:
             # Never fall back to broader credentials: no tenant session, no data.
             if exc.response.get("Error", {}).get("Code") in THROTTLING_CODES:
