@@ -15,7 +15,7 @@ export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
 .PHONY: help venv dev token test test-fast lint format typecheck build validate deploy delete \
-        bench reconcile onboard openapi integration clean
+        bench reconcile onboard tenant openapi integration clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -39,6 +39,10 @@ token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
 onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
 	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
 	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
+
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STACK=<stack> [REGION=<r>]]
+	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
+	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
 test: lint build ## the whole suite: lint, template checks, sam build, then every test on all cores
 	$(BIN)/pytest -n auto --dist loadfile

@@ -1,10 +1,13 @@
-"""The stream aggregator on one large batch: ours (one conditional write per
-(tenant, status) pair) against one ADD per count change.
+"""The stream aggregator on one large batch: ours (per chunk of up to 99
+(tenant, status) pairs, one transaction: one ADD per pair and the delivery's
+journal) against one ADD per count change.
 
 Records are synthesized in exactly the shape Lambda delivers DynamoDB stream
 records (``local_stack.stream_source.lambda_record``'s output), with fresh
 event ids every run, so both designs count every record (ours on its fast
-path, as for any first delivery). Each run uses its own tenants. The handler
+path, as for any first delivery). Each run uses its own tenants. After the
+runs, the sizes of the items the aggregator keeps are read back: its count
+items and its journals (bounded by the batch size, whatever the change rate). The handler
 is the real ``functions/aggregate_counts`` one, with the aggregator's own
 role credentials, writing to the emulator over loopback.
 """
@@ -21,12 +24,13 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 
 from bench.calls import CallRecorder
-from bench.capacity import CapacityMeter, TableShape
+from bench.capacity import CapacityMeter, TableShape, item_size
 from bench.naive import NaiveAggregator
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
 from local_stack.lambda_runtime import FunctionSpec, LambdaContext, environment, load_handler
+from support_tickets import keys
 from support_tickets.aggregation import aggregator_client
 
 AGGREGATOR = "AggregateCountsFunction"
@@ -134,6 +138,13 @@ def run_aggregation(
         design: {"seconds": [], "writes": [], "calls": [], "rru": [], "wru": []} for design in ("ours", "naive")
     }
     pairs_per_batch: list[int] = []
+    items_written = {"count": 0, "journal": 0}
+
+    def count_items(params: dict[str, Any], **_: Any) -> None:
+        for action in params.get("TransactItems", []):
+            items_written["journal" if "Put" in action else "count"] += 1
+
+    used_tenants: list[str] = []
     try:
         with environment(env), quiet_stdout():
             # One process plays several functions: the aggregator's client must
@@ -142,6 +153,7 @@ def run_aggregation(
             aggregator_client.cache_clear()
             ours = load_handler(spec.code_uri, spec.handler, module_name="_bench_aggregator")
             naive = NaiveAggregator(aggregator_client(), table)
+            aggregator_client().meta.events.register("provide-client-params.dynamodb.TransactWriteItems", count_items)
             handlers: dict[str, Callable[[dict[str, Any], Any], Any]] = {"ours": ours, "naive": naive}
             for design, handler in handlers.items():  # warm containers: clients built, code paths loaded
                 names = [f"{tenant_prefix}-{design}-warmup"]
@@ -153,28 +165,48 @@ def run_aggregation(
                 order = ("ours", "naive") if run % 2 == 0 else ("naive", "ours")
                 for design in order:
                     names = [f"{tenant_prefix}-{design}-{run}-{number}" for number in range(tenants)]
+                    used_tenants.extend(names if design == "ours" else [])
                     batch, pairs = synthesize(records, names, seed=run, stream_arn=stream_arn)
                     event = {"Records": batch}
                     naive.writes = 0
+                    items_written.update(count=0, journal=0)
                     recorder.meter = meter if sized else None
                     with recorder.request() as tally:
                         started = time.perf_counter_ns()
                         response = handlers[design](event, LambdaContext(AGGREGATOR, spec.memory_mb, spec.timeout_s))
                         elapsed = (time.perf_counter_ns() - started) / 1e9
-                    recorder.meter = None
+                        recorder.meter = None
                     if response["batchItemFailures"]:
                         raise RuntimeError(f"{design} aggregator reported failures: {response}")
-                    series = measured[design]
-                    if sized:
-                        series["rru"].append(tally.rru)
-                        series["wru"].append(tally.wru)
-                        continue
-                    pairs_per_batch.append(pairs)
-                    series["seconds"].append(elapsed)
-                    series["calls"].append(tally.total)
-                    series["writes"].append(float(tally.calls.get("dynamodb.UpdateItem", 0)))
+                    if not sized:
+                        pairs_per_batch.append(pairs)
+                    written = {"count": float(naive.writes), "journal": 0.0} if design == "naive" else items_written
+                    _record(measured[design], tally, elapsed, written, sized=sized)
     finally:
         recorder.uninstall()
+    result = _result(measured, records=records, tenants=tenants, runs=runs, pairs_per_batch=pairs_per_batch)
+    result["ours"]["largest_item_bytes"] = _largest_items(stack.operator("dynamodb"), table, used_tenants)
+    return result
+
+
+def _record(
+    series: dict[str, list[float]], tally: Any, elapsed: float, written: dict[str, Any], *, sized: bool
+) -> None:
+    """One run's figures: capacity units for the sized run, times and writes otherwise."""
+    if sized:
+        series["rru"].append(tally.rru)
+        series["wru"].append(tally.wru)
+        return
+    series["seconds"].append(elapsed)
+    series["calls"].append(tally.total)
+    series["writes"].append(float(written["count"] + written["journal"]))
+    series.setdefault("count_items", []).append(float(written["count"]))
+    series.setdefault("journal_items", []).append(float(written["journal"]))
+
+
+def _result(
+    measured: dict[str, dict[str, list[float]]], *, records: int, tenants: int, runs: int, pairs_per_batch: list[int]
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "records_per_batch": records,
         "tenants": tenants,
@@ -191,7 +223,32 @@ def run_aggregation(
             "rru_per_batch": series["rru"][0],
             "wru_per_batch": series["wru"][0],
         }
+    result["ours"]["count_items_per_batch"] = sorted(set(measured["ours"].get("count_items", [])))
+    result["ours"]["journal_items_per_batch"] = sorted(set(measured["ours"].get("journal_items", [])))
+    result["ours"]["items_written_per_record"] = round(
+        sum(measured["ours"]["writes"]) / (records * max(1, len(measured["ours"]["writes"]))), 4
+    )
     result["ours_over_naive_records_per_second"] = round(
         result["ours"]["records_per_second"] / result["naive"]["records_per_second"], 2
     )
     return result
+
+
+def _largest_items(client: Any, table: str, tenants: list[str]) -> dict[str, int]:
+    """The largest count item and journal the aggregator left for ``tenants``."""
+    largest = {"count_item": 0, "journal": 0}
+    partitions = [(keys.aggregate_pk(tenant), "count_item") for tenant in tenants]
+    partitions += [
+        (f"{keys.aggregate_pk(tenant)}#JOURNAL#{n}", "journal")
+        for tenant in tenants
+        for n in range(keys.AGGREGATE_JOURNAL_PARTITIONS)
+    ]
+    for pk, kind in partitions:
+        query: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+        }
+        for item in client.query(**query)["Items"]:
+            largest[kind] = max(largest[kind], item_size(item))
+    return largest

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from support_tickets import keys, tickets
-from support_tickets.aggregation import changes_from_stream_record
+from support_tickets.aggregation import ledger_record_from_stream
 from support_tickets.session import BOTO_CONFIG, assume_role_request
 from support_tickets.settings import Settings, get_settings
 
@@ -121,7 +121,7 @@ class NaiveAggregator:
         self.processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
     def _record(self, record: DynamoDBRecord) -> None:
-        for change in changes_from_stream_record(record):
+        for change in ledger_record_from_stream(record).changes:
             self.client.update_item(
                 TableName=self.table_name,
                 Key={"pk": {"S": keys.aggregate_pk(change.tenant_id)}, "sk": {"S": change.status.value}},

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, operator_client, read_state
+from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, STATE_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
+from ops.stack_target import TargetError, dynamodb_target
 
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
+    from ops.tenants import TenantAdmin
 from support_tickets.keys import InvalidTenantId
 
 EXIT_USAGE = 2
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "onboard":
             return _onboard(args)
         return _drain(args)
-    except (UserPoolError, InvalidTenantId, NotRunning, ClientError, BotoCoreError) as exc:
+    except (UserPoolError, InvalidTenantId, NotRunning, TargetError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
 
@@ -179,7 +181,9 @@ def _onboard(args: argparse.Namespace) -> int:
         pool = _local_pool(_running_state(args.state_dir))
         where = "the local stack"
     outcomes = onboard(pool, args.tenant, list(args.users), list(args.admins))
+    record = _tenant_admin(args).ensure(args.tenant)
     sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
+    sys.stdout.write(f"  record: {record.shards} shard(s), tier {record.tier}, {record.status.value}\n")
     for outcome in outcomes:
         role = "admin" if outcome.admin else "user"
         if outcome.created:
@@ -188,6 +192,17 @@ def _onboard(args: argparse.Namespace) -> int:
             detail = "already there"
         sys.stdout.write(f"  {outcome.username:<20} {role:<6} {detail}\n")
     return 0
+
+
+def _tenant_admin(args: argparse.Namespace) -> TenantAdmin:
+    """The tenant records of the same stack (``make tenant`` shows and changes them)."""
+    from ops.tenants import TenantAdmin
+
+    target = argparse.Namespace(
+        local=not args.stack, stack=args.stack, region=args.region, local_state=str(args.state_dir / STATE_FILE)
+    )
+    client, table_name = dynamodb_target(target)
+    return TenantAdmin(client, table_name)
 
 
 def _deployed_pool(stack_name: str, region: str | None) -> UserPool:

@@ -2,20 +2,23 @@
 
     python -m ops.reconcile --tenant acme [--stack support-tickets | --local] [--repair]
 
-The truth is a ``Select=COUNT`` query per status on GSI1 (``tenant_status`` =
-``TENANT#<t>|<STATUS>``): no Scan, no items transferred. Drift is what the
+The truth is a ``Select=COUNT`` query per status on GSI1, over every key the
+tenant's tickets of that status can be under (every shard of every shard
+count in its tenant record): no Scan, no items transferred. The stored count
+of a status is the sum of its count items (``<STATUS>#<slot>`` written by the
+stream function, ``<STATUS>`` written by this command). Drift is what the
 stream function could not apply (records that ended in the on-failure queue,
 or writes made while the function was broken).
 
-Repairing without racing the stream function: a repair is one conditional
-``ADD count :drift`` guarded by the aggregate item's ``rev`` (which every
-stream write bumps). It is applied only when the same drift is seen twice,
-``--settle`` seconds apart, with ``rev`` unchanged in between (the stream
-function did not touch the item, so the drift is not records in flight); if
-the stream writes in between, the repair is skipped and reported, never
-applied on stale numbers. Run it when the stream is caught up (the
-function's IteratorAge near zero): records still waiting for a retry would be
-counted twice.
+Repairing without racing the stream function: a repair is one transaction
+that adds the drift to the ``<STATUS>`` item and checks that no count item of
+that status changed its ``rev`` (which every stream write bumps). It is
+applied only when the same drift is seen twice, ``--settle`` seconds apart,
+with the same revisions in between (the stream function did not touch the
+counts, so the drift is not records in flight); if the stream writes in
+between, the repair is skipped and reported, never applied on stale numbers.
+Run it when the stream is caught up (the function's IteratorAge near zero):
+records still waiting for a retry would be counted twice.
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from ops.stack_target import add_target_arguments, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
+from support_tickets.table import TenantTable
+from support_tickets.tenant_registry import TenantConfig, read_tenant_config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -43,7 +48,7 @@ class StatusCount:
     status: str
     actual: int
     stored: int
-    revision: str | None
+    revisions: dict[str, str]  # count item sk -> its rev
 
     @property
     def drift(self) -> int:
@@ -70,63 +75,133 @@ class Report:
         }
 
 
-def recount(client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus) -> int:
-    """Tickets of ``tenant_id`` in ``status``, counted on GSI1 (paginated COUNT)."""
+NO_REVISION = "-"  # a count item no stream write ever touched
+
+
+def _unchanged(revision: str) -> tuple[str, dict[str, Any]]:
+    """A condition that the item's rev is still ``revision``, and its values."""
+    if revision == NO_REVISION:
+        return "attribute_not_exists(#rev)", {}
+    return "#rev = :rev", {":rev": {"N": revision}}
+
+
+class OperatorClients:
+    """An operator's client as a tenant table's client provider (no tenant session)."""
+
+    def __init__(self, client: DynamoDBClient) -> None:
+        self._client = client
+
+    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
+        return self._client
+
+    def invalidate(self, tenant_id: str) -> None:
+        return
+
+
+def tenant_config(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig:
+    return read_tenant_config(TenantTable(tenant_id, table_name, OperatorClients(client)))
+
+
+def recount(
+    client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus, shard_counts: list[int] | None = None
+) -> int:
+    """Tickets of ``tenant_id`` in ``status``, counted on GSI1 over every key they
+    can be under (paginated COUNT queries)."""
+    if shard_counts is None:
+        shard_counts = list(tenant_config(client, table_name, tenant_id).read_shards)
+    total = 0
+    for partition in keys.status_partitions(tenant_id, status, shard_counts):
+        query: dict[str, Any] = {
+            "TableName": table_name,
+            "IndexName": keys.GSI1_NAME,
+            "KeyConditionExpression": "tenant_status = :ts",
+            "ExpressionAttributeValues": {":ts": {"S": partition}},
+            "Select": "COUNT",
+        }
+        while True:
+            page = client.query(**query)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return total
+
+
+def stored_counts(
+    client: DynamoDBClient, table_name: str, tenant_id: str
+) -> dict[TicketStatus, tuple[int, dict[str, str]]]:
+    """Per status: the sum of its count items and each item's revision (one Query)."""
+    stored: dict[TicketStatus, tuple[int, dict[str, str]]] = {status: (0, {}) for status in TicketStatus}
     query: dict[str, Any] = {
         "TableName": table_name,
-        "IndexName": keys.GSI1_NAME,
-        "KeyConditionExpression": "tenant_status = :ts",
-        "ExpressionAttributeValues": {":ts": {"S": keys.tenant_status(tenant_id, status)}},
-        "Select": "COUNT",
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": keys.aggregate_pk(tenant_id)}},
+        "ConsistentRead": True,
     }
-    total = 0
     while True:
         page = client.query(**query)
-        total += page["Count"]
+        for item in page["Items"]:
+            status = keys.status_from_aggregate_sk(item["sk"]["S"])
+            if status is None:
+                continue
+            total, revisions = stored[status]
+            revisions[item["sk"]["S"]] = item.get("rev", {}).get("N", NO_REVISION)
+            stored[status] = (total + int(item.get("count", {}).get("N", "0")), revisions)
         if "LastEvaluatedKey" not in page:
-            return total
+            return stored
         query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def stored_count(
-    client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus
-) -> tuple[int, str | None]:
-    item = client.get_item(
-        TableName=table_name,
-        Key={"pk": {"S": keys.aggregate_pk(tenant_id)}, "sk": {"S": status.value}},
-        ConsistentRead=True,
-        ProjectionExpression="#count, #rev",
-        ExpressionAttributeNames={"#count": "count", "#rev": "rev"},
-    ).get("Item", {})
-    return int(item.get("count", {}).get("N", "0")), item.get("rev", {}).get("N")
+def stored_count(client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus) -> int:
+    return stored_counts(client, table_name, tenant_id)[status][0]
 
 
 def measure(client: DynamoDBClient, table_name: str, tenant_id: str) -> list[StatusCount]:
-    counts = []
-    for status in TicketStatus:
-        stored, revision = stored_count(client, table_name, tenant_id, status)
-        counts.append(StatusCount(status.value, recount(client, table_name, tenant_id, status), stored, revision))
-    return counts
+    shard_counts = list(tenant_config(client, table_name, tenant_id).read_shards)
+    stored = stored_counts(client, table_name, tenant_id)
+    return [
+        StatusCount(
+            status.value,
+            recount(client, table_name, tenant_id, status, shard_counts),
+            stored[status][0],
+            stored[status][1],
+        )
+        for status in TicketStatus
+    ]
 
 
 def _repair(client: DynamoDBClient, table_name: str, tenant_id: str, count: StatusCount) -> bool:
-    values: dict[str, Any] = {":drift": {"N": str(count.drift)}, ":one": {"N": "1"}}
-    if count.revision is None:
-        condition = "attribute_not_exists(#rev)"
-    else:
-        condition = "#rev = :rev"
-        values[":rev"] = {"N": count.revision}
+    pk = keys.aggregate_pk(tenant_id)
+    correction = keys.aggregate_sk(count.status)
+    unchanged = []
+    for sk, revision in sorted(count.revisions.items()):
+        if sk == correction:
+            continue
+        condition, values = _unchanged(revision)
+        check: dict[str, Any] = {
+            "TableName": table_name,
+            "Key": {"pk": {"S": pk}, "sk": {"S": sk}},
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#rev": "rev"},
+        }
+        if values:
+            check["ExpressionAttributeValues"] = values
+        unchanged.append({"ConditionCheck": check})
+    condition, values = _unchanged(count.revisions.get(correction, NO_REVISION))
+    update = {
+        "Update": {
+            "TableName": table_name,
+            "Key": {"pk": {"S": pk}, "sk": {"S": correction}},
+            "UpdateExpression": "ADD #count :drift, #rev :one",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#count": "count", "#rev": "rev"},
+            "ExpressionAttributeValues": {":drift": {"N": str(count.drift)}, ":one": {"N": "1"}, **values},
+        }
+    }
     try:
-        client.update_item(
-            TableName=table_name,
-            Key={"pk": {"S": keys.aggregate_pk(tenant_id)}, "sk": {"S": count.status}},
-            UpdateExpression="ADD #count :drift, #rev :one",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#count": "count", "#rev": "rev"},
-            ExpressionAttributeValues=values,
-        )
+        client.transact_write_items(TransactItems=[*unchanged, update])  # type: ignore[list-item]
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+        if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
             return False
         raise
     return True
@@ -153,7 +228,7 @@ def reconcile(
         after = second[before.status]
         if not before.drift and not after.drift:
             continue
-        if (before.drift, before.revision) != (after.drift, after.revision):
+        if (before.drift, before.revisions) != (after.drift, after.revisions):
             report.skipped[before.status] = "still moving (stream writes or ticket changes); run again later"
         elif _repair(client, table_name, tenant_id, after):
             report.repaired[before.status] = after.drift
@@ -162,35 +237,10 @@ def reconcile(
     return report
 
 
-def _client_and_table(args: argparse.Namespace) -> tuple[DynamoDBClient, str]:
-    import boto3
-
-    if args.local:
-        state = json.loads(Path(args.local_state).read_text())
-        client = boto3.client(
-            "dynamodb",
-            region_name=state.get("region", "us-east-1"),
-            endpoint_url=state["endpoint_url"],
-            aws_access_key_id="local",
-            aws_secret_access_key="local",  # noqa: S106 - the local emulator takes any key
-        )
-        return client, state["table_name"]
-    session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
-    outputs = {
-        output["OutputKey"]: output["OutputValue"]
-        for output in session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0]["Outputs"]
-    }
-    return session.client("dynamodb"), outputs["TableName"]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.reconcile", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenant", required=True)
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--stack", help="deployed stack name (reads its TableName output)")
-    target.add_argument("--local", action="store_true", help="the running `make dev` stack")
-    parser.add_argument("--local-state", default=".local/stack.json", help=argparse.SUPPRESS)
-    parser.add_argument("--region")
+    add_target_arguments(parser)
     parser.add_argument("--repair", action="store_true", help="apply stable drift (default: report only)")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds between the two measurements")
     args = parser.parse_args(argv)
@@ -198,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         keys.validate_tenant_id(args.tenant)
     except keys.InvalidTenantId as exc:
         parser.error(str(exc))
-    client, table_name = _client_and_table(args)
+    client, table_name = dynamodb_target(args)
     report = reconcile(client, table_name, args.tenant, repair=args.repair, settle_seconds=args.settle)
     json.dump(report.as_dict(), sys.stdout, indent=2)
     sys.stdout.write("\n")

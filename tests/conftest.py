@@ -14,10 +14,13 @@ from moto import mock_aws
 
 from local_stack import moto_fixes
 from local_stack.template import table_definition
-from support_tickets.aggregation import aggregator_client
-from support_tickets.repository import TicketRepository
+from support_tickets.aggregation import aggregator_client, failure_queue_client
+from support_tickets.comment_repository import CommentRepository
 from support_tickets.session import tenant_session
 from support_tickets.settings import get_settings
+from support_tickets.table import TenantTable
+from support_tickets.tenant_registry import tenant_configs
+from support_tickets.ticket_repository import TicketRepository
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -26,6 +29,8 @@ moto_fixes.apply()
 
 REGION = "us-east-1"
 TENANT_ROLE_ARN = "arn:aws:iam::123456789012:role/TenantAccessRole"
+FAILURE_QUEUE_NAME = "aggregate-counts-failures"
+FAILURE_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{FAILURE_QUEUE_NAME}"
 
 
 @pytest.fixture(autouse=True)
@@ -41,24 +46,29 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.setenv("TABLE_NAME", table_definition()["TableName"])
     monkeypatch.setenv("TENANT_ROLE_ARN", TENANT_ROLE_ARN)
+    monkeypatch.setenv("FAILURE_QUEUE_URL", FAILURE_QUEUE_URL)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
     monkeypatch.setenv("POWERTOOLS_DEV", "false")
-    get_settings.cache_clear()
-    tenant_session.cache_clear()
-    aggregator_client.cache_clear()
+    _clear_container_caches()
     yield
-    get_settings.cache_clear()
-    tenant_session.cache_clear()
-    aggregator_client.cache_clear()
+    _clear_container_caches()
+
+
+def _clear_container_caches() -> None:
+    """What a fresh Lambda container starts without."""
+    for cached in (get_settings, tenant_session, aggregator_client, failure_queue_client, tenant_configs):
+        cached.cache_clear()
 
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    """moto, with the SupportTicket table created from template.yaml's definition."""
+    """moto, with the SupportTicket table created from template.yaml's definition
+    and the aggregator's failure queue."""
     with mock_aws():
         boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
+        boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
         yield
 
 
@@ -74,14 +84,28 @@ def table_name() -> str:
 
 
 RepoFactory = Callable[[str], TicketRepository]
+CommentsFactory = Callable[[str], CommentRepository]
+
+
+def tenant_table(tenant_id: str) -> TenantTable:
+    """A tenant's view of the mocked table, through the real tenant session."""
+    return TenantTable(tenant_id, str(table_definition()["TableName"]), tenant_session())
 
 
 @pytest.fixture
-def repo_for(aws: None, table_name: str) -> RepoFactory:
-    """Repositories on the mocked table, through the real tenant session."""
+def repo_for(aws: None) -> RepoFactory:
+    """Ticket repositories on the mocked table, through the real tenant session."""
 
     def make(tenant_id: str) -> TicketRepository:
-        return TicketRepository(tenant_id, table_name, tenant_session())
+        return TicketRepository(tenant_table(tenant_id))
+
+    return make
+
+
+@pytest.fixture
+def comments_for(aws: None) -> CommentsFactory:
+    def make(tenant_id: str) -> CommentRepository:
+        return CommentRepository(tenant_table(tenant_id))
 
     return make
 

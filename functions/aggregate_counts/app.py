@@ -2,11 +2,11 @@
 
 The event source (template.yaml) delivers only ticket-summary records
 (FilterCriteria on the key) for INSERT, MODIFY and REMOVE. Powertools'
-BatchProcessor turns each record into count changes (a record that can't be
-one is reported as a batch item failure); the ledger then folds the batch into
-one conditional write per (tenant, status) and reports the records of any pair
-it could not write. How that stays exact under redelivery is explained in
-``support_tickets.aggregation``.
+BatchProcessor reads each record into count changes; the ledger applies the
+delivery exactly once, in order, and says how many leading records are done:
+the rest are reported as batch item failures, so Lambda retries from the first
+of them. Why that is exact under any redelivery, with bookkeeping bounded by
+the batch size, is explained in ``support_tickets.aggregation``.
 """
 
 import os
@@ -18,7 +18,14 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.aggregation import CountLedger, aggregator_client, changes_from_stream_record
+from support_tickets.aggregation import (
+    CountLedger,
+    LedgerRecord,
+    aggregator_client,
+    failure_queue_client,
+    ledger_record_from_stream,
+    poison_message,
+)
 
 logger = Logger()
 tracer = Tracer()
@@ -28,26 +35,47 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
 
-def count_changes(record: DynamoDBRecord, ledger: CountLedger) -> None:
-    ledger.add(changes_from_stream_record(record))
+def read_record(record: DynamoDBRecord) -> LedgerRecord:
+    return ledger_record_from_stream(record)
+
+
+def send_to_failure_queue(record: LedgerRecord) -> None:
+    """A record that can never be counted: on record for an operator, then done
+    (a shard never stalls on it)."""
+    security = record.poison is not None and "tenant" in record.poison
+    logger.warning(
+        "security: poison ticket summary" if security else "poison ticket summary",
+        extra={"reason": record.poison, "event_id": record.event_id, "tenant_id": record.tenant_id},
+    )
+    metrics.add_metric(name="PoisonRecord", unit=MetricUnit.Count, value=1)
+    failure_queue_client().send_message(
+        QueueUrl=os.environ["FAILURE_QUEUE_URL"],
+        MessageBody=poison_message(record, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "AggregateCountsFunction")),
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    records = event.get("Records", [])
+    with processor(records=records, handler=read_record):
+        outcomes = processor.process()
+    readable: list[LedgerRecord] = []
+    for outcome in outcomes:
+        if outcome[0] != "success":
+            break  # the ledger applies a prefix in order: stop at the first unreadable record
+        readable.append(outcome[1])
     ledger = CountLedger(
         table_name=os.environ["TABLE_NAME"],
         client=aggregator_client(),
+        on_poison=send_to_failure_queue,
         replay_horizon_seconds=int(os.environ.get("REPLAY_HORIZON_SECONDS", "4500")),
     )
-    with processor(records=event.get("Records", []), handler=lambda record: count_changes(record, ledger)):
-        processor.process()
-    unreadable = [str(failure["itemIdentifier"]) for failure in processor.response()["batchItemFailures"]]
-    unwritten = ledger.apply()
-    metrics.add_metric(name="AggregateRecords", unit=MetricUnit.Count, value=len(event.get("Records", [])))
-    metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=ledger.pairs)
-    if unreadable or unwritten:
-        logger.warning("batch item failures", extra={"unreadable": len(unreadable), "unwritten": len(unwritten)})
-    failed = sorted(set(unreadable) | set(unwritten), key=int)
+    result = ledger.apply(readable)
+    failed = [str(record["dynamodb"]["SequenceNumber"]) for record in records[result.applied :]]
+    metrics.add_metric(name="AggregateRecords", unit=MetricUnit.Count, value=len(records))
+    metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=result.count_writes)
+    if failed:
+        logger.warning("batch item failures", extra={"failed": len(failed), "applied": result.applied})
     return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed]}

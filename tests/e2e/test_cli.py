@@ -155,9 +155,13 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         cognito = boto3.client("cognito-idp", region_name="eu-west-1")
         pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
         cognito.create_group(UserPoolId=pool_id, GroupName="admin")
+        from local_stack.template import table_definition
+
+        dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
+        dynamodb.create_table(**table_definition())
         template = {
             "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
-            "Outputs": {"UserPoolId": {"Value": pool_id}},
+            "Outputs": {"UserPoolId": {"Value": pool_id}, "TableName": {"Value": table_definition()["TableName"]}},
         }
         boto3.client("cloudformation", region_name="eu-west-1").create_stack(
             StackName="support-tickets", TemplateBody=json.dumps(template)
@@ -175,6 +179,13 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         assert peter["UserStatus"] == "FORCE_CHANGE_PASSWORD"
         groups = cognito.admin_list_groups_for_user(UserPoolId=pool_id, Username="bill")["Groups"]
         assert [group["GroupName"] for group in groups] == ["admin"]
+        # And the tenant got its record, with the defaults
+        record = dynamodb.get_item(
+            TableName=table_definition()["TableName"],
+            Key={"pk": {"S": "TENANT#initech|CONFIG"}, "sk": {"S": "CONFIG"}},
+        )["Item"]
+        assert (record["shards"]["N"], record["tier"]["S"], record["status"]["S"]) == ("1", "basic", "ACTIVE")
+        assert "1 shard(s), tier basic, ACTIVE" in out
         assert (
             main(["onboard", "--tenant", "initech", "--users", "x", "--stack", "missing", "--region", "eu-west-1"]) != 0
         )

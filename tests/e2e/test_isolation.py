@@ -277,4 +277,7 @@ def test_the_aggregator_role_reaches_aggregate_items_only(stack: RunningStack) -
     client.get_item(TableName=table, Key=aggregate)  # allowed (nothing there yet)
     ticket = {"pk": {"S": f"TENANT#{tenant}|TICKET#A"}, "sk": {"S": "SUMMARY"}}
     assert_denied(lambda: client.get_item(TableName=table, Key=ticket))
-    assert_denied(lambda: client.put_item(TableName=table, Item=aggregate))  # UpdateItem and GetItem only
+    client.put_item(TableName=table, Item=aggregate)  # its own items: counts and journals (put in transactions)
+    assert_denied(lambda: client.put_item(TableName=table, Item=ticket))
+    assert_denied(lambda: client.put_item(TableName=table, Item={**ticket, "pk": {"S": f"TENANT#{tenant}|CONFIG"}}))
+    assert_denied(lambda: client.delete_item(TableName=table, Key=aggregate))

@@ -4,13 +4,14 @@ lowest reported failure), plus the ways it may redeliver."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from local_stack.lambda_runtime import LambdaContext, function_specs, load_handler
 from local_stack.stream_source import lambda_record, stream_source
-from ops.reconcile import recount, stored_count
+from ops.reconcile import recount, stored_counts
 from support_tickets.keys import TicketStatus
 
 if TYPE_CHECKING:
@@ -75,7 +76,81 @@ class StreamHarness:
             )
 
     def counts(self, tenant_id: str) -> dict[TicketStatus, int]:
-        return {status: stored_count(self.dynamodb, self.table_name, tenant_id, status)[0] for status in TicketStatus}
+        stored = stored_counts(self.dynamodb, self.table_name, tenant_id)
+        return {status: stored[status][0] for status in TicketStatus}
 
     def truth(self, tenant_id: str) -> dict[TicketStatus, int]:
         return {status: recount(self.dynamodb, self.table_name, tenant_id, status) for status in TicketStatus}
+
+
+class Crash(RuntimeError):
+    """The invocation died (timeout, out of memory) after whatever it wrote landed."""
+
+
+@dataclass
+class ShardMapping:
+    """One shard of Lambda's event source mapping, with every way it redelivers.
+
+    ``checkpoint`` is the index of the first record not yet done. An invocation
+    gets ``records[checkpoint:checkpoint + n]`` (or a queued bisected half);
+    reported failures move the checkpoint to the lowest failed record; a
+    function error (``Crash``) retries the batch, bisected in two when
+    ``bisect`` is on; :meth:`lose_checkpoints` rewinds to an earlier checkpoint,
+    as when the mapping's committed position lags behind (records are then
+    delivered again, in new batch boundaries)."""
+
+    records: list[Record]
+    invoke: Callable[[list[Record]], list[str]]
+    bisect: bool = True
+    checkpoint: int = 0
+    committed: list[int] = field(default_factory=lambda: [0])
+    _halves: list[tuple[int, int]] = field(default_factory=list)
+    invocations: int = 0
+    crashes: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.checkpoint >= len(self.records) and not self._halves
+
+    def step(self, batch_size: int) -> None:
+        start, end = self._halves.pop(0) if self._halves else (self.checkpoint, self.checkpoint + batch_size)
+        end = min(end, len(self.records))
+        batch = self.records[start:end]
+        self.invocations += 1
+        try:
+            failed = self.invoke(batch)
+        except Crash:
+            self.crashes += 1
+            if self.bisect and len(batch) > 1:
+                middle = start + len(batch) // 2
+                self._halves[:0] = [(start, middle), (middle, end)]
+            else:
+                self._halves[:0] = [(start, end)]
+            return
+        if failed:
+            lowest = min(int(sequence) for sequence in failed)
+            self.checkpoint = next(
+                index
+                for index, record in enumerate(self.records)
+                if int(record["dynamodb"]["SequenceNumber"]) == lowest
+            )
+            self._halves.clear()
+        else:
+            self.checkpoint = end
+        self.committed.append(self.checkpoint)
+
+    def lose_checkpoints(self, how_many: int) -> None:
+        """The last ``how_many`` checkpoint commits never reached the mapping's store."""
+        if self._halves or how_many <= 0:
+            return
+        kept = self.committed[: max(1, len(self.committed) - how_many)]
+        self.committed = kept
+        self.checkpoint = kept[-1]
+
+
+def split_into_shards(records: list[Record], shards: int) -> list[list[Record]]:
+    """Records of one item stay in one shard, in order; shards interleave freely."""
+    by_shard: list[list[Record]] = [[] for _ in range(shards)]
+    for record in records:
+        by_shard[zlib.crc32(record["dynamodb"]["Keys"]["pk"]["S"].encode()) % shards].append(record)
+    return by_shard

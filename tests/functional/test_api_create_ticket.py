@@ -8,7 +8,7 @@ import re
 import pytest
 
 from support_tickets import keys
-from support_tickets.repository import TicketRepository
+from support_tickets.ticket_repository import TicketRepository
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot, ticket_items
 
@@ -135,8 +135,42 @@ def test_same_key_and_body_give_the_same_ticket_and_one_write(api: Api, user: Us
     assert [item["ticket_id"]["S"] for item in ticket_items(items)] == [first.body["ticket_id"]]
     # And the idempotency record lives under the caller's tenant prefix
     (record,) = [item for item in items if item["sk"]["S"] != "SUMMARY"]
-    assert record["pk"]["S"] == keys.idempotency_pk(user.tenant_id)
+    assert record["pk"]["S"] == keys.idempotency_pk(user.tenant_id, f"{user.username}\x1fkey-1")
+    assert record["pk"]["S"].startswith(f"TENANT#{user.tenant_id}|IDEMPOTENCY#")
     assert int(record["expiration"]["N"]) > 0
+
+
+def test_another_user_of_the_tenant_with_the_same_key_gets_their_own_ticket(api: Api, user: User) -> None:
+    # Given alice created a ticket with a key
+    first = create_with_key(api, user, "shared-key")
+    # When bob, of the same tenant, sends the same key and body
+    bob = User(user.tenant_id, "bob")
+    second = create_with_key(api, bob, "shared-key")
+    # Then bob gets a ticket of his own, never alice's
+    assert second.status == 201
+    assert second.body["ticket_id"] != first.body["ticket_id"]
+    assert second.body["created_by"] == "bob"
+    assert first.body["created_by"] == user.username
+
+
+def test_a_replay_after_the_ticket_was_deleted_is_404(api: Api, user: User, admin: User) -> None:
+    # Given a ticket created with a key, then deleted by an admin
+    first = create_with_key(api, user, "key-1")
+    assert api.call("delete", admin, ticket_id=first.body["ticket_id"]).status == 204
+    # When the client replays the request
+    replay = create_with_key(api, user, "key-1")
+    # Then it is told what a read would say, not the stored copy of a deleted ticket
+    assert_error(replay, 404, "TICKET_NOT_FOUND")
+
+
+def test_a_replay_answers_the_tickets_current_state(api: Api, user: User) -> None:
+    first = create_with_key(api, user, "key-1")
+    ticket_id = first.body["ticket_id"]
+    assert api.call("update", user, ticket_id=ticket_id, body={"status": "CLOSED"}).status == 200
+    replay = create_with_key(api, user, "key-1")
+    assert replay.status == 201
+    assert replay.body["ticket_id"] == ticket_id
+    assert (replay.body["status"], replay.body["version"]) == ("CLOSED", 2)
 
 
 def test_same_key_with_another_body_is_409_and_writes_nothing(api: Api, user: User, snapshot: Snapshot) -> None:

@@ -24,7 +24,7 @@ from local_stack.template import PROJECT_ROOT, table_definition
 from ops import sample_events
 from support_tickets import keys
 from support_tickets.models import TicketItem
-from support_tickets.repository import to_item
+from support_tickets.table import to_item
 from tests.conftest import TENANT_ROLE_ARN
 
 EVENTS_DIR = PROJECT_ROOT / "events"

@@ -101,9 +101,12 @@ def test_recount_uses_count_queries_on_gsi1_only(
     )
     reconcile(dynamodb, table_name, tenant)
     queries = [params for name, params in calls if name == "Query"]
-    assert {name for name, _ in calls} == {"Query", "GetItem"}
-    assert len(queries) == 3
-    assert all(params["Select"] == "COUNT" and params["IndexName"] == "GSI1" for params in queries)
+    assert {name for name, _ in calls} == {"Query", "GetItem"}  # GetItem: the tenant record
+    counting = [params for params in queries if "IndexName" in params]
+    assert len(counting) == 3
+    assert all(params["Select"] == "COUNT" and params["IndexName"] == "GSI1" for params in counting)
+    (stored,) = [params for params in queries if "IndexName" not in params]
+    assert stored["ExpressionAttributeValues"] == {":pk": {"S": keys.aggregate_pk(tenant)}}
 
 
 def test_cli_against_the_local_stack_state_file(
@@ -116,7 +119,7 @@ def test_cli_against_the_local_stack_state_file(
     tenant = random_tenant_id()
     seed(repo_for, harness, tenant)
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"endpoint_url": None, "table_name": table_name}))
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
     capsys.readouterr()
     # endpoint_url None: the client goes to "AWS", which moto intercepts in this test.
     exit_code = main(["--tenant", tenant, "--local", "--local-state", str(state)])

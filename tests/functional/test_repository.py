@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from support_tickets import keys
+from support_tickets.aggregate_repository import AggregateRepository
+from support_tickets.comment_repository import CommentRepository
 from support_tickets.errors import InvalidCursor, TicketNotFound, VersionMismatch
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
-from support_tickets.repository import TicketRepository
+from support_tickets.ticket_repository import TicketRepository
 from tests.conftest import RepoFactory, all_items, random_tenant_id
 
 if TYPE_CHECKING:
@@ -60,11 +62,11 @@ def test_another_tenants_ticket_is_not_found(repo_for: RepoFactory, owner: str, 
     with pytest.raises(TicketNotFound):
         other.get_ticket_summary(ticket_id)
     with pytest.raises(TicketNotFound):
-        other.get_ticket_with_comments(ticket_id, 25, None)
+        CommentRepository(other.table).get_ticket_with_comments(ticket_id, 25, None)
     with pytest.raises(TicketNotFound):
         other.update_ticket(ticket_id, {"title": "mine now"}, None)
     with pytest.raises(TicketNotFound):
-        other.add_comment(ticket_id, "mallory", "hello")
+        CommentRepository(other.table).add_comment(ticket_id, "mallory", "hello")
     with pytest.raises(TicketNotFound) as missing:
         other.change_status([ticket_id], TicketStatus.CLOSED)
     assert missing.value.details == {"missing_ticket_ids": [ticket_id]}
@@ -154,18 +156,18 @@ def test_comments_come_oldest_first_and_page(repo_for: RepoFactory) -> None:
     ticket_id = new_ticket(repo)
     bodies = [f"comment {n}" for n in range(7)]
     for body in bodies:
-        repo.add_comment(ticket_id, "bob", body)
+        CommentRepository(repo.table).add_comment(ticket_id, "bob", body)
     seen: list[str] = []
     cursor = None
     while True:
-        page = repo.get_ticket_with_comments(ticket_id, 3, cursor)
+        page = CommentRepository(repo.table).get_ticket_with_comments(ticket_id, 3, cursor)
         assert page.ticket.ticket_id == ticket_id
         seen.extend(comment.body for comment in page.comments)
         cursor = page.next_cursor
         if cursor is None:
             break
     assert seen == bodies
-    whole = repo.get_ticket_with_comments(ticket_id, 25, None)
+    whole = CommentRepository(repo.table).get_ticket_with_comments(ticket_id, 25, None)
     assert [comment.body for comment in whole.comments] == bodies
     assert whole.next_cursor is None
 
@@ -175,11 +177,11 @@ def test_comment_cursor_is_bound_to_the_ticket(repo_for: RepoFactory) -> None:
     first, second = new_ticket(repo), new_ticket(repo)
     for ticket_id in (first, second):
         for n in range(3):
-            repo.add_comment(ticket_id, "bob", f"c{n}")
-    cursor = repo.get_ticket_with_comments(first, 1, None).next_cursor
+            CommentRepository(repo.table).add_comment(ticket_id, "bob", f"c{n}")
+    cursor = CommentRepository(repo.table).get_ticket_with_comments(first, 1, None).next_cursor
     assert cursor is not None
     with pytest.raises(InvalidCursor):
-        repo.get_ticket_with_comments(second, 1, cursor)
+        CommentRepository(repo.table).get_ticket_with_comments(second, 1, cursor)
 
 
 def test_change_status_is_all_or_nothing(repo_for: RepoFactory, dynamodb: DynamoDBClient, table_name: str) -> None:
@@ -212,7 +214,7 @@ def test_delete_removes_summary_and_every_comment(
     keep = new_ticket(repo)
     ticket_id = new_ticket(repo)
     for n in range(60):  # more than two BatchWriteItem chunks
-        repo.add_comment(ticket_id, "bob", f"c{n}")
+        CommentRepository(repo.table).add_comment(ticket_id, "bob", f"c{n}")
     repo.delete_ticket(ticket_id)
     remaining = all_items(dynamodb, table_name)
     assert [item["pk"]["S"] for item in remaining] == [keys.ticket_pk(repo.tenant_id, keep)]
@@ -225,7 +227,7 @@ def test_comment_on_a_missing_ticket_writes_nothing(
 ) -> None:
     repo = repo_for(random_tenant_id())
     with pytest.raises(TicketNotFound):
-        repo.add_comment("01MISSING", "bob", "hello")
+        CommentRepository(repo.table).add_comment("01MISSING", "bob", "hello")
     assert all_items(dynamodb, table_name) == []
 
 
@@ -233,7 +235,7 @@ def test_aggregates_list_every_status_with_zero_default(
     repo_for: RepoFactory, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     repo = repo_for(random_tenant_id())
-    assert repo.get_aggregates().model_dump() == {
+    assert AggregateRepository(repo.table).get_aggregates().model_dump() == {
         "counts": {TicketStatus.OPEN: 0, TicketStatus.IN_PROGRESS: 0, TicketStatus.CLOSED: 0},
         "total": 0,
     }
@@ -245,6 +247,52 @@ def test_aggregates_list_every_status_with_zero_default(
         TableName=table_name,
         Item={"pk": {"S": keys.aggregate_pk("other")}, "sk": {"S": "OPEN"}, "count": {"N": "9"}},
     )
-    aggregates = repo.get_aggregates()
+    aggregates = AggregateRepository(repo.table).get_aggregates()
     assert aggregates.counts[TicketStatus.OPEN] == 4
     assert aggregates.total == 4
+
+
+def test_comments_past_dynamodbs_1_mb_page_are_all_returned(repo_for: RepoFactory) -> None:
+    # Given 31 comments of 10,000 emoji each (about 1.2 MB: more than one DynamoDB page)
+    repo = repo_for(random_tenant_id())
+    ticket_id = new_ticket(repo)
+    comments = CommentRepository(repo.table)
+    for n in range(31):
+        comments.add_comment(ticket_id, "bob", chr(0x1F600 + n) * 10_000)
+    # When a client asks for up to 100 of them
+    page = comments.get_ticket_with_comments(ticket_id, 100, None)
+    # Then it gets all of them (the read followed DynamoDB's continuation) and the ticket
+    assert len(page.comments) == 31
+    assert page.next_cursor is None
+    assert page.ticket.ticket_id == ticket_id
+    # And paging in smaller pages past the 1 MB boundary skips nothing either
+    seen: list[str] = []
+    cursor = None
+    while True:
+        part = comments.get_ticket_with_comments(ticket_id, 20, cursor)
+        seen.extend(comment.comment_id for comment in part.comments)
+        cursor = part.next_cursor
+        if cursor is None:
+            break
+    assert seen == [comment.comment_id for comment in page.comments]
+
+
+def test_a_start_key_dynamodb_refuses_is_an_invalid_cursor_not_a_500(
+    repo_for: RepoFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    repo = repo_for(random_tenant_id())
+    for _ in range(3):
+        new_ticket(repo)
+    cursor = repo.list_tickets_by_status(TicketStatus.OPEN, None, 1, None).next_cursor
+    real_call = repo.table.call
+
+    def refusing(operation: str, **kwargs: object) -> object:
+        if "ExclusiveStartKey" in kwargs:
+            raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad key"}}, "Query")
+        return real_call(operation, **kwargs)
+
+    monkeypatch.setattr(type(repo.table), "call", lambda self, operation, **kwargs: refusing(operation, **kwargs))
+    with pytest.raises(InvalidCursor):
+        repo.list_tickets_by_status(TicketStatus.OPEN, None, 1, cursor)

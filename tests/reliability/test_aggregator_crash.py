@@ -43,8 +43,8 @@ class Crash(RuntimeError):
 
 @dataclass
 class CrashingWrites:
-    """The aggregator's DynamoDB client; in a chosen invocation, the write after
-    ``crash_after`` landed writes lands and then the invocation crashes."""
+    """The aggregator's DynamoDB client; in a chosen invocation, the transaction
+    after ``crash_after`` landed ones lands and then the invocation crashes."""
 
     client: DynamoDBClient
     rng: random.Random
@@ -57,8 +57,8 @@ class CrashingWrites:
         self.writes_this_invocation = 0
         self.crash_after = self.rng.randint(0, 3) if self.budget > 0 and self.rng.random() < 0.6 else None
 
-    def update_item(self, **kwargs: Any) -> Any:
-        response = self.client.update_item(**kwargs)
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        response = self.client.transact_write_items(**kwargs)
         self.writes_this_invocation += 1
         if self.crash_after is not None and self.writes_this_invocation > self.crash_after:
             self.budget -= 1
@@ -77,7 +77,11 @@ def test_crashes_after_partial_writes_then_lambda_retries_counts_stay_exact(
     rng = random.Random(SEED)
     handler = aggregator()
     writes = CrashingWrites(aggregator_client(), random.Random(SEED + 1))
-    monkeypatch.setattr(sys.modules[handler.__module__], "aggregator_client", lambda: writes)
+    module = sys.modules[handler.__module__]
+    monkeypatch.setattr(module, "aggregator_client", lambda: writes)
+    # Transactions of at most 2 count items: an invocation writes several, so it can die between them.
+    ledger = module.CountLedger
+    monkeypatch.setattr(module, "CountLedger", lambda **kwargs: ledger(**kwargs, max_transaction_items=3))
     invocations: list[int] = []
 
     def invoke(event: dict[str, Any]) -> Any:

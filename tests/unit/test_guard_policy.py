@@ -99,6 +99,32 @@ def test_index_and_table_only() -> None:
     assert decide(TENANT_ROLE, other_table) is iam.Decision.IMPLICIT_DENY
 
 
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1"), ("a", "a-b")])
+@pytest.mark.parametrize("shard", [None, 0, 3, 63])
+def test_sharded_index_keys_are_the_tenants_own_and_no_one_elses(tenant: str, other: str, shard: int | None) -> None:
+    from support_tickets import keys
+
+    own = keys.tenant_status(tenant, "OPEN", shard)
+    foreign = keys.tenant_status(other, "OPEN", shard)
+    assert decide(TENANT_ROLE, tenant_request("Query", [own], tenant, INDEX_ARN)) is iam.Decision.ALLOW
+    assert decide(TENANT_ROLE, tenant_request("Query", [foreign], tenant, INDEX_ARN)) is iam.Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
+@pytest.mark.parametrize("tenant", ["1", "10", "acme"])
+def test_tenant_credentials_can_read_but_never_write_their_tenant_record(action: str, tenant: str) -> None:
+    record = f"TENANT#{tenant}|CONFIG"
+    assert decide(TENANT_ROLE, tenant_request("GetItem", [record], tenant)) is iam.Decision.ALLOW
+    assert decide(TENANT_ROLE, tenant_request(action, [record], tenant)) is iam.Decision.EXPLICIT_DENY
+    # the deny is about the record only: the tenant's other items stay writable
+    assert decide(TENANT_ROLE, tenant_request(action, [f"TENANT#{tenant}|TICKET#a"], tenant)) is iam.Decision.ALLOW
+
+
+def test_a_batch_that_slips_a_tenant_record_in_is_denied_whole() -> None:
+    keys_written = ["TENANT#1|TICKET#a", "TENANT#1|CONFIG"]
+    assert decide(TENANT_ROLE, tenant_request("BatchWriteItem", keys_written, "1")) is iam.Decision.EXPLICIT_DENY
+
+
 def test_api_function_role_cannot_touch_items() -> None:
     assert decide(API_ROLE, tenant_request("GetItem", ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
 
@@ -109,7 +135,12 @@ def test_aggregator_role_reaches_only_aggregate_items_and_the_stream() -> None:
         return decide(AGGREGATOR_ROLE, iam.Request(f"dynamodb:{action}", resource, context))
 
     assert aggregator("UpdateItem", ["TENANT#1|AGGREGATE"]) is iam.Decision.ALLOW
+    assert aggregator("PutItem", ["TENANT#1|AGGREGATE#JOURNAL#7"]) is iam.Decision.ALLOW
+    assert aggregator("GetItem", ["TENANT#1|AGGREGATE#JOURNAL#7"]) is iam.Decision.ALLOW
     assert aggregator("UpdateItem", ["TENANT#1|TICKET#a"]) is iam.Decision.IMPLICIT_DENY
+    assert aggregator("PutItem", ["TENANT#1|TICKET#a"]) is iam.Decision.IMPLICIT_DENY
+    assert aggregator("PutItem", ["TENANT#1|CONFIG"]) is iam.Decision.IMPLICIT_DENY
+    assert aggregator("PutItem", ["TENANT#1|AGGREGATEX"]) is iam.Decision.IMPLICIT_DENY
     assert aggregator("Query", ["TENANT#1|AGGREGATE"]) is iam.Decision.IMPLICIT_DENY
     assert aggregator("GetRecords", None, STREAM_ARN) is iam.Decision.ALLOW
     assert aggregator("GetRecords", None, TABLE_ARN + "/stream/other") is iam.Decision.IMPLICIT_DENY

@@ -30,7 +30,18 @@ def test_tenant_1_prefix_does_not_prefix_tenant_10_keys() -> None:
 
 @given(VALID_TENANTS, VALID_TENANTS)
 def test_no_tenant_prefix_is_a_prefix_of_another_tenants_keys(a: str, b: str) -> None:
-    for key in (keys.ticket_pk(b, "T1"), keys.tenant_status(b, "OPEN"), keys.aggregate_pk(b), keys.idempotency_pk(b)):
+    every_key = (
+        keys.ticket_pk(b, "T1"),
+        keys.tenant_status(b, "OPEN"),
+        keys.tenant_status(b, "OPEN", 63),
+        *keys.status_partitions(b, "CLOSED", [1, 4, 64]),
+        keys.aggregate_pk(b),
+        keys.aggregate_journal_key(b, "0123abcd")["pk"]["S"],
+        keys.idempotency_pk(b, "alice\x1fkey"),
+        *keys.idempotency_partitions(b),
+        keys.tenant_config_key(b)["pk"]["S"],
+    )
+    for key in every_key:
         assert key.startswith(keys.tenant_prefix(a)) == (a == b)
         assert keys.tenant_of_key(key) == b
 
@@ -40,7 +51,58 @@ def test_every_key_has_the_tenant_prefix() -> None:
     assert keys.ticket_pk("acme", "01J") == prefix + "TICKET#01J"
     assert keys.tenant_status("acme", TicketStatus.IN_PROGRESS) == prefix + "IN_PROGRESS"
     assert keys.aggregate_pk("acme") == prefix + "AGGREGATE"
-    assert keys.idempotency_pk("acme") == prefix + "IDEMPOTENCY"
+    assert keys.idempotency_pk("acme", "alice\x1fk1").startswith(prefix + "IDEMPOTENCY#")
+    assert keys.tenant_config_key("acme") == {"pk": {"S": prefix + "CONFIG"}, "sk": {"S": "CONFIG"}}
+    assert keys.aggregate_journal_key("acme", "e1")["pk"]["S"].startswith(prefix + "AGGREGATE#JOURNAL#")
+
+
+def test_one_shard_keeps_the_anchor_blogs_keys_exactly() -> None:
+    assert keys.ticket_tenant_status("acme", "OPEN", "01JD3Z8W1X4K6M9P2R5T7V0BQE", 1) == "TENANT#acme|OPEN"
+    assert keys.status_partitions("acme", "OPEN", [1]) == ["TENANT#acme|OPEN"]
+
+
+@given(st.from_regex(r"\A[0-9A-Za-z_-]{1,64}\Z"), st.integers(2, keys.MAX_SHARDS))
+def test_a_tickets_shard_comes_from_its_id_alone(ticket_id: str, shards: int) -> None:
+    shard = keys.ticket_shard(ticket_id, shards)
+    assert 0 <= shard < shards
+    assert keys.ticket_shard(ticket_id, shards) == shard
+    placed = keys.ticket_tenant_status("t1", "IN_PROGRESS", ticket_id, shards)
+    assert placed == f"TENANT#t1|IN_PROGRESS#{shard}"
+    assert placed in keys.status_partitions("t1", "IN_PROGRESS", [shards])
+    assert keys.status_from_tenant_status(placed) is TicketStatus.IN_PROGRESS
+
+
+def test_shards_spread_tickets_evenly() -> None:
+    counts = [0] * 16
+    for n in range(16_000):
+        counts[keys.ticket_shard(f"01JD3Z8W1X4K6M9P2R5T{n:06d}", 16)] += 1
+    assert min(counts) > 800  # 1,000 expected in each
+    assert max(counts) < 1200
+
+
+def test_partitions_of_several_shard_counts_are_each_read_once() -> None:
+    partitions = keys.status_partitions("a", "OPEN", [4, 1, 8, 4])
+    assert partitions == ["TENANT#a|OPEN", *[f"TENANT#a|OPEN#{k}" for k in range(8)]]
+
+
+@pytest.mark.parametrize("shards", [0, 65, -1, True, 2.0, "4", None])
+def test_shard_counts_outside_1_to_64_are_refused(shards: object) -> None:
+    with pytest.raises(ValueError, match="shard count"):
+        keys.validate_shard_count(shards)
+
+
+def test_idempotency_records_spread_over_many_partitions() -> None:
+    used = {keys.idempotency_pk("acme", f"alice\x1fkey-{n}") for n in range(2000)}
+    assert used == set(keys.idempotency_partitions("acme"))
+    assert len(used) == keys.IDEMPOTENCY_BUCKETS
+
+
+def test_aggregate_items_of_a_status_are_read_back_as_that_status() -> None:
+    for status in TicketStatus:
+        assert keys.status_from_aggregate_sk(keys.aggregate_sk(status)) is status
+        for slot in range(keys.AGGREGATE_SLOTS):
+            assert keys.status_from_aggregate_sk(keys.aggregate_sk(status, slot)) is status
+    assert keys.status_from_aggregate_sk("rev") is None
 
 
 def test_status_round_trips_through_tenant_status() -> None:

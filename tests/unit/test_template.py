@@ -153,8 +153,7 @@ def tenant_role() -> dict[str, Any]:
 
 
 def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> None:
-    (statement,) = all_role_statements(tenant_role())
-    assert statement["Effect"] == "Allow"
+    (statement,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Allow"]
     assert set(statement["Action"]) == ITEM_ACTIONS
     condition = statement["Condition"]
     assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#${aws:PrincipalTag/TenantId}|*"]
@@ -163,6 +162,16 @@ def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> 
     assert "SupportTicketTable" in resources_json
     assert "/index/GSI1" in resources_json
     assert "/index/*" not in resources_json
+
+
+def test_tenant_credentials_can_never_write_a_tenant_record() -> None:
+    (deny,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"]
+    assert set(deny["Action"]) >= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    assert set(deny["Action"]) >= {"dynamodb:BatchWriteItem"}
+    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|CONFIG"]}}
+    assert "SupportTicketTable" in json.dumps(deny["Resource"])
+    # Reading it stays allowed: GetItem is not denied.
+    assert "dynamodb:GetItem" not in deny["Action"]
 
 
 def test_no_policy_anywhere_allows_scan_or_wildcards() -> None:
@@ -192,8 +201,11 @@ def test_aggregator_can_write_only_aggregate_items() -> None:
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     item_statements = [s for s in table_statements if "dynamodb:UpdateItem" in as_list(s["Action"])]
     (items,) = item_statements
-    assert set(items["Action"]) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
-    assert items["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#*|AGGREGATE"]
+    assert set(items["Action"]) == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+    assert items["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
+        "TENANT#*|AGGREGATE",
+        "TENANT#*|AGGREGATE#JOURNAL#*",
+    ]
     assert items["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
     others = [s for s in table_statements if s is not items]
     for statement in others:
@@ -266,7 +278,7 @@ def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
 
 
 def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
-    """The aggregator remembers applied record ids for REPLAY_HORIZON_SECONDS;
+    """The aggregator keeps its delivery journals for REPLAY_HORIZON_SECONDS;
     the event source never redelivers a record older than MaximumRecordAgeInSeconds."""
     function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
     (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
@@ -274,3 +286,16 @@ def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
     max_age = int(mapping["Properties"]["MaximumRecordAgeInSeconds"])
     assert max_age > 0
     assert horizon >= max_age + 600  # margin for clock skew between records and the function
+
+
+def test_a_batch_journal_stays_far_below_40_kb() -> None:
+    """A journal lists one batch's records: ``<eventID> <tenant>`` each (32 + 1 + at
+    most 63 characters, one byte of list overhead), so BatchSize bounds its size."""
+    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
+    batch_size = int(mapping["Properties"]["BatchSize"])
+    assert batch_size * (32 + 1 + 63 + 1) + 200 < 40_000
+
+
+def test_the_aggregator_sends_poison_to_its_failure_queue() -> None:
+    function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
+    assert function["Environment"]["Variables"]["FAILURE_QUEUE_URL"] == {"Ref": "AggregateCountsFailureQueue"}

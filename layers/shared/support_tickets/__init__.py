@@ -7,6 +7,14 @@ Modules, from the outside in:
 - ``identity``: who is calling (tenant, user, admin) from the authorizer claims.
 - ``session``: tenant-scoped DynamoDB clients (AssumeRole + ``TenantId`` tag),
   cached per tenant in the warm container.
-- ``repository``: every access pattern of the single-table model.
+- ``tickets``: the domain: what each route does, for a caller.
+- ``table``: a tenant's view of the table, the one call path to DynamoDB and
+  its error mapping; every repository below works through it.
+- ``ticket_repository`` (tickets, GSI1 lists over the tenant's shards with
+  ``listing``), ``comment_repository``, ``aggregate_repository``: one module
+  per entity.
+- ``tenant_registry``: the tenant record (shard count, tier, status), read
+  with a short per-container cache.
+- ``aggregation``: the stream function's exactly-once counting.
 - ``keys``: the one module that formats ``TENANT#<t>|...`` keys.
 """

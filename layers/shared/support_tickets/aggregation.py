@@ -1,55 +1,68 @@
-"""Exactly-once ticket counts per (tenant, status), from the table's stream.
+"""Exactly-once ticket counts per (tenant, status), from the table's stream,
+with bookkeeping whose size never grows with a tenant's change rate.
 
-The stream function hands every ticket-summary record to :class:`CountLedger`,
-which turns it into count changes (INSERT +1 to the new status, REMOVE -1 from
-the old one, MODIFY -1/+1 when the status moved) and folds a whole batch into
-one write per touched ``TENANT#<t>|AGGREGATE`` / ``<STATUS>`` item.
+The stream function turns each ticket-summary record into count changes
+(INSERT +1 to the new status, REMOVE -1 from the old one, MODIFY -1/+1 when
+the status moved) and :class:`CountLedger` applies a delivery (one Lambda
+invocation's records) as a few atomic transactions.
 
 Why a plain ``ADD`` is not enough: Lambda delivers stream records at least
-once. With ReportBatchItemFailures it retries a batch from the lowest failed
-record, possibly with newer records appended; with BisectBatchOnFunctionError
-it retries halves; and batches of several shards update the same aggregate
-item concurrently. The textbook fix, a per-shard sequence-number watermark on
-the aggregate item, is not available: Lambda's DynamoDB Streams events carry
-no shard id (``eventID`` is an opaque hash), and sequence numbers of different
-shards are not comparable.
+once. It redelivers from a shard's checkpoint: the same batch again (after a
+function error, or when a checkpoint was lost), possibly with newer records
+appended; a suffix starting at the lowest record reported in
+``batchItemFailures``; the halves of a batch after a function error
+(``BisectBatchOnFunctionError``), also when the error (a timeout) came after
+our writes committed. Batches of several shards update the same counts
+concurrently, and Lambda's DynamoDB events carry no shard id.
 
-The scheme, per aggregate item and per batch:
+The scheme: a **delivery journal**. A checkpoint is always a record at which
+an earlier delivery began, or the first record we reported as failed. So:
 
-1. Every write also adds the ids of the records it applied to the item's
-   string set ``applied`` (``"<creation epoch>#<eventID>"``, unique per record
-   and identical on every redelivery) in the same ``UpdateItem``.
-2. A batch comes from one shard, in order, and a pair's write applies all of
-   its records in the batch or none. So the records of a pair that were
-   already applied always form a *prefix* of that pair's records in any
-   redelivered batch (by induction over retries). The fast path therefore
-   only needs to know whether the pair's *first* record was applied:
-   ``ADD count :delta, applied :ids`` with the condition
-   ``NOT contains(applied, :first)`` (plus a size cap). One write, no read.
-3. If the condition fails (a redelivery, or the set is due for pruning), the
-   slow path reads the item consistently, applies only the records not yet
-   in ``applied``, drops ids older than the replay horizon (records older than
-   the event source's ``MaximumRecordAgeInSeconds`` are never delivered again)
-   and writes with an optimistic lock on ``rev``.
+1. Records are applied in order, in *chunks* (a prefix of the remaining
+   records touching at most 99 count items). Each chunk is one
+   ``TransactWriteItems``: one ``ADD`` per (tenant, status) it touches, plus a
+   journal item created for it (``attribute_not_exists``), keyed by the
+   chunk's first record and listing the ids of all its records in order. All
+   of it lands or none of it does.
+2. A delivery starting at a record that has a journal is a redelivery: the
+   ledger walks the journals (each one ends where the next chunk began) and
+   skips every record they list, then applies what follows as new chunks.
+3. A delivery that ends inside a journaled range (the first half of a
+   bisected batch) carries the rest forward: it writes the journal of its
+   next record (the next delivery's first), listing the rest of the range.
+4. A chunk that fails is reported from its first record on, and nothing from
+   there on was applied: the retry starts at a record with no journal.
 
-Every touched pair is written even when its net delta is 0 (a +1 and a -1 in
-the same batch): the record ids must be remembered, or a retry starting
-between them would count only one. Writes per batch = distinct (tenant,
-status) pairs touched. Counts stay exact under any replay of a batch or a
-suffix of it, any number of times, across shards; records the event source
-gives up on (after its retries, in the on-failure queue) are what
-``ops.reconcile`` repairs.
+What any item holds is bounded by the batch size: a journal lists at most
+``BatchSize`` records (250: under 25 KB), a count item holds a count and a
+revision. Journals expire with the ``expiration`` TTL after the replay
+horizon (``REPLAY_HORIZON_SECONDS``, longer than the event source's
+``MaximumRecordAgeInSeconds``, after which nothing is redelivered).
+
+Costs: one write per (tenant, status) per chunk (a batch is one chunk unless
+it touches more than 99 pairs) plus one journal item per chunk, all
+transactional (twice the WCU of standard writes). A count change that nets to
+zero within a chunk writes nothing.
+
+Poison records (not a ticket summary of its own tenant, e.g. a summary whose
+``tenant_status`` names another tenant than its key) are never counted: they
+are logged, counted in a metric and sent to the failure queue by the
+function itself, and then treated as processed, so one bad record can't stall
+a shard. Records whose key holds no valid tenant id can't be journaled (every
+key of the table starts with a tenant); they are only ever poison.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -60,24 +73,41 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# Above this many remembered record ids the fast path steps aside and the slow
-# path prunes (about 45 bytes an id: ~180 KB, half the 400 KB item limit).
-APPLIED_SET_CAP = 4000
-SLOW_PATH_ATTEMPTS = 5
-DEFAULT_REPLAY_HORIZON_SECONDS = 4500
+DEFAULT_REPLAY_HORIZON_SECONDS: Final = 4500
+MAX_TRANSACTION_ITEMS: Final = 100
+# Conflicts with another shard's transaction on the same count item: retried here
+# (nothing was applied), then reported so that Lambda retries the records.
+TRANSACTION_ATTEMPTS: Final = 4
 
 
 class PoisonRecord(ValueError):
     """A record that can never be counted (not a valid ticket summary)."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
+class JournalMismatch(RuntimeError):
+    """A journal disagrees with the records delivered: never guess, never count."""
+
+
+@dataclass(frozen=True, slots=True)
 class CountChange:
-    sequence: int  # position in the shard: records of one batch are ordered by it
-    record_id: str  # "<creation epoch>#<eventID>", the same on every redelivery
     tenant_id: str
     status: TicketStatus
     delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRecord:
+    """What the ledger needs of one stream record."""
+
+    event_id: str
+    sequence_number: str
+    tenant_id: str | None  # from the record's key; None if it holds no valid tenant
+    changes: tuple[CountChange, ...] = ()
+    poison: str | None = None
+
+    @property
+    def entry(self) -> str:
+        return f"{self.event_id} {self.tenant_id or ''}"
 
 
 def _status_of(image: Mapping[str, Any] | None, tenant_id: str) -> TicketStatus | None:
@@ -85,59 +115,58 @@ def _status_of(image: Mapping[str, Any] | None, tenant_id: str) -> TicketStatus 
         return None
     value = image.get("tenant_status")
     if not isinstance(value, str) or not value.startswith(keys.tenant_prefix(tenant_id)):
-        raise PoisonRecord("ticket summary without a tenant_status of its own tenant")
+        raise PoisonRecord("ticket summary whose tenant_status is not of its own tenant")
     try:
         return keys.status_from_tenant_status(value)
     except ValueError as exc:
-        raise PoisonRecord(f"unknown status in {value!r}") from exc
+        raise PoisonRecord(f"unknown status in {value[:100]!r}") from exc
 
 
-def changes_from_record(
+def ledger_record(
     *,
     event_name: str,
     sequence_number: str,
     event_id: str,
-    created_epoch: float | int,
     keys_image: Mapping[str, Any],
     old_image: Mapping[str, Any] | None,
     new_image: Mapping[str, Any] | None,
-) -> list[CountChange]:
-    """The count changes one ticket-summary stream record stands for."""
+) -> LedgerRecord:
+    """One ticket-summary stream record as count changes, or as poison."""
     pk, sk = keys_image.get("pk"), keys_image.get("sk")
-    if not isinstance(pk, str) or sk != keys.SUMMARY_SK:
-        raise PoisonRecord("not a ticket summary")
+    tenant_id: str | None = None
     try:
-        tenant_id = keys.tenant_of_key(pk)
-        sequence = int(sequence_number)
-    except ValueError as exc:
-        raise PoisonRecord(str(exc)) from exc
-    old_status = _status_of(old_image, tenant_id) if event_name in {"MODIFY", "REMOVE"} else None
-    new_status = _status_of(new_image, tenant_id) if event_name in {"INSERT", "MODIFY"} else None
-    if event_name not in {"INSERT", "MODIFY", "REMOVE"}:
-        raise PoisonRecord(f"unknown event {event_name!r}")
-    if (event_name != "INSERT" and old_status is None) or (event_name != "REMOVE" and new_status is None):
-        raise PoisonRecord("the stream must carry NEW_AND_OLD_IMAGES")
-    if old_status == new_status:
-        return []
-    record_id = f"{int(created_epoch)}#{event_id}"
-    made = []
-    if old_status is not None:
-        made.append(CountChange(sequence, record_id, tenant_id, old_status, -1))
-    if new_status is not None:
-        made.append(CountChange(sequence, record_id, tenant_id, new_status, +1))
-    return made
+        if not isinstance(pk, str) or sk != keys.SUMMARY_SK:
+            raise PoisonRecord("not a ticket summary")
+        try:
+            tenant_id = keys.tenant_of_key(pk)
+        except ValueError as exc:
+            raise PoisonRecord("a key without a valid tenant") from exc
+        if event_name not in {"INSERT", "MODIFY", "REMOVE"}:
+            raise PoisonRecord(f"unknown event {event_name[:20]!r}")
+        old_status = _status_of(old_image, tenant_id) if event_name in {"MODIFY", "REMOVE"} else None
+        new_status = _status_of(new_image, tenant_id) if event_name in {"INSERT", "MODIFY"} else None
+        if (event_name != "INSERT" and old_status is None) or (event_name != "REMOVE" and new_status is None):
+            raise PoisonRecord("the stream must carry NEW_AND_OLD_IMAGES")
+    except PoisonRecord as exc:
+        return LedgerRecord(event_id, sequence_number, tenant_id, poison=str(exc))
+    changes: list[CountChange] = []
+    if old_status != new_status:
+        if old_status is not None:
+            changes.append(CountChange(tenant_id, old_status, -1))
+        if new_status is not None:
+            changes.append(CountChange(tenant_id, new_status, +1))
+    return LedgerRecord(event_id, sequence_number, tenant_id, tuple(changes))
 
 
-def changes_from_stream_record(record: DynamoDBRecord) -> list[CountChange]:
-    """:func:`changes_from_record` for a record as Lambda delivers it (Powertools' data class)."""
+def ledger_record_from_stream(record: DynamoDBRecord) -> LedgerRecord:
+    """:func:`ledger_record` for a record as Lambda delivers it (Powertools' data class)."""
     stream = record.dynamodb
-    if stream is None or record.event_name is None or stream.sequence_number is None:
+    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
         raise PoisonRecord("incomplete stream record")
-    return changes_from_record(
+    return ledger_record(
         event_name=record.event_name.name,
         sequence_number=stream.sequence_number,
-        event_id=record.event_id or "",
-        created_epoch=stream.approximate_creation_date_time or 0,
+        event_id=record.event_id,
         keys_image=stream.keys,
         old_image=stream.old_image,
         new_image=stream.new_image,
@@ -145,115 +174,223 @@ def changes_from_stream_record(record: DynamoDBRecord) -> list[CountChange]:
 
 
 @dataclass
-class PairResult:
-    records: int
+class Journal:
+    start: int  # index in the delivery of the journal's first record
+    entries: list[str]
+
+
+@dataclass
+class ApplyResult:
+    """``applied``: how many leading records of the delivery are done (applied
+    now or before); the rest must be reported as failures."""
+
     applied: int
-    writes: int
-    slow_path: bool
+    transactions: int = 0
+    count_writes: int = 0
+    journal_writes: int = 0
+    journal_reads: int = 0
+    skipped: int = 0
+    poison: int = 0
+
+
+PoisonHandler = Callable[[LedgerRecord], None]
 
 
 @dataclass
 class CountLedger:
-    """Folds a batch's count changes and applies them, one write per pair."""
+    """Applies one delivery's records exactly once (see the module docstring)."""
 
     table_name: str
     client: DynamoDBClient
+    on_poison: PoisonHandler
     replay_horizon_seconds: int = DEFAULT_REPLAY_HORIZON_SECONDS
-    clock: Any = time.time
-    _pairs: dict[tuple[str, TicketStatus], list[CountChange]] = field(default_factory=lambda: defaultdict(list))
-    _sequences_by_record: dict[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.time
+    max_transaction_items: int = MAX_TRANSACTION_ITEMS
+    sleep: Callable[[float], None] = time.sleep
+    _result: ApplyResult = field(default_factory=lambda: ApplyResult(0))
 
-    def add(self, changes: Iterable[CountChange]) -> None:
-        for change in changes:
-            self._pairs[(change.tenant_id, change.status)].append(change)
-            # Stream sequence numbers are canonical decimal integers.
-            self._sequences_by_record[change.record_id] = str(change.sequence)
+    def apply(self, records: Sequence[LedgerRecord]) -> ApplyResult:
+        self._result = result = ApplyResult(0)
+        position = 0
+        # Poison is queued before its chunk's transaction; with poison about, ask
+        # first whether the delivery is a redelivery, so it is queued only once.
+        optimistic = not any(record.poison for record in records)
+        while position < len(records):
+            journal = self._read_journal(records, position, optimistic=optimistic)
+            if journal is None:
+                applied = self._apply_new(records, position)
+                if applied is None:  # its first chunk found a journal: a redelivery after all
+                    journal = self._read_journal(records, position, optimistic=False)
+                    if journal is None:
+                        raise JournalMismatch("a journal was reported and then not found")
+                else:
+                    result.applied = applied
+                    return result
+            position = self._skip(records, journal)
+        result.applied = len(records)
+        return result
 
-    @property
-    def pairs(self) -> int:
-        return len(self._pairs)
+    # ------------------------------------------------------------ journals
+    def _journal_key(self, records: Sequence[LedgerRecord], start: int) -> dict[str, Any] | None:
+        tenant = next((record.tenant_id for record in records[start:] if record.tenant_id), None)
+        return None if tenant is None else keys.aggregate_journal_key(tenant, records[start].event_id)
 
-    def apply(self) -> list[str]:
-        """Write every pair; return the sequence numbers of the records whose
-        pair could not be written (to report as batch item failures)."""
-        failed: list[str] = []
-        for (tenant_id, status), changes in self._pairs.items():
-            try:
-                self.apply_pair(tenant_id, status, sorted(changes))
-            except (ClientError, BotoCoreError):
-                failed.extend(self._sequences_by_record[change.record_id] for change in changes)
-        return failed
+    def _read_journal(self, records: Sequence[LedgerRecord], start: int, *, optimistic: bool = True) -> Journal | None:
+        if start == 0 and optimistic:
+            return None  # the first chunk's transaction finds out: no read when the delivery is new
+        key = self._journal_key(records, start)
+        if key is None:
+            return None
+        self._result.journal_reads += 1
+        item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            return None
+        return Journal(start, [str(value["S"]) for value in item["records"]["L"]])
 
-    def apply_pair(self, tenant_id: str, status: TicketStatus, changes: list[CountChange]) -> PairResult:
-        key = {"pk": {"S": keys.aggregate_pk(tenant_id)}, "sk": {"S": status.value}}
-        names = {"#count": "count", "#applied": "applied", "#rev": "rev"}
-        ids = sorted({change.record_id for change in changes})
+    def _skip(self, records: Sequence[LedgerRecord], journal: Journal) -> int:
+        """Skip the records ``journal`` lists; carry the rest forward if the delivery ends inside it."""
+        listed = journal.entries
+        delivered = [record.entry for record in records[journal.start : journal.start + len(listed)]]
+        if listed[: len(delivered)] != delivered:
+            raise JournalMismatch("the journal does not list the records delivered from its first one")
+        self._result.skipped += len(delivered)
+        end = journal.start + len(delivered)
+        if len(listed) > len(delivered):
+            self._carry_forward(listed[len(delivered) :])
+        return end
+
+    def _carry_forward(self, rest: list[str]) -> None:
+        """The next delivery starts with ``rest`` (they were applied): journal them at its first record."""
+        pending = [_from_entry(entry) for entry in rest]
+        key = self._journal_key(pending, 0)
+        if key is None:
+            return  # only records without a tenant: poison, nothing was counted
+        self._result.journal_writes += 1
         try:
-            self.client.update_item(
+            self.client.put_item(
                 TableName=self.table_name,
-                Key=key,
-                UpdateExpression="ADD #count :delta, #applied :ids, #rev :one",
-                ConditionExpression=(
-                    "attribute_not_exists(#applied) OR (size(#applied) < :cap AND NOT contains(#applied, :first))"
-                ),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues={
-                    ":delta": {"N": str(sum(change.delta for change in changes))},
-                    ":ids": {"SS": ids},
-                    ":one": {"N": "1"},
-                    ":cap": {"N": str(APPLIED_SET_CAP)},
-                    ":first": {"S": changes[0].record_id},
-                },
+                Item=self._journal_item(key, rest),
+                ConditionExpression="attribute_not_exists(pk)",
             )
-            return PairResult(records=len(changes), applied=len(changes), writes=1, slow_path=False)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
-        return self._apply_pair_slowly(key, names, changes)
+            # Written by an earlier attempt of this same delivery: it must say the same.
+            item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)["Item"]
+            stored = [str(value["S"]) for value in item["records"]["L"]]
+            if stored[: len(rest)] != rest[: len(stored)]:
+                raise JournalMismatch("a carried-forward journal disagrees") from exc
 
-    def _apply_pair_slowly(self, key: dict[str, Any], names: dict[str, str], changes: list[CountChange]) -> PairResult:
-        for _ in range(SLOW_PATH_ATTEMPTS):
-            item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item", {})
-            remembered = set(item.get("applied", {}).get("SS", []))
-            revision = item.get("rev", {}).get("N")
-            pending = [change for change in changes if change.record_id not in remembered]
-            cutoff = self.clock() - self.replay_horizon_seconds
-            expired = {record_id for record_id in remembered if int(record_id.split("#", 1)[0]) < cutoff}
-            if not pending and not expired:
-                return PairResult(records=len(changes), applied=0, writes=0, slow_path=True)
-            kept = (remembered - expired) | {change.record_id for change in pending}
-            values: dict[str, Any] = {
-                ":delta": {"N": str(sum(change.delta for change in pending))},
-                ":one": {"N": "1"},
+    def _journal_item(self, key: dict[str, Any], entries: list[str]) -> dict[str, Any]:
+        return {
+            **key,
+            "records": {"L": [{"S": entry} for entry in entries]},
+            "expiration": {"N": str(int(self.clock()) + self.replay_horizon_seconds)},
+        }
+
+    # ------------------------------------------------------------ new records
+    def _chunks(self, records: Sequence[LedgerRecord], start: int) -> list[tuple[int, int]]:
+        """``[start, end)`` ranges of at most ``max_transaction_items - 1`` count items each."""
+        chunks: list[tuple[int, int]] = []
+        begin, pairs = start, set[tuple[str, TicketStatus]]()
+        for index in range(start, len(records)):
+            touched = {(change.tenant_id, change.status) for change in records[index].changes}
+            if len(pairs | touched) > self.max_transaction_items - 1 and index > begin:
+                chunks.append((begin, index))
+                begin, pairs = index, set()
+            pairs |= touched
+        chunks.append((begin, len(records)))
+        return chunks
+
+    def _apply_new(self, records: Sequence[LedgerRecord], start: int) -> int | None:
+        """Apply ``records[start:]`` as new; how many leading records are done,
+        or ``None`` when the first chunk finds a journal already at ``start``."""
+        for begin, end in self._chunks(records, start):
+            chunk = records[begin:end]
+            for record in chunk:
+                if record.poison is not None:
+                    self._result.poison += 1
+                    try:
+                        self.on_poison(record)
+                    except (ClientError, BotoCoreError):
+                        return begin
+            key = self._journal_key(records, begin)
+            if key is None:
+                continue  # nothing countable and nothing to journal under
+            outcome = self._transact(key, chunk)
+            if outcome == "journaled" and begin == start:
+                return None
+            if outcome != "applied":
+                return begin
+        return len(records)
+
+    def _transact(self, journal_key: dict[str, Any], chunk: Sequence[LedgerRecord]) -> str:
+        """One chunk, all or nothing: ``applied``, ``journaled`` (its journal
+        exists: applied before) or ``failed`` (nothing applied)."""
+        deltas: defaultdict[tuple[str, TicketStatus], int] = defaultdict(int)
+        for record in chunk:
+            for change in record.changes:
+                deltas[(change.tenant_id, change.status)] += change.delta
+        slot = keys.aggregate_slot(chunk[0].event_id)
+        updates = [
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": {"pk": {"S": keys.aggregate_pk(tenant)}, "sk": {"S": keys.aggregate_sk(status, slot)}},
+                    "UpdateExpression": "ADD #count :delta, #rev :one",
+                    "ExpressionAttributeNames": {"#count": "count", "#rev": "rev"},
+                    "ExpressionAttributeValues": {":delta": {"N": str(delta)}, ":one": {"N": "1"}},
+                }
             }
-            update = "ADD #count :delta, #rev :one"
-            if kept:
-                update += " SET #applied = :kept"
-                values[":kept"] = {"SS": sorted(kept)}
-            else:
-                update += " REMOVE #applied"
-            if revision is None:
-                condition = "attribute_not_exists(#rev)"
-            else:
-                condition = "#rev = :rev"
-                values[":rev"] = {"N": revision}
+            for (tenant, status), delta in sorted(deltas.items())
+            if delta != 0
+        ]
+        journal = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": self._journal_item(journal_key, [record.entry for record in chunk]),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        for attempt in range(TRANSACTION_ATTEMPTS):
             try:
-                self.client.update_item(
-                    TableName=self.table_name,
-                    Key=key,
-                    UpdateExpression=update,
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=values,
-                )
-                return PairResult(records=len(changes), applied=len(pending), writes=1, slow_path=True)
+                self.client.transact_write_items(TransactItems=[journal, *updates])  # type: ignore[list-item]
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
-        raise ClientError(
-            {"Error": {"Code": "ConditionalCheckFailedException", "Message": "aggregate kept changing"}},
-            "UpdateItem",
-        )
+                code = exc.response.get("Error", {}).get("Code")
+                if code != "TransactionCanceledException":
+                    return "failed"
+                reasons = [reason.get("Code") for reason in exc.response.get("CancellationReasons", [])]
+                if reasons and reasons[0] == "ConditionalCheckFailed":
+                    return "journaled"
+                if attempt + 1 < TRANSACTION_ATTEMPTS:
+                    self.sleep(random.uniform(0, 0.05 * 2**attempt))  # noqa: S311 - jitter, not crypto
+                continue
+            except BotoCoreError:
+                return "failed"
+            self._result.transactions += 1
+            self._result.count_writes += len(updates)
+            self._result.journal_writes += 1
+            return "applied"
+        return "failed"
+
+
+def _from_entry(entry: str) -> LedgerRecord:
+    event_id, _, tenant_id = entry.partition(" ")
+    return LedgerRecord(event_id=event_id, sequence_number="", tenant_id=tenant_id or None)
+
+
+def poison_message(record: LedgerRecord, function_name: str) -> str:
+    """What the function sends to its failure queue for a poison record: where
+    to find it in the stream, never the ticket's content."""
+    return json.dumps(
+        {
+            "reason": record.poison,
+            "eventID": record.event_id,
+            "sequenceNumber": record.sequence_number,
+            "tenantId": record.tenant_id,
+            "function": function_name,
+        }
+    )
 
 
 @cache
@@ -265,6 +402,20 @@ def aggregator_client() -> DynamoDBClient:
 
     return boto3.client(
         "dynamodb",
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
+        config=BOTO_CONFIG,
+    )
+
+
+@cache
+def failure_queue_client() -> Any:
+    import boto3
+
+    from support_tickets.session import BOTO_CONFIG
+
+    return boto3.client(
+        "sqs",
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
         endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
         config=BOTO_CONFIG,

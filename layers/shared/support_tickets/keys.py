@@ -5,11 +5,25 @@ terminates the tenant id, so the IAM pattern ``TENANT#1|*`` can never match
 tenant ``10``'s ``TENANT#10|...`` keys. Tenant ids are validated before they
 reach a key (see :func:`validate_tenant_id`), so no delimiter or IAM wildcard
 can be smuggled in through one.
+
+Sharding (hot tenants): a tenant's GSI1 status lists are spread over its
+shard count (its tenant record, :mod:`support_tickets.tenant_registry`). With
+1 shard a ticket's ``tenant_status`` is the anchor blog's
+``TENANT#<t>|<STATUS>`` exactly; with n > 1 it is ``TENANT#<t>|<STATUS>#<k>``,
+``k = ticket_shard(ticket_id, n)``: derived from the ticket id alone, so no
+lookup finds a ticket's shard. The key of shard ``k`` is the same whatever the
+shard count (``OPEN#3`` under 4 or under 8 shards), which is what lets a
+reader that covers several shard counts read each key once
+(:func:`status_partitions`). Idempotency records are spread over
+:data:`IDEMPOTENCY_BUCKETS` keys per tenant and aggregate counts over
+:data:`AGGREGATE_SLOTS` items per status, whatever the shard count.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Final
 
@@ -26,6 +40,17 @@ GSI1_NAME: Final = "GSI1"
 # GSI1's sort key must exist for a ticket to appear in status lists, so an
 # unassigned ticket stores this value; "#" can't occur in a user name.
 UNASSIGNED_RESOLVER: Final = "#UNASSIGNED"
+CONFIG_SK: Final = "CONFIG"
+MAX_SHARDS: Final = 64
+# Fixed, not the shard count: a replayed Idempotency-Key must find its record
+# whatever the tenant's shard count is by then. 64 keys keep even 3,000
+# idempotent creates/s of one tenant well under a partition's 1,000 WCU/s.
+IDEMPOTENCY_BUCKETS: Final = 64
+# Count items per (tenant, status): concurrent aggregator transactions from
+# different stream shards rarely pick the same one, so they rarely conflict.
+AGGREGATE_SLOTS: Final = 8
+# Journal partitions per tenant for the aggregator's delivery journal.
+AGGREGATE_JOURNAL_PARTITIONS: Final = 16
 
 
 class TicketStatus(StrEnum):
@@ -66,12 +91,49 @@ def comment_sk(created_at: str, comment_id: str) -> str:
     return f"{COMMENT_SK_PREFIX}{created_at}#{comment_id}"
 
 
-def tenant_status(tenant_id: str, status: TicketStatus | str) -> str:
-    return f"{tenant_prefix(tenant_id)}{TicketStatus(status).value}"
+def _digest(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:8], "big")
+
+
+def validate_shard_count(shards: object) -> int:
+    if not isinstance(shards, int) or isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shard count must be an integer from 1 to {MAX_SHARDS}")
+    return shards
+
+
+def ticket_shard(ticket_id: str, shards: int) -> int:
+    """The GSI1 shard of a ticket under ``shards`` shards (a stable hash of its id)."""
+    return _digest(ticket_id) % validate_shard_count(shards)
+
+
+def tenant_status(tenant_id: str, status: TicketStatus | str, shard: int | None = None) -> str:
+    """GSI1's partition key: ``TENANT#<t>|<STATUS>`` unsharded, ``…|<STATUS>#<k>`` for shard ``k``."""
+    base = f"{tenant_prefix(tenant_id)}{TicketStatus(status).value}"
+    if shard is None:
+        return base
+    if not isinstance(shard, int) or not 0 <= shard < MAX_SHARDS:
+        raise ValueError("invalid shard")
+    return f"{base}#{shard}"
+
+
+def ticket_tenant_status(tenant_id: str, status: TicketStatus | str, ticket_id: str, shards: int) -> str:
+    """Where a ticket of a tenant with ``shards`` shards sits in GSI1."""
+    return tenant_status(tenant_id, status, None if shards == 1 else ticket_shard(ticket_id, shards))
+
+
+def status_partitions(tenant_id: str, status: TicketStatus | str, shard_counts: Iterable[int]) -> list[str]:
+    """Every GSI1 key a ticket in ``status`` can be under while writers use any of
+    ``shard_counts``: each key once, in a stable order (unsharded first)."""
+    found: set[int | None] = set()
+    for shards in shard_counts:
+        found.update([None] if validate_shard_count(shards) == 1 else range(shards))
+    ordered = sorted(found, key=lambda shard: -1 if shard is None else shard)
+    return [tenant_status(tenant_id, status, shard) for shard in ordered]
 
 
 def status_from_tenant_status(value: str) -> TicketStatus:
-    return TicketStatus(value.rsplit("|", 1)[1])
+    """The status in a GSI1 key, sharded or not."""
+    return TicketStatus(value.rsplit("|", 1)[1].split("#", 1)[0])
 
 
 def resolver_key(resolver: str | None) -> str:
@@ -82,12 +144,52 @@ def resolver_from_key(value: str) -> str | None:
     return None if value == UNASSIGNED_RESOLVER else value
 
 
+def tenant_config_key(tenant_id: str) -> dict[str, dict[str, str]]:
+    """The tenant record (shard count, tier, status): operators write it, tenants only read it."""
+    return {"pk": {"S": f"{tenant_prefix(tenant_id)}CONFIG"}, "sk": {"S": CONFIG_SK}}
+
+
 def aggregate_pk(tenant_id: str) -> str:
     return f"{tenant_prefix(tenant_id)}AGGREGATE"
 
 
-def idempotency_pk(tenant_id: str) -> str:
-    return f"{tenant_prefix(tenant_id)}IDEMPOTENCY"
+def aggregate_sk(status: TicketStatus | str, slot: int | None = None) -> str:
+    """A count item of ``status``: ``<STATUS>#<slot>`` (the stream's), or ``<STATUS>``
+    (corrections by ``make reconcile``, and counts kept before slots existed)."""
+    value = TicketStatus(status).value
+    if slot is None:
+        return value
+    if not isinstance(slot, int) or not 0 <= slot < AGGREGATE_SLOTS:
+        raise ValueError("invalid aggregate slot")
+    return f"{value}#{slot}"
+
+
+def aggregate_slot(delivery_id: str) -> int:
+    return _digest("slot", delivery_id) % AGGREGATE_SLOTS
+
+
+def status_from_aggregate_sk(value: str) -> TicketStatus | None:
+    try:
+        return TicketStatus(value.split("#", 1)[0])
+    except ValueError:
+        return None
+
+
+def aggregate_journal_key(tenant_id: str, event_id: str) -> dict[str, dict[str, str]]:
+    """The aggregator's journal of the delivery that starts at stream record ``event_id``."""
+    partition = _digest("journal", event_id) % AGGREGATE_JOURNAL_PARTITIONS
+    return {"pk": {"S": f"{aggregate_pk(tenant_id)}#JOURNAL#{partition}"}, "sk": {"S": event_id}}
+
+
+def idempotency_pk(tenant_id: str, scope: str) -> str:
+    """The partition of an idempotency record: one of :data:`IDEMPOTENCY_BUCKETS` per
+    tenant, chosen by ``scope`` (the user and the Idempotency-Key)."""
+    return f"{tenant_prefix(tenant_id)}IDEMPOTENCY#{_digest('idempotency', scope) % IDEMPOTENCY_BUCKETS}"
+
+
+def idempotency_partitions(tenant_id: str) -> list[str]:
+    """Every idempotency partition of a tenant (to export or erase them without a Scan)."""
+    return [f"{tenant_prefix(tenant_id)}IDEMPOTENCY#{bucket}" for bucket in range(IDEMPOTENCY_BUCKETS)]
 
 
 def tenant_of_key(pk: str) -> str:

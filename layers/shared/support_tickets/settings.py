@@ -7,6 +7,10 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+# How stale a container's copy of a tenant record may be (support_tickets.tenant_registry);
+# resharding (ops.tenants) waits this long between its phases.
+DEFAULT_TENANT_CONFIG_TTL_SECONDS = 30
+
 
 class Settings(BaseModel):
     """What `template.yaml` puts in every function's environment."""
@@ -21,6 +25,9 @@ class Settings(BaseModel):
     # Role chaining caps sessions at one hour; renew this long before expiry.
     tenant_session_seconds: int = Field(default=3600, alias="TENANT_SESSION_SECONDS", ge=900, le=3600)
     tenant_session_renew_before_seconds: int = Field(default=300, alias="TENANT_SESSION_RENEW_BEFORE_SECONDS", ge=0)
+    tenant_config_ttl_seconds: float = Field(
+        default=DEFAULT_TENANT_CONFIG_TTL_SECONDS, alias="TENANT_CONFIG_TTL_SECONDS", ge=0, le=300
+    )
 
     @field_validator("endpoint_url", mode="before")
     @classmethod

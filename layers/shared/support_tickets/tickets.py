@@ -1,7 +1,7 @@
-"""Domain operations: what each route does, for a caller, over the repository.
+"""Domain operations: what each route does, for a caller, over the repositories.
 
 Handlers call these and nothing else; these decide (admin-only routes,
-``If-Match``, idempotent creation) and leave storage to ``repository``.
+``If-Match``, idempotent creation) and leave storage to the repositories.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from support_tickets.aggregate_repository import AggregateRepository
+from support_tickets.comment_repository import CommentRepository
 from support_tickets.errors import ApiError, Conflict, Unavailable, ValidationFailed
 from support_tickets.identity import Caller
 from support_tickets.keys import TicketStatus, idempotency_pk
@@ -24,9 +26,10 @@ from support_tickets.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.repository import TicketRepository
 from support_tickets.session import tenant_session
 from support_tickets.settings import get_settings
+from support_tickets.table import TenantTable
+from support_tickets.ticket_repository import TicketRepository
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -38,8 +41,13 @@ IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 
+def table_for(caller: Caller) -> TenantTable:
+    """The caller's tenant's view of the table: every repository works through it."""
+    return TenantTable(caller.tenant_id, get_settings().table_name, tenant_session())
+
+
 def repository_for(caller: Caller) -> TicketRepository:
-    return TicketRepository(caller.tenant_id, get_settings().table_name, tenant_session())
+    return TicketRepository(table_for(caller))
 
 
 def create_ticket(
@@ -48,10 +56,16 @@ def create_ticket(
     idempotency_key: str | None = None,
     lambda_context: LambdaContext | None = None,
 ) -> Ticket:
-    """Create a ticket; with an ``Idempotency-Key``, the same key and body give
-    the same ticket (no second write) for 24 hours. The idempotency record lives
-    in the table under ``TENANT#<t>|IDEMPOTENCY`` and is written through the
-    tenant-scoped client, so keys never collide across tenants."""
+    """Create a ticket; with an ``Idempotency-Key``, the same user, key and body
+    give the same ticket (no second write) for 24 hours.
+
+    The key is scoped to the user: another user of the tenant sending the same
+    key creates their own ticket, never receives this one. A replay answers
+    what a fresh read of the ticket answers: its current state, or 404 once
+    it was deleted (never the stored copy of a deleted ticket). The record lives
+    under one of the tenant's ``TENANT#<t>|IDEMPOTENCY#<n>`` partitions (by user
+    and key) and is written through the tenant-scoped client, so keys never
+    collide across tenants and a busy tenant's records spread over many keys."""
     repository = repository_for(caller)
     if idempotency_key is None:
         return repository.create_ticket(request, created_by=caller.username)
@@ -75,11 +89,11 @@ def create_ticket(
         table_name=repository.table_name,
         key_attr="pk",
         sort_key_attr="sk",
-        static_pk_value=idempotency_pk(caller.tenant_id),
-        boto3_client=repository.idempotency_client(),
+        static_pk_value=idempotency_pk(caller.tenant_id, f"{caller.username}\x1f{idempotency_key}"),
+        boto3_client=repository.table.idempotency_client(),
     )
     config = IdempotencyConfig(
-        event_key_jmespath="key",
+        event_key_jmespath="[user, key]",
         payload_validation_jmespath="request",
         expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
     )
@@ -94,10 +108,13 @@ def create_ticket(
         output_serializer=PydanticSerializer(Ticket),
     )
     def create_once(payload: dict[str, Any]) -> Ticket:
-        return repository.create_ticket(request, created_by=caller.username)
+        created.append(repository.create_ticket(request, created_by=caller.username))
+        return created[-1]
 
+    created: list[Ticket] = []
+    payload = {"user": caller.username, "key": idempotency_key, "request": request.model_dump(mode="json")}
     try:
-        ticket: Ticket = create_once(payload={"key": idempotency_key, "request": request.model_dump(mode="json")})
+        ticket: Ticket = create_once(payload=payload)
     except IdempotencyValidationError as exc:
         raise Conflict("This Idempotency-Key was already used with a different body.") from exc
     except IdempotencyAlreadyInProgressError as exc:
@@ -106,7 +123,10 @@ def create_ticket(
         if isinstance(exc.__cause__, ApiError):
             raise exc.__cause__ from None  # already mapped by the repository (429, 503...)
         raise Unavailable() from exc
-    return ticket
+    if created:
+        return ticket
+    # A replay: answer what a read would (the ticket may have changed, or be gone: 404).
+    return repository.get_ticket_summary(ticket.ticket_id)
 
 
 def list_tickets(
@@ -116,7 +136,7 @@ def list_tickets(
 
 
 def get_ticket(caller: Caller, ticket_id: str, limit: int, cursor: str | None) -> TicketWithComments:
-    return repository_for(caller).get_ticket_with_comments(ticket_id, limit, cursor)
+    return CommentRepository(table_for(caller)).get_ticket_with_comments(ticket_id, limit, cursor)
 
 
 def get_ticket_summary(caller: Caller, ticket_id: str) -> Ticket:
@@ -138,7 +158,7 @@ def update_ticket(caller: Caller, ticket_id: str, request: UpdateTicketRequest, 
 
 
 def add_comment(caller: Caller, ticket_id: str, request: AddCommentRequest) -> Comment:
-    return repository_for(caller).add_comment(ticket_id, author=caller.username, body=request.body)
+    return CommentRepository(table_for(caller)).add_comment(ticket_id, author=caller.username, body=request.body)
 
 
 def change_status(caller: Caller, request: BatchStatusRequest) -> BatchStatusResponse:
@@ -152,4 +172,4 @@ def delete_ticket(caller: Caller, ticket_id: str) -> None:
 
 def get_aggregates(caller: Caller) -> AggregatesResponse:
     caller.require_admin()
-    return repository_for(caller).get_aggregates()
+    return AggregateRepository(table_for(caller)).get_aggregates()

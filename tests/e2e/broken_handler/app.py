@@ -14,9 +14,10 @@ from pydantic import BaseModel
 
 from support_tickets.api import create_app, current_caller, handle
 from support_tickets.models import CreateTicketRequest, Ticket
-from support_tickets.repository import TicketRepository
 from support_tickets.session import tenant_session
 from support_tickets.settings import get_settings
+from support_tickets.table import TenantTable
+from support_tickets.ticket_repository import TicketRepository
 
 app = create_app()
 
@@ -42,7 +43,8 @@ class CallersClients:
 @app.post("/leak")
 def leak(request: Annotated[LeakRequest, Body()]) -> Ticket:
     caller = current_caller(app)
-    repository = TicketRepository(request.tenant_id, get_settings().table_name, CallersClients(caller.tenant_id))
+    table = TenantTable(request.tenant_id, get_settings().table_name, CallersClients(caller.tenant_id))
+    repository = TicketRepository(table)
     if request.ticket_id is not None:
         return repository.get_ticket_summary(request.ticket_id)
     return repository.create_ticket(CreateTicketRequest(title="planted"), created_by=caller.username)

@@ -1,0 +1,124 @@
+"""Comments of one tenant's tickets, and the ticket read with its comments.
+
+A ticket's comments live in its item collection (``TENANT#<t>|TICKET#<id>``,
+``COMMENT#<created_at>#<comment_id>``), so they sort oldest first before the
+``SUMMARY`` item, and one Query reads a page of comments and, on the last
+page, the summary too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from support_tickets import keys
+from support_tickets.clock import utc_now_iso
+from support_tickets.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.errors import TicketNotFound
+from support_tickets.ids import new_id
+from support_tickets.models import Comment, CommentItem, TicketItem, TicketWithComments
+from support_tickets.table import TenantTable, cancellation_codes, error_code, from_item, to_item
+from support_tickets.ticket_repository import TicketRepository
+
+COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
+# Exactly what comment_sk() writes: a start key of any other shape never reaches DynamoDB.
+_COMMENT_SK = re.compile(r"^COMMENT#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[0-9A-Z]{26}$")
+
+
+@dataclass(frozen=True, slots=True)
+class CommentRepository:
+    table: TenantTable
+
+    def _tickets(self) -> TicketRepository:
+        return TicketRepository(self.table)
+
+    def add_comment(self, ticket_id: str, author: str, body: str) -> Comment:
+        """Put the comment only if the ticket exists, atomically (a ConditionCheck
+        on the summary), so a deleted ticket can't collect orphan comments."""
+        pk = self._tickets().ticket_pk(ticket_id)
+        now = utc_now_iso()
+        comment_id = new_id()
+        item = CommentItem(
+            pk=pk, sk=keys.comment_sk(now, comment_id), comment_id=comment_id, author=author, body=body, created_at=now
+        )
+        try:
+            self.table.call(
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table.table_name,
+                            "Key": {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table.table_name,
+                            "Item": to_item(item.model_dump()),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ],
+            )
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            codes = cancellation_codes(exc)
+            if codes and codes[0] == "ConditionalCheckFailed":
+                raise TicketNotFound() from exc
+            self.table.raise_for_cancellation(exc)
+        return item.comment()
+
+    def get_ticket_with_comments(self, ticket_id: str, limit: int, cursor: str | None) -> TicketWithComments:
+        """One Query over the item collection: comments (``COMMENT#…`` sorts first,
+        oldest first) and then the summary. When the rest of the comments fit in
+        the page the summary comes with them in that same call; when more
+        comments follow, the page ends early and one GetItem fetches the summary.
+        DynamoDB ends a Query page at 1 MB: the read follows it until it has
+        ``limit + 1`` items or the collection ends, so no comment is skipped."""
+        tickets = self._tickets()
+        pk = tickets.ticket_pk(ticket_id)
+        fingerprint = query_fingerprint(self.table.tenant_id, "comments", ticket_id)
+        query: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ConsistentRead": True,
+            "Limit": limit + 1,
+        }
+        if cursor is not None:
+            start = decode_cursor(cursor, fingerprint, COMMENT_KEY_ATTRIBUTES, lambda key: _own_comment_key(key, pk))
+            query["ExclusiveStartKey"] = to_item(start)
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self.table.query_from_cursor(query, from_cursor=cursor is not None)
+            items.extend(from_item(item) for item in response["Items"])
+            last = response.get("LastEvaluatedKey")
+            if last is None or len(items) > limit:
+                break
+            query["ExclusiveStartKey"] = last
+            query["Limit"] = limit + 1 - len(items)
+        summary = next((item for item in items if item["sk"] == keys.SUMMARY_SK), None)
+        comment_items = [item for item in items if item["sk"].startswith(keys.COMMENT_SK_PREFIX)]
+        next_cursor = None
+        if summary is None:
+            if not comment_items:
+                raise TicketNotFound()
+            comment_items = comment_items[:limit]
+            if len(items) > limit:
+                last_comment = comment_items[-1]
+                next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
+            ticket = tickets.get_ticket_summary(ticket_id)
+        else:
+            ticket = TicketItem.model_validate(summary).ticket()
+        comments = [CommentItem.model_validate(item).comment() for item in comment_items]
+        return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
+
+
+def _own_comment_key(key: Mapping[str, str], pk: str) -> bool:
+    return key["pk"] == pk and bool(_COMMENT_SK.fullmatch(key["sk"]))

@@ -1,0 +1,148 @@
+"""The one path from a tenant's repositories to DynamoDB, and its error mapping.
+
+Every repository (tickets, comments, aggregates, the tenant record, the
+idempotency store) is bound to one :class:`TenantTable`: one tenant, one table,
+the tenant-scoped clients of :mod:`support_tickets.session`. All their calls
+go through :meth:`TenantTable.call`, the one place that maps AWS errors:
+throttling that outlived botocore's retries becomes ``Throttled`` (429), other
+service failures ``Unavailable`` (503), a refused key ``Forbidden`` (403), a
+transaction conflict ``Conflict`` (409), and credentials that expired under a
+cached client are renewed once and the call retried (nothing was executed:
+DynamoDB authenticates before it acts).
+
+Only GetItem, Query, PutItem, UpdateItem, DeleteItem, BatchWriteItem and
+TransactWriteItems are used: never Scan, never a filter expression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from support_tickets import keys
+from support_tickets.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unavailable
+from support_tickets.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+# Codes DynamoDB puts in a transaction's CancellationReasons when it throttled.
+CANCELLATION_THROTTLING_CODES = THROTTLING_CODES | {"ThrottlingError", "ProvisionedThroughputExceeded"}
+UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+
+
+class ClientProvider(Protocol):
+    def dynamodb(self, tenant_id: str) -> DynamoDBClient: ...
+
+    def invalidate(self, tenant_id: str) -> None: ...
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _serializer.serialize(value) for name, value in values.items()}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _deserializer.deserialize(value) for name, value in item.items()}
+
+
+def serialize(value: Any) -> dict[str, Any]:
+    return cast("dict[str, Any]", _serializer.serialize(value))
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def cancellation_codes(exc: ClientError) -> list[str]:
+    """The per-item codes of a cancelled transaction, in the order of its items."""
+    return [str(reason.get("Code", "")) for reason in exc.response.get("CancellationReasons", [])]
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTable:
+    tenant_id: str
+    table_name: str
+    clients: ClientProvider
+
+    def __post_init__(self) -> None:
+        keys.validate_tenant_id(self.tenant_id)
+
+    def call(self, operation: str, **kwargs: Any) -> Any:
+        for attempt in (1, 2):
+            client = self.clients.dynamodb(self.tenant_id)
+            try:
+                return getattr(client, operation)(**kwargs)
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in EXPIRED_CREDENTIALS_CODES:
+                    self.clients.invalidate(self.tenant_id)
+                    if attempt == 1:
+                        continue
+                    # Fresh credentials refused too (e.g. a skewed clock): no loop, no 500.
+                    raise Unavailable() from exc
+                if code in THROTTLING_CODES:
+                    raise Throttled() from exc
+                if code == "TransactionConflictException":
+                    # A transaction on the same item is in flight: it won, nothing changed here.
+                    raise Conflict() from exc
+                if code == "AccessDeniedException":
+                    # Only a bug (or an attack) asks for another tenant's keys.
+                    raise Forbidden("Access denied.") from exc
+                if code in UNAVAILABLE_CODES:
+                    raise Unavailable() from exc
+                raise
+            except BotoCoreError as exc:
+                raise Unavailable() from exc
+        raise Unavailable()  # pragma: no cover - the loop returns or raises
+
+    def query_from_cursor(self, query: dict[str, Any], *, from_cursor: bool) -> Any:
+        """A Query whose ``ExclusiveStartKey`` may come from a client's cursor:
+        every value is checked before, and should DynamoDB still refuse the start
+        key, that is the cursor's fault (400), never a 500."""
+        try:
+            return self.call("query", **query)
+        except ClientError as exc:
+            if from_cursor and error_code(exc) == "ValidationException":
+                raise InvalidCursor() from exc
+            raise
+
+    def raise_for_cancellation(self, exc: ClientError) -> None:
+        """What a cancelled transaction means when no item condition explains it."""
+        codes = cancellation_codes(exc)
+        if any(code in CANCELLATION_THROTTLING_CODES for code in codes):
+            raise Throttled() from exc
+        raise Conflict() from exc
+
+    def idempotency_client(self) -> DynamoDBClient:
+        """The client Powertools' idempotency layer stores its records with: its
+        calls go through :meth:`call` too (429 on throttling, renewal of expired
+        credentials), the mapped error as the wrapped exception's cause."""
+        return cast("DynamoDBClient", _TableClient(self))
+
+
+@dataclass(frozen=True, slots=True)
+class _TableClient:
+    """The four DynamoDB calls Powertools' idempotency layer makes, through
+    :meth:`TenantTable.call` (conditional-check failures still reach it as the
+    ``ClientError`` it handles)."""
+
+    table: TenantTable
+
+    def get_item(self, **kwargs: Any) -> Any:
+        return self.table.call("get_item", **kwargs)
+
+    def put_item(self, **kwargs: Any) -> Any:
+        return self.table.call("put_item", **kwargs)
+
+    def update_item(self, **kwargs: Any) -> Any:
+        return self.table.call("update_item", **kwargs)
+
+    def delete_item(self, **kwargs: Any) -> Any:
+        return self.table.call("delete_item", **kwargs)

@@ -1,0 +1,331 @@
+"""Tickets of one tenant: create, read, update, change status in bulk, delete, list.
+
+Keys come from :mod:`support_tickets.keys`, every call goes through the
+tenant's :class:`~support_tickets.table.TenantTable`. Where a ticket sits in
+GSI1 depends on the tenant's shard count (its tenant record, read through a
+short per-container cache): writers place a ticket with the record's
+``shards``, lists read every key of its ``read_shards``
+(:mod:`support_tickets.listing`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+
+from support_tickets import keys, listing
+from support_tickets.clock import utc_now_iso
+from support_tickets.cursor import query_fingerprint
+from support_tickets.errors import Throttled, TicketNotFound, VersionMismatch
+from support_tickets.ids import new_id
+from support_tickets.keys import TicketStatus
+from support_tickets.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
+from support_tickets.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
+from support_tickets.tenant_registry import TenantConfig, tenant_configs
+
+logger = Logger(child=True)
+
+BATCH_WRITE_SIZE: Final = 25
+MAX_UNPROCESSED_ROUNDS: Final = 8
+# Parallel GSI1 queries of one list request: enough for 16 shards in one round
+# trip; more shards take a few rounds, within the function's timeout.
+MAX_PARALLEL_QUERIES: Final = 16
+FOREIGN_INDEX_ROW_METRIC: Final = "ForeignIndexRow"
+
+ConfigProvider = Callable[[TenantTable], TenantConfig]
+ForeignRowHook = Callable[[Mapping[str, Any]], None]
+
+
+def _report_foreign_row(row: Mapping[str, Any]) -> None:
+    logger.warning("security: dropped a GSI1 row of another tenant", extra={"row_pk": str(row.get("pk", ""))[:200]})
+    Metrics().add_metric(name=FOREIGN_INDEX_ROW_METRIC, unit=MetricUnit.Count, value=1)
+
+
+@dataclass(frozen=True, slots=True)
+class TicketRepository:
+    table: TenantTable
+    config: ConfigProvider = field(default=lambda table: tenant_configs().get(table))
+    on_foreign_row: ForeignRowHook = field(default=_report_foreign_row)
+
+    @property
+    def tenant_id(self) -> str:
+        return self.table.tenant_id
+
+    @property
+    def table_name(self) -> str:
+        return self.table.table_name
+
+    def ticket_pk(self, ticket_id: str) -> str:
+        if not keys.is_valid_ticket_id(ticket_id):
+            # An id that can't exist is "not found", exactly like a missing one.
+            raise TicketNotFound()
+        return keys.ticket_pk(self.tenant_id, ticket_id)
+
+    def _placement(self, ticket_id: str, status: TicketStatus) -> str:
+        return keys.ticket_tenant_status(self.tenant_id, status, ticket_id, self.config(self.table).shards)
+
+    # ------------------------------------------------------------ one ticket
+    def create_ticket(self, request: CreateTicketRequest, created_by: str) -> Ticket:
+        now = utc_now_iso()
+        ticket_id = new_id()
+        item = TicketItem(
+            pk=keys.ticket_pk(self.tenant_id, ticket_id),
+            sk=keys.SUMMARY_SK,
+            tenant_status=self._placement(ticket_id, TicketStatus.OPEN),
+            resolver=keys.resolver_key(request.resolver),
+            ticket_id=ticket_id,
+            title=request.title,
+            description=request.description,
+            created_by=created_by,
+            created_at=now,
+            updated_at=now,
+            version=1,
+        )
+        self.table.call(
+            "put_item",
+            TableName=self.table_name,
+            Item=to_item(item.model_dump()),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return item.ticket()
+
+    def get_ticket_summary(self, ticket_id: str) -> Ticket:
+        response = self.table.call(
+            "get_item",
+            TableName=self.table_name,
+            Key={"pk": {"S": self.ticket_pk(ticket_id)}, "sk": {"S": keys.SUMMARY_SK}},
+            ConsistentRead=True,
+        )
+        if "Item" not in response:
+            raise TicketNotFound()
+        return TicketItem.model_validate(from_item(response["Item"])).ticket()
+
+    def update_ticket(self, ticket_id: str, changes: Mapping[str, Any], expected_version: int | None) -> Ticket:
+        """Conditional update; status and resolver move the ticket within GSI1."""
+        pk = self.ticket_pk(ticket_id)
+        names = {"#version": "version", "#updated_at": "updated_at"}
+        values: dict[str, Any] = {":one": {"N": "1"}, ":now": {"S": utc_now_iso()}}
+        assignments = ["#version = #version + :one", "#updated_at = :now"]
+        stored: dict[str, Any] = {}
+        for name, value in changes.items():
+            if name == "status":
+                stored["tenant_status"] = self._placement(ticket_id, value)
+            elif name == "resolver":
+                stored["resolver"] = keys.resolver_key(value)
+            else:
+                stored[name] = value
+        for attribute, value in stored.items():
+            names[f"#{attribute}"] = attribute
+            values[f":{attribute}"] = serialize(value)
+            assignments.append(f"#{attribute} = :{attribute}")
+        condition = "attribute_exists(pk)"
+        if expected_version is not None:
+            condition += " AND #version = :expected"
+            values[":expected"] = {"N": str(expected_version)}
+        try:
+            response = self.table.call(
+                "update_item",
+                TableName=self.table_name,
+                Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
+                UpdateExpression="SET " + ", ".join(assignments),
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            if "Item" not in exc.response:
+                raise TicketNotFound() from exc
+            current = int(exc.response["Item"]["version"]["N"])  # type: ignore[typeddict-item]
+            raise VersionMismatch(details={"current_version": current}) from exc
+        return TicketItem.model_validate(from_item(response["Attributes"])).ticket()
+
+    def change_status(self, ticket_ids: Sequence[str], status: TicketStatus) -> BatchStatusResponse:
+        """All or nothing in one TransactWriteItems (≤100 items, one tenant).
+        Every update is conditional on the ticket existing, so a missing or
+        foreign id cancels the whole transaction and names itself."""
+        for ticket_id in ticket_ids:
+            if not keys.is_valid_ticket_id(ticket_id):
+                raise TicketNotFound(details={"missing_ticket_ids": [ticket_id]})
+        now = utc_now_iso()
+        updates = [
+            {
+                "Update": {
+                    "TableName": self.table_name,
+                    "Key": {"pk": {"S": keys.ticket_pk(self.tenant_id, ticket_id)}, "sk": {"S": keys.SUMMARY_SK}},
+                    "UpdateExpression": "SET tenant_status = :ts, #version = #version + :one, updated_at = :now",
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeNames": {"#version": "version"},
+                    "ExpressionAttributeValues": {
+                        ":ts": {"S": self._placement(ticket_id, status)},
+                        ":one": {"N": "1"},
+                        ":now": {"S": now},
+                    },
+                }
+            }
+            for ticket_id in ticket_ids
+        ]
+        try:
+            self.table.call("transact_write_items", TransactItems=updates)
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            codes = cancellation_codes(exc)
+            missing = [
+                ticket_id
+                for ticket_id, code in zip(ticket_ids, codes, strict=False)
+                if code == "ConditionalCheckFailed"
+            ]
+            if missing:
+                raise TicketNotFound(details={"missing_ticket_ids": missing}) from exc
+            self.table.raise_for_cancellation(exc)
+        return BatchStatusResponse(updated=list(ticket_ids), status=status)
+
+    def delete_ticket(self, ticket_id: str) -> None:
+        """Remove the summary first (so no comment can be added any more and the
+        ticket leaves every list at once), then the comments, 25 per
+        BatchWriteItem. A retry after a partial failure finishes the job."""
+        pk = self.ticket_pk(ticket_id)
+        found = False
+        summary_deleted = False
+        for page in self._item_collection_keys(pk):
+            found = found or bool(page)
+            if not summary_deleted:
+                self.table.call(
+                    "delete_item",
+                    TableName=self.table_name,
+                    Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
+                )
+                summary_deleted = True
+            comment_keys = [key for key in page if key["sk"]["S"] != keys.SUMMARY_SK]
+            for start in range(0, len(comment_keys), BATCH_WRITE_SIZE):
+                self._batch_delete(comment_keys[start : start + BATCH_WRITE_SIZE])
+        if not found:
+            raise TicketNotFound()
+
+    def _item_collection_keys(self, pk: str) -> Iterator[list[dict[str, Any]]]:
+        query: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.table.call("query", **query)
+            yield response["Items"]
+            if "LastEvaluatedKey" not in response:
+                return
+            query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _batch_delete(self, item_keys: list[dict[str, Any]]) -> None:
+        requests: list[Any] = [{"DeleteRequest": {"Key": key}} for key in item_keys]
+        for round_number in range(MAX_UNPROCESSED_ROUNDS):
+            response = self.table.call("batch_write_item", RequestItems={self.table_name: requests})
+            requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
+            if not requests:
+                return
+            time.sleep(min(0.05 * 2**round_number, 1.0))
+        raise Throttled()
+
+    # ------------------------------------------------------------ lists
+    def list_tickets_by_status(
+        self, status: TicketStatus, resolver: str | None, limit: int, cursor: str | None
+    ) -> TicketPage:
+        """Every GSI1 key of ``status`` the tenant's shard counts use, queried in
+        parallel and merged (:mod:`support_tickets.listing`), optionally for one
+        ``resolver``.
+
+        While a reshard migrates tickets from the keys of the old shard count
+        to those of the new, the old-only keys are read first and the others
+        after them: a ticket moved meanwhile is seen before its move or after
+        it, never missed by this request (if seen twice, it is shown once)."""
+        fingerprint = query_fingerprint(self.tenant_id, "list", status.value, resolver or "")
+        start = {} if cursor is None else listing.decode_cursor(cursor, fingerprint, resolver)
+        config = self.config(self.table)
+        partitions = keys.status_partitions(self.tenant_id, status, config.read_shards)
+        current = set(keys.status_partitions(self.tenant_id, status, [config.shards]))
+        suffixes = {partition: listing.partition_suffix(self.tenant_id, status, partition) for partition in partitions}
+
+        def read(partition: str) -> listing.PartitionRead:
+            position = start.get(suffixes[partition])
+            return self._read_partition(partition, resolver, position, limit + 1)
+
+        reads: dict[str, listing.PartitionRead] = {}
+        for round_of in ([p for p in partitions if p not in current], [p for p in partitions if p in current]):
+            if len(round_of) == 1:
+                reads[round_of[0]] = read(round_of[0])
+            elif round_of:
+                with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_QUERIES, len(round_of))) as pool:
+                    reads.update(zip(round_of, pool.map(read, round_of), strict=True))
+        own_prefix = keys.tenant_prefix(self.tenant_id) + "TICKET#"
+        shown: set[str] = set()
+
+        def accept(row: Mapping[str, Any]) -> bool:
+            if not self._own_row(row, own_prefix) or row["ticket_id"] in shown:
+                return False
+            shown.add(str(row["ticket_id"]))
+            return True
+
+        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept)
+        items = [TicketItem.model_validate(row).list_item() for row in page.rows]
+        if page.exhausted:
+            return TicketPage(items=items, next_cursor=None)
+        positions = {suffix: start[suffix] for suffix in suffixes.values() if suffix in start}
+        positions.update({suffixes[partition]: position for partition, position in page.positions.items()})
+        return TicketPage(items=items, next_cursor=listing.encode_cursor(fingerprint, positions, resolver))
+
+    def _read_partition(
+        self, partition: str, resolver: str | None, position: listing.Position | None, need: int
+    ) -> listing.PartitionRead:
+        condition = "tenant_status = :ts"
+        values: dict[str, Any] = {":ts": {"S": partition}}
+        if resolver is not None:
+            condition += " AND resolver = :r"
+            values[":r"] = {"S": resolver}
+        query: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": keys.GSI1_NAME,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "Limit": need,
+        }
+        if position is not None:
+            ticket_id, resolver_value = position
+            query["ExclusiveStartKey"] = {
+                "pk": {"S": keys.ticket_pk(self.tenant_id, ticket_id)},
+                "sk": {"S": keys.SUMMARY_SK},
+                "tenant_status": {"S": partition},
+                "resolver": {"S": resolver_value},
+            }
+        rows: list[dict[str, Any]] = []
+        while True:
+            response = self.table.query_from_cursor(query, from_cursor=position is not None)
+            rows.extend(from_item(item) for item in response["Items"])
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return listing.PartitionRead(partition, rows, more=False)
+            if len(rows) >= need:
+                return listing.PartitionRead(partition, rows, more=True)
+            # A 1 MB page ended before the limit: follow it, never drop the rest.
+            query["ExclusiveStartKey"] = last
+            query["Limit"] = need - len(rows)
+
+    def _own_row(self, row: Mapping[str, Any], own_prefix: str) -> bool:
+        """GSI1 keys are not confined by IAM (only the table's partition key is):
+        a row whose item belongs to another tenant is dropped, never shown."""
+        pk = row.get("pk")
+        if isinstance(pk, str) and pk.startswith(own_prefix) and keys.is_valid_ticket_id(pk[len(own_prefix) :]):
+            return True
+        self.on_foreign_row(row)
+        return False

@@ -1,0 +1,53 @@
+"""Where an operator command runs: the local stack (``make dev``) or a deployed stack.
+
+Both give a DynamoDB client with operator (not tenant) credentials and the
+table's name: locally from ``.local/stack.json`` (signed as the emulated
+account's administrator), deployed from the stack's CloudFormation outputs
+with your AWS credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class TargetError(RuntimeError):
+    """The stack to work on can't be found."""
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--stack", help="deployed stack name (reads its TableName output)")
+    target.add_argument("--local", action="store_true", help="the running `make dev` stack")
+    parser.add_argument("--local-state", default=".local/stack.json", help=argparse.SUPPRESS)
+    parser.add_argument("--region")
+
+
+def dynamodb_target(args: argparse.Namespace) -> tuple[DynamoDBClient, str]:
+    import boto3
+
+    if args.local:
+        try:
+            state = json.loads(Path(args.local_state).read_text())
+        except (OSError, ValueError) as exc:
+            raise TargetError("the local stack is not running: start it with `make dev`") from exc
+        client = boto3.client(
+            "dynamodb",
+            region_name=state.get("region", "us-east-1"),
+            endpoint_url=state["emulator_url"],
+            aws_access_key_id="local",
+            aws_secret_access_key="local",  # noqa: S106 - the local emulator takes any key
+        )
+        return client, str(state["table_name"])
+    session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
+    stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+    if "TableName" not in outputs:
+        raise TargetError(f"stack {args.stack} has no TableName output")
+    return session.client("dynamodb"), outputs["TableName"]

@@ -1,0 +1,266 @@
+"""The tenant record, for operators: show it, change a tenant's tier, reshard it.
+
+    python -m ops.tenants --tenant acme [--shards 8] [--tier premium] (--local | --stack <s> [--region <r>])
+
+Prints the tenant's record as JSON, after making the changes asked for. A bad
+value (a tenant id, a shard count outside 1..64, an unknown tier) is a one-line
+error and exit status 1, before anything is written.
+
+**Resharding** changes where a tenant's tickets sit in GSI1 without ever
+hiding one from a list, and without a Scan. Every function keeps a tenant
+record for up to ``TENANT_CONFIG_TTL_SECONDS``; so the change goes in three
+phases, each waiting that long (plus a margin) for every container to see it:
+
+1. *widen*: readers cover the old and the new shard count; writers still use the old;
+2. *switch*: writers use the new count;
+3. *migrate*: every ticket still under a key that only the old count uses is
+   moved to its key under the new count (one conditional UpdateItem each:
+   only if it is still where the query found it), found by querying those
+   keys on GSI1, until they are empty; then readers drop the old count.
+
+At every moment every container reads every key any container writes. The
+record says which phase a reshard is in (``target_shards``, ``read_shards``),
+so a reshard that was interrupted continues where it stopped when the command
+runs again (with or without ``--shards``); asking for another count while one
+runs finishes the running one first. A move is a write to the ticket summary
+that changes only its GSI1 key: the stream aggregator sees the same status
+before and after and counts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
+from support_tickets import keys
+from support_tickets.keys import TicketStatus
+from support_tickets.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
+from support_tickets.table import TenantTable, to_item
+from support_tickets.tenant_registry import TIERS, TenantConfig, read_tenant_config
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+PHASE_MARGIN_SECONDS = 5.0
+MIGRATION_ROUNDS = 30  # GSI1 is eventually consistent: query the old keys again until they are empty
+
+
+class TenantRecordError(ValueError):
+    """An operator asked for something the tenant record can't hold."""
+
+
+class RecordChanged(RuntimeError):
+    """Somebody else changed the tenant record meanwhile: nothing was written."""
+
+
+Progress = Callable[[str], None]
+
+
+class _OperatorClients:
+    def __init__(self, client: DynamoDBClient) -> None:
+        self._client = client
+
+    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
+        return self._client
+
+    def invalidate(self, tenant_id: str) -> None:
+        return
+
+
+@dataclass
+class TenantAdmin:
+    client: DynamoDBClient
+    table_name: str
+    phase_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS + PHASE_MARGIN_SECONDS
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.time
+    progress: Progress = field(default=lambda message: None)
+
+    def record(self, tenant_id: str) -> TenantConfig:
+        return read_tenant_config(TenantTable(tenant_id, self.table_name, _OperatorClients(self.client)))
+
+    def ensure(self, tenant_id: str) -> TenantConfig:
+        """The tenant's record, created with the defaults if it has none."""
+        current = self.record(tenant_id)
+        if current.version:
+            return current
+        return self._write(current, {})
+
+    def set_tier(self, tenant_id: str, tier: str) -> TenantConfig:
+        if tier not in TIERS:
+            raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
+        current = self.record(tenant_id)
+        return current if current.tier == tier and current.version else self._write(current, {"tier": tier})
+
+    def reshard(self, tenant_id: str, shards: int | None) -> TenantConfig:
+        """Finish a reshard in progress, then (if ``shards`` differs) run one to ``shards``."""
+        if shards is not None:
+            keys.validate_shard_count(shards)
+        current = self.record(tenant_id)
+        if current.resharding:
+            current = self._finish(current)
+        if shards is None or shards == current.shards:
+            return current
+        self.progress(f"resharding {tenant_id}: {current.shards} -> {shards} shards")
+        widened = self._write(
+            current,
+            {"read_shards": (current.shards, shards), "target_shards": shards, "changed_at": self._now()},
+        )
+        return self._finish(widened)
+
+    def _now(self) -> int:
+        return math.ceil(self.clock())
+
+    # ------------------------------------------------------------ phases
+    def _finish(self, current: TenantConfig) -> TenantConfig:
+        target = current.target_shards if current.target_shards is not None else current.shards
+        if current.shards != target:  # widened: wait until every reader covers the target, then switch
+            self._wait_out(current)
+            self.progress(f"writers now use {target} shards")
+            current = self._write(current, {"shards": target, "changed_at": self._now()})
+        self._wait_out(current)  # until no container writes with the old count any more
+        moved = self._migrate(current)
+        self.progress(f"moved {moved} tickets; readers now cover {target} shards only")
+        return self._write(current, {"read_shards": (target,), "target_shards": None, "changed_at": self._now()})
+
+    def _wait_out(self, current: TenantConfig) -> None:
+        remaining = current.changed_at + self.phase_seconds - self.clock()
+        if remaining > 0:
+            self.progress(f"waiting {remaining:.0f} s for every function to see the change")
+            self.sleep(remaining)
+
+    def _migrate(self, current: TenantConfig) -> int:
+        tenant = current.tenant_id
+        moved = 0
+        for status in TicketStatus:
+            keep = set(keys.status_partitions(tenant, status, [current.shards]))
+            stale = [p for p in keys.status_partitions(tenant, status, current.read_shards) if p not in keep]
+            for partition in stale:
+                for _ in range(MIGRATION_ROUNDS):
+                    rows = self._rows(partition)
+                    if not rows:
+                        break
+                    for pk in rows:
+                        moved += self._move(tenant, pk, status, partition, current.shards)
+                    self.progress(f"{partition}: {moved} tickets moved so far")
+                else:
+                    raise RuntimeError(f"{partition} did not empty; run the command again to continue")
+        return moved
+
+    def _rows(self, partition: str) -> list[str]:
+        query: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": keys.GSI1_NAME,
+            "KeyConditionExpression": "tenant_status = :ts",
+            "ExpressionAttributeValues": {":ts": {"S": partition}},
+            "ProjectionExpression": "pk",
+        }
+        found: list[str] = []
+        while True:
+            page = self.client.query(**query)
+            found.extend(item["pk"]["S"] for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return found
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _move(self, tenant: str, pk: str, status: TicketStatus, partition: str, shards: int) -> int:
+        prefix = keys.tenant_prefix(tenant) + "TICKET#"
+        if not pk.startswith(prefix):
+            return 0  # not this tenant's item (a forged index key): leave it to an investigation
+        ticket_id = pk[len(prefix) :]
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
+                UpdateExpression="SET tenant_status = :new",
+                ConditionExpression="tenant_status = :old",
+                ExpressionAttributeValues={
+                    ":new": {"S": keys.ticket_tenant_status(tenant, status, ticket_id, shards)},
+                    ":old": {"S": partition},
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return 0  # changed or deleted meanwhile: its writer placed it already
+            raise
+        return 1
+
+    # ------------------------------------------------------------ storage
+    def _write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
+        """Store ``current`` with ``changes``, only if nobody wrote the record meanwhile."""
+        updated = TenantConfig.model_validate(
+            {**current.model_dump(), **changes, "version": current.version + 1, "tenant_id": current.tenant_id}
+        )
+        condition = "attribute_not_exists(pk)" if current.version == 0 else "#version = :expected"
+        kwargs: dict[str, Any] = {}
+        if current.version:
+            kwargs = {
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": {":expected": {"N": str(current.version)}},
+            }
+        try:
+            self.client.put_item(
+                TableName=self.table_name, Item=to_item(updated.item()), ConditionExpression=condition, **kwargs
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                raise RecordChanged("the tenant record changed meanwhile; run the command again") from exc
+            raise
+        return updated
+
+
+def _to_stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _shards(value: str) -> int:
+    number = int(value) if value.strip().isdigit() else None
+    return keys.validate_shard_count(number)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.tenants", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--shards", help=f"GSI1 shards, 1..{keys.MAX_SHARDS}")
+    parser.add_argument("--tier", help=f"one of {', '.join(TIERS)}")
+    parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    add_target_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        keys.validate_tenant_id(args.tenant)
+        shards = None if args.shards in (None, "") else _shards(args.shards)
+        tier = args.tier or None
+        if tier is not None and tier not in TIERS:
+            raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    try:
+        client, table_name = dynamodb_target(args)
+        admin = TenantAdmin(client, table_name, progress=_to_stderr)
+        if args.phase_seconds is not None:
+            admin.phase_seconds = args.phase_seconds
+        record = admin.record(args.tenant) if shards is None and tier is None else admin.ensure(args.tenant)
+        if tier is not None:
+            record = admin.set_tier(args.tenant, tier)
+        if shards is not None or record.resharding:
+            record = admin.reshard(args.tenant, shards)
+    except (TargetError, RecordChanged, ClientError, BotoCoreError, RuntimeError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    json.dump(record.model_dump(mode="json"), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
