@@ -12,6 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRACER_CAPTURE_RESPONSE_ENV
 from samtranslator.translator.transform import transform
 
 from local_stack.template import TEMPLATE_PATH, load_template
@@ -274,3 +275,11 @@ def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
     max_age = int(mapping["Properties"]["MaximumRecordAgeInSeconds"])
     assert max_age > 0
     assert horizon >= max_age + 600  # margin for clock skew between records and the function
+
+
+def test_traces_hold_no_response_bodies_and_no_exception_objects() -> None:
+    # The names are Powertools' own, so a typo here can't pass unnoticed.
+    for name, function in resources("AWS::Lambda::Function").items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables.get(TRACER_CAPTURE_RESPONSE_ENV) == "false", name
+        assert variables.get(TRACER_CAPTURE_ERROR_ENV) == "false", name
