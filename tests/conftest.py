@@ -13,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 from local_stack import moto_fixes
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
 from support_tickets.aggregation import aggregator_client
 from support_tickets.repository import TicketRepository
@@ -41,6 +42,7 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.setenv("TABLE_NAME", table_definition()["TableName"])
     monkeypatch.setenv("TENANT_ROLE_ARN", TENANT_ROLE_ARN)
+    monkeypatch.setenv("ALLOWED_CLIENT_IDS", SAMPLE_CLIENT_ID)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")

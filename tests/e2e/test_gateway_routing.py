@@ -70,7 +70,7 @@ def test_claims_are_strings_as_api_gateway_passes_them() -> None:
         "auth_time": "1794996400",
         "email_verified": "true",
     }
-    caller = caller_from_claims(claims)
+    caller = caller_from_claims({**claims, "aud": "client", "token_use": "id"}, {"client"})
     assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", True)
 
 

@@ -103,6 +103,7 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
         "AWS_ENDPOINT_OVERRIDE": stack.state["emulator_url"],
         "TABLE_NAME": stack.state["table_name"],
         "TENANT_ROLE_ARN": stack.state["tenant_role_arn"],
+        "ALLOWED_CLIENT_IDS": stack.state["user_pool_client_id"],
         "POWERTOOLS_METRICS_DISABLED": "true",
     }.items():
         monkeypatch.setenv(name, value)
@@ -111,7 +112,12 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
     handler = load_handler(BROKEN_HANDLER, "app.lambda_handler")
 
     def invoke(caller_tenant: str, body: str) -> dict[str, Any]:
-        claims = {"cognito:username": f"u-{caller_tenant}", "custom:tenant_id": caller_tenant, "token_use": "id"}
+        claims = {
+            "cognito:username": f"u-{caller_tenant}",
+            "custom:tenant_id": caller_tenant,
+            "token_use": "id",
+            "aud": stack.state["user_pool_client_id"],
+        }
         event = rest_event("POST", "/leak", body=body, claims=claims)
         response: dict[str, Any] = handler(event, LambdaContext(function_name="BrokenFunction"))
         return response

@@ -16,7 +16,7 @@ from unittest import mock
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.events import rest_event
+from local_stack.events import SAMPLE_CLIENT_ID, rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
 
 TICKET = "/tickets/{ticket_id}"
@@ -34,7 +34,7 @@ class User:
         claims = {
             "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.tenant_id}/{self.username}")),
             "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
-            "aud": "exampleclientid",
+            "aud": SAMPLE_CLIENT_ID,
             "token_use": "id",
             "cognito:username": self.username,
             "custom:tenant_id": self.tenant_id,

@@ -5,13 +5,27 @@ from typing import Any
 import pytest
 
 from support_tickets.errors import Forbidden, Unauthorized
-from support_tickets.identity import caller_from_claims, caller_from_event, parse_groups
+from support_tickets.identity import caller_from_claims as caller_of
+from support_tickets.identity import caller_from_event as caller_of_event
+from support_tickets.identity import check_id_token, parse_groups
+from support_tickets.settings import ConfigurationError, get_settings
+
+CLIENT = "ourclient"
+OTHER_CLIENT = "anotherclientofthepool"
 
 
 def claims(**overrides: Any) -> dict[str, Any]:
-    base = {"cognito:username": "alice", "custom:tenant_id": "acme", "token_use": "id"}
+    base = {"cognito:username": "alice", "custom:tenant_id": "acme", "token_use": "id", "aud": CLIENT}
     base.update(overrides)
     return {key: value for key, value in base.items() if value is not None}
+
+
+def caller_from_claims(found: dict[str, Any] | None) -> Any:
+    return caller_of(found, {CLIENT})
+
+
+def caller_from_event(event: dict[str, Any]) -> Any:
+    return caller_of_event(event, {CLIENT})
 
 
 def test_tenant_and_user_come_from_the_claims() -> None:
@@ -37,6 +51,62 @@ def test_parse_groups_handles_none() -> None:
 def test_missing_claims_are_unauthorized(event: dict[str, Any]) -> None:
     with pytest.raises(Unauthorized):
         caller_from_event(event)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"aud": OTHER_CLIENT}, id="another-app-client"),
+        pytest.param({"aud": None}, id="no-audience"),
+        pytest.param({"aud": [CLIENT]}, id="audience-not-a-string"),
+        pytest.param({"aud": CLIENT.upper()}, id="audience-other-case"),
+        pytest.param({"token_use": "access"}, id="access-token"),
+        pytest.param({"token_use": None}, id="no-token-use"),
+        pytest.param({"token_use": "ID"}, id="token-use-other-case"),
+        # An access token: the client in client_id, no aud, no custom attributes.
+        pytest.param({"token_use": "access", "aud": None, "client_id": CLIENT}, id="real-access-token-shape"),
+    ],
+)
+def test_only_id_tokens_of_an_allowed_app_client_are_accepted(changes: dict[str, Any]) -> None:
+    with pytest.raises(Unauthorized):
+        caller_from_claims(claims(**changes))
+    with pytest.raises(Unauthorized):
+        check_id_token(claims(**changes), {CLIENT})
+
+
+def test_any_of_several_allowed_clients() -> None:
+    assert caller_of(claims(aud=OTHER_CLIENT), {CLIENT, OTHER_CLIENT}).tenant_id == "acme"
+    with pytest.raises(Unauthorized):
+        caller_of(claims(), set())
+
+
+def test_the_token_check_comes_before_the_tenant() -> None:
+    # Another client's token with a malformed tenant is a 401, not a 403.
+    with pytest.raises(Unauthorized):
+        caller_from_claims(claims(aud=OTHER_CLIENT, **{"custom:tenant_id": "*"}))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("ourclient", {"ourclient"}), ("a1,b2", {"a1", "b2"}), (" a1 , b2 ", {"a1", "b2"}), ("x+y_z", {"x+y_z"})],
+)
+def test_allowed_client_ids_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: set[str]
+) -> None:
+    monkeypatch.setenv("ALLOWED_CLIENT_IDS", value)
+    get_settings.cache_clear()
+    assert get_settings().allowed_client_ids == expected
+
+
+@pytest.mark.parametrize("value", [None, "", " ", "a,,b", "a b", "a;b", "x" * 129])
+def test_missing_or_malformed_client_ids_fail_at_cold_start(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv("ALLOWED_CLIENT_IDS")
+    else:
+        monkeypatch.setenv("ALLOWED_CLIENT_IDS", value)
+    get_settings.cache_clear()
+    with pytest.raises(ConfigurationError, match="ALLOWED_CLIENT_IDS"):
+        get_settings()
 
 
 def test_missing_username_is_unauthorized() -> None:

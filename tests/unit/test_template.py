@@ -345,3 +345,13 @@ def test_traces_hold_no_response_bodies_and_no_exception_objects() -> None:
         variables = function["Properties"]["Environment"]["Variables"]
         assert variables.get(TRACER_CAPTURE_RESPONSE_ENV) == "false", name
         assert variables.get(TRACER_CAPTURE_ERROR_ENV) == "false", name
+
+
+def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
+    # API Gateway's Cognito authorizer checks neither aud nor token_use; the
+    # layer does, against this list (support_tickets.identity.check_id_token).
+    functions = resources("AWS::Lambda::Function")
+    for name in API_FUNCTIONS:
+        variables = functions[name]["Properties"]["Environment"]["Variables"]
+        assert variables["ALLOWED_CLIENT_IDS"] == {"Ref": "UserPoolClient"}, name
+    assert list(resources("AWS::Cognito::UserPoolClient")) == ["UserPoolClient"]

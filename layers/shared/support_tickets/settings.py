@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# Cognito's ClientId: 1-128 word characters or "+".
+_CLIENT_ID = re.compile(r"[\w+]{1,128}", re.ASCII)
 
 
 class Settings(BaseModel):
@@ -14,6 +18,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     table_name: str = Field(alias="TABLE_NAME", min_length=3)
+    # The app clients whose ID tokens the API accepts (comma-separated): API
+    # Gateway's Cognito authorizer checks neither the audience nor the token use.
+    allowed_client_ids: frozenset[str] = Field(alias="ALLOWED_CLIENT_IDS", min_length=1)
     tenant_role_arn: str = Field(default="", alias="TENANT_ROLE_ARN")
     region: str = Field(default="us-east-1", alias="AWS_REGION")
     # Local development only (see README "sam local"): empty when deployed.
@@ -21,6 +28,17 @@ class Settings(BaseModel):
     # Role chaining caps sessions at one hour; renew this long before expiry.
     tenant_session_seconds: int = Field(default=3600, alias="TENANT_SESSION_SECONDS", ge=900, le=3600)
     tenant_session_renew_before_seconds: int = Field(default=300, alias="TENANT_SESSION_RENEW_BEFORE_SECONDS", ge=0)
+
+    @field_validator("allowed_client_ids", mode="before")
+    @classmethod
+    def _client_ids(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        ids = [part.strip() for part in value.split(",")] if value.strip() else []
+        invalid = [client_id for client_id in ids if not _CLIENT_ID.fullmatch(client_id)]
+        if invalid:
+            raise ValueError(f"not app client ids: {invalid}")
+        return frozenset(ids)
 
     @field_validator("endpoint_url", mode="before")
     @classmethod
