@@ -1,4 +1,4 @@
-"""The IAM guard in front of the emulator: what AWS would refuse, refused.
+r"""The IAM guard in front of the emulator: what AWS would refuse, refused.
 
 moto answers every request as if IAM allowed it. The guard is a WSGI
 middleware in front of moto's server that knows who signed each request and
@@ -8,7 +8,10 @@ evaluates the template's policies for it with :mod:`local_stack.iam`:
   template; its trust policy must allow ``sts:AssumeRole`` (and
   ``sts:TagSession`` when tags are passed) with the request's tags as
   ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session caller also needs
-  its own role's policies to allow both actions. When moto then issues the
+  its own role's policies to allow both actions. Tags STS refuses (a key or
+  value with a character outside ``[\p{L}\p{Z}\p{N}_.:/=+\-@]``, such as
+  ``*`` or ``?``, too long, more than 50 tags) are STS's 400
+  ``ValidationError`` before any of that. When moto then issues the
   credentials, the guard records their access key id with the role, the
   session name and the session tags: that is how ``${aws:PrincipalTag/...}``
   gets its value later. Other credential-minting STS actions are refused
@@ -53,6 +56,7 @@ import json
 import logging
 import re
 import threading
+import unicodedata
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -373,6 +377,46 @@ def denial_message(
 
 
 # ---------------------------------------------------------------- STS AssumeRole
+# STS's Tag shape (API reference, "Tag"): key 1-128 and value 0-256 characters
+# of [\p{L}\p{Z}\p{N}_.:/=+\-@]; at most 50 tags. So no "*", "?", "|", "#" or
+# "$" ever reaches a principal tag.
+MAX_SESSION_TAGS = 50
+_TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
+_TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+class InvalidRequest(ValueError):
+    """A request STS refuses before any authorization: 400 ValidationError."""
+
+
+def _tag_characters_valid(text: str) -> bool:
+    return all(unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION for char in text)
+
+
+def tag_errors(tags: Sequence[tuple[str, str]]) -> list[str]:
+    """STS's validation errors for these session tags, worded as STS words them."""
+    errors: list[str] = []
+    if len(tags) > MAX_SESSION_TAGS:
+        errors.append(
+            f"Value '{len(tags)} tags' at 'tags' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {MAX_SESSION_TAGS}"
+        )
+    for index, (key, value) in enumerate(tags, start=1):
+        for part, text, shortest, longest, pattern in (
+            ("key", key, 1, 128, _TAG_KEY_PATTERN),
+            ("value", value, 0, 256, _TAG_VALUE_PATTERN),
+        ):
+            where = f"Value '{text}' at 'tags.{index}.member.{part}' failed to satisfy constraint: Member must"
+            if len(text) < shortest:
+                errors.append(f"{where} have length greater than or equal to {shortest}")
+            elif len(text) > longest:
+                errors.append(f"{where} have length less than or equal to {longest}")
+            if not _tag_characters_valid(text):
+                errors.append(f"{where} satisfy regular expression pattern: {pattern}")
+    return errors
+
+
 @dataclass(frozen=True)
 class AssumeRoleRequest:
     role_arn: str
@@ -382,16 +426,23 @@ class AssumeRoleRequest:
 
 
 def parse_assume_role(params: Mapping[str, str]) -> AssumeRoleRequest:
-    """The parameters of a query-protocol AssumeRole call; NotUnderstood for
-    anything the guard does not model (transitive tags, managed session policies)."""
-    tags: dict[str, str] = {}
+    """The parameters of a query-protocol AssumeRole call; :class:`InvalidRequest`
+    for tags STS refuses, NotUnderstood for anything the guard does not model
+    (transitive tags, managed session policies)."""
+    given: list[tuple[str, str]] = []
     index = 1
     while f"Tags.member.{index}.Key" in params:
-        key = params[f"Tags.member.{index}.Key"]
+        given.append((params[f"Tags.member.{index}.Key"], params.get(f"Tags.member.{index}.Value", "")))
+        index += 1
+    errors = tag_errors(given)
+    if errors:
+        count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
+        raise InvalidRequest(f"{count}: {'; '.join(errors)}")
+    tags: dict[str, str] = {}
+    for key, value in given:
         if key.lower() in {existing.lower() for existing in tags}:
             raise iam.NotUnderstood("duplicate tag key")
-        tags[key] = params.get(f"Tags.member.{index}.Value", "")
-        index += 1
+        tags[key] = value
     if any(name.startswith(("TransitiveTagKeys", "PolicyArns", "ProvidedContexts")) for name in params):
         raise iam.NotUnderstood("transitive tags, managed session policies and provided contexts")
     policy = params.get("Policy")
@@ -539,10 +590,9 @@ class Guard:
             return _xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None))
         if action != "AssumeRole":
             return None
-        try:
-            request = parse_assume_role(params)
-        except (iam.NotUnderstood, ValueError):
-            return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+        request = _assume_role_request(params, caller_arn)
+        if isinstance(request, _Response):
+            return request
         message = authorize_assume_role(caller, request, self.roles)
         if message is not None:
             log.warning("denied: %s", message)
@@ -557,6 +607,17 @@ class Guard:
                 Session(access_key.text, role, request.session_name, dict(request.tags), request.session_policy)
             )
         return response
+
+
+def _assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | _Response:
+    """The request, or STS's answer to one it refuses before authorization."""
+    try:
+        return parse_assume_role(params)
+    except InvalidRequest as exc:
+        log.warning("refused: %s", exc)
+        return _xml_error("ValidationError", str(exc), status="400 Bad Request")
+    except (iam.NotUnderstood, ValueError):
+        return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
 
 
 def _read_body(environ: Environ) -> bytes:
@@ -585,11 +646,15 @@ def _json_denial(error_type: str, message: str, *, status: str = "400 Bad Reques
 
 
 def _xml_denial(message: str) -> _Response:
+    return _xml_error("AccessDenied", message, status="403 Forbidden")
+
+
+def _xml_error(code: str, message: str, *, status: str) -> _Response:
     root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
     error = ET.SubElement(root, "Error")
     ET.SubElement(error, "Type").text = "Sender"
-    ET.SubElement(error, "Code").text = "AccessDenied"
+    ET.SubElement(error, "Code").text = code
     ET.SubElement(error, "Message").text = message
     ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
     body = ET.tostring(root)
-    return _Response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)
+    return _Response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)

@@ -251,6 +251,22 @@ def test_the_trust_policy_wants_exactly_a_non_empty_tenant_tag(stack: RunningSta
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
 
 
+@pytest.mark.parametrize("value", ["*", "glo*", "?", "a|b"])
+def test_sts_refuses_tag_values_with_wildcards_and_delimiters(stack: RunningStack, value: str) -> None:
+    # As STS does: its Tag value pattern is [\p{L}\p{Z}\p{N}_.:/=+\-@]*. So a
+    # session tagged "*" (which would read every tenant if the tag were a
+    # pattern) never exists, whoever asks, the operator included.
+    for sts in (client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole")), stack.operator("sts")):
+        with pytest.raises(ClientError) as caught:
+            sts.assume_role(
+                RoleArn=stack.state["tenant_role_arn"],
+                RoleSessionName="s-1",
+                Tags=[{"Key": "TenantId", "Value": value}],
+            )
+        assert caught.value.response["Error"]["Code"] == "ValidationError"
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
 def test_a_tenant_session_cannot_become_another_tenant(stack: RunningStack) -> None:
     tenant = new_tenant_id()
     api_sts = client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole"))
