@@ -1,8 +1,12 @@
 r"""The IAM guard in front of the emulator: what AWS would refuse, refused.
 
 moto answers every request as if IAM allowed it. The guard is a WSGI
-middleware in front of moto's server that knows who signed each request and
-evaluates the template's policies for it with :mod:`local_stack.iam`:
+middleware in front of moto's server that knows who signed each request (read
+from the ``Authorization`` header exactly as moto reads it, :func:`signer_of`,
+so both always agree on the caller and the service) and evaluates the
+template's policies for it with :mod:`local_stack.iam`. A role's policies are
+its inline ones, those attached with ``AWS::IAM::Policy`` and its AWS managed
+policies (see :mod:`local_stack.roles`):
 
 - **STS AssumeRole** (any caller): the target role must be a role of the
   template; its trust policy must allow ``sts:AssumeRole`` (and
@@ -24,8 +28,11 @@ evaluates the template's policies for it with :mod:`local_stack.iam`:
   be allowed by the role's policies (and by the session policy, if any); the
   first refusal answers exactly as DynamoDB does: HTTP 400,
   ``AccessDeniedException``, "User: ... is not authorized to perform: ...".
-- **Any other service** signed with a recorded session: evaluated with the
-  action and resource ``*`` (so only a ``"Resource": "*"`` grant allows it).
+- **Any other service** signed with a recorded session: evaluated on the
+  resource the call names (:func:`resource_of`: an SQS queue's ARN from its
+  URL or name, a Cognito user pool's ARN). A call whose resource the guard
+  can't name is refused: judged on ``*``, a Deny naming the resource would
+  not apply.
 - Requests signed with any **other** key are the local operator: the stack's
   own set-up, your ``aws --endpoint-url`` commands and ``sam local``
   containers (which sign with your host credentials). The operator is the
@@ -57,12 +64,16 @@ import logging
 import re
 import threading
 import unicodedata
+import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
+
+from moto.core.responses import BaseResponse
+from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
 from local_stack import iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
@@ -73,7 +84,6 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _UNSIGNED_PATH = re.compile(r"^/[\w-]+_[0-9a-zA-Z]+/\.well-known/(jwks\.json|openid-configuration)$")
 # Minting actions whose keys the guard could not attribute to a role.
 _REFUSED_STS_ACTIONS = frozenset(
@@ -83,6 +93,34 @@ _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
 
 
 # ---------------------------------------------------------------- who is calling
+@dataclass(frozen=True)
+class Signer:
+    """Who signed a request, and for which region and service, read from its
+    ``Authorization`` header exactly as moto reads it: the access key with
+    moto's own expression (``BaseResponse.access_key_regex``, the key moto
+    attributes the request to), the region and service from the first
+    comma-separated part's credential scope, as moto's dispatcher picks the
+    backend (``DomainDispatcherApplication.infer_service_region_host``).
+    ``access_key`` is ``None`` when moto finds none (it then acts as its
+    default account, i.e. the operator here)."""
+
+    access_key: str | None
+    region: str
+    service: str
+
+
+def signer_of(authorization: str) -> Signer | None:
+    """``None`` when the header names no service moto could dispatch by."""
+    match = BaseResponse.access_key_regex.search(authorization)
+    try:
+        scope = authorization.split(",", maxsplit=1)[0].split()[1]
+        _, _, region, service, _ = scope.split("/")
+    except (IndexError, ValueError):
+        return None
+    service = SIGNING_ALIASES.get(service.lower(), service).lower()
+    return Signer(match.group("access_key") if match else None, region, service)
+
+
 @dataclass(frozen=True)
 class Session:
     """Credentials the emulator's STS issued for a role of the template."""
@@ -376,6 +414,31 @@ def denial_message(
     return f"{message} because no identity-based policy allows the {action} action"
 
 
+# ---------------------------------------------------------------- other services
+def resource_of(service: str, action: str, params: Mapping[str, Any], *, region: str) -> str:
+    """The resource IAM authorizes a (non-DynamoDB) call on, for the services
+    the stack's roles use: an SQS queue by its URL or name, a Cognito user pool
+    by its id. Anything else is :class:`iam.NotUnderstood` (the guard denies
+    it): evaluated against ``*``, a Deny naming a resource would not apply."""
+    if service == "sqs":
+        url, name = params.get("QueueUrl"), params.get("QueueName")
+        if isinstance(url, str) and url:
+            parts = urllib.parse.urlsplit(url).path.strip("/").split("/")
+            if len(parts) == 2 and all(parts):  # /<account>/<queue>
+                return f"arn:aws:sqs:{region}:{parts[0]}:{parts[1]}"
+        elif isinstance(name, str) and name:
+            return f"arn:aws:sqs:{region}:{ACCOUNT_ID}:{name}"
+        elif action == "ListQueues":
+            return "*"
+        raise iam.NotUnderstood(f"sqs:{action} without a queue")
+    if service == "cognito-idp":
+        pool = params.get("UserPoolId")
+        if isinstance(pool, str) and pool:
+            return f"arn:aws:cognito-idp:{region}:{ACCOUNT_ID}:userpool/{pool}"
+        raise iam.NotUnderstood(f"cognito-idp:{action} without a user pool")
+    raise iam.NotUnderstood(f"resources of {service}")
+
+
 # ---------------------------------------------------------------- STS AssumeRole
 # STS's Tag shape (API reference, "Tag"): key 1-128 and value 0-256 characters
 # of [\p{L}\p{Z}\p{N}_.:/=+\-@]; at most 50 tags. So no "*", "?", "|", "#" or
@@ -511,15 +574,20 @@ class Guard:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
-        auth = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        authorization = environ.get("HTTP_AUTHORIZATION", "")
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         response: _Response | None
-        if auth is None:
+        signer = signer_of(authorization) if authorization else None
+        if not authorization:
             response = self._unsigned(environ, target)
+        elif signer is None:
+            # moto would hand it to a default backend: nothing the guard could judge.
+            response = _json_denial("AccessDeniedException", "The request's credential scope can't be read.")
         else:
-            access_key, region, service = auth.groups()
-            session = self.sessions.get(access_key)
-            response = self._authorize(environ, body, session, region=region, service=service, target=target)
+            session = self.sessions.get(signer.access_key)
+            response = self._authorize(
+                environ, body, session, region=signer.region, service=signer.service, target=target
+            )
         if response is None:
             response = self._forward(environ, body)
         start_response(response.status, response.headers)
@@ -559,8 +627,8 @@ class Guard:
             return self._sts(environ, body, session)
         if session is None:
             return None  # the operator
-        if service == "dynamodb" and target.startswith(("DynamoDB_20120810.", "DynamoDBStreams_20120810.")):
-            operation = target.split(".", 1)[1]
+        if service == "dynamodb":
+            operation = target.split(".", 1)[1] if target.startswith(("DynamoDB_", "DynamoDBStreams_")) else target
             try:
                 payload = json.loads(body or b"{}")
             except ValueError:
@@ -574,11 +642,18 @@ class Guard:
                 log.warning("denied: %s", message)
                 return _json_denial("com.amazonaws.dynamodb.v20120810#AccessDeniedException", message)
             return None
-        action = target.split(".", 1)[1] if "." in target else _query_params(environ, body).get("Action", "")
-        decision = session.decide(iam.Request(f"{service}:{action}", "*", session.context()))
-        if decision is iam.Decision.ALLOW:
-            return None
-        message = denial_message(session.arn, f"{service}:{action}", "*", decision)
+        params = _request_params(environ, body, target)
+        action = target.split(".", 1)[1] if "." in target else str(params.get("Action", ""))
+        try:
+            resource = resource_of(service, action, params, region=region)
+        except iam.NotUnderstood as exc:
+            log.warning("refused %s:%s for %s: %s", service, action, session.arn, exc)
+            resource, decision = "*", None
+        else:
+            decision = session.decide(iam.Request(f"{service}:{action}", resource, session.context()))
+            if decision is iam.Decision.ALLOW:
+                return None
+        message = denial_message(session.arn, f"{service}:{action}", resource, decision)
         log.warning("denied: %s", message)
         return _json_denial("AccessDeniedException", message) if target else _xml_denial(message)
 
@@ -626,6 +701,17 @@ def _read_body(environ: Environ) -> bytes:
     except ValueError:
         length = 0
     return environ["wsgi.input"].read(length) if length > 0 else b""
+
+
+def _request_params(environ: Environ, body: bytes, target: str) -> dict[str, Any]:
+    """A JSON-protocol body (calls with an X-Amz-Target), else the query parameters."""
+    if target:
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            return {}
+        return payload if isinstance(payload, dict) else {}
+    return dict(_query_params(environ, body))
 
 
 def _query_params(environ: Environ, body: bytes) -> dict[str, str]:

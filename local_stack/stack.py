@@ -217,13 +217,15 @@ class LocalStack:
 
         aggregator = specs[AGGREGATOR_FUNCTION]
         aggregator_env = environments[AGGREGATOR_FUNCTION]
-        streams = self.emulator.client(
-            "dynamodbstreams",
-            aws_access_key_id=aggregator_env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=aggregator_env["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=aggregator_env["AWS_SESSION_TOKEN"],
-        )
-        sqs = self.emulator.client("sqs")
+        # Lambda reads the stream and sends to the on-failure destination with
+        # the function's execution role: so does the poller, through the guard.
+        aggregator_credentials = {
+            "aws_access_key_id": aggregator_env["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": aggregator_env["AWS_SECRET_ACCESS_KEY"],
+            "aws_session_token": aggregator_env["AWS_SESSION_TOKEN"],
+        }
+        streams = self.emulator.client("dynamodbstreams", **aggregator_credentials)
+        sqs = self.emulator.client("sqs", **aggregator_credentials)
         self.poller = StreamPoller(
             streams,
             provisioned.stream_arn,

@@ -300,3 +300,23 @@ def test_the_aggregator_role_reaches_aggregate_items_only(stack: RunningStack) -
     ticket = {"pk": {"S": f"TENANT#{tenant}|TICKET#A"}, "sk": {"S": "SUMMARY"}}
     assert_denied(lambda: client.get_item(TableName=table, Key=ticket))
     assert_denied(lambda: client.put_item(TableName=table, Item=aggregate))  # UpdateItem and GetItem only
+
+
+def test_the_aggregator_role_sends_to_its_on_failure_queue_only(stack: RunningStack) -> None:
+    # Lambda sends a stream's on-failure records with the function's role; the
+    # guard judges sqs:SendMessage on the queue itself, as SQS does.
+    sqs = client_with(stack, "sqs", role_credentials(stack, function_role("AggregateCountsFunction")))
+    queue = stack.state["failure_queue_url"]
+    sqs.send_message(QueueUrl=queue, MessageBody='{"test": "on-failure"}')
+    other = stack.operator("sqs").create_queue(QueueName=f"other-{new_tenant_id()}")["QueueUrl"]
+    attempts: list[Callable[[], Any]] = [
+        lambda: sqs.send_message(QueueUrl=other, MessageBody="x"),
+        lambda: sqs.receive_message(QueueUrl=queue),
+        lambda: sqs.purge_queue(QueueUrl=queue),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        assert "is not authorized to perform: sqs:" in caught.value.response["Error"]["Message"]
+    received = stack.operator("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
+    assert '{"test": "on-failure"}' in [message["Body"] for message in received]
