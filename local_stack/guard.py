@@ -42,8 +42,14 @@ policies (see :mod:`local_stack.roles`):
   TenantAccessRole apply to it); its principal counts as named by any trust
   policy.
 - **Unsigned** requests reach only the user pool's JWKS/OpenID configuration
-  and Cognito's public (unsigned) API; everything else (``/moto-api/``,
-  unsigned STS federation) is refused.
+  and Cognito's unauthenticated and token-authorized operations
+  (:data:`local_stack.cognito.PUBLIC_ACTIONS`: ``InitiateAuth``,
+  ``UpdateUserAttributes`` with the user's access token...); Cognito's admin
+  and management APIs need IAM credentials (the operator's, or a session's
+  whose policies grant them on the pool), and everything else
+  (``/moto-api/``, unsigned STS federation) is refused. What the pool's own
+  settings refuse (sign-up, immutable attributes, auth flows) moto's backend
+  refuses (:mod:`local_stack.cognito`).
 
 Knowingly not modelled: signatures are not verified (a key id identifies the
 caller, as moto does); credential expiry is not enforced; SCPs, permission
@@ -75,7 +81,7 @@ from urllib.parse import parse_qs
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
-from local_stack import iam
+from local_stack import cognito, iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
 
 log = logging.getLogger("local_stack.guard")
@@ -616,8 +622,12 @@ class Guard:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
             return None
-        if target.startswith("AWSCognitoIdentityProviderService."):
-            return None
+        service, _, action = target.partition(".")
+        if service == "AWSCognitoIdentityProviderService":
+            if action in cognito.PUBLIC_ACTIONS:
+                return None
+            # Admin and management APIs need IAM credentials (the operator's here).
+            return _json_denial("MissingAuthenticationTokenException", "Missing Authentication Token")
         return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
