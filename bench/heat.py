@@ -75,6 +75,7 @@ FUNCTION_ENVIRONMENT = {
     "POWERTOOLS_TRACE_DISABLED": "1",
     "POWERTOOLS_METRICS_NAMESPACE": "SupportTickets",
     "POWERTOOLS_SERVICE_NAME": "support-tickets",
+    "ALLOWED_CLIENT_IDS": "benchclient",
 }
 
 

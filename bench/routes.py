@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack.events import rest_event
+from local_stack.events import SAMPLE_CLIENT_ID, rest_event
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
 
 COMMENTS_PER_TICKET = 5
@@ -18,7 +18,13 @@ LIST_TICKETS = 30
 
 
 def claims(tenant_id: str, username: str, *, admin: bool = False) -> dict[str, str]:
-    found = {"custom:tenant_id": tenant_id, "cognito:username": username, "sub": f"sub-{username}"}
+    found = {
+        "custom:tenant_id": tenant_id,
+        "cognito:username": username,
+        "sub": f"sub-{username}",
+        "aud": SAMPLE_CLIENT_ID,
+        "token_use": "id",
+    }
     if admin:
         found["cognito:groups"] = "admin"
     return found

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.roles import function_role, role_arn
 from local_stack.stack import lambda_environment
@@ -71,6 +72,8 @@ class StackProcess:
         environment = lambda_environment(spec, self.emulator_url, credentials, f"bench-{spec.logical_id}")
         environment["TABLE_NAME"] = str(self.state["table_name"])
         environment["TENANT_ROLE_ARN"] = str(self.state["tenant_role_arn"])
+        # The benchmark's events are made by hand (bench.routes.claims), not tokens of the pool.
+        environment["ALLOWED_CLIENT_IDS"] = SAMPLE_CLIENT_ID
         return environment
 
 

@@ -6,9 +6,9 @@ its template definition: the table (with GSI1, its stream and TTL), the
 aggregator's on-failure queue, every IAM role (trust policy, inline policies,
 policies attached by ``AWS::IAM::Policy``, SAM's generated function roles), and
 the user pool with its ``custom:tenant_id`` schema, app client and ``admin``
-group. moto's user pool signs ID tokens (RS256) and serves their JWKS at
-``/<pool id>/.well-known/jwks.json``. Its signing key is moto's built-in key,
-which is public: local tokens prove nothing outside the local stack.
+group. The user pool signs ID tokens (RS256) with a key generated at every
+start (:mod:`local_stack.cognito`; moto's own key is public) and serves its
+public half at ``/<pool id>/.well-known/jwks.json``.
 
 The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
 emulated account's administrator, see :mod:`local_stack.guard`), never with
@@ -28,7 +28,7 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from local_stack import moto_fixes
+from local_stack import cognito, moto_fixes
 from local_stack.guard import Guard, Session, TableKeys
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
@@ -84,6 +84,8 @@ class Emulator:
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
         moto_fixes.apply()
+        # The pool provisioned below signs with it: a token is this start's or forged.
+        cognito.new_signing_key()
         definition = table_definition()
         tables = {
             definition["TableName"]: TableKeys(

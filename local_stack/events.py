@@ -9,6 +9,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# The app client of the sample events (events/) and of the in-process tests'
+# claims: what ALLOWED_CLIENT_IDS names wherever such events are invoked.
+SAMPLE_CLIENT_ID = "1example23456789exampleclient"
+
 
 def rest_event(
     method: str,

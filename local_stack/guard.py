@@ -1,14 +1,21 @@
-"""The IAM guard in front of the emulator: what AWS would refuse, refused.
+r"""The IAM guard in front of the emulator: what AWS would refuse, refused.
 
 moto answers every request as if IAM allowed it. The guard is a WSGI
-middleware in front of moto's server that knows who signed each request and
-evaluates the template's policies for it with :mod:`local_stack.iam`:
+middleware in front of moto's server that knows who signed each request (read
+from the ``Authorization`` header exactly as moto reads it, :func:`signer_of`,
+so both always agree on the caller and the service) and evaluates the
+template's policies for it with :mod:`local_stack.iam`. A role's policies are
+its inline ones, those attached with ``AWS::IAM::Policy`` and its AWS managed
+policies (see :mod:`local_stack.roles`):
 
 - **STS AssumeRole** (any caller): the target role must be a role of the
   template; its trust policy must allow ``sts:AssumeRole`` (and
   ``sts:TagSession`` when tags are passed) with the request's tags as
   ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session caller also needs
-  its own role's policies to allow both actions. When moto then issues the
+  its own role's policies to allow both actions. Tags STS refuses (a key or
+  value with a character outside ``[\p{L}\p{Z}\p{N}_.:/=+\-@]``, such as
+  ``*`` or ``?``, too long, more than 50 tags) are STS's 400
+  ``ValidationError`` before any of that. When moto then issues the
   credentials, the guard records their access key id with the role, the
   session name and the session tags: that is how ``${aws:PrincipalTag/...}``
   gets its value later. Other credential-minting STS actions are refused
@@ -21,8 +28,11 @@ evaluates the template's policies for it with :mod:`local_stack.iam`:
   be allowed by the role's policies (and by the session policy, if any); the
   first refusal answers exactly as DynamoDB does: HTTP 400,
   ``AccessDeniedException``, "User: ... is not authorized to perform: ...".
-- **Any other service** signed with a recorded session: evaluated with the
-  action and resource ``*`` (so only a ``"Resource": "*"`` grant allows it).
+- **Any other service** signed with a recorded session: evaluated on the
+  resource the call names (:func:`resource_of`: an SQS queue's ARN from its
+  URL or name, a Cognito user pool's ARN). A call whose resource the guard
+  can't name is refused: judged on ``*``, a Deny naming the resource would
+  not apply.
 - Requests signed with any **other** key are the local operator: the stack's
   own set-up, your ``aws --endpoint-url`` commands and ``sam local``
   containers (which sign with your host credentials). The operator is the
@@ -32,8 +42,14 @@ evaluates the template's policies for it with :mod:`local_stack.iam`:
   TenantAccessRole apply to it); its principal counts as named by any trust
   policy.
 - **Unsigned** requests reach only the user pool's JWKS/OpenID configuration
-  and Cognito's public (unsigned) API; everything else (``/moto-api/``,
-  unsigned STS federation) is refused.
+  and Cognito's unauthenticated and token-authorized operations
+  (:data:`local_stack.cognito.PUBLIC_ACTIONS`: ``InitiateAuth``,
+  ``UpdateUserAttributes`` with the user's access token...); Cognito's admin
+  and management APIs need IAM credentials (the operator's, or a session's
+  whose policies grant them on the pool), and everything else
+  (``/moto-api/``, unsigned STS federation) is refused. What the pool's own
+  settings refuse (sign-up, immutable attributes, auth flows) moto's backend
+  refuses (:mod:`local_stack.cognito`).
 
 Knowingly not modelled: signatures are not verified (a key id identifies the
 caller, as moto does); credential expiry is not enforced; SCPs, permission
@@ -53,6 +69,8 @@ import json
 import logging
 import re
 import threading
+import unicodedata
+import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,7 +78,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from local_stack import iam
+from moto.core.responses import BaseResponse
+from moto.moto_server.werkzeug_app import SIGNING_ALIASES
+
+from local_stack import cognito, iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
 
 log = logging.getLogger("local_stack.guard")
@@ -69,7 +90,6 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[Environ, StartResponse], Iterable[bytes]]
 
-_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _UNSIGNED_PATH = re.compile(r"^/[\w-]+_[0-9a-zA-Z]+/\.well-known/(jwks\.json|openid-configuration)$")
 # Minting actions whose keys the guard could not attribute to a role.
 _REFUSED_STS_ACTIONS = frozenset(
@@ -79,6 +99,34 @@ _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
 
 
 # ---------------------------------------------------------------- who is calling
+@dataclass(frozen=True)
+class Signer:
+    """Who signed a request, and for which region and service, read from its
+    ``Authorization`` header exactly as moto reads it: the access key with
+    moto's own expression (``BaseResponse.access_key_regex``, the key moto
+    attributes the request to), the region and service from the first
+    comma-separated part's credential scope, as moto's dispatcher picks the
+    backend (``DomainDispatcherApplication.infer_service_region_host``).
+    ``access_key`` is ``None`` when moto finds none (it then acts as its
+    default account, i.e. the operator here)."""
+
+    access_key: str | None
+    region: str
+    service: str
+
+
+def signer_of(authorization: str) -> Signer | None:
+    """``None`` when the header names no service moto could dispatch by."""
+    match = BaseResponse.access_key_regex.search(authorization)
+    try:
+        scope = authorization.split(",", maxsplit=1)[0].split()[1]
+        _, _, region, service, _ = scope.split("/")
+    except (IndexError, ValueError):
+        return None
+    service = SIGNING_ALIASES.get(service.lower(), service).lower()
+    return Signer(match.group("access_key") if match else None, region, service)
+
+
 @dataclass(frozen=True)
 class Session:
     """Credentials the emulator's STS issued for a role of the template."""
@@ -372,7 +420,72 @@ def denial_message(
     return f"{message} because no identity-based policy allows the {action} action"
 
 
+# ---------------------------------------------------------------- other services
+def resource_of(service: str, action: str, params: Mapping[str, Any], *, region: str) -> str:
+    """The resource IAM authorizes a (non-DynamoDB) call on, for the services
+    the stack's roles use: an SQS queue by its URL or name, a Cognito user pool
+    by its id. Anything else is :class:`iam.NotUnderstood` (the guard denies
+    it): evaluated against ``*``, a Deny naming a resource would not apply."""
+    if service == "sqs":
+        url, name = params.get("QueueUrl"), params.get("QueueName")
+        if isinstance(url, str) and url:
+            parts = urllib.parse.urlsplit(url).path.strip("/").split("/")
+            if len(parts) == 2 and all(parts):  # /<account>/<queue>
+                return f"arn:aws:sqs:{region}:{parts[0]}:{parts[1]}"
+        elif isinstance(name, str) and name:
+            return f"arn:aws:sqs:{region}:{ACCOUNT_ID}:{name}"
+        elif action == "ListQueues":
+            return "*"
+        raise iam.NotUnderstood(f"sqs:{action} without a queue")
+    if service == "cognito-idp":
+        pool = params.get("UserPoolId")
+        if isinstance(pool, str) and pool:
+            return f"arn:aws:cognito-idp:{region}:{ACCOUNT_ID}:userpool/{pool}"
+        raise iam.NotUnderstood(f"cognito-idp:{action} without a user pool")
+    raise iam.NotUnderstood(f"resources of {service}")
+
+
 # ---------------------------------------------------------------- STS AssumeRole
+# STS's Tag shape (API reference, "Tag"): key 1-128 and value 0-256 characters
+# of [\p{L}\p{Z}\p{N}_.:/=+\-@]; at most 50 tags. So no "*", "?", "|", "#" or
+# "$" ever reaches a principal tag.
+MAX_SESSION_TAGS = 50
+_TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
+_TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+class InvalidRequest(ValueError):
+    """A request STS refuses before any authorization: 400 ValidationError."""
+
+
+def _tag_characters_valid(text: str) -> bool:
+    return all(unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION for char in text)
+
+
+def tag_errors(tags: Sequence[tuple[str, str]]) -> list[str]:
+    """STS's validation errors for these session tags, worded as STS words them."""
+    errors: list[str] = []
+    if len(tags) > MAX_SESSION_TAGS:
+        errors.append(
+            f"Value '{len(tags)} tags' at 'tags' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {MAX_SESSION_TAGS}"
+        )
+    for index, (key, value) in enumerate(tags, start=1):
+        for part, text, shortest, longest, pattern in (
+            ("key", key, 1, 128, _TAG_KEY_PATTERN),
+            ("value", value, 0, 256, _TAG_VALUE_PATTERN),
+        ):
+            where = f"Value '{text}' at 'tags.{index}.member.{part}' failed to satisfy constraint: Member must"
+            if len(text) < shortest:
+                errors.append(f"{where} have length greater than or equal to {shortest}")
+            elif len(text) > longest:
+                errors.append(f"{where} have length less than or equal to {longest}")
+            if not _tag_characters_valid(text):
+                errors.append(f"{where} satisfy regular expression pattern: {pattern}")
+    return errors
+
+
 @dataclass(frozen=True)
 class AssumeRoleRequest:
     role_arn: str
@@ -382,16 +495,23 @@ class AssumeRoleRequest:
 
 
 def parse_assume_role(params: Mapping[str, str]) -> AssumeRoleRequest:
-    """The parameters of a query-protocol AssumeRole call; NotUnderstood for
-    anything the guard does not model (transitive tags, managed session policies)."""
-    tags: dict[str, str] = {}
+    """The parameters of a query-protocol AssumeRole call; :class:`InvalidRequest`
+    for tags STS refuses, NotUnderstood for anything the guard does not model
+    (transitive tags, managed session policies)."""
+    given: list[tuple[str, str]] = []
     index = 1
     while f"Tags.member.{index}.Key" in params:
-        key = params[f"Tags.member.{index}.Key"]
+        given.append((params[f"Tags.member.{index}.Key"], params.get(f"Tags.member.{index}.Value", "")))
+        index += 1
+    errors = tag_errors(given)
+    if errors:
+        count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
+        raise InvalidRequest(f"{count}: {'; '.join(errors)}")
+    tags: dict[str, str] = {}
+    for key, value in given:
         if key.lower() in {existing.lower() for existing in tags}:
             raise iam.NotUnderstood("duplicate tag key")
-        tags[key] = params.get(f"Tags.member.{index}.Value", "")
-        index += 1
+        tags[key] = value
     if any(name.startswith(("TransitiveTagKeys", "PolicyArns", "ProvidedContexts")) for name in params):
         raise iam.NotUnderstood("transitive tags, managed session policies and provided contexts")
     policy = params.get("Policy")
@@ -460,15 +580,20 @@ class Guard:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
-        auth = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+        authorization = environ.get("HTTP_AUTHORIZATION", "")
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         response: _Response | None
-        if auth is None:
+        signer = signer_of(authorization) if authorization else None
+        if not authorization:
             response = self._unsigned(environ, target)
+        elif signer is None:
+            # moto would hand it to a default backend: nothing the guard could judge.
+            response = _json_denial("AccessDeniedException", "The request's credential scope can't be read.")
         else:
-            access_key, region, service = auth.groups()
-            session = self.sessions.get(access_key)
-            response = self._authorize(environ, body, session, region=region, service=service, target=target)
+            session = self.sessions.get(signer.access_key)
+            response = self._authorize(
+                environ, body, session, region=signer.region, service=signer.service, target=target
+            )
         if response is None:
             response = self._forward(environ, body)
         start_response(response.status, response.headers)
@@ -497,8 +622,12 @@ class Guard:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
             return None
-        if target.startswith("AWSCognitoIdentityProviderService."):
-            return None
+        service, _, action = target.partition(".")
+        if service == "AWSCognitoIdentityProviderService":
+            if action in cognito.PUBLIC_ACTIONS:
+                return None
+            # Admin and management APIs need IAM credentials (the operator's here).
+            return _json_denial("MissingAuthenticationTokenException", "Missing Authentication Token")
         return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
@@ -508,8 +637,8 @@ class Guard:
             return self._sts(environ, body, session)
         if session is None:
             return None  # the operator
-        if service == "dynamodb" and target.startswith(("DynamoDB_20120810.", "DynamoDBStreams_20120810.")):
-            operation = target.split(".", 1)[1]
+        if service == "dynamodb":
+            operation = target.split(".", 1)[1] if target.startswith(("DynamoDB_", "DynamoDBStreams_")) else target
             try:
                 payload = json.loads(body or b"{}")
             except ValueError:
@@ -523,11 +652,18 @@ class Guard:
                 log.warning("denied: %s", message)
                 return _json_denial("com.amazonaws.dynamodb.v20120810#AccessDeniedException", message)
             return None
-        action = target.split(".", 1)[1] if "." in target else _query_params(environ, body).get("Action", "")
-        decision = session.decide(iam.Request(f"{service}:{action}", "*", session.context()))
-        if decision is iam.Decision.ALLOW:
-            return None
-        message = denial_message(session.arn, f"{service}:{action}", "*", decision)
+        params = _request_params(environ, body, target)
+        action = target.split(".", 1)[1] if "." in target else str(params.get("Action", ""))
+        try:
+            resource = resource_of(service, action, params, region=region)
+        except iam.NotUnderstood as exc:
+            log.warning("refused %s:%s for %s: %s", service, action, session.arn, exc)
+            resource, decision = "*", None
+        else:
+            decision = session.decide(iam.Request(f"{service}:{action}", resource, session.context()))
+            if decision is iam.Decision.ALLOW:
+                return None
+        message = denial_message(session.arn, f"{service}:{action}", resource, decision)
         log.warning("denied: %s", message)
         return _json_denial("AccessDeniedException", message) if target else _xml_denial(message)
 
@@ -539,10 +675,9 @@ class Guard:
             return _xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None))
         if action != "AssumeRole":
             return None
-        try:
-            request = parse_assume_role(params)
-        except (iam.NotUnderstood, ValueError):
-            return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+        request = _assume_role_request(params, caller_arn)
+        if isinstance(request, _Response):
+            return request
         message = authorize_assume_role(caller, request, self.roles)
         if message is not None:
             log.warning("denied: %s", message)
@@ -559,12 +694,34 @@ class Guard:
         return response
 
 
+def _assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | _Response:
+    """The request, or STS's answer to one it refuses before authorization."""
+    try:
+        return parse_assume_role(params)
+    except InvalidRequest as exc:
+        log.warning("refused: %s", exc)
+        return _xml_error("ValidationError", str(exc), status="400 Bad Request")
+    except (iam.NotUnderstood, ValueError):
+        return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+
+
 def _read_body(environ: Environ) -> bytes:
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
     return environ["wsgi.input"].read(length) if length > 0 else b""
+
+
+def _request_params(environ: Environ, body: bytes, target: str) -> dict[str, Any]:
+    """A JSON-protocol body (calls with an X-Amz-Target), else the query parameters."""
+    if target:
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            return {}
+        return payload if isinstance(payload, dict) else {}
+    return dict(_query_params(environ, body))
 
 
 def _query_params(environ: Environ, body: bytes) -> dict[str, str]:
@@ -585,11 +742,15 @@ def _json_denial(error_type: str, message: str, *, status: str = "400 Bad Reques
 
 
 def _xml_denial(message: str) -> _Response:
+    return _xml_error("AccessDenied", message, status="403 Forbidden")
+
+
+def _xml_error(code: str, message: str, *, status: str) -> _Response:
     root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
     error = ET.SubElement(root, "Error")
     ET.SubElement(error, "Type").text = "Sender"
-    ET.SubElement(error, "Code").text = "AccessDenied"
+    ET.SubElement(error, "Code").text = code
     ET.SubElement(error, "Message").text = message
     ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
     body = ET.tostring(root)
-    return _Response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)
+    return _Response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)

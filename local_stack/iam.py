@@ -30,8 +30,11 @@ The AWS rules it follows (IAM User Guide, "Policy evaluation logic" and
   ``Null: true`` means the key is missing (or an empty set), ``false`` that it
   is present.
 - ``StringLike``: ``*`` matches any run of characters (also none), ``?``
-  exactly one. Wildcards that arrive through a policy variable act as
-  wildcards too, as in AWS: that is why tenant ids may contain neither.
+  exactly one, where the policy writes them. A policy variable's value is
+  substituted as literal text: a session tagged ``TenantId=*`` matches only
+  keys that contain a ``*`` there, never every tenant. (STS refuses ``*`` and
+  ``?`` in tag values, see :mod:`local_stack.guard`; tenant ids may contain
+  neither anyway.)
 - **Policy variables** ``${aws:PrincipalTag/TenantId}`` (any context key),
   ``${key, 'default'}``, and the escapes ``${*}``, ``${?}``, ``${$}``, in
   ``Resource`` and in string condition values. A variable whose key is not in
@@ -275,8 +278,9 @@ def compare_value(compare: str, negated: bool, value: str, policy_values: list[s
 def _substitute(text: str, request: Request, *, literal: bool = False) -> str | None:
     """Replace policy variables; ``None`` when one has no value in the request.
     With ``literal=False`` the result is a StringLike pattern in which the
-    escapes ``${*}``/``${?}`` are kept as literal characters (as private-use
-    code points that :func:`_compile` turns back into ``*``/``?``)."""
+    escapes ``${*}``/``${?}`` and every ``*``/``?`` of a substituted value are
+    literal characters (private-use code points that :func:`_compile` turns
+    back into ``*``/``?``): a value is data, never a pattern."""
     missing = False
 
     def replace(match: re.Match[str]) -> str:
@@ -291,11 +295,15 @@ def _substitute(text: str, request: Request, *, literal: bool = False) -> str | 
             if fallback is None:
                 missing = True
                 return ""
-            return fallback
-        return values[0]
+            return fallback if literal else _as_literal(fallback)
+        return values[0] if literal else _as_literal(values[0])
 
     result = _VARIABLE.sub(replace, text)
     return None if missing else result
+
+
+def _as_literal(value: str) -> str:
+    return "".join(_LITERAL.get(char, char) for char in value)
 
 
 def _like(pattern: str, value: str, *, case_sensitive: bool) -> bool:

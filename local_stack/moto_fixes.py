@@ -10,6 +10,9 @@ used by the tests beside threads such as the stream poller) take the same lock.
 Code between requests (handlers, the poller, the aggregator) still runs
 concurrently.
 
+moto's user pools sign with a key from moto's package and ignore their own
+settings: :mod:`local_stack.cognito` fixes both.
+
 A cancelled ``TransactWriteItems`` must leave no trace. moto applies the
 transaction's items one by one, appending their stream records, and on
 cancellation swaps a deep copy of the whole table back in. That copy carries
@@ -34,6 +37,8 @@ from typing import Any
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.dynamodb.models import DynamoDBBackend
 
+from local_stack import cognito
+
 _applied = False
 # moto's backends are not thread-safe: every request, in-process or through the
 # emulator's server, holds it while moto serves it.
@@ -46,6 +51,7 @@ def apply() -> None:
         return
     _serialize_in_process_requests()
     _rollback_cancelled_transactions_from_the_stream()
+    cognito.install()
     _applied = True
 
 

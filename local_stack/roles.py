@@ -6,9 +6,13 @@ Read from the template, never restated: each ``AWS::IAM::Role`` (its
 each ``AWS::IAM::Policy`` attached to a role through ``Roles``, and the role
 SAM generates for a function that has ``Policies`` instead of a ``Role``
 (``<Function>Role``, trusted by ``lambda.amazonaws.com``, one inline policy
-per statement block, as SAM names them). SAM policy templates and managed
-policies are kept as names only: the guard does not know their contents and
-so never lets them allow anything.
+per statement block, as SAM names them).
+
+Managed policies count, as in AWS: an AWS managed policy's document comes
+from :mod:`local_stack.managed_policies`, and a role with one the local stack
+has no document for (or a SAM policy template, which SAM expands at deploy
+time) is refused when the roles are read, so the stack does not start with
+permissions it can't evaluate.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_stack import managed_policies
 from local_stack.template import Resolver, template
 
 ACCOUNT_ID = "123456789012"
@@ -29,15 +34,21 @@ class RoleDefinition:
     trust_policy: dict[str, Any]
     inline_policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     managed_policy_arns: tuple[str, ...] = ()
-    # SAM policy templates (e.g. DynamoDBCrudPolicy): known by name only.
-    policy_templates: tuple[str, ...] = ()
+    managed_documents: tuple[dict[str, Any], ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        # Raises UnknownManagedPolicy: a role's permissions are known in full or not used.
+        documents = tuple(managed_policies.document(arn) for arn in self.managed_policy_arns)
+        object.__setattr__(self, "managed_documents", documents)
 
     @property
     def arn(self) -> str:
         return role_arn(self.name)
 
     def policies(self) -> list[dict[str, Any]]:
-        return list(self.inline_policies.values())
+        """Every identity-based policy of the role: inline ones, those attached
+        with ``AWS::IAM::Policy`` (added to ``inline_policies``) and managed ones."""
+        return [*self.inline_policies.values(), *self.managed_documents]
 
 
 def role_arn(name: str) -> str:
@@ -116,15 +127,19 @@ def _sam_function_role(logical_id: str, resource: Mapping[str, Any], resolver: R
     managed = ["arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"]
     if props.get("Tracing") == "Active":
         managed.append("arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess")
-    templates: list[str] = []
+    if any(event.get("Type") == "DynamoDB" for event in props.get("Events", {}).values()):
+        # What SAM adds for a DynamoDB event (stream actions on "*"): why the template writes its roles out.
+        managed.append("arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole")
     for index, policy in enumerate(policies):
         if isinstance(policy, str):
             managed.append(policy if policy.startswith("arn:") else f"arn:aws:iam::aws:policy/{policy}")
         elif isinstance(policy, dict) and "Statement" in policy:
             document = resolver.resolve(policy)
             inline[f"{logical_id}RolePolicy{index}"] = {"Version": "2012-10-17", **document}
-        elif isinstance(policy, dict):
-            templates.extend(policy)
+        else:
+            raise managed_policies.UnknownManagedPolicy(
+                f"{logical_id}: SAM policy template {policy!r} is not expanded locally; write the statements out"
+            )
     return RoleDefinition(
         logical_id=f"{logical_id}Role",
         name=f"{logical_id}Role",
@@ -136,5 +151,4 @@ def _sam_function_role(logical_id: str, resource: Mapping[str, Any], resolver: R
         },
         inline_policies=inline,
         managed_policy_arns=tuple(managed),
-        policy_templates=tuple(templates),
     )

@@ -25,6 +25,7 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from local_stack.emulator import Emulator, Provisioned
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
 from local_stack.poller import StreamPoller, failure_message
@@ -121,8 +122,25 @@ def lambda_environment(
 
 def sam_env_vars(specs: Iterable[FunctionSpec], endpoint: str) -> dict[str, dict[str, str]]:
     """The ``--env-vars`` file for ``sam local``: per function, the variables the
-    template declares (sam local overrides no others), pointed at the emulator."""
-    return {spec.logical_id: {**spec.environment, "AWS_ENDPOINT_OVERRIDE": endpoint} for spec in specs}
+    template declares (sam local overrides no others), pointed at the emulator.
+    The functions also accept the sample events' app client, so that
+    ``sam local invoke -e events/<file>.json`` works against the local stack:
+    ``sam local invoke`` has no authorizer, whoever invokes writes the claims."""
+    return {
+        spec.logical_id: {
+            **spec.environment,
+            **_with_sample_client(spec.environment),
+            "AWS_ENDPOINT_OVERRIDE": endpoint,
+        }
+        for spec in specs
+    }
+
+
+def _with_sample_client(environment: dict[str, str]) -> dict[str, str]:
+    if "ALLOWED_CLIENT_IDS" not in environment:
+        return {}
+    ids = [client_id for client_id in environment["ALLOWED_CLIENT_IDS"].split(",") if client_id]
+    return {"ALLOWED_CLIENT_IDS": ",".join(dict.fromkeys([*ids, SAMPLE_CLIENT_ID]))}
 
 
 # ---------------------------------------------------------------- the stack
@@ -199,13 +217,15 @@ class LocalStack:
 
         aggregator = specs[AGGREGATOR_FUNCTION]
         aggregator_env = environments[AGGREGATOR_FUNCTION]
-        streams = self.emulator.client(
-            "dynamodbstreams",
-            aws_access_key_id=aggregator_env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=aggregator_env["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=aggregator_env["AWS_SESSION_TOKEN"],
-        )
-        sqs = self.emulator.client("sqs")
+        # Lambda reads the stream and sends to the on-failure destination with
+        # the function's execution role: so does the poller, through the guard.
+        aggregator_credentials = {
+            "aws_access_key_id": aggregator_env["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": aggregator_env["AWS_SECRET_ACCESS_KEY"],
+            "aws_session_token": aggregator_env["AWS_SESSION_TOKEN"],
+        }
+        streams = self.emulator.client("dynamodbstreams", **aggregator_credentials)
+        sqs = self.emulator.client("sqs", **aggregator_credentials)
         self.poller = StreamPoller(
             streams,
             provisioned.stream_arn,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_stack.events import rest_event
+from local_stack.events import SAMPLE_CLIENT_ID, rest_event
 from local_stack.template import PROJECT_ROOT
 
 EVENTS_DIR = PROJECT_ROOT / "events"
@@ -52,7 +52,7 @@ class SampleUser:
             "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
             "cognito:username": self.username,
             "origin_jti": "5b0e1f2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
-            "aud": "1example23456789exampleclient",
+            "aud": SAMPLE_CLIENT_ID,
             "event_id": "6c1d2e3f-4a5b-4c6d-9e8f-0a1b2c3d4e5f",
             "token_use": "id",
             "auth_time": "1795254900",

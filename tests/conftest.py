@@ -3,9 +3,11 @@ random tenant ids. Nothing here can reach real AWS."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -13,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from local_stack import moto_fixes
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
 from support_tickets.aggregation import aggregator_client, failure_queue_client
 from support_tickets.comment_repository import CommentRepository
@@ -47,6 +50,7 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("TABLE_NAME", table_definition()["TableName"])
     monkeypatch.setenv("TENANT_ROLE_ARN", TENANT_ROLE_ARN)
     monkeypatch.setenv("FAILURE_QUEUE_URL", FAILURE_QUEUE_URL)
+    monkeypatch.setenv("ALLOWED_CLIENT_IDS", SAMPLE_CLIENT_ID)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
@@ -108,6 +112,16 @@ def comments_for(aws: None) -> CommentsFactory:
         return CommentRepository(tenant_table(tenant_id))
 
     return make
+
+
+def jwt_shaped(payload: Mapping[str, Any]) -> str:
+    """A token with this payload and a signature nobody checks: what a function
+    finds in the Authorization header after API Gateway verified the real one."""
+
+    def part(value: Mapping[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'kid': 'k'})}.{part(payload)}.c2lnbmF0dXJl"
 
 
 def random_tenant_id() -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import function_specs
 from local_stack.template import PROJECT_ROOT
 from tests.e2e.conftest import ENV_FILE, STATE_FILE, RunningStack, new_tenant_id, server_log, start_stack, stop_stack
@@ -123,6 +124,8 @@ def test_serve_writes_its_state_and_leaves_nothing_behind(tmp_path: Path) -> Non
         assert variables["AWS_ENDPOINT_OVERRIDE"] == state["emulator_url"]
         assert variables["TABLE_NAME"] == state["table_name"]
         assert variables["TENANT_ROLE_ARN"] == state["tenant_role_arn"]
+        # the local pool's client, and the sample events' (sam local invoke -e events/...)
+        assert variables["ALLOWED_CLIENT_IDS"] == f"{state['user_pool_client_id']},{SAMPLE_CLIENT_ID}"
     # the quickstart was printed, with the demo tenants
     assert "make -s token TENANT=acme USER=alice" in log
     assert f"curl -s {state['api_url']}/tickets" in log

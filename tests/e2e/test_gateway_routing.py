@@ -70,8 +70,9 @@ def test_claims_are_strings_as_api_gateway_passes_them() -> None:
         "auth_time": "1794996400",
         "email_verified": "true",
     }
-    caller = caller_from_claims(claims)
-    assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", True)
+    caller = caller_from_claims({**claims, "aud": "client", "token_use": "id"}, {"client"})
+    # "admin,support" could be one group with a comma: without the token the layer can't tell.
+    assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", False)
 
 
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_pool"

@@ -103,6 +103,7 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
         "AWS_ENDPOINT_OVERRIDE": stack.state["emulator_url"],
         "TABLE_NAME": stack.state["table_name"],
         "TENANT_ROLE_ARN": stack.state["tenant_role_arn"],
+        "ALLOWED_CLIENT_IDS": stack.state["user_pool_client_id"],
         "POWERTOOLS_METRICS_DISABLED": "true",
     }.items():
         monkeypatch.setenv(name, value)
@@ -111,7 +112,12 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
     handler = load_handler(BROKEN_HANDLER, "app.lambda_handler")
 
     def invoke(caller_tenant: str, body: str) -> dict[str, Any]:
-        claims = {"cognito:username": f"u-{caller_tenant}", "custom:tenant_id": caller_tenant, "token_use": "id"}
+        claims = {
+            "cognito:username": f"u-{caller_tenant}",
+            "custom:tenant_id": caller_tenant,
+            "token_use": "id",
+            "aud": stack.state["user_pool_client_id"],
+        }
         event = rest_event("POST", "/leak", body=body, claims=claims)
         response: dict[str, Any] = handler(event, LambdaContext(function_name="BrokenFunction"))
         return response
@@ -245,6 +251,22 @@ def test_the_trust_policy_wants_exactly_a_non_empty_tenant_tag(stack: RunningSta
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
 
 
+@pytest.mark.parametrize("value", ["*", "glo*", "?", "a|b"])
+def test_sts_refuses_tag_values_with_wildcards_and_delimiters(stack: RunningStack, value: str) -> None:
+    # As STS does: its Tag value pattern is [\p{L}\p{Z}\p{N}_.:/=+\-@]*. So a
+    # session tagged "*" (which would read every tenant if the tag were a
+    # pattern) never exists, whoever asks, the operator included.
+    for sts in (client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole")), stack.operator("sts")):
+        with pytest.raises(ClientError) as caught:
+            sts.assume_role(
+                RoleArn=stack.state["tenant_role_arn"],
+                RoleSessionName="s-1",
+                Tags=[{"Key": "TenantId", "Value": value}],
+            )
+        assert caught.value.response["Error"]["Code"] == "ValidationError"
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+
+
 def test_a_tenant_session_cannot_become_another_tenant(stack: RunningStack) -> None:
     tenant = new_tenant_id()
     api_sts = client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole"))
@@ -281,3 +303,23 @@ def test_the_aggregator_role_reaches_aggregate_items_only(stack: RunningStack) -
     assert_denied(lambda: client.put_item(TableName=table, Item=ticket))
     assert_denied(lambda: client.put_item(TableName=table, Item={**ticket, "pk": {"S": f"TENANT#{tenant}|CONFIG"}}))
     assert_denied(lambda: client.delete_item(TableName=table, Key=aggregate))
+
+
+def test_the_aggregator_role_sends_to_its_on_failure_queue_only(stack: RunningStack) -> None:
+    # Lambda sends a stream's on-failure records with the function's role; the
+    # guard judges sqs:SendMessage on the queue itself, as SQS does.
+    sqs = client_with(stack, "sqs", role_credentials(stack, function_role("AggregateCountsFunction")))
+    queue = stack.state["failure_queue_url"]
+    sqs.send_message(QueueUrl=queue, MessageBody='{"test": "on-failure"}')
+    other = stack.operator("sqs").create_queue(QueueName=f"other-{new_tenant_id()}")["QueueUrl"]
+    attempts: list[Callable[[], Any]] = [
+        lambda: sqs.send_message(QueueUrl=other, MessageBody="x"),
+        lambda: sqs.receive_message(QueueUrl=queue),
+        lambda: sqs.purge_queue(QueueUrl=queue),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        assert "is not authorized to perform: sqs:" in caught.value.response["Error"]["Message"]
+    received = stack.operator("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
+    assert '{"test": "on-failure"}' in [message["Body"] for message in received]

@@ -16,8 +16,9 @@ from unittest import mock
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.events import rest_event
+from local_stack.events import SAMPLE_CLIENT_ID, rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
+from tests.conftest import jwt_shaped
 
 TICKET = "/tickets/{ticket_id}"
 
@@ -34,17 +35,25 @@ class User:
         claims = {
             "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.tenant_id}/{self.username}")),
             "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
-            "aud": "exampleclientid",
+            "aud": SAMPLE_CLIENT_ID,
             "token_use": "id",
             "cognito:username": self.username,
             "custom:tenant_id": self.tenant_id,
             "auth_time": "1795000000",
             "iat": "1795000000",
             "exp": "Sat Nov 21 11:00:00 UTC 2026",
+            "jti": str(uuid.uuid5(uuid.NAMESPACE_URL, f"jti/{self.tenant_id}/{self.username}")),
         }
         if self.admin:
             claims["cognito:groups"] = "admin"
         return claims
+
+    def in_groups(self, *groups: str) -> tuple[dict[str, str], dict[str, str]]:
+        """Claims and headers of this user in ``groups``, as API Gateway passes
+        them: the claim joined with ",", the ID token in Authorization."""
+        claims = {**self.claims(), "cognito:groups": ",".join(groups)}
+        token = jwt_shaped({**claims, "cognito:groups": list(groups)})
+        return claims, {"Authorization": f"Bearer {token}"}
 
     def as_admin(self) -> User:
         return User(self.tenant_id, f"{self.username}-admin", admin=True)

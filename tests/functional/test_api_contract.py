@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from local_stack.events import SAMPLE_CLIENT_ID
 from tests.conftest import random_tenant_id
 from tests.functional.api_harness import (
     ROUTES,
@@ -82,6 +83,30 @@ def test_missing_claims_are_401(
     api: Api, snapshot: Snapshot, ticket_id: str, route: str, claims: dict[str, str] | None
 ) -> None:
     before = snapshot()
+    assert_error(call_as(api, route, claims, ticket_id), 401, "UNAUTHORIZED")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("route", "changes"),
+    every_route_and_each_variant(
+        [
+            {"aud": "anotherappclientofthepool"},
+            {"token_use": "access"},
+            {"aud": ""},
+            {"token_use": ""},
+            {"token_use": "access", "aud": "", "client_id": SAMPLE_CLIENT_ID},
+        ],
+        ["other-app-client", "access-token", "no-audience", "no-token-use", "access-token-shape"],
+    ),
+)
+def test_only_id_tokens_of_our_app_client_are_accepted(
+    api: Api, user: User, snapshot: Snapshot, ticket_id: str, *, route: str, changes: dict[str, str]
+) -> None:
+    # API Gateway's Cognito authorizer lets these through (it checks neither
+    # aud nor token_use); the functions must not.
+    before = snapshot()
+    claims = {key: value for key, value in {**user.as_admin().claims(), **changes}.items() if value}
     assert_error(call_as(api, route, claims, ticket_id), 401, "UNAUTHORIZED")
     assert snapshot() == before
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.template import PROJECT_ROOT, table_definition
 from ops import sample_events
@@ -132,6 +133,8 @@ def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFact
         environment = {
             **spec.environment,
             "TENANT_ROLE_ARN": TENANT_ROLE_ARN,
+            # The sample events' app client (the template's UserPoolClient, deployed).
+            "ALLOWED_CLIENT_IDS": SAMPLE_CLIENT_ID,
             "AWS_ENDPOINT_OVERRIDE": "",
             "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
             "POWERTOOLS_TRACE_DISABLED": "1",

@@ -57,6 +57,7 @@ class _Rule:
     times: int
     skip: int
     extra: dict[str, Any]
+    land: bool = False  # the request reaches AWS (and is applied); only its answer is an error
 
 
 class _Raw:
@@ -98,6 +99,13 @@ class WireFaults:
         rule = _Rule(service, frozenset(operations) if operations else None, code, status, times, skip, extra)
         self._rules.append(rule)
 
+    def lose_answer(self, service: str, *, operations: set[str], times: int = 1) -> None:
+        """The next ``times`` requests reach moto and are applied, but their answer
+        is lost: the client gets a 500 InternalServerError instead (DynamoDB's "the
+        request may have succeeded"), which botocore retries."""
+        rule = _Rule(service, frozenset(operations), "InternalServerError", 500, times, 0, {}, land=True)
+        self._rules.append(rule)
+
     def heal(self) -> None:
         self._rules.clear()
 
@@ -108,7 +116,9 @@ class WireFaults:
         self.sent.clear()
 
     # ------------------------------------------------------------ botocore events
-    def before_send(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> AWSResponse | None:
+    def before_send(
+        self, request: AWSPreparedRequest, event_name: str, forward: Any = None, **_: Any
+    ) -> AWSResponse | None:
         service, operation = event_name.split(".", 2)[1:]
         credential = _CREDENTIAL.search(_header(request, "Authorization"))
         attempt = _ATTEMPT.search(_header(request, "amz-sdk-request"))
@@ -121,6 +131,8 @@ class WireFaults:
                     rule.skip -= 1
                     continue
                 rule.times -= 1
+                if rule.land:
+                    forward()
                 return self._error(request, service, rule)
         return None
 
@@ -157,7 +169,7 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> WireFaults:
     def before_send(**kwargs: Any) -> AWSResponse | None:
         # botocore emits before-send to every handler and takes the first
         # response: moto's must not even run for a request that "failed".
-        return faults.before_send(**kwargs) or botocore_stubber(**kwargs)
+        return faults.before_send(**kwargs, forward=lambda: botocore_stubber(**kwargs)) or botocore_stubber(**kwargs)
 
     handlers = [
         ("before-send", before_send) if spec == ("before-send", botocore_stubber) else spec

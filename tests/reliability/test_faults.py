@@ -319,3 +319,71 @@ def test_a_write_that_conflicts_with_a_transaction_in_flight_is_409_nothing_chan
     response = api.update(user, ticket_id, {"status": "CLOSED"})
     assert_error(response, 409, "CONFLICT")
     assert snapshot() == before
+
+
+# ---------------------------------------------------------------- retries of writes whose answer was lost
+def test_a_create_whose_answer_was_lost_is_one_ticket_and_201(
+    api: Api, user: User, snapshot: Snapshot, wire: WireFaults
+) -> None:
+    # Given the first PutItem lands but its answer is lost (botocore retries it)
+    api.new_ticket(user)  # the tenant session and record are in place
+    before = len(snapshot())
+    wire.forget()
+    wire.lose_answer("dynamodb", operations={"PutItem"})
+    # When the client creates a ticket
+    response = api.create(user, {"title": "landed twice?"})
+    # Then the retry found its own write: 201 and one ticket, not a 500
+    assert response.status == 201, response.body
+    assert [s.attempt for s in wire.of("dynamodb", "PutItem")] == [1, 2]
+    after = snapshot()
+    assert len(after) == before + 1
+    assert api.summary(user, response.body["ticket_id"]).body == response.body
+
+
+def test_a_comment_whose_answer_was_lost_is_one_comment_and_201(api: Api, user: User, wire: WireFaults) -> None:
+    ticket = api.new_ticket(user)["ticket_id"]
+    wire.forget()
+    wire.lose_answer("dynamodb", operations={"TransactWriteItems"})
+    response = api.comment(user, ticket, {"body": "said once"})
+    assert response.status == 201, response.body
+    assert len(wire.of("dynamodb", "TransactWriteItems")) == 2
+    comments = api.get(user, ticket).body["comments"]
+    assert [comment["comment_id"] for comment in comments] == [response.body["comment_id"]]
+
+
+def test_an_if_match_update_whose_answer_was_lost_is_200_not_412(api: Api, user: User, wire: WireFaults) -> None:
+    ticket = api.new_ticket(user)
+    wire.lose_answer("dynamodb", operations={"UpdateItem"})
+    response = api.update(user, ticket["ticket_id"], {"status": "CLOSED", "title": "fixed"}, if_match="1")
+    assert response.status == 200, response.body
+    assert (response.body["version"], response.body["status"], response.body["title"]) == (2, "CLOSED", "fixed")
+    assert api.summary(user, ticket["ticket_id"]).body["version"] == 2
+
+
+def test_a_genuinely_stale_if_match_is_still_412(api: Api, user: User) -> None:
+    ticket = api.new_ticket(user)["ticket_id"]
+    assert api.update(user, ticket, {"title": "first"}, if_match="1").status == 200
+    assert_error(api.update(user, ticket, {"title": "first"}, if_match="1"), 412, "VERSION_MISMATCH")
+
+
+def test_a_batch_status_change_carries_an_idempotency_token(api: Api, user: User, wire: WireFaults) -> None:
+    """DynamoDB (not moto) dedupes a retried TransactWriteItems by its
+    ClientRequestToken for 10 minutes; botocore retries with the same parameters."""
+    ids = [api.new_ticket(user)["ticket_id"] for _ in range(2)]
+    tokens: list[str] = []
+    import botocore.client
+
+    original = botocore.client.BaseClient._make_api_call
+
+    def spy(client: Any, operation: str, params: Any) -> Any:
+        if operation == "TransactWriteItems":
+            tokens.append(params.get("ClientRequestToken", ""))
+        return original(client, operation, params)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.client.BaseClient, "_make_api_call", spy)
+        assert api.batch(user, ids, "CLOSED").status == 200
+        assert api.comment(user, ids[0], {"body": "x"}).status == 201
+    assert len(tokens) == 2
+    assert all(tokens)
+    assert len(set(tokens)) == 2

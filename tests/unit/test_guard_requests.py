@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import Question, Session, TableKeys, authorize_dynamodb, dynamodb_requests
+from local_stack.guard import (
+    InvalidRequest,
+    Question,
+    Session,
+    TableKeys,
+    authorize_dynamodb,
+    dynamodb_requests,
+    parse_assume_role,
+)
 from tests.unit.test_guard_policy import INDEX_ARN, TABLE_ARN, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}
@@ -190,3 +198,46 @@ def test_authorize_denies_in_dynamodbs_words() -> None:
     partiql = authorize_dynamodb(session, "ExecuteStatement", {"Statement": "x"}, region="us-east-1", tables=TABLES)
     assert partiql is not None
     assert "dynamodb:ExecuteStatement" in partiql
+
+
+# ---------------------------------------------------------------- STS's tag rules
+def assume_role_params(*tags: tuple[str, str]) -> dict[str, str]:
+    params = {"Action": "AssumeRole", "RoleArn": TENANT_ROLE.arn, "RoleSessionName": "s"}
+    for index, (key, value) in enumerate(tags, start=1):
+        params[f"Tags.member.{index}.Key"] = key
+        params[f"Tags.member.{index}.Value"] = value
+    return params
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["*", "glo*", "?", "g?obex", "a|b", "TENANT#x", "$x", "a,b", "a;b", "a\x00", "a\tb", "\ue000", "x" * 257],
+)
+def test_tag_values_sts_refuses_are_refused(value: str) -> None:
+    with pytest.raises(InvalidRequest, match=r"tags\.1\.member\.value"):
+        parse_assume_role(assume_role_params(("TenantId", value)))
+
+
+@pytest.mark.parametrize("key", ["", "*", "Tenant*", "a|b", "x" * 129])
+def test_tag_keys_sts_refuses_are_refused(key: str) -> None:
+    with pytest.raises(InvalidRequest, match=r"tags\.1\.member\.key"):
+        parse_assume_role(assume_role_params((key, "acme")))
+
+
+@pytest.mark.parametrize(
+    "value", ["", "acme", "acme corp", "é", "\uff21\uff23", "\u0663", "a:b/c=d+e-f@g_h.i", "x" * 256, "\u2028"]
+)
+def test_tag_values_sts_accepts_are_accepted(value: str) -> None:
+    assert parse_assume_role(assume_role_params(("TenantId", value))).tags == {"TenantId": value}
+
+
+def test_at_most_50_session_tags() -> None:
+    fifty = [(f"k{index}", "v") for index in range(50)]
+    assert len(parse_assume_role(assume_role_params(*fifty)).tags) == 50
+    with pytest.raises(InvalidRequest, match="less than or equal to 50"):
+        parse_assume_role(assume_role_params(*fifty, ("k50", "v")))
+
+
+def test_sts_validation_errors_are_counted_as_sts_counts_them() -> None:
+    with pytest.raises(InvalidRequest, match=r"^2 validation errors detected: Value '\*' at 'tags\.1\.member\.key'"):
+        parse_assume_role(assume_role_params(("*", "?")))

@@ -5,13 +5,28 @@ from typing import Any
 import pytest
 
 from support_tickets.errors import Forbidden, Unauthorized
-from support_tickets.identity import caller_from_claims, caller_from_event, parse_groups
+from support_tickets.identity import caller_from_claims as caller_of
+from support_tickets.identity import caller_from_event as caller_of_event
+from support_tickets.identity import check_id_token, parse_groups
+from support_tickets.settings import ConfigurationError, get_settings
+from tests.conftest import jwt_shaped
+
+CLIENT = "ourclient"
+OTHER_CLIENT = "anotherclientofthepool"
 
 
 def claims(**overrides: Any) -> dict[str, Any]:
-    base = {"cognito:username": "alice", "custom:tenant_id": "acme", "token_use": "id"}
+    base = {"cognito:username": "alice", "custom:tenant_id": "acme", "token_use": "id", "aud": CLIENT}
     base.update(overrides)
     return {key: value for key, value in base.items() if value is not None}
+
+
+def caller_from_claims(found: dict[str, Any] | None) -> Any:
+    return caller_of(found, {CLIENT})
+
+
+def caller_from_event(event: dict[str, Any]) -> Any:
+    return caller_of_event(event, {CLIENT})
 
 
 def test_tenant_and_user_come_from_the_claims() -> None:
@@ -19,24 +34,159 @@ def test_tenant_and_user_come_from_the_claims() -> None:
     assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "alice", False)
 
 
-@pytest.mark.parametrize("groups", ["admin", "support,admin", "[support admin]", ["admin"], "admin, support"])
-def test_admin_group_in_any_shape_api_gateway_sends(groups: object) -> None:
-    assert caller_from_claims(claims(**{"cognito:groups": groups})).is_admin
+def in_groups(*groups: str, **token_changes: Any) -> tuple[dict[str, Any], str]:
+    """Claims as a REST API's Cognito authorizer passes them (the array joined
+    with ","), and the Authorization header with the token they came from."""
+    found = claims(jti="7d2e3f4a-5b6c", **{"cognito:groups": ",".join(groups)})
+    token = {**found, "cognito:groups": list(groups), **token_changes}
+    return found, f"Bearer {jwt_shaped(token)}"
 
 
-@pytest.mark.parametrize("groups", ["", "administrators", "[support]", "Admin", "notadmin,support"])
-def test_other_groups_are_not_admin(groups: str) -> None:
-    assert not caller_from_claims(claims(**{"cognito:groups": groups})).is_admin
+@pytest.mark.parametrize(
+    ("value", "groups"),
+    [
+        (None, frozenset()),
+        ("", frozenset()),
+        ("admin", {"admin"}),
+        ("[admin]", {"[admin]"}),
+        ("[support admin]", {"[support admin]"}),
+        ("Admin", {"Admin"}),
+        (" admin", {" admin"}),
+        (["admin"], frozenset()),
+        (("admin",), frozenset()),
+        (1, frozenset()),
+        ("support,admin", None),
+        ("x,admin", None),
+        (",", None),
+    ],
+)
+def test_parse_groups_reads_the_rest_apis_form_only(value: object, groups: object) -> None:
+    assert parse_groups(value) == groups
 
 
-def test_parse_groups_handles_none() -> None:
-    assert parse_groups(None) == frozenset()
+@pytest.mark.parametrize("groups", [("admin",), ("support", "admin"), ("admin", "x,y"), ("[admin]", "admin")])
+def test_admin_among_the_tokens_groups(groups: tuple[str, ...]) -> None:
+    found, authorization = in_groups(*groups)
+    assert caller_of(found, {CLIENT}, authorization).is_admin
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        (),
+        ("administrators",),
+        ("Admin",),
+        ("[admin]",),
+        ("x,admin",),
+        ("admin,",),
+        ("support", "x,admin"),
+        ("[a", "admin]"),
+    ],
+)
+def test_no_other_group_name_is_admin(groups: tuple[str, ...]) -> None:
+    found, authorization = in_groups(*groups)
+    assert not caller_of(found, {CLIENT}, authorization).is_admin
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer not-a-token",
+        "Bearer a.b.c",
+        "Bearer a.!!!.c",
+        f"Bearer {jwt_shaped({'jti': '7d2e3f4a-5b6c', 'cognito:groups': 'support,admin'})}",  # a string, not the array
+    ],
+)
+def test_ambiguous_groups_without_their_token_are_no_groups(authorization: str | None) -> None:
+    found = claims(jti="7d2e3f4a-5b6c", **{"cognito:groups": "support,admin"})
+    assert not caller_of(found, {CLIENT}, authorization).is_admin
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"jti": "another-token"}, id="another-token"),
+        pytest.param({"jti": None}, id="no-jti"),
+        pytest.param({"cognito:groups": ["support", "admin", "more"]}, id="other-groups"),
+        pytest.param({"cognito:groups": ["support,admin"]}, id="one-group-with-a-comma"),
+    ],
+)
+def test_the_header_token_must_be_the_verified_one(changes: dict[str, Any]) -> None:
+    found, authorization = in_groups("support", "admin", **changes)
+    assert not caller_of(found, {CLIENT}, authorization).is_admin
+    control, authorization = in_groups("support", "admin")
+    assert caller_of(control, {CLIENT}, authorization).is_admin
+
+
+def test_the_header_is_found_in_the_event_in_any_letter_case() -> None:
+    found, authorization = in_groups("support", "admin")
+    event = {"headers": {"authorization": authorization}, "requestContext": {"authorizer": {"claims": found}}}
+    assert caller_from_event(event).is_admin
 
 
 @pytest.mark.parametrize("event", [{}, {"requestContext": {}}, {"requestContext": {"authorizer": {}}}])
 def test_missing_claims_are_unauthorized(event: dict[str, Any]) -> None:
     with pytest.raises(Unauthorized):
         caller_from_event(event)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"aud": OTHER_CLIENT}, id="another-app-client"),
+        pytest.param({"aud": None}, id="no-audience"),
+        pytest.param({"aud": [CLIENT]}, id="audience-not-a-string"),
+        pytest.param({"aud": CLIENT.upper()}, id="audience-other-case"),
+        pytest.param({"token_use": "access"}, id="access-token"),
+        pytest.param({"token_use": None}, id="no-token-use"),
+        pytest.param({"token_use": "ID"}, id="token-use-other-case"),
+        # An access token: the client in client_id, no aud, no custom attributes.
+        pytest.param({"token_use": "access", "aud": None, "client_id": CLIENT}, id="real-access-token-shape"),
+    ],
+)
+def test_only_id_tokens_of_an_allowed_app_client_are_accepted(changes: dict[str, Any]) -> None:
+    with pytest.raises(Unauthorized):
+        caller_from_claims(claims(**changes))
+    with pytest.raises(Unauthorized):
+        check_id_token(claims(**changes), {CLIENT})
+
+
+def test_any_of_several_allowed_clients() -> None:
+    assert caller_of(claims(aud=OTHER_CLIENT), {CLIENT, OTHER_CLIENT}).tenant_id == "acme"
+    with pytest.raises(Unauthorized):
+        caller_of(claims(), set())
+
+
+def test_the_token_check_comes_before_the_tenant() -> None:
+    # Another client's token with a malformed tenant is a 401, not a 403.
+    with pytest.raises(Unauthorized):
+        caller_from_claims(claims(aud=OTHER_CLIENT, **{"custom:tenant_id": "*"}))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("ourclient", {"ourclient"}), ("a1,b2", {"a1", "b2"}), (" a1 , b2 ", {"a1", "b2"}), ("x+y_z", {"x+y_z"})],
+)
+def test_allowed_client_ids_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: set[str]
+) -> None:
+    monkeypatch.setenv("ALLOWED_CLIENT_IDS", value)
+    get_settings.cache_clear()
+    assert get_settings().allowed_client_ids == expected
+
+
+@pytest.mark.parametrize("value", [None, "", " ", "a,,b", "a b", "a;b", "x" * 129])
+def test_missing_or_malformed_client_ids_fail_at_cold_start(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv("ALLOWED_CLIENT_IDS")
+    else:
+        monkeypatch.setenv("ALLOWED_CLIENT_IDS", value)
+    get_settings.cache_clear()
+    with pytest.raises(ConfigurationError, match="ALLOWED_CLIENT_IDS"):
+        get_settings()
 
 
 def test_missing_username_is_unauthorized() -> None:

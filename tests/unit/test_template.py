@@ -4,6 +4,7 @@ CloudFormation (what actually deploys), not just in the source YAML."""
 from __future__ import annotations
 
 import copy
+import fnmatch
 import json
 import shutil
 import subprocess
@@ -12,8 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRACER_CAPTURE_RESPONSE_ENV
 from samtranslator.translator.transform import transform
 
+from local_stack import managed_policies
 from local_stack.template import TEMPLATE_PATH, load_template
 
 API_FUNCTIONS = {
@@ -194,10 +197,14 @@ def test_tenant_role_trust_admits_only_the_api_role_with_a_tenant_tag() -> None:
     assert tag["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["TenantId"]}
 
 
-def test_aggregator_can_write_only_aggregate_items() -> None:
+def aggregator_role() -> dict[str, Any]:
     functions = resources("AWS::Lambda::Function")
     role_name = functions["AggregateCountsFunction"]["Properties"]["Role"]["Fn::GetAtt"][0]
-    granted = all_role_statements(resources("AWS::IAM::Role")[role_name])
+    return resources("AWS::IAM::Role")[role_name]
+
+
+def test_aggregator_can_write_only_aggregate_items() -> None:
+    granted = all_role_statements(aggregator_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     item_statements = [s for s in table_statements if "dynamodb:UpdateItem" in as_list(s["Action"])]
     (items,) = item_statements
@@ -207,14 +214,70 @@ def test_aggregator_can_write_only_aggregate_items() -> None:
         "TENANT#*|AGGREGATE#JOURNAL#*",
     ]
     assert items["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert items["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
     others = [s for s in table_statements if s is not items]
+    assert others
     for statement in others:
         assert all(
             action
             in {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
             for action in as_list(statement["Action"])
         )
-        assert "StreamArn" in json.dumps(statement["Resource"])
+
+
+def test_aggregator_reads_this_tables_stream_only() -> None:
+    streams = {
+        action: statement["Resource"]
+        for statement in all_role_statements(aggregator_role())
+        for action in as_list(statement["Action"])
+        if action in {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+    }
+    this_stream = {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]}
+    assert streams == dict.fromkeys(
+        ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"), this_stream
+    )
+    (listing,) = [s for s in all_role_statements(aggregator_role()) if "dynamodb:ListStreams" in as_list(s["Action"])]
+    assert listing["Resource"] == {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"}
+    (queue,) = [s for s in all_role_statements(aggregator_role()) if "sqs:SendMessage" in as_list(s["Action"])]
+    assert queue["Resource"] == {"Fn::GetAtt": ["AggregateCountsFailureQueue", "Arn"]}
+
+
+def managed_policy_arn(value: Any) -> str:
+    """A ``ManagedPolicyArns`` entry as SAM and the template write it."""
+    text = value.get("Fn::Sub") if isinstance(value, dict) and set(value) == {"Fn::Sub"} else value
+    assert isinstance(text, str), f"cannot read managed policy {value!r}"
+    return text.replace("${AWS::Partition}", "aws")
+
+
+def grants_dynamodb(action: str) -> bool:
+    service = action.split(":", 1)[0] if ":" in action else action
+    return fnmatch.fnmatchcase("dynamodb", service.lower())
+
+
+def test_no_role_gets_dynamodb_actions_from_a_managed_policy() -> None:
+    # SAM adds AWSLambdaDynamoDBExecutionRole (stream actions on "*") to the role
+    # it generates for a function with a DynamoDB event: every role is written out.
+    checked = 0
+    for name, role in resources("AWS::IAM::Role").items():
+        for entry in role["Properties"].get("ManagedPolicyArns", []):
+            document = managed_policies.document(managed_policy_arn(entry))
+            for statement in statements(document):
+                if statement["Effect"] != "Allow":
+                    continue
+                assert "NotAction" not in statement, (name, entry)
+                granted = [a for a in as_list(statement["Action"]) if grants_dynamodb(a)]
+                assert granted == [], (name, entry, granted)
+            checked += 1
+    assert checked >= 4  # the API role's two, the aggregator's two (and API Gateway's logging role)
+
+
+def test_the_dynamodb_check_would_catch_sams_stream_policy() -> None:
+    # The control for the test above: the policy SAM would have attached.
+    document = managed_policies.document("arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole")
+    assert any(grants_dynamodb(action) for statement in statements(document) for action in statement["Action"])
+    assert grants_dynamodb("*")
+    assert grants_dynamodb("DynamoDB:Get*")
+    assert not grants_dynamodb("logs:PutLogEvents")
 
 
 def test_table_keeps_its_data() -> None:
@@ -299,3 +362,21 @@ def test_a_batch_journal_stays_far_below_40_kb() -> None:
 def test_the_aggregator_sends_poison_to_its_failure_queue() -> None:
     function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
     assert function["Environment"]["Variables"]["FAILURE_QUEUE_URL"] == {"Ref": "AggregateCountsFailureQueue"}
+
+
+def test_traces_hold_no_response_bodies_and_no_exception_objects() -> None:
+    # The names are Powertools' own, so a typo here can't pass unnoticed.
+    for name, function in resources("AWS::Lambda::Function").items():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables.get(TRACER_CAPTURE_RESPONSE_ENV) == "false", name
+        assert variables.get(TRACER_CAPTURE_ERROR_ENV) == "false", name
+
+
+def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
+    # API Gateway's Cognito authorizer checks neither aud nor token_use; the
+    # layer does, against this list (support_tickets.identity.check_id_token).
+    functions = resources("AWS::Lambda::Function")
+    for name in API_FUNCTIONS:
+        variables = functions[name]["Properties"]["Environment"]["Variables"]
+        assert variables["ALLOWED_CLIENT_IDS"] == {"Ref": "UserPoolClient"}, name
+    assert list(resources("AWS::Cognito::UserPoolClient")) == ["UserPoolClient"]

@@ -38,6 +38,7 @@ from support_tickets.errors import (
 )
 from support_tickets.identity import Caller, caller_from_event
 from support_tickets.models import ErrorResponse
+from support_tickets.settings import get_settings
 
 logger = Logger()
 tracer = Tracer()
@@ -212,7 +213,7 @@ def handle(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaCo
     try:
         if _body_size(event) > MAX_BODY_BYTES:
             raise PayloadTooLarge()
-        caller = caller_from_event(event)
+        caller = caller_from_event(event, get_settings().allowed_client_ids)
     except ApiError as exc:
         # No tenant yet (or not a valid one): nothing to log it under; API
         # Gateway's access log has the request.

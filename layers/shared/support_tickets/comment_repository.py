@@ -45,6 +45,7 @@ class CommentRepository:
         item = CommentItem(
             pk=pk, sk=keys.comment_sk(now, comment_id), comment_id=comment_id, author=author, body=body, created_at=now
         )
+        stored = to_item(item.model_dump())
         try:
             self.table.call(
                 "transact_write_items",
@@ -59,16 +60,23 @@ class CommentRepository:
                     {
                         "Put": {
                             "TableName": self.table.table_name,
-                            "Item": to_item(item.model_dump()),
+                            "Item": stored,
                             "ConditionExpression": "attribute_not_exists(pk)",
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                         }
                     },
                 ],
+                # DynamoDB answers a retried call with the same token as the first
+                # (for 10 minutes): botocore's retry after a lost answer is a no-op.
+                ClientRequestToken=comment_id,
             )
         except ClientError as exc:
             if error_code(exc) != "TransactionCanceledException":
                 raise
             codes = cancellation_codes(exc)
+            reasons = exc.response.get("CancellationReasons", [])
+            if len(reasons) > 1 and codes[1] == "ConditionalCheckFailed" and _is_own_comment(reasons[1], stored):
+                return item.comment()  # its first attempt landed: it succeeded once
             if codes and codes[0] == "ConditionalCheckFailed":
                 raise TicketNotFound() from exc
             self.table.raise_for_cancellation(exc)
@@ -118,6 +126,11 @@ class CommentRepository:
             ticket = TicketItem.model_validate(summary).ticket()
         comments = [CommentItem.model_validate(item).comment() for item in comment_items]
         return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
+
+
+def _is_own_comment(reason: Mapping[str, Any], written: Mapping[str, Any]) -> bool:
+    found = reason.get("Item") or {}
+    return bool(found) and found.get("comment_id") == written["comment_id"] and found.get("author") == written["author"]
 
 
 def _own_comment_key(key: Mapping[str, str], pk: str) -> bool:

@@ -43,6 +43,22 @@ ConfigProvider = Callable[[TenantTable], TenantConfig]
 ForeignRowHook = Callable[[Mapping[str, Any]], None]
 
 
+def _is_own_write(exc: ClientError, written: Mapping[str, Any]) -> bool:
+    """Whether the item a conditional put found is the one it was writing."""
+    response: Mapping[str, Any] = exc.response
+    found: Mapping[str, Any] = response.get("Item") or {}
+    return bool(found) and all(found.get(name) == written[name] for name in ("ticket_id", "created_at", "created_by"))
+
+
+def _is_own_update(
+    current: Mapping[str, Any], expected: int, values: Mapping[str, Any], stored: Mapping[str, Any]
+) -> bool:
+    """Whether ``current`` is exactly what this update (from ``expected``) wrote."""
+    if current.get("version", {}).get("N") != str(expected + 1) or current.get("updated_at") != values[":now"]:
+        return False
+    return all(current.get(attribute) == values[f":{attribute}"] for attribute in stored)
+
+
 def _report_foreign_row(row: Mapping[str, Any]) -> None:
     logger.warning("security: dropped a GSI1 row of another tenant", extra={"row_pk": str(row.get("pk", ""))[:200]})
     Metrics().add_metric(name=FOREIGN_INDEX_ROW_METRIC, unit=MetricUnit.Count, value=1)
@@ -88,12 +104,20 @@ class TicketRepository:
             updated_at=now,
             version=1,
         )
-        self.table.call(
-            "put_item",
-            TableName=self.table_name,
-            Item=to_item(item.model_dump()),
-            ConditionExpression="attribute_not_exists(pk)",
-        )
+        stored = to_item(item.model_dump())
+        try:
+            self.table.call(
+                "put_item",
+                TableName=self.table_name,
+                Item=stored,
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            # botocore retries a request whose answer was lost: if what is there is
+            # this very write (a fresh ticket id, our timestamps), it succeeded once.
+            if error_code(exc) != "ConditionalCheckFailedException" or not _is_own_write(exc, stored):
+                raise
         return item.ticket()
 
     def get_ticket_summary(self, ticket_id: str) -> Ticket:
@@ -146,8 +170,12 @@ class TicketRepository:
                 raise
             if "Item" not in exc.response:
                 raise TicketNotFound() from exc
-            current = int(exc.response["Item"]["version"]["N"])  # type: ignore[typeddict-item]
-            raise VersionMismatch(details={"current_version": current}) from exc
+            current: dict[str, Any] = exc.response["Item"]  # type: ignore[typeddict-item]
+            if expected_version is not None and _is_own_update(current, expected_version, values, stored):
+                # A retry of this very update whose first attempt landed (same new
+                # version, same timestamp, same values): it succeeded once.
+                return TicketItem.model_validate(from_item(current)).ticket()
+            raise VersionMismatch(details={"current_version": int(current["version"]["N"])}) from exc
         return TicketItem.model_validate(from_item(response["Attributes"])).ticket()
 
     def change_status(self, ticket_ids: Sequence[str], status: TicketStatus) -> BatchStatusResponse:
@@ -176,7 +204,9 @@ class TicketRepository:
             for ticket_id in ticket_ids
         ]
         try:
-            self.table.call("transact_write_items", TransactItems=updates)
+            # The token makes botocore's retry of a transaction whose answer was lost
+            # a no-op in DynamoDB (for 10 minutes), instead of a second version bump.
+            self.table.call("transact_write_items", TransactItems=updates, ClientRequestToken=new_id())
         except ClientError as exc:
             if error_code(exc) != "TransactionCanceledException":
                 raise
@@ -192,24 +222,26 @@ class TicketRepository:
         return BatchStatusResponse(updated=list(ticket_ids), status=status)
 
     def delete_ticket(self, ticket_id: str) -> None:
-        """Remove the summary first (so no comment can be added any more and the
-        ticket leaves every list at once), then the comments, 25 per
-        BatchWriteItem. A retry after a partial failure finishes the job."""
+        """Delete the summary first, then every comment, 25 per BatchWriteItem.
+
+        The order is what makes a racing comment safe: a comment is written only
+        in a transaction that checks the summary exists, so once the summary is
+        gone no comment can be added, and the comments are listed only after
+        that (a consistent Query): every comment that made it is found and
+        deleted. A retry after a partial failure finishes the job; a ticket that
+        is neither there nor has comments left is 404."""
         pk = self.ticket_pk(ticket_id)
-        found = False
-        summary_deleted = False
+        deleted = self.table.call(
+            "delete_item",
+            TableName=self.table_name,
+            Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
+            ReturnValues="ALL_OLD",
+        )
+        found = "Attributes" in deleted
         for page in self._item_collection_keys(pk):
             found = found or bool(page)
-            if not summary_deleted:
-                self.table.call(
-                    "delete_item",
-                    TableName=self.table_name,
-                    Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
-                )
-                summary_deleted = True
-            comment_keys = [key for key in page if key["sk"]["S"] != keys.SUMMARY_SK]
-            for start in range(0, len(comment_keys), BATCH_WRITE_SIZE):
-                self._batch_delete(comment_keys[start : start + BATCH_WRITE_SIZE])
+            for start in range(0, len(page), BATCH_WRITE_SIZE):
+                self._batch_delete(page[start : start + BATCH_WRITE_SIZE])
         if not found:
             raise TicketNotFound()
 
