@@ -11,7 +11,9 @@ Code between requests (handlers, the poller, the aggregator) still runs
 concurrently.
 
 moto's user pools sign with a key from moto's package and ignore their own
-settings: :mod:`local_stack.cognito` fixes both.
+settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
+fixed credentials for any identity, unchecked: :mod:`local_stack.identity_pool`
+answers instead.
 
 A cancelled ``TransactWriteItems`` must leave no trace. moto applies the
 transaction's items one by one, appending their stream records, and on
@@ -37,7 +39,7 @@ from typing import Any
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.dynamodb.models import DynamoDBBackend
 
-from local_stack import cognito
+from local_stack import cognito, identity_pool
 
 _applied = False
 # moto's backends are not thread-safe: every request, in-process or through the
@@ -52,6 +54,7 @@ def apply() -> None:
     _serialize_in_process_requests()
     _rollback_cancelled_transactions_from_the_stream()
     cognito.install()
+    identity_pool.install()
     _applied = True
 
 

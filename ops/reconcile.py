@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from ops.stack_target import add_target_arguments, dynamodb_target
+from ops.stack_target import OperatorClients, add_target_arguments, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
 from support_tickets.table import TenantTable
@@ -83,19 +83,6 @@ def _unchanged(revision: str) -> tuple[str, dict[str, Any]]:
     if revision == NO_REVISION:
         return "attribute_not_exists(#rev)", {}
     return "#rev = :rev", {":rev": {"N": revision}}
-
-
-class OperatorClients:
-    """An operator's client as a tenant table's client provider (no tenant session)."""
-
-    def __init__(self, client: DynamoDBClient) -> None:
-        self._client = client
-
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
-        return self._client
-
-    def invalidate(self, tenant_id: str) -> None:
-        return
 
 
 def tenant_config(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig:

@@ -21,6 +21,21 @@ class TargetError(RuntimeError):
     """The stack to work on can't be found."""
 
 
+class OperatorClients:
+    """The operator's client as a tenant table's client provider: operator
+    commands read and write tenant records with their own credentials, not a
+    tenant's (there is no tenant token to exchange)."""
+
+    def __init__(self, client: DynamoDBClient) -> None:
+        self._client = client
+
+    def dynamodb(self) -> DynamoDBClient:
+        return self._client
+
+    def invalidate(self) -> None:
+        return
+
+
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", help="deployed stack name (reads its TableName output)")

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
+from ops.stack_target import OperatorClients, TargetError, add_target_arguments, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
 from support_tickets.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
@@ -65,17 +65,6 @@ class RecordChanged(RuntimeError):
 Progress = Callable[[str], None]
 
 
-class _OperatorClients:
-    def __init__(self, client: DynamoDBClient) -> None:
-        self._client = client
-
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
-        return self._client
-
-    def invalidate(self, tenant_id: str) -> None:
-        return
-
-
 @dataclass
 class TenantAdmin:
     client: DynamoDBClient
@@ -86,7 +75,7 @@ class TenantAdmin:
     progress: Progress = field(default=lambda message: None)
 
     def record(self, tenant_id: str) -> TenantConfig:
-        return read_tenant_config(TenantTable(tenant_id, self.table_name, _OperatorClients(self.client)))
+        return read_tenant_config(TenantTable(tenant_id, self.table_name, OperatorClients(self.client)))
 
     def ensure(self, tenant_id: str) -> TenantConfig:
         """The tenant's record, created with the defaults if it has none."""

@@ -10,7 +10,8 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 
-from local_stack.gateway import Authorizer, GatewayResponses, gateway_claims, resolve_route, routes_from_specs
+from local_stack.events import gateway_claims
+from local_stack.gateway import Authorizer, GatewayResponses, resolve_route, routes_from_specs
 from local_stack.lambda_runtime import function_specs
 from local_stack.template import local_resolver
 from support_tickets.identity import caller_from_claims

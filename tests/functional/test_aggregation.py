@@ -13,7 +13,6 @@ import pytest
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from local_stack.stream_source import stream_source
 from local_stack.template import table_definition
@@ -28,10 +27,19 @@ from support_tickets.comment_repository import CommentRepository
 from support_tickets.errors import TicketNotFound
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
-from support_tickets.session import tenant_session
+from support_tickets.session import credential_cache
 from support_tickets.ticket_repository import TicketRepository
 from support_tickets.tickets import create_ticket
-from tests.conftest import FAILURE_QUEUE_URL, REGION, RepoFactory, all_items, random_tenant_id, tenant_table
+from tests.conftest import (
+    FAILURE_QUEUE_URL,
+    REGION,
+    RepoFactory,
+    all_items,
+    caller_for,
+    mocked_aws,
+    random_tenant_id,
+    tenant_table,
+)
 from tests.functional.memory_table import MemoryTable, item_size
 from tests.functional.stream_harness import Crash, Record, ShardMapping, StreamHarness, split_into_shards
 
@@ -124,7 +132,7 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     ticket = create(repo)
     repo.update_ticket(ticket, {"status": CLOSED}, None)
     CommentRepository(repo.table).add_comment(ticket, "bob", "hello")
-    caller = _caller(repo.tenant_id)
+    caller = caller_for(repo.tenant_id)
     create_ticket(caller, CreateTicketRequest(title="idempotent"), idempotency_key="key-1")
     summaries = harness.new_records(filtered=False)
     harness.deliver([record for record in summaries if stream_source().matches(record)])  # writes aggregates...
@@ -141,12 +149,6 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     dropped_kinds = {_kind(record) for record in dropped}
     assert dropped_kinds == {"comment", "aggregate", "idempotency"}
     assert ttl_delete in dropped
-
-
-def _caller(tenant_id: str) -> Any:
-    from support_tickets.identity import Caller
-
-    return Caller(tenant_id=tenant_id, username="alice", is_admin=False)
 
 
 def _kind(record: Record) -> str:
@@ -575,12 +577,10 @@ OPERATIONS = st.lists(
 @given(operations=OPERATIONS, seed=st.integers(0, 2**32 - 1))
 def test_any_history_with_any_redelivery_counts_exactly(operations: list[Any], seed: int) -> None:
     rng = random.Random(seed)
-    tenant_session.cache_clear()
+    credential_cache.cache_clear()
     aggregator_client.cache_clear()
-    with mock_aws():
+    with mocked_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
-        dynamodb.create_table(**table_definition())
-        boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_URL.rsplit("/", 1)[1])
         table_name = table_definition()["TableName"]
         harness = StreamHarness(dynamodb, boto3.client("dynamodbstreams", region_name=REGION), table_name)
         tenants = [random_tenant_id(), "1", "10"]

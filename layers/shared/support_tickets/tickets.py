@@ -26,7 +26,7 @@ from support_tickets.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.session import tenant_session
+from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from support_tickets.table import TenantTable
 from support_tickets.ticket_repository import TicketRepository
@@ -42,8 +42,9 @@ _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 
 def table_for(caller: Caller) -> TenantTable:
-    """The caller's tenant's view of the table: every repository works through it."""
-    return TenantTable(caller.tenant_id, get_settings().table_name, tenant_session())
+    """The caller's tenant's view of the table: every repository works through
+    it, with credentials of the caller's own token (never of a tenant id)."""
+    return TenantTable(caller.tenant_id, get_settings().table_name, credential_cache().for_token(caller.token))
 
 
 def repository_for(caller: Caller) -> TicketRepository:
