@@ -607,7 +607,7 @@ class Guard:
         if identity_pool_action in IDENTITY_POOL_ACTIONS:
             response = self._identity_pool(identity_pool_action, body)
         elif not authorization:
-            response = self._unsigned(environ, target)
+            response = self._unsigned(environ, body, target)
         elif signer is None:
             # moto would hand it to a default backend: nothing the guard could judge.
             response = _json_denial("AccessDeniedException", "The request's credential scope can't be read.")
@@ -671,7 +671,7 @@ class Guard:
                     close()
         return _Response(captured["status"], list(captured["headers"]), data)
 
-    def _unsigned(self, environ: Environ, target: str) -> _Response | None:
+    def _unsigned(self, environ: Environ, body: bytes, target: str) -> _Response | None:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
             return None
@@ -681,6 +681,10 @@ class Guard:
                 return None
             # Admin and management APIs need IAM credentials (the operator's here).
             return _json_denial("MissingAuthenticationTokenException", "Missing Authentication Token")
+        sts_action = "" if target else _query_params(environ, body).get("Action", "")
+        if sts_action:
+            # STS's unsigned federation (AssumeRoleWithWebIdentity, -WithSAML), in STS's own XML.
+            return _xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None))
         return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
