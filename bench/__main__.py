@@ -18,6 +18,7 @@ from typing import Any
 from bench.aggregation import AGGREGATOR, run_aggregation
 from bench.cold import run_cold
 from bench.cost import PRICES, aggregation_cost, route_costs
+from bench.credentials import run_credentials
 from bench.heat import run_heat
 from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
@@ -31,12 +32,12 @@ METHOD = (
     "How: the local stack runs in its own process (`python -m local_stack serve`: moto behind the IAM guard, "
     "on loopback). Warm requests and the aggregator run **in-process** (the real handlers, invoked with "
     "API Gateway REST events from `local_stack.events.rest_event`, the function's template environment and "
-    "execution-role credentials); every AWS call is a real, signed HTTP request to the emulator. The two designs "
-    "share handlers, events, data and emulator and differ only in the tenant session the domain layer gets "
-    "(the naive one lives in `bench/naive.py`, never in production code). AWS calls are counted with botocore "
-    "event hooks (`before-call`, per API call). Cold starts are fresh interpreters over the `sam build` output. "
-    "The emulator's latencies are not AWS's (moto answers a GetItem in milliseconds of Python, an AssumeRole "
-    "without STS's network hop): quote the ratios and counts, not the milliseconds."
+    "execution-role credentials, real ID tokens of the local user pool); every AWS call is a real HTTP request to "
+    "the emulator. The two designs share handlers, events, data and emulator and differ only in the credentials "
+    "the domain layer gets (the naive one lives in `bench/naive.py`, never in production code). AWS calls are "
+    "counted with botocore event hooks (`before-call`, per API call). Cold starts are fresh interpreters over the "
+    "`sam build` output. The emulator's latencies are not AWS's (moto answers a GetItem in milliseconds of Python, "
+    "a token exchange without Cognito's network hops): quote the ratios and counts, not the milliseconds."
 )
 
 AGGREGATION_NOTE = (
@@ -49,12 +50,12 @@ AGGREGATION_NOTE = (
 
 COLD_NOTE = (
     "`import + first` is Lambda's Init Duration (without the runtime's own bootstrap) plus the first request's "
-    "Duration: for the API functions the first request includes the AssumeRole and the client that the warm "
-    "path then reuses. `compiled`: the build output byte-compiled (`compileall --invalidation-mode "
-    "checked-hash`); `as_built`: exactly what `sam build` writes, without bytecode, which is what Lambda gets "
-    "today: its code directories are read-only, so every cold start compiles every module it imports. Both the "
-    "functions and the floor import boto3 from the same built layer. X-Ray and metrics are off, as in the local "
-    "stack (in AWS, `Tracing: Active` adds the aws_xray_sdk import)."
+    "Duration: for the API functions the first request includes the token exchange (GetId + "
+    "GetCredentialsForIdentity) and the client that the warm path then reuses. `compiled`: the build output "
+    "byte-compiled (`compileall --invalidation-mode checked-hash`); `as_built`: exactly what `sam build` writes, "
+    "without bytecode, which is what Lambda gets today: its code directories are read-only, so every cold start "
+    "compiles every module it imports. Both the functions and the floor import boto3 from the same built layer. "
+    "X-Ray and metrics are off, as in the local stack (in AWS, `Tracing: Active` adds the aws_xray_sdk import)."
 )
 
 
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         results["warm"] = warm["routes"]
         results["naive_overhead"] = warm["naive_overhead"]
+        results["credentials"] = run_credentials(stack, f"{prefix}-x", quick=args.quick)
         results["aggregation"] = run_aggregation(
             stack,
             specs,

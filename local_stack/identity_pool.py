@@ -53,7 +53,7 @@ from typing import Any
 
 from joserfc import jwt
 from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
+from joserfc.jwk import KeySet, RSAKey
 from moto.cognitoidentity.responses import CognitoIdentityResponse
 from moto.core.exceptions import JsonRESTError
 
@@ -374,6 +374,55 @@ def in_process(
     keys = KeySet.import_key_set(jwks)  # type: ignore[arg-type]
     roles = roles_from_template(resolver)
     return from_template(resolver, identity_pool_id, roles, lambda name, client: Provider(name, client, lambda: keys))
+
+
+@dataclass
+class SigningUserPool:
+    """A user pool reduced to what signs its ID tokens: an id, an app client and
+    an RSA key, for in-process runs (tests, the benchmark's simulations) where
+    no emulator holds a real pool. :meth:`identity_pool` is the template's
+    identity pool for it."""
+
+    user_pool_id: str
+    client_id: str
+    region: str = "us-east-1"
+    key: RSAKey = field(
+        default_factory=lambda: RSAKey.generate_key(
+            2048, parameters={"kid": "in-process", "alg": "RS256", "use": "sig"}
+        )
+    )
+
+    @property
+    def provider_name(self) -> str:
+        return f"cognito-idp.{self.region}.amazonaws.com/{self.user_pool_id}"
+
+    def sign(self, payload: Mapping[str, Any]) -> str:
+        return jwt.encode({"alg": "RS256", "kid": self.key.kid}, dict(payload), self.key)
+
+    def id_token(self, tenant_id: str, username: str, *, admin: bool = False, lifetime_seconds: int = 3600) -> str:
+        """An ID token of ``username`` in ``tenant_id`` (``sub`` and ``jti``
+        derived from them and the time), as Cognito would issue it."""
+        now = int(time.time())
+        payload: dict[str, Any] = {
+            "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant_id}/{username}")),
+            "iss": f"https://{self.provider_name}",
+            "aud": self.client_id,
+            "token_use": "id",
+            "cognito:username": username,
+            "custom:tenant_id": tenant_id,
+            "iat": now,
+            "auth_time": now,
+            "exp": now + lifetime_seconds,
+            "jti": str(uuid.uuid4()),
+        }
+        if admin:
+            payload["cognito:groups"] = ["admin"]
+        return self.sign(payload)
+
+    def identity_pool(self, identity_pool_id: str) -> LocalIdentityPool:
+        return in_process(
+            identity_pool_id, self.user_pool_id, self.client_id, cognito.public_jwks(self.key), self.region
+        )
 
 
 # ---------------------------------------------------------------- in-process (mock_aws)

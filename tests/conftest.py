@@ -31,7 +31,6 @@ from joserfc.jwk import RSAKey
 from moto import mock_aws
 
 from local_stack import identity_pool, moto_fixes
-from local_stack.cognito import public_jwks
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
 from support_tickets import tickets
@@ -51,10 +50,11 @@ moto_fixes.apply()
 
 REGION = "us-east-1"
 USER_POOL_ID = "us-east-1_EXAMPLE"
-USER_POOL_PROVIDER = f"cognito-idp.{REGION}.amazonaws.com/{USER_POOL_ID}"
+USER_POOL_PROVIDER = f"cognito-idp.{REGION}.amazonaws.com/{USER_POOL_ID}"  # its provider_name
 IDENTITY_POOL_ID = f"{REGION}:0c1b5f3a-7d2e-4a8b-9c6d-000000000013"
-# The in-process user pool's signing key: tokens signed with anything else are refused.
-SIGNING_KEY = RSAKey.generate_key(2048, parameters={"kid": "tests", "alg": "RS256", "use": "sig"})
+# The in-process user pool: tokens signed with anything but its key are refused.
+USER_POOL = identity_pool.SigningUserPool(USER_POOL_ID, SAMPLE_CLIENT_ID, REGION)
+SIGNING_KEY = USER_POOL.key
 TOKEN_SECONDS = 3600
 FAILURE_QUEUE_NAME = "aggregate-counts-failures"
 FAILURE_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{FAILURE_QUEUE_NAME}"
@@ -95,7 +95,7 @@ def _clear_container_caches() -> None:
 def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     """moto, with the SupportTicket table created from template.yaml's definition,
     the aggregator's failure queue and the template's identity pool."""
-    pool = identity_pool.in_process(IDENTITY_POOL_ID, USER_POOL_ID, SAMPLE_CLIENT_ID, public_jwks(SIGNING_KEY))
+    pool = USER_POOL.identity_pool(IDENTITY_POOL_ID)
     with mock_aws():
         boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
         boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
