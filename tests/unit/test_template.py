@@ -321,7 +321,22 @@ def test_layer_and_runtime_are_python_3_13() -> None:
     for name, function in resources("AWS::Lambda::Function").items():
         assert function["Properties"]["Runtime"] == "python3.13", name
     template = load_template()
-    assert template["Resources"]["SharedLayer"]["Metadata"]["BuildMethod"] == "python3.13"
+    layer = template["Resources"]["SharedLayer"]
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    # Built by layers/shared/Makefile (pinned requirements, byte-compiled for 3.13).
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
+
+
+def test_every_function_is_built_by_the_functions_makefile() -> None:
+    template = load_template()
+    functions = {
+        name: resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+    assert functions
+    for name, function in functions.items():
+        assert function["Metadata"] == {"BuildMethod": "makefile", "ContextPath": "functions"}, name
 
 
 def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
