@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
 from local_stack.events import SAMPLE_CLIENT_ID
@@ -45,6 +45,19 @@ class _QuietHandler(WSGIRequestHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return
+
+
+class _ApiServer(ThreadedWSGIServer):
+    """Binds its port when created (so that the state file can name it) but
+    listens only when :meth:`listen` is called: until the stack is ready, a
+    client connecting to the port is refused, instead of being served by a stack
+    whose ``make token`` does not work yet."""
+
+    def server_activate(self) -> None:
+        return
+
+    def listen(self) -> None:
+        super().server_activate()
 
 
 # ---------------------------------------------------------------- functions
@@ -164,7 +177,7 @@ class LocalStack:
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.poller: StreamPoller | None = None
-        self._api_server: BaseWSGIServer | None = None
+        self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
 
@@ -209,11 +222,7 @@ class LocalStack:
             responses=GatewayResponses.from_template(provisioned.resolver),
             stage=stage,
         )
-        self._api_server = make_server(
-            self.options.host, self.options.port, gateway, threaded=True, request_handler=_QuietHandler
-        )
-        self._api_thread = threading.Thread(target=self._api_server.serve_forever, name="api", daemon=True)
-        self._api_thread.start()
+        api_server = self._api_server = _ApiServer(self.options.host, self.options.port, gateway, _QuietHandler)
 
         aggregator = specs[AGGREGATOR_FUNCTION]
         aggregator_env = environments[AGGREGATOR_FUNCTION]
@@ -242,13 +251,18 @@ class LocalStack:
                 ensure_user(self.user_pool(), user, tenant)
                 ensure_user(self.user_pool(), admin, tenant, admin=True)
         self._write_state(specs.values())
+        # Last: the port answers once everything it leads to (tokens included) works.
+        api_server.listen()
+        self._api_thread = threading.Thread(target=api_server.serve_forever, name="api", daemon=True)
+        self._api_thread.start()
         log.info(
             "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url
         )
 
     def stop(self) -> None:
         if self._api_server is not None:
-            self._api_server.shutdown()
+            if self._api_thread is not None:
+                self._api_server.shutdown()
             self._api_server.server_close()
         if self._api_thread is not None:
             self._api_thread.join(timeout=10)
