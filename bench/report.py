@@ -58,6 +58,23 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             "measured": reads,
         }
     )
+    by_route = {route["route"]: route["ours"]["latency_ms"]["median"] for route in warm}
+    patch = by_route.get("PATCH /tickets/{id}")
+    transactions = {
+        name: value
+        for name, value in by_route.items()
+        if name.startswith(("POST /tickets/{id}/comm", "POST /tickets/status"))
+    }
+    if patch and transactions:
+        tickets = results.get("table", {}).get("tickets", 0)
+        ratios = {name: round(value / patch, 2) for name, value in transactions.items()}
+        made.append(
+            {
+                "goal": f"comment and 10-ticket status change p50 <= 3x a PATCH's, {tickets:,} tickets in the table",
+                "met": all(ratio <= 3 for ratio in ratios.values()),
+                "measured": ratios,
+            }
+        )
     cold = results.get("cold")
     if cold:
         over = {name: row["over_floor"] for name, row in cold["functions"].items()}
