@@ -31,6 +31,16 @@ leaves no trace in the stream. (moto's swap put back a copy of the table with
 its own copy of the stream shard, so the cancelled records stayed visible to
 iterators opened before and the next records reused their sequence numbers.)
 
+A ``Query`` on the table reads its partition only. moto's ``Table.query``
+collects a base-table query's candidates from ``all_items()``, which sorts every
+item of the table, and keeps those of the partition: every ``GET
+/tickets/{id}`` paid for the whole table. :func:`apply` gives such a query the
+partition's items instead (upstream, a one-line change in ``Table.query``; the
+method is too long to copy here, so ``all_items`` is shadowed on the table for
+the duration of the call, which :data:`MOTO_LOCK` makes safe). Index queries
+are unchanged: moto keeps no index structure, so a GSI query still reads the
+whole table.
+
 :func:`apply` is idempotent and applied by the emulator and by the tests' moto
 fixtures.
 """
@@ -70,6 +80,7 @@ def apply() -> None:
         return
     _serialize_in_process_requests()
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    _query_reads_only_its_partition()
     cognito.install()
     _applied = True
 
@@ -87,6 +98,36 @@ def _serialize_in_process_requests() -> None:
     BotocoreStubber.process_request = process_request  # type: ignore[method-assign]
 
 
+_INDEX_NAME_POSITION = 7  # Table.query(hash_key, ..., projection_expressions, index_name, ...)
+
+
+def _query_reads_only_its_partition() -> None:
+    original = Table.query
+
+    @functools.wraps(original)
+    def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
+        index_name = args[_INDEX_NAME_POSITION - 1] if len(args) >= _INDEX_NAME_POSITION else kwargs.get("index_name")
+        if index_name or hash_key is None:
+            return original(self, hash_key, *args, **kwargs)
+        self.all_items = functools.partial(_partition_items, self, hash_key)  # type: ignore[method-assign]
+        try:
+            return original(self, hash_key, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    Table.query = query  # type: ignore[method-assign]
+
+
+def _partition_items(table: Table, hash_key: DynamoType) -> list[Item]:
+    """``Table.all_items()`` of one partition, in the same order."""
+    stored = table.items.get(hash_key)
+    if stored is None:
+        return []
+    if table.range_key_attr is None:
+        return [stored]  # type: ignore[list-item]
+    return sorted(stored.values(), key=lambda item: item.range_key)
+
+
 class _Snapshot:
     """The items a transaction is about to write, as they were before, and the
     length of each of their tables' streams: enough to undo the transaction."""
@@ -97,7 +138,7 @@ class _Snapshot:
         self._seen: set[tuple[int, DynamoType, DynamoType | None]] = set()
         self._streams: dict[int, tuple[Table, int]] = {}
 
-    def remember(self, table: Table, key: dict[str, Any]) -> None:
+    def remember(self, table: Table, key: dict[str, Any], *, changed_in_place: bool) -> None:
         hash_key = DynamoType(key[table.hash_key_attr])
         range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
         if (id(table), hash_key, range_key) in self._seen:
@@ -105,8 +146,10 @@ class _Snapshot:
         self._seen.add((id(table), hash_key, range_key))
         had_hash_key = hash_key in table.items
         before = table.get_item(hash_key, range_key) if had_hash_key else None
-        # update_item changes the stored Item in place: keep a copy, not the object.
-        self._items.append((table, hash_key, range_key, copy.deepcopy(before), had_hash_key))
+        # update_item changes the stored Item in place: keep a copy of it. Put and
+        # Delete replace or remove the object and never change it: keep the object.
+        kept = copy.deepcopy(before) if changed_in_place else before
+        self._items.append((table, hash_key, range_key, kept, had_hash_key))
         if table.stream_shard is not None and id(table) not in self._streams:
             self._streams[id(table)] = (table, len(table.stream_shard.items))
 
@@ -183,7 +226,7 @@ def _apply(
                 original_item = current.to_json()["Attributes"]
             raise ConditionalCheckFailed(item=original_item)
         if op_type != "ConditionCheck":
-            snapshot.remember(table, key)
+            snapshot.remember(table, key, changed_in_place=op_type == "Update")
         if op_type == "Put":
             backend.put_item(table_name, op["Item"], **condition)
         elif op_type == "Delete":

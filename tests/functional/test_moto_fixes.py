@@ -228,3 +228,46 @@ def test_a_transaction_naming_one_item_twice_is_a_validation_error_and_changes_n
             ]
         )
     assert all_items(dynamodb, table_name) == table_before
+
+
+# ---------------------------------------------------------------- a Query reads its partition only
+def test_a_query_reads_only_its_partition_in_order_with_pages_either_way(
+    dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a partition among others
+    for number in range(7):
+        dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|P", f"C#{number}"))
+        dynamodb.put_item(TableName=table_name, Item=_item(f"TENANT#a|Q{number}", "SUMMARY"))
+
+    def every_item(table: Table) -> list[Any]:
+        raise AssertionError("a base-table Query read every item of the table")
+
+    monkeypatch.setattr(Table, "all_items", every_item)
+
+    def page(**kwargs: Any) -> tuple[list[str], dict[str, Any] | None]:
+        found = dynamodb.query(
+            TableName=table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :c)",
+            ExpressionAttributeValues={":pk": {"S": "TENANT#a|P"}, ":c": {"S": "C#"}},
+            Limit=3,
+            **kwargs,
+        )
+        return [item["sk"]["S"] for item in found["Items"]], found.get("LastEvaluatedKey")
+
+    # When it is read in pages, forwards and backwards, then every item comes once, in key order
+    for forward, expected in ((True, [f"C#{n}" for n in range(7)]), (False, [f"C#{n}" for n in reversed(range(7))])):
+        seen: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            keys, start = page(ScanIndexForward=forward, **({"ExclusiveStartKey": start} if start else {}))
+            seen += keys
+            if start is None:
+                break
+        assert seen == expected
+    # And a partition that does not exist is empty
+    empty = dynamodb.query(
+        TableName=table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "TENANT#a|NONE"}},
+    )
+    assert empty["Items"] == []
