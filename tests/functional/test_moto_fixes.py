@@ -96,7 +96,7 @@ def _item(pk: str, sk: str, **attributes: str) -> dict[str, Any]:
 
 
 def _stream_records(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]:
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    streams: Any = boto3.client("dynamodbstreams", region_name=REGION)
     arn = dynamodb.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
     (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
     iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")

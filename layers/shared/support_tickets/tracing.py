@@ -58,11 +58,11 @@ class DisabledProvider(BaseProvider):
     """A tracing provider that records nothing (what a disabled X-Ray recorder does)."""
 
     @contextmanager
-    def in_subsegment(self, name: str | None = None, **kwargs: Any) -> Generator[BaseSegment, None, None]:
+    def in_subsegment(self, name: str | None = None, **kwargs: Any) -> Generator[BaseSegment]:
         yield _DisabledSegment()
 
     @asynccontextmanager
-    async def in_subsegment_async(self, name: str | None = None, **kwargs: Any) -> AsyncGenerator[BaseSegment, None]:
+    async def in_subsegment_async(self, name: str | None = None, **kwargs: Any) -> AsyncGenerator[BaseSegment]:
         yield _DisabledSegment()
 
     def put_annotation(self, key: str, value: Any) -> None:
