@@ -202,7 +202,8 @@ def run_cold(
     api_env = stack.function_environment(all_specs["CreateTicketFunction"])
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
-        routes = {route.function: route for route in Fixtures(invoker, tenant_prefix).routes(runs + 4)}
+        fixtures = Fixtures(invoker, tenant_prefix)
+        routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
         floor_ticket = Fixtures(invoker, tenant_prefix).create(floor_tenant, "floor-user", "Printer on fire")
     environments = {name: stack.function_environment(spec) for name, spec in specs.items()}
