@@ -20,7 +20,7 @@ export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token test test-fast lint format typecheck build validate deploy delete \
+.PHONY: help venv dev token test test-fast lint lint-code format typecheck build validate deploy delete \
         bench reconcile onboard tenant openapi integration clean
 
 help: ## list the targets
@@ -50,18 +50,22 @@ tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHAR
 	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
-test: lint build ## the whole suite: lint, template checks, sam build, then every test on all cores
+# The template checks (cfn-lint, sam validate --lint) are tests too
+# (tests/unit/test_template.py): make test runs them once, there, in parallel.
+test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	$(BIN)/pytest -n auto --dist loadfile
 
 test-fast: $(STAMP) ## tests only, against the current build
 	$(BIN)/pytest -x -q
 
-lint: $(STAMP) ## ruff, mypy, cfn-lint, sam validate --lint
+lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
+
+lint-code: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/cfn-lint template.yaml
-	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
 
 format: $(STAMP) ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
