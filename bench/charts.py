@@ -40,9 +40,11 @@ def cold_start(results: dict[str, Any]) -> Figure | None:
     axes.barh(names, first, left=imports, color=colors, alpha=0.45, label="first request")
     axes.axvline(floor, color=FLOOR, linestyle=":", label=f"floor {floor:.0f} ms")
     axes.axvline(1.5 * floor, color=GOAL, linestyle="--", label=f"goal: 1.5x floor = {1.5 * floor:.0f} ms")
-    for index in range(len(names)):
-        total = imports[index] + first[index]
-        axes.text(total, index, f" {total:.0f} ms ({total / floor:.2f}x)", va="center", fontsize=8)
+    for index, name in enumerate(names):
+        # The label is the table's figure: the median of the sums (the bars stack the parts' medians).
+        total = rows[name]["init_plus_first_ms"]["median"]
+        bar_end = imports[index] + first[index]
+        axes.text(bar_end, index, f" {total:.0f} ms ({total / floor:.2f}x)", va="center", fontsize=8)
     axes.set_xlabel("ms, median of fresh processes (import, then first request)")
     axes.set_title(f"Cold start as shipped (read-only build output), median of {cold['runs']} runs")
     axes.set_xlim(0, max(i + f for i, f in zip(imports, first, strict=True)) * 1.25)
