@@ -205,7 +205,7 @@ def run_cold(
         fixtures = Fixtures(invoker, tenant_prefix)
         routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
-        floor_ticket = Fixtures(invoker, tenant_prefix).create(floor_tenant, "floor-user", "Printer on fire")
+        floor_ticket = fixtures.create(floor_tenant, "floor-user", "Printer on fire")
     environments = {name: stack.function_environment(spec) for name, spec in specs.items()}
     floor_env = {
         "TABLE_NAME": str(stack.state["table_name"]),
@@ -218,19 +218,6 @@ def run_cold(
     stream_arn = str(stack.state["stream_arn"])
 
     def sample(root: Path, name: str, run: int, importtime: bool = False) -> dict[str, Any]:
-        if name == TRACED:
-            spec = specs[TRACED_FUNCTION]
-            return _spawn(
-                root,
-                name,
-                code_dir=root / TRACED_FUNCTION,
-                layers=[root / "SharedLayer" / "python"],
-                handler=spec.handler,
-                memory=spec.memory_mb,
-                event=routes[TRACED_FUNCTION].event(run),
-                env={**environments[TRACED_FUNCTION], **TRACED_ENV},
-                importtime=importtime,
-            )
         if name == FLOOR:
             return _spawn(
                 root,
@@ -243,23 +230,24 @@ def run_cold(
                 env=floor_env,
                 importtime=importtime,
             )
-        spec = specs[name]
-        if name == AGGREGATOR:
+        function = TRACED_FUNCTION if name == TRACED else name
+        spec = specs[function]
+        if function == AGGREGATOR:
             tenants = [f"{tenant_prefix}-agg-{run}"]
             event: dict[str, Any] = {
                 "Records": synthesize(AGGREGATOR_RECORDS, tenants, seed=1000 + run, stream_arn=stream_arn)[0]
             }
         else:
-            event = routes[name].event(run)
+            event = routes[function].event(run)
         return _spawn(
             root,
             name,
-            code_dir=root / name,
+            code_dir=root / function,
             layers=[root / "SharedLayer" / "python"],
             handler=spec.handler,
             memory=spec.memory_mb,
             event=event,
-            env=environments[name],
+            env={**environments[function], **(TRACED_ENV if name == TRACED else {})},
             importtime=importtime,
         )
 

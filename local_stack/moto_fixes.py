@@ -20,8 +20,9 @@ proportional to the whole table (365 ms for a comment and 2.3 s for a 10-ticket
 status change once the benchmark's table held a few thousand items, against
 12 ms for a PATCH). :func:`transact_write_items` is moto's method with one
 change, written so that it could be offered upstream: before each operation it
-snapshots only the item that operation targets (a deep copy of one item, or
-"absent") and the length of its table's stream; on cancellation it puts those
+snapshots only the item that operation targets (as it was, or "absent"; a copy
+only where moto changes the stored item in place) and the length of its table's
+stream; on cancellation it puts those
 items back, newest first, and drops the stream records the transaction appended.
 The tables, their stream shards and every other item are never copied or
 replaced.
