@@ -77,9 +77,34 @@ def warm_latency(results: dict[str, Any]) -> Figure | None:
     return figure
 
 
+def partition_heat(results: dict[str, Any]) -> Figure | None:
+    """The busiest table and GSI1 partition key per GSI1 shard count (bench/heat.py), against the limit."""
+    heat = results.get("heat")
+    if not heat:
+        return None
+    rows = heat["rows"]
+    labels = [f"{row['shards']} shard(s)" for row in rows]
+    positions = range(len(rows))
+    figure, axes = plt.subplots(figsize=(8, 4.2))
+    width = 0.38
+    table = [row["table"]["wcu_per_second"] for row in rows]
+    gsi1 = [row["gsi1"]["wcu_per_second"] for row in rows]
+    axes.bar([x - width / 2 for x in positions], table, width, color=SECOND, label="busiest table key")
+    axes.bar([x + width / 2 for x in positions], gsi1, width, color=OURS, label="busiest GSI1 key")
+    limit = heat["partition_limit_wcu_per_second"]
+    axes.axhline(limit, color=GOAL, linestyle="--", label=f"partition limit {limit:,} WCU/s")
+    axes.set_xticks(list(positions), labels)
+    axes.set_ylabel("WCU/s on one partition key")
+    axes.set_title("Partition heat of one hot tenant, by GSI1 shard count")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 CHARTS: dict[str, Chart] = {
     "cold_start.png": cold_start,
     "warm_latency.png": warm_latency,
+    "partition_heat.png": partition_heat,
 }
 
 

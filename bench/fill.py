@@ -17,7 +17,7 @@ from bench.warm import progress
 from support_tickets import keys
 from support_tickets.ids import new_id
 from support_tickets.models import TicketItem
-from support_tickets.repository import to_item
+from support_tickets.table import to_item
 
 BATCH = 25  # BatchWriteItem's maximum
 STATUSES = list(keys.TicketStatus)

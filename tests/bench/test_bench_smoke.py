@@ -36,9 +36,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert (out / "results.md").read_text().startswith("# Benchmark results")
     # The charts the README embeds, as PNG images, and progress on stderr while it ran.
-    for chart in ("cold_start.png", "warm_latency.png"):
+    for chart in ("cold_start.png", "warm_latency.png", "partition_heat.png"):
         assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", chart
-    assert "phase 4/4: aggregation" in completed.stderr
+    assert "phase 5/5: partition heat" in completed.stderr
     loaded: dict[str, Any] = json.loads((out / "results.json").read_text())
     return loaded
 
