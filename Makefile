@@ -7,20 +7,26 @@ PORT        ?= 3000
 STACK_NAME  ?= support-tickets
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
-STAMP       := $(VENV)/.installed-$(shell cat requirements-dev.txt layers/shared/requirements.txt | cksum | cut -d' ' -f1)
+REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt
+STAMP       := $(VENV)/.installed-$(shell cat $(REQUIREMENTS) | cksum | cut -d' ' -f1)
+# A stand-in for what the python3.13 runtime provides (boto3 and its
+# dependencies, byte-compiled as the runtime's are): tests and benchmarks put it
+# on the import path after the layer, where Lambda has /var/lang/lib/python3.13/site-packages.
+RUNTIME_DIR := .aws-sam/lambda-runtime
+RUNTIME     := $(RUNTIME_DIR)/.installed-$(shell cat layers/shared/lambda-runtime.txt | cksum | cut -d' ' -f1)
 # sam build looks for python3.13 on PATH: the venv's interpreter is exactly that.
 export PATH := $(abspath $(BIN)):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token events test test-fast lint format typecheck build validate deploy delete \
+.PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
         bench reconcile onboard tenant openapi integration clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
-$(STAMP): requirements-dev.txt layers/shared/requirements.txt .python-version
+$(STAMP): $(REQUIREMENTS) .python-version
 	@py=$$(scripts/find-python.sh) && \
 	  { [ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' || \
 	    { rm -rf $(VENV) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV); }; }
@@ -47,18 +53,22 @@ tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHAR
 	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
-test: lint build ## the whole suite: lint, template checks, sam build, then every test on all cores
+# The template checks (cfn-lint, sam validate --lint) are tests too
+# (tests/unit/test_template.py): make test runs them once, there, in parallel.
+test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	$(BIN)/pytest -n auto --dist loadfile
 
 test-fast: $(STAMP) ## tests only, against the current build
 	$(BIN)/pytest -x -q
 
-lint: $(STAMP) ## ruff, mypy, cfn-lint, sam validate --lint
+lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
+	$(BIN)/cfn-lint template.yaml
+	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
+
+lint-code: $(STAMP) ## ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/cfn-lint template.yaml
-	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
 
 format: $(STAMP) ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
@@ -67,8 +77,15 @@ format: $(STAMP) ## apply ruff fixes and formatting
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-build: $(STAMP) ## sam build (layer and functions into .aws-sam/build)
+build: $(STAMP) $(RUNTIME) ## sam build (layer and functions into .aws-sam/build, byte-compiled)
 	$(BIN)/sam build --cached --parallel
+
+$(RUNTIME): layers/shared/lambda-runtime.txt $(STAMP)
+	rm -rf $(RUNTIME_DIR)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+	  --target $(RUNTIME_DIR)/python -r layers/shared/lambda-runtime.txt
+	$(PY) -m compileall -q -j 0 --invalidation-mode unchecked-hash $(RUNTIME_DIR)/python
+	@touch $@
 
 deploy: build ## sam deploy (first time: make deploy ARGS=--guided)
 	$(BIN)/sam deploy $(ARGS)

@@ -1,22 +1,28 @@
-"""Cold starts, per function, from the ``sam build`` output.
+"""Cold starts, per function, of what ``sam build`` ships.
+
+What is measured is the build output exactly (``.aws-sam/build``: the
+layer and each function, with the bytecode the build wrote), copied into a
+directory that is then made read-only, as Lambda's ``/opt`` and
+``/var/task`` are: whatever the build did not compile is compiled on every
+cold start and cached nowhere. Beside it, a stand-in for what the python3.13
+runtime provides (``.aws-sam/lambda-runtime``: boto3 and its dependencies at
+the versions of ``layers/shared/lambda-runtime.txt``, byte-compiled, as the
+runtime's are), after the layer on the import path.
 
 Each sample is a fresh interpreter (``python -S -P``: no site-packages, only
-the standard library and ``PYTHONPATH``) with the built layer
-(``.aws-sam/build/SharedLayer/python``) and the function's build directory
-on the path, the function's environment (pointed at the emulator, its
-execution role's credentials) and ``PYTHONDONTWRITEBYTECODE=1`` (Lambda's
-code is read-only: what the build did not compile is compiled on every cold
-start). It imports the handler and serves its first request (for the API
-functions: the caller's token exchanged with the identity pool, GetId then
-GetCredentialsForIdentity, a new DynamoDB client, the call). Reported: import,
-first request, their sum (what Lambda calls Init Duration plus the first
-Duration, without the runtime's own bootstrap), and the whole process.
+the standard library and ``PYTHONPATH`` = function, layer, runtime) with the
+function's environment (pointed at the emulator, its execution role's
+credentials) and ``PYTHONDONTWRITEBYTECODE=1``. It imports the handler and
+serves its first request (for the API functions: the caller's token exchanged
+with the identity pool, GetId then GetCredentialsForIdentity, a new DynamoDB
+client, the call). Reported: import, first request, their sum (what Lambda
+calls Init Duration plus the first Duration, without the runtime's own
+bootstrap), and the whole process.
 
-The floor is ``bench/floor/app.py``: imports boto3 only (the same boto3,
-from the same layer) and does one GetItem with credentials already scoped to
-a tenant. Samples of all functions and the floor are interleaved, in a
-rotating order, run after run. One more run per function under
-``-X importtime`` names its heaviest imports.
+The floor is ``bench/floor/app.py``: imports boto3 only (the runtime's) and
+does one GetItem with credentials already scoped to a tenant. Samples of all
+functions and the floor are interleaved, in a rotating order, run after run.
+One more run per function under ``-X importtime`` names its heaviest imports.
 """
 
 from __future__ import annotations
@@ -43,16 +49,24 @@ from local_stack.template import PROJECT_ROOT
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
+RUNTIME_DIR = PROJECT_ROOT / ".aws-sam" / "lambda-runtime" / "python"
 CHILD = Path(__file__).with_name("cold_child.py")
 FLOOR_DIR = Path(__file__).with_name("floor")
 FLOOR = "Floor (boto3 + one GetItem)"
 AGGREGATOR = "AggregateCountsFunction"
-AGGREGATOR_RECORDS = 100
-# "compiled": the build output byte-compiled ahead of time (the headline: how a
-# Python process normally runs); "as_built": exactly what `sam build` writes,
-# no bytecode: Lambda's code directories are read-only, so every import
-# compiles its module on every cold start. Fewer runs of the latter.
-VARIANTS = ("compiled", "as_built")
+# One function once more as deployed with `Tracing: Active`: what the X-Ray SDK
+# adds to a cold start (the local stack and the other rows run with tracing off).
+TRACED_FUNCTION = "GetTicketSummaryFunction"
+TRACED = f"{TRACED_FUNCTION}, Tracing: Active"
+TRACED_ENV = {
+    "POWERTOOLS_TRACE_DISABLED": "false",
+    # What Lambda sets for a traced invocation (not sampled: nothing is sent).
+    "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0",
+}
+# The aggregator's first batch holds one record, so that its first request is
+# one DynamoDB write, like the floor's one read and the API functions' one call:
+# a cold start, not the batch's work (the aggregation benchmark measures that).
+AGGREGATOR_RECORDS = 1
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*$")
 
 
@@ -61,28 +75,53 @@ class BuildMissing(RuntimeError):
 
 
 def _check_build(specs: dict[str, FunctionSpec]) -> None:
-    missing = [str(path) for path in [LAYER_DIR, *(BUILD_DIR / name for name in specs)] if not path.is_dir()]
+    wanted = [LAYER_DIR, RUNTIME_DIR, *(BUILD_DIR / name for name in specs)]
+    missing = [str(path) for path in wanted if not path.is_dir()]
     if missing:
-        raise BuildMissing(f"run `sam build` (make build) first; missing: {', '.join(missing)}")
+        raise BuildMissing(f"run `make build` first; missing: {', '.join(missing)}")
 
 
-def deployment_copy(specs: dict[str, FunctionSpec], target: Path, *, compiled: bool) -> Path:
-    """What Lambda would get: the build output without any ``__pycache__``
-    that runs from it left behind (tests import from it); with ``compiled``,
-    byte-compiled with ``compileall --invalidation-mode checked-hash`` (valid
-    whatever the files' mtimes after unzipping)."""
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(LAYER_DIR, target / "SharedLayer" / "python", ignore=ignore)
+def layer_size(layer: Path = LAYER_DIR.parent) -> dict[str, int]:
+    """What the layer ships: bytes (as files, unzipped), files, and how many are
+    source and bytecode."""
+    files = [path for path in layer.rglob("*") if path.is_file()]
+    return {
+        "bytes": sum(path.stat().st_size for path in files),
+        "files": len(files),
+        "py": sum(1 for path in files if path.suffix == ".py"),
+        "pyc": sum(1 for path in files if path.suffix == ".pyc"),
+    }
+
+
+def deployment_copy(specs: dict[str, FunctionSpec], target: Path) -> Path:
+    """What Lambda would get, read-only: the build output exactly (its bytecode
+    included), the runtime's stand-in, and the floor (byte-compiled as the build
+    compiles a function)."""
+    shutil.copytree(LAYER_DIR, target / "SharedLayer" / "python")
+    shutil.copytree(RUNTIME_DIR, target / "runtime")
     for name in specs:
-        shutil.copytree(BUILD_DIR / name, target / name, ignore=ignore)
-    shutil.copytree(FLOOR_DIR, target / "Floor", ignore=ignore)
-    if compiled:
-        subprocess.run(  # noqa: S603 - our interpreter, the standard library's compileall
-            [sys.executable, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", str(target)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        shutil.copytree(BUILD_DIR / name, target / name)
+    shutil.copytree(FLOOR_DIR, target / "Floor", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    subprocess.run(  # noqa: S603 - our interpreter, the standard library's compileall
+        [sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(target / "Floor")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    read_only(target)
     return target
+
+
+def read_only(root: Path) -> None:
+    for path in [root, *root.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & ~0o222)
+
+
+def writable(root: Path) -> None:
+    """So that the temporary directory can be removed."""
+    for path in [root, *root.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o200)
 
 
 def _spawn(
@@ -90,6 +129,7 @@ def _spawn(
     name: str,
     *,
     code_dir: Path,
+    layers: list[Path],
     handler: str,
     memory: int,
     event: Any,
@@ -105,7 +145,7 @@ def _spawn(
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
             "TZ": ":UTC",
-            "PYTHONPATH": os.pathsep.join([str(code_dir), str(root / "SharedLayer" / "python")]),
+            "PYTHONPATH": os.pathsep.join(str(path) for path in [code_dir, *layers, root / "runtime"]),
             "PYTHONDONTWRITEBYTECODE": "1",
             "LAMBDA_TASK_ROOT": str(code_dir),
         }
@@ -153,7 +193,6 @@ def run_cold(
     all_specs: dict[str, FunctionSpec],
     *,
     runs: int,
-    as_built_runs: int,
     tenant_prefix: str,
     only: list[str] | None = None,
 ) -> dict[str, Any]:
@@ -165,7 +204,7 @@ def run_cold(
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
         fixtures = Fixtures(invoker, tenant_prefix, stack.token)
-        routes = {route.function: route for route in fixtures.routes(runs + as_built_runs + 4)}
+        routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
         floor_ticket = fixtures.create(floor_tenant, f"{floor_tenant}-user", "Printer on fire")
     environments = {name: stack.function_environment(spec) for name, spec in specs.items()}
@@ -185,80 +224,79 @@ def run_cold(
                 root,
                 name,
                 code_dir=root / "Floor",
+                layers=[],
                 handler="app.lambda_handler",
                 memory=512,
                 event=floor_event,
                 env=floor_env,
                 importtime=importtime,
             )
-        spec = specs[name]
-        if name == AGGREGATOR:
-            tenants = [f"{tenant_prefix}-agg-{run}-{number}" for number in range(5)]
+        function = TRACED_FUNCTION if name == TRACED else name
+        spec = specs[function]
+        if function == AGGREGATOR:
+            tenants = [f"{tenant_prefix}-agg-{run}"]
             event: dict[str, Any] = {
                 "Records": synthesize(AGGREGATOR_RECORDS, tenants, seed=1000 + run, stream_arn=stream_arn)[0]
             }
         else:
-            event = routes[name].event(run)
+            event = routes[function].event(run)
         return _spawn(
             root,
             name,
-            code_dir=root / name,
+            code_dir=root / function,
+            layers=[root / "SharedLayer" / "python"],
             handler=spec.handler,
             memory=spec.memory_mb,
             event=event,
-            env=environments[name],
+            env={**environments[function], **(TRACED_ENV if name == TRACED else {})},
             importtime=importtime,
         )
 
-    names = [*specs, FLOOR]
-    runs_of = {"compiled": runs, "as_built": as_built_runs}
-    measured = [variant for variant in VARIANTS if runs_of[variant] > 0]
-    samples: dict[str, dict[str, list[dict[str, Any]]]] = {
-        variant: {name: [] for name in names} for variant in measured
-    }
-    imports: dict[str, dict[str, list[dict[str, Any]]]] = {variant: {} for variant in measured}
+    names = [*specs, *([TRACED] if TRACED_FUNCTION in specs else []), FLOOR]
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    imports: dict[str, list[dict[str, Any]]] = {}
+    requests = dict.fromkeys(names, 0)  # the n-th request of each function (its own data)
+
+    def next_request(name: str) -> int:
+        requests[name] += 1
+        return requests[name] - 1
+
     with tempfile.TemporaryDirectory(prefix="bench-deploy-") as directory:
-        roots = {
-            variant: deployment_copy(specs, Path(directory) / variant, compiled=variant == "compiled")
-            for variant in measured
-        }
-        requests = dict.fromkeys(names, 0)  # the n-th request of each function (its own data)
-
-        def next_request(name: str) -> int:
-            requests[name] += 1
-            return requests[name] - 1
-
-        for run in range(max(runs_of.values())):
-            rotation = run % len(names)
-            variants = [variant for variant in measured if run < runs_of[variant]]
-            for name in names[rotation:] + names[:rotation]:
-                for variant in variants if run % 2 == 0 else reversed(variants):
-                    samples[variant][name].append(sample(roots[variant], name, next_request(name)))
-            progress(f"  cold-start run {run + 1}/{max(runs_of.values())}")
-        for variant in measured:
+        root = deployment_copy(specs, Path(directory) / "deployed")
+        try:
+            for run in range(runs):
+                rotation = run % len(names)
+                for name in names[rotation:] + names[:rotation]:
+                    samples[name].append(sample(root, name, next_request(name)))
+                progress(f"  cold-start run {run + 1}/{runs} ({len(names)} processes)")
             for name in names:
-                imports[variant][name] = sample(roots[variant], name, next_request(name), importtime=True)["imports"]
+                imports[name] = sample(root, name, next_request(name), importtime=True)["imports"]
+        finally:
+            writable(root)
 
-    def stats(variant: str, name: str) -> dict[str, Any]:
-        rows = samples[variant][name]
+    def stats(name: str) -> dict[str, Any]:
+        rows = samples[name]
         return {
             "import_ms": summary([row["import_ms"] for row in rows]),
             "first_request_ms": summary([row["first_request_ms"] for row in rows]),
             "init_plus_first_ms": summary([row["import_ms"] + row["first_request_ms"] for row in rows]),
             "process_ms": summary([row["process_ms"] for row in rows]),
             "interpreter_start_ms": summary([row["interpreter_start_ms"] for row in rows]),
-            "heaviest_imports": imports[variant][name],
+            "heaviest_imports": imports[name],
         }
 
-    result: dict[str, Any] = {"runs": runs_of, "floor_name": FLOOR, "variants": {}}
-    for variant in measured:
-        floor = stats(variant, FLOOR)
-        functions = {}
-        for name in specs:
-            found = stats(variant, name)
-            found["over_floor"] = round(
-                found["init_plus_first_ms"]["median"] / floor["init_plus_first_ms"]["median"], 2
-            )
-            functions[name] = found
-        result["variants"][variant] = {"floor": floor, "functions": functions}
-    return result
+    floor = stats(FLOOR)
+    rows = {}
+    for name in names[:-1]:
+        found = stats(name)
+        found["over_floor"] = round(found["init_plus_first_ms"]["median"] / floor["init_plus_first_ms"]["median"], 2)
+        rows[name] = found
+    functions = {name: row for name, row in rows.items() if name in specs}
+    return {
+        "runs": runs,
+        "floor_name": FLOOR,
+        "floor": floor,
+        "functions": functions,
+        "traced": {name: row for name, row in rows.items() if name not in specs},
+        "layer": layer_size(),
+    }

@@ -40,7 +40,7 @@ CREATES_PER_SECOND = 3000
 STATUS_CHANGES_PER_SECOND = 1000
 SHARD_COUNTS = (1, 4, 16)
 PARTITION_WCU_PER_SECOND = 1000
-POOL = 100  # existing open tickets the status changes pick from
+POOL = 100  # existing open tickets the status changes pick from (at most; fewer for a small fraction)
 TENANT = "hot"
 # The in-process user pool and identity pool the simulated callers' tokens come from.
 USER_POOL_ID = "us-east-1_bench"
@@ -188,7 +188,10 @@ def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
             TenantAdmin(operator, table_name, phase_seconds=0.0).reshard(TENANT, shards)
             identity_pool.register(_user_pool().identity_pool(IDENTITY_POOL_ID))
             owner = _caller("agent0")
-            pool = [tickets.create_ticket(owner, CreateTicketRequest(title=f"pool {n}")).ticket_id for n in range(POOL)]
+            pool_size = max(5, min(POOL, round(STATUS_CHANGES_PER_SECOND * fraction * 2)))
+            pool = [
+                tickets.create_ticket(owner, CreateTicketRequest(title=f"pool {n}")).ticket_id for n in range(pool_size)
+            ]
             streams = boto3.client("dynamodbstreams", region_name="us-east-1")
             stream_arn = operator.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
             iterator = _latest_iterator(streams, stream_arn)

@@ -56,29 +56,44 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             "measured": credential,
         }
     )
-    reads = {route["route"]: route["ours"]["max_dynamodb_calls_in_a_request"] for route in warm if route["read_only"]}
+    reads = {
+        route["route"]: route["ours"].get(
+            "dynamodb_calls_in_most_requests", route["ours"]["max_dynamodb_calls_in_a_request"]
+        )
+        for route in warm
+        if route["read_only"]
+    }
+    refreshes = {route["route"]: route["ours"].get("requests_with_a_tenant_record_read", 0) for route in warm}
     made.append(
         {
-            "goal": "exactly one DynamoDB call per read route",
+            "goal": "exactly one DynamoDB call per read request (plus the tenant record, once per 30 s per container)",
             "met": all(count == 1 for count in reads.values()),
-            "measured": reads,
+            "measured": {"calls": reads, "requests_that_re_read_the_tenant_record": refreshes},
         }
     )
-    ratios = {route["route"]: route["naive_over_ours_median"] for route in warm}
-    made.append(
-        {
-            "goal": "naive/ours >= 3x on latency (median)",
-            "met": all(r >= 3 for r in ratios.values()),
-            "measured": ratios,
-        }
-    )
-    cold = results.get("cold")
-    if cold:
-        variant = cold["headline"]
-        over = {name: row["over_floor"] for name, row in cold["variants"][variant]["functions"].items()}
+    by_route = {route["route"]: route["ours"]["latency_ms"]["median"] for route in warm}
+    patch = by_route.get("PATCH /tickets/{id}")
+    transactions = {
+        name: value
+        for name, value in by_route.items()
+        if name.startswith(("POST /tickets/{id}/comm", "POST /tickets/status"))
+    }
+    if patch and transactions:
+        tickets = results.get("table", {}).get("tickets", 0)
+        ratios = {name: round(value / patch, 2) for name, value in transactions.items()}
         made.append(
             {
-                "goal": f"cold start ours/floor <= 1.5x ({variant})",
+                "goal": f"comment and 10-ticket status change p50 <= 3x a PATCH's, {tickets:,} tickets in the table",
+                "met": all(ratio <= 3 for ratio in ratios.values()),
+                "measured": ratios,
+            }
+        )
+    cold = results.get("cold")
+    if cold:
+        over = {name: row["over_floor"] for name, row in cold["functions"].items()}
+        made.append(
+            {
+                "goal": "cold start as shipped, every function <= 1.5x the floor (import + first request, median)",
                 "met": all(value <= 1.5 for value in over.values()),
                 "measured": over,
             }
@@ -208,30 +223,25 @@ def markdown(results: dict[str, Any]) -> str:
     lines += credentials_markdown(results["credentials"]) if "credentials" in results else []
     cold = results.get("cold")
     if cold:
-        headline = cold["headline"]
-        other = [variant for variant in cold["variants"] if variant != headline]
+        layer = cold["layer"]
         lines += [
-            f"## Cold start: fresh interpreter, built layer, first request (median of {cold['runs'][headline]} runs)",
+            f"## Cold start as shipped: fresh interpreter, read-only build output, first request "
+            f"(median of {cold['runs']} runs)",
+            "",
+            f"The layer ships {layer['bytes'] / 1e6:.1f} MB in {layer['files']:,} files "
+            f"({layer['py']:,} modules, {layer['pyc']:,} of them byte-compiled).",
             "",
             "| function | import ms | first request ms | import + first ms | x floor "
-            + "".join(f"| {variant}: import + first ms (x floor) " for variant in other)
-            + "| five heaviest imports (self ms, by package) |",
-            "|---|---:|---:|---:|---:|" + "---:|" * len(other) + "---|",
+            "| five heaviest imports (self ms, by package) |",
+            "|---|---:|---:|---:|---:|---|",
         ]
-        rows = dict(cold["variants"][headline]["functions"])
-        rows[cold["floor_name"]] = cold["variants"][headline]["floor"]
+        rows = {**cold["functions"], **cold.get("traced", {}), cold["floor_name"]: cold["floor"]}
         for name, row in rows.items():
-            extra = ""
-            for variant in other:
-                data = cold["variants"][variant]
-                found = data["floor"] if name == cold["floor_name"] else data["functions"][name]
-                ratio = f" ({found['over_floor']:.2f}x)" if "over_floor" in found else ""
-                extra += f"| {found['init_plus_first_ms']['median']:.0f}{ratio} "
             imports = ", ".join(f"{item['package']} {item['ms']:.0f}" for item in row["heaviest_imports"])
             ratio = f"**{row['over_floor']:.2f}x**" if "over_floor" in row else "1.00x"
             lines.append(
                 f"| {name} | {row['import_ms']['median']:.0f} | {row['first_request_ms']['median']:.0f} "
-                f"| {row['init_plus_first_ms']['median']:.0f} | {ratio} {extra}| {imports} |"
+                f"| {row['init_plus_first_ms']['median']:.0f} | {ratio} | {imports} |"
             )
         lines += ["", cold["note"], ""]
     aggregation = results["aggregation"]

@@ -120,216 +120,201 @@ class Fixtures:
         )
         self.invoker.call("AddCommentFunction", event, 201)
 
-    def routes(self, deletes: int) -> list[Route]:
-        """Every route, with data for ``deletes`` DELETE requests."""
+    def routes(self, deletes: int, only: set[str] | None = None) -> list[Route]:
+        """Every route (or those of the functions in ``only``), with data for
+        ``deletes`` DELETE requests."""
         made: list[Route] = []
 
-        tenant, user = self.tenant("summary")
-        summary_id = self.create(tenant, user, "Printer on fire")
-        made.append(
-            Route(
-                "GET /tickets/{id}/summary",
-                "GetTicketSummaryFunction",
-                200,
-                True,
-                _bound(
-                    lambda n, t, u, i: self.event(
-                        "GET",
-                        "/tickets/{ticket_id}/summary",
-                        t,
-                        u,
-                        path_parameters={"ticket_id": i},
-                    ),
-                    tenant,
-                    user,
-                    summary_id,
-                ),
-            )
-        )
+        def wanted(function: str) -> bool:
+            return only is None or function in only
 
-        tenant, user = self.tenant("get")
-        get_id = self.create(tenant, user, "Printer on fire", comments=COMMENTS_PER_TICKET)
-        made.append(
-            Route(
-                "GET /tickets/{id}",
-                "GetTicketFunction",
-                200,
-                True,
-                _bound(
-                    lambda n, t, u, i: self.event(
-                        "GET",
-                        "/tickets/{ticket_id}",
-                        t,
-                        u,
-                        path_parameters={"ticket_id": i},
+        if wanted("GetTicketSummaryFunction"):
+            tenant, user = self.tenant("summary")
+            summary_id = self.create(tenant, user, "Printer on fire")
+            made.append(
+                Route(
+                    "GET /tickets/{id}/summary",
+                    "GetTicketSummaryFunction",
+                    200,
+                    True,
+                    _bound(
+                        lambda n, t, u, i: self.event(
+                            "GET", "/tickets/{ticket_id}/summary", t, u, path_parameters={"ticket_id": i}
+                        ),
+                        tenant,
+                        user,
+                        summary_id,
                     ),
-                    tenant,
-                    user,
-                    get_id,
-                ),
+                )
             )
-        )
 
-        tenant, user = self.tenant("list")
-        for number in range(LIST_TICKETS):
-            self.create(tenant, user, f"Open ticket {number}")
-        made.append(
-            Route(
-                "GET /tickets",
-                "ListTicketsFunction",
-                200,
-                True,
-                _bound(
-                    lambda n, t, u: self.event(
-                        "GET",
-                        "/tickets",
-                        t,
-                        u,
-                        query={"status": "OPEN", "limit": "25"},
+        if wanted("GetTicketFunction"):
+            tenant, user = self.tenant("get")
+            get_id = self.create(tenant, user, "Printer on fire", comments=COMMENTS_PER_TICKET)
+            made.append(
+                Route(
+                    "GET /tickets/{id}",
+                    "GetTicketFunction",
+                    200,
+                    True,
+                    _bound(
+                        lambda n, t, u, i: self.event(
+                            "GET", "/tickets/{ticket_id}", t, u, path_parameters={"ticket_id": i}
+                        ),
+                        tenant,
+                        user,
+                        get_id,
                     ),
-                    tenant,
-                    user,
-                ),
+                )
             )
-        )
 
-        tenant, user = self.tenant("aggregates")
-        for number in range(LIST_TICKETS):
-            self.create(tenant, user, f"Counted ticket {number}")
-        made.append(
-            Route(
-                "GET /aggregates",
-                "GetAggregatesFunction",
-                200,
-                True,
-                _bound(
-                    lambda n, t, u: self.event(
-                        "GET",
-                        "/aggregates",
-                        t,
-                        u,
-                        admin=True,
+        if wanted("ListTicketsFunction"):
+            tenant, user = self.tenant("list")
+            for number in range(LIST_TICKETS):
+                self.create(tenant, user, f"Open ticket {number}")
+            made.append(
+                Route(
+                    "GET /tickets",
+                    "ListTicketsFunction",
+                    200,
+                    True,
+                    _bound(
+                        lambda n, t, u: self.event("GET", "/tickets", t, u, query={"status": "OPEN", "limit": "25"}),
+                        tenant,
+                        user,
                     ),
-                    tenant,
-                    user,
-                ),
+                )
             )
-        )
 
-        tenant, user = self.tenant("create")
-        made.append(
-            Route(
-                "POST /tickets",
-                "CreateTicketFunction",
-                201,
-                False,
-                _bound(
-                    lambda n, t, u: self.event(
-                        "POST",
-                        "/tickets",
-                        t,
-                        u,
-                        body=json.dumps({"title": f"Ticket {n}", "description": "Benchmark ticket. " * 8}),
-                    ),
-                    tenant,
-                    user,
-                ),
+        if wanted("GetAggregatesFunction"):
+            tenant, user = self.tenant("aggregates")
+            for number in range(LIST_TICKETS):
+                self.create(tenant, user, f"Counted ticket {number}")
+            made.append(
+                Route(
+                    "GET /aggregates",
+                    "GetAggregatesFunction",
+                    200,
+                    True,
+                    _bound(lambda n, t, u: self.event("GET", "/aggregates", t, u, admin=True), tenant, user),
+                )
             )
-        )
 
-        tenant, user = self.tenant("update")
-        update_id = self.create(tenant, user, "Printer on fire")
-        made.append(
-            Route(
-                "PATCH /tickets/{id}",
-                "UpdateTicketFunction",
-                200,
-                False,
-                _bound(
-                    lambda n, t, u, i: self.event(
-                        "PATCH",
-                        "/tickets/{ticket_id}",
-                        t,
-                        u,
-                        path_parameters={"ticket_id": i},
-                        body=json.dumps({"title": f"Printer on fire, take {n}"}),
+        if wanted("CreateTicketFunction"):
+            tenant, user = self.tenant("create")
+            made.append(
+                Route(
+                    "POST /tickets",
+                    "CreateTicketFunction",
+                    201,
+                    False,
+                    _bound(
+                        lambda n, t, u: self.event(
+                            "POST",
+                            "/tickets",
+                            t,
+                            u,
+                            body=json.dumps({"title": f"Ticket {n}", "description": "Benchmark ticket. " * 8}),
+                        ),
+                        tenant,
+                        user,
                     ),
-                    tenant,
-                    user,
-                    update_id,
-                ),
+                )
             )
-        )
 
-        tenant, user = self.tenant("comment")
-        comment_id = self.create(tenant, user, "Printer on fire")
-        made.append(
-            Route(
-                "POST /tickets/{id}/comments",
-                "AddCommentFunction",
-                201,
-                False,
-                _bound(
-                    lambda n, t, u, i: self.event(
-                        "POST",
-                        "/tickets/{ticket_id}/comments",
-                        t,
-                        u,
-                        path_parameters={"ticket_id": i},
-                        body=json.dumps({"body": f"Comment {n}: it is still on fire."}),
+        if wanted("UpdateTicketFunction"):
+            tenant, user = self.tenant("update")
+            update_id = self.create(tenant, user, "Printer on fire")
+            made.append(
+                Route(
+                    "PATCH /tickets/{id}",
+                    "UpdateTicketFunction",
+                    200,
+                    False,
+                    _bound(
+                        lambda n, t, u, i: self.event(
+                            "PATCH",
+                            "/tickets/{ticket_id}",
+                            t,
+                            u,
+                            path_parameters={"ticket_id": i},
+                            body=json.dumps({"title": f"Printer on fire, take {n}"}),
+                        ),
+                        tenant,
+                        user,
+                        update_id,
                     ),
-                    tenant,
-                    user,
-                    comment_id,
-                ),
+                )
             )
-        )
 
-        tenant, user = self.tenant("status")
-        batch = [self.create(tenant, user, f"Batch ticket {number}") for number in range(BATCH_SIZE)]
-        made.append(
-            Route(
-                f"POST /tickets/status ({BATCH_SIZE} ids)",
-                "BatchUpdateStatusFunction",
-                200,
-                False,
-                _bound(
-                    lambda n, t, u, ids: self.event(
-                        "POST",
-                        "/tickets/status",
-                        t,
-                        u,
-                        body=json.dumps({"ticket_ids": ids, "status": "IN_PROGRESS" if n % 2 == 0 else "OPEN"}),
+        if wanted("AddCommentFunction"):
+            tenant, user = self.tenant("comment")
+            comment_id = self.create(tenant, user, "Printer on fire")
+            made.append(
+                Route(
+                    "POST /tickets/{id}/comments",
+                    "AddCommentFunction",
+                    201,
+                    False,
+                    _bound(
+                        lambda n, t, u, i: self.event(
+                            "POST",
+                            "/tickets/{ticket_id}/comments",
+                            t,
+                            u,
+                            path_parameters={"ticket_id": i},
+                            body=json.dumps({"body": f"Comment {n}: it is still on fire."}),
+                        ),
+                        tenant,
+                        user,
+                        comment_id,
                     ),
-                    tenant,
-                    user,
-                    batch,
-                ),
-                share=0.2,
+                )
             )
-        )
 
-        tenant, user = self.tenant("delete")
-        doomed = [self.create(tenant, user, f"Doomed {number}", comments=2) for number in range(deletes)]
-        made.append(
-            Route(
-                "DELETE /tickets/{id} (2 comments)",
-                "DeleteTicketFunction",
-                204,
-                False,
-                _bound(
-                    lambda n, t, u, ids: self.event(
-                        "DELETE",
-                        "/tickets/{ticket_id}",
-                        t,
-                        u,
-                        admin=True,
-                        path_parameters={"ticket_id": ids[n]},
+        if wanted("BatchUpdateStatusFunction"):
+            tenant, user = self.tenant("status")
+            batch = [self.create(tenant, user, f"Batch ticket {number}") for number in range(BATCH_SIZE)]
+            made.append(
+                Route(
+                    f"POST /tickets/status ({BATCH_SIZE} ids)",
+                    "BatchUpdateStatusFunction",
+                    200,
+                    False,
+                    _bound(
+                        lambda n, t, u, ids: self.event(
+                            "POST",
+                            "/tickets/status",
+                            t,
+                            u,
+                            body=json.dumps({"ticket_ids": ids, "status": "IN_PROGRESS" if n % 2 == 0 else "OPEN"}),
+                        ),
+                        tenant,
+                        user,
+                        batch,
                     ),
-                    tenant,
-                    user,
-                    doomed,
-                ),
+                    share=0.2,
+                )
             )
-        )
+
+        if wanted("DeleteTicketFunction"):
+            tenant, user = self.tenant("delete")
+            doomed = [self.create(tenant, user, f"Doomed {number}", comments=2) for number in range(deletes)]
+            made.append(
+                Route(
+                    "DELETE /tickets/{id} (2 comments)",
+                    "DeleteTicketFunction",
+                    204,
+                    False,
+                    _bound(
+                        lambda n, t, u, ids: self.event(
+                            "DELETE", "/tickets/{ticket_id}", t, u, admin=True, path_parameters={"ticket_id": ids[n]}
+                        ),
+                        tenant,
+                        user,
+                        doomed,
+                    ),
+                )
+            )
+
         return made

@@ -50,7 +50,11 @@ Control = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes] | None]
 
 
 class _QuietHandler(MotoRequestHandler):
-    """moto's request handler without werkzeug's per-request access log."""
+    """moto's request handler without werkzeug's per-request access log, over
+    HTTP/1.1: the functions' botocore clients keep their connections (and this
+    server its per-connection thread) instead of opening one per AWS call."""
+
+    protocol_version = "HTTP/1.1"
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
 from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
@@ -50,6 +50,19 @@ class _QuietHandler(WSGIRequestHandler):
         return
 
 
+class _ApiServer(ThreadedWSGIServer):
+    """Binds its port when created (so that the state file can name it) but
+    listens only when :meth:`listen` is called: until the stack is ready, a
+    client connecting to the port is refused, instead of being served by a stack
+    whose ``make token`` does not work yet."""
+
+    def server_activate(self) -> None:
+        return
+
+    def listen(self) -> None:
+        super().server_activate()
+
+
 # ---------------------------------------------------------------- functions
 class FunctionRuntime:
     """Runs the template's functions in-process, one invocation at a time.
@@ -57,9 +70,23 @@ class FunctionRuntime:
     Each function has its own module namespace (loaded on first use, its cold
     start), its template environment (Globals merged) plus what Lambda adds:
     region, function name, and the credentials of the function's execution role
-    in the emulator. Invocations are serialized because the environment is
-    process-wide; the shared layer's caches are shared by the functions of
-    this process (they all read the same Globals). Timeouts are not enforced.
+    in the emulator. Timeouts are not enforced.
+
+    Invocations are serialized, and that is the honest granularity in one
+    interpreter: ``os.environ`` is process-wide (the aggregator and the API
+    functions run with different roles' credentials), and so is Powertools'
+    state (``Metrics`` keeps its metric set in class-level storage that every
+    invocation flushes, every ``Logger`` of a service shares one formatter and
+    its keys), so even two different functions at once would share it. Only
+    moto's requests must be serialized (:data:`local_stack.moto_fixes.MOTO_LOCK`),
+    but running functions concurrently needs a process per execution
+    environment, as Lambda has. That was built and measured (issue 12): on the
+    2-core reference machine the load test's throughput stayed within noise
+    (39 to 57 requests/s against 44 to 51 in-process; the first run lower, paying
+    the environments' cold starts), because the emulator's process (moto, the
+    IAM guard, the HTTP servers) and the clients already use both cores. So the
+    simpler in-process runtime stays. The shared layer's caches are shared by
+    the functions of this process (they all read the same Globals).
     """
 
     def __init__(self, specs: dict[str, FunctionSpec], environments: dict[str, dict[str, str]]) -> None:
@@ -154,7 +181,7 @@ class LocalStack:
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.poller: StreamPoller | None = None
-        self._api_server: BaseWSGIServer | None = None
+        self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
 
@@ -199,11 +226,7 @@ class LocalStack:
             responses=GatewayResponses.from_template(provisioned.resolver),
             stage=stage,
         )
-        self._api_server = make_server(
-            self.options.host, self.options.port, gateway, threaded=True, request_handler=_QuietHandler
-        )
-        self._api_thread = threading.Thread(target=self._api_server.serve_forever, name="api", daemon=True)
-        self._api_thread.start()
+        api_server = self._api_server = _ApiServer(self.options.host, self.options.port, gateway, _QuietHandler)
 
         aggregator = specs[AGGREGATOR_FUNCTION]
         aggregator_env = environments[AGGREGATOR_FUNCTION]
@@ -232,13 +255,18 @@ class LocalStack:
                 ensure_user(self.user_pool(), user, tenant)
                 ensure_user(self.user_pool(), admin, tenant, admin=True)
         self._write_state(specs.values())
+        # Last: the port answers once everything it leads to (tokens included) works.
+        api_server.listen()
+        self._api_thread = threading.Thread(target=api_server.serve_forever, name="api", daemon=True)
+        self._api_thread.start()
         log.info(
             "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url
         )
 
     def stop(self) -> None:
         if self._api_server is not None:
-            self._api_server.shutdown()
+            if self._api_thread is not None:
+                self._api_server.shutdown()
             self._api_server.server_close()
         if self._api_thread is not None:
             self._api_thread.join(timeout=10)

@@ -12,7 +12,7 @@ the batch size, is explained in ``support_tickets.aggregation``.
 import os
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -26,9 +26,10 @@ from support_tickets.aggregation import (
     ledger_record_from_stream,
     poison_message,
 )
+from support_tickets.tracing import make_tracer
 
 logger = Logger()
-tracer = Tracer()
+tracer = make_tracer()
 metrics = Metrics()
 # Never raise on a fully failed batch: failures are reported per record, and a
 # function error would make Lambda bisect the batch instead of retrying it.

@@ -18,6 +18,10 @@ from local_stack.template import PROJECT_ROOT
 BUILD = PROJECT_ROOT / ".aws-sam" / "build" / "SharedLayer" / "python"
 
 
+# The quick bench runs in the first test's set-up; on a loaded 2-core machine it takes minutes.
+pytestmark = pytest.mark.timeout(1000)
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not BUILD.is_dir():
@@ -31,11 +35,15 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=900,  # a hang guard, not a speed goal: a loaded 2-core machine takes minutes
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert (out / "results.md").read_text().startswith("# Benchmark results")
+    # The charts the README embeds, as PNG images, and progress on stderr while it ran.
+    for chart in ("cold_start.png", "warm_latency.png", "partition_heat.png"):
+        assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", chart
+    assert "phase 5/5: partition heat" in completed.stderr
     loaded: dict[str, Any] = json.loads((out / "results.json").read_text())
     return loaded
 
@@ -101,12 +109,15 @@ def test_the_credential_mix_counts_per_token_against_per_tenant_and_per_request(
 
 
 def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None:
-    cold = results["cold"]["variants"]["compiled"]
+    cold = results["cold"]
     assert set(cold["functions"]) == {"GetTicketSummaryFunction"}
+    assert set(cold["traced"]) == {"GetTicketSummaryFunction, Tracing: Active"}
     assert cold["floor"]["heaviest_imports"]
+    # Measured on the build output as shipped: every module of the layer byte-compiled.
+    assert cold["layer"]["py"] == cold["layer"]["pyc"] > 100
     assert {row["route"] for row in results["cost"]["routes"]} == {route["route"] for route in results["warm"]}
     assert all(row["ours"]["total"] > 0 for row in results["cost"]["routes"])
-    assert {goal["goal"] for goal in results["goals"]} >= {"exactly one DynamoDB call per read route"}
+    assert any(goal["goal"].startswith("exactly one DynamoDB call per read request") for goal in results["goals"])
 
 
 def test_partition_heat_spreads_a_hot_tenants_status_lists(results: dict[str, Any]) -> None:

@@ -125,16 +125,20 @@ def http(
     return Response(status, {k.lower(): v for k, v in response_headers.items()}, parsed, payload)
 
 
-def start_stack(state_dir: Path, *args: str) -> RunningStack:
-    """Start ``python -m local_stack serve`` on free ports; wait for its state file."""
+def start_stack(state_dir: Path, *args: str, wait: bool = True) -> RunningStack:
+    """Start ``python -m local_stack serve`` (on free ports unless ``args`` name
+    one); wait for its state file unless told not to."""
     state_dir.mkdir(parents=True, exist_ok=True)
     env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
     env["TENANT_CONFIG_TTL_SECONDS"] = str(TENANT_CONFIG_TTL_SECONDS)
     log = (state_dir / "serve.log").open("wb")
-    command = [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), "serve", "--port", "0", *args]
+    port = [] if "--port" in args else ["--port", "0"]
+    command = [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), "serve", *port, *args]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
     stack = RunningStack(process, state_dir)
+    if not wait:
+        return stack
     deadline = time.monotonic() + START_TIMEOUT_S
     state_file = state_dir / STATE_FILE
     while time.monotonic() < deadline:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,16 @@ from local_stack.state import EVENTS_DIR
 from local_stack.template import PROJECT_ROOT
 from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
-from tests.e2e.conftest import ENV_FILE, STATE_FILE, RunningStack, new_tenant_id, server_log, start_stack, stop_stack
+from tests.e2e.conftest import (
+    ENV_FILE,
+    START_TIMEOUT_S,
+    STATE_FILE,
+    RunningStack,
+    new_tenant_id,
+    server_log,
+    start_stack,
+    stop_stack,
+)
 from tests.e2e.test_gateway import claims_of
 
 
@@ -129,11 +139,37 @@ def invoke_as_sam_local(state_dir: Path, event_file: str, function: str) -> dict
     return response
 
 
-def test_serve_writes_its_state_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    # Given: a second stack, as `make dev` runs it (demo tenants seeded)
-    running = start_stack(tmp_path)
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S) -> None:
+    """What a client of `make dev` does: try to connect until the port answers."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the stack exited"
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"port {port} never answered")
+
+
+def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    # Given: a second stack, as `make dev` runs it (demo tenants seeded), on a known port
+    port = free_port()
+    running = start_stack(tmp_path, "--port", str(port), wait=False)
     try:
+        # When a client waits for the port and asks for a token at once, it gets one
+        wait_for_port(port, running.process)
+        token = cli(tmp_path, "token", "--tenant", "acme", "--user", "alice")
+        assert token.returncode == 0, token.stderr
+        assert claims_of(token.stdout.strip())["custom:tenant_id"] == "acme"
+        running.state = json.loads((tmp_path / STATE_FILE).read_text())
         state = running.state
+        assert state["api_url"] == f"http://127.0.0.1:{port}"
         env_vars = json.loads((tmp_path / ENV_FILE).read_text())
         log = server_log(running)
         second = cli(tmp_path, "serve", "--port", "0")

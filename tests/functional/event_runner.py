@@ -2,15 +2,17 @@
 
 Run by tests/functional/test_events.py as ``python -I -S event_runner.py`` with a
 JSON job on stdin. Nothing of the source tree is importable: ``sys.path`` is the
-standard library, then the built layer (``.aws-sam/build/SharedLayer/python``),
-then, per function, its built code directory. Every handler module is imported
-with only those (a dependency missing from the layer or a wrong handler path
-fails here); only then are the venv's site-packages appended, after the build
-directories, for moto, which provides the table each event runs against, and
-the project root (last), for ``local_stack.identity_pool``, which serves the
-template's identity pool in moto for the tests' signing key.
+standard library, then, per function, its built code directory, the built layer
+(``.aws-sam/build/SharedLayer/python``) and what the python3.13 runtime provides
+(``.aws-sam/lambda-runtime/python``: boto3 and its dependencies, nothing else),
+in Lambda's order. Every handler module is imported with only those (a
+dependency missing from the layer or a wrong handler path fails here); only then
+are the venv's site-packages appended, after the build directories, for moto,
+which provides the table each event runs against, and the project root (last),
+for ``local_stack.identity_pool``, which serves the template's identity pool in
+moto for the tests' signing key.
 
-The job: ``{"build_root", "layer_dir", "site_packages": [...], "table":
+The job: ``{"build_root", "layer_dir", "runtime_dir", "site_packages": [...], "table":
 CreateTable arguments, "project_root", "identity_pool": {"identity_pool_id",
 "user_pool_id", "client_id", "jwks"}, "output": path, "cases": [{"name", "function",
 "function_dir", "handler", "environment", "event", "seed": [items]}]}``. The
@@ -94,7 +96,7 @@ def clear_layer_caches() -> None:
 def main() -> None:
     job = json.load(sys.stdin)
     build_root = os.path.abspath(job["build_root"])
-    sys.path.insert(0, job["layer_dir"])
+    sys.path[:0] = [job["layer_dir"], job["runtime_dir"]]
     os.environ.update(FAKE_AWS)
 
     handlers: dict[str, Callable[..., Any]] = {}
@@ -110,7 +112,7 @@ def main() -> None:
 
     report: dict[str, Any] = {
         "support_tickets_file": support_tickets.__file__,
-        "outside_build": modules_outside([build_root]),
+        "outside_build": modules_outside([build_root, os.path.abspath(job["runtime_dir"])]),
         "import_errors": import_errors,
         "results": {},
     }

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from local_stack.stream_source import stream_source
-from local_stack.template import table_definition
 from support_tickets import keys
 from support_tickets.aggregation import (
     CountLedger,
@@ -27,7 +26,6 @@ from support_tickets.comment_repository import CommentRepository
 from support_tickets.errors import TicketNotFound
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
-from support_tickets.session import credential_cache
 from support_tickets.ticket_repository import TicketRepository
 from support_tickets.tickets import create_ticket
 from tests.conftest import (
@@ -36,7 +34,6 @@ from tests.conftest import (
     RepoFactory,
     all_items,
     caller_for,
-    mocked_aws,
     random_tenant_id,
     tenant_table,
 )
@@ -421,6 +418,26 @@ def test_the_bookkeeping_of_a_delivery_is_bounded_by_the_batch_size(dynamodb: Dy
     assert item_size(journal) < 40_000
 
 
+def test_a_delivery_longer_than_a_chunk_is_journaled_in_bounded_pieces(
+    dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    """Whatever Lambda delivers at once (the bench sends 1,000 records), no journal
+    lists more than MAX_CHUNK_RECORDS, so none passes 40 KB; the counts stay exact."""
+    from support_tickets.aggregation import MAX_CHUNK_RECORDS
+
+    records = [change_record("acme", n, None, OPEN) for n in range(1000)]
+    ledger = CountLedger(table_name=table_name, client=dynamodb, on_poison=_no_poison)
+    assert ledger.apply(records).applied == 1000
+    journals = [item for item in all_items(dynamodb, table_name) if "#JOURNAL#" in item["pk"]["S"]]
+    assert sorted(len(journal["records"]["L"]) for journal in journals) == [MAX_CHUNK_RECORDS] * 4
+    assert max(item_size(journal) for journal in journals) < 40_000
+    assert ledger.apply(records).applied == 1000  # the same delivery again: journaled, nothing counted twice
+    counts = sum(
+        int(i["count"]["N"]) for i in all_items(dynamodb, table_name) if i["pk"]["S"] == "TENANT#acme|AGGREGATE"
+    )
+    assert counts == 1000
+
+
 def _no_poison(record: LedgerRecord) -> None:
     raise AssertionError(f"unexpected poison {record}")
 
@@ -573,48 +590,49 @@ OPERATIONS = st.lists(
 )
 
 
+# One table, stream and set of clients for every example (the harness fixture
+# lives as long as the test function): each example has tenants of its own (a
+# random one and a prefix pair, like "1" and "10") and reads only the records
+# it wrote, so the examples stay independent without a new emulator each.
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS, seed=st.integers(0, 2**32 - 1))
-def test_any_history_with_any_redelivery_counts_exactly(operations: list[Any], seed: int) -> None:
+def test_any_history_with_any_redelivery_counts_exactly(
+    harness: StreamHarness, operations: list[Any], seed: int
+) -> None:
     rng = random.Random(seed)
-    credential_cache.cache_clear()
-    aggregator_client.cache_clear()
-    with mocked_aws():
-        dynamodb = boto3.client("dynamodb", region_name=REGION)
-        table_name = table_definition()["TableName"]
-        harness = StreamHarness(dynamodb, boto3.client("dynamodbstreams", region_name=REGION), table_name)
-        tenants = [random_tenant_id(), "1", "10"]
-        repos = [TicketRepository(tenant_table(tenant)) for tenant in tenants]
-        slots: dict[tuple[int, int], str] = {}
-        for tenant, action, slot, status in operations:
-            ticket = slots.get((tenant, slot))
-            if action == "create" or ticket is None:
-                slots[(tenant, slot)] = create(repos[tenant])
-            elif action == "status":
-                repos[tenant].change_status([ticket], status)
-            else:
-                repos[tenant].delete_ticket(ticket)
-                del slots[(tenant, slot)]
-        crashes = {"left": 3}
+    harness.new_records()  # what an earlier (failed) example left unread is not this example's
+    base = random_tenant_id()
+    tenants = [random_tenant_id(), base, base + "0"]
+    repos = [TicketRepository(tenant_table(tenant)) for tenant in tenants]
+    slots: dict[tuple[int, int], str] = {}
+    for tenant, action, slot, status in operations:
+        ticket = slots.get((tenant, slot))
+        if action == "create" or ticket is None:
+            slots[(tenant, slot)] = create(repos[tenant])
+        elif action == "status":
+            repos[tenant].change_status([ticket], status)
+        else:
+            repos[tenant].delete_ticket(ticket)
+            del slots[(tenant, slot)]
+    crashes = {"left": 3}
 
-        def invoke(batch: list[Record]) -> list[str]:
-            failed = harness.invoke(batch)
-            if crashes["left"] and rng.random() < 0.2:
-                crashes["left"] -= 1
-                raise Crash("timed out after the writes")
-            return failed
+    def invoke(batch: list[Record]) -> list[str]:
+        failed = harness.invoke(batch)
+        if crashes["left"] and rng.random() < 0.2:
+            crashes["left"] -= 1
+            raise Crash("timed out after the writes")
+        return failed
 
-        mappings = [
-            ShardMapping(shard, invoke, bisect=rng.random() < 0.7)
-            for shard in split_into_shards(harness.new_records(), 2)
-        ]
-        while not all(mapping.done for mapping in mappings):
-            mapping = rng.choice([m for m in mappings if not m.done])
-            if rng.random() < 0.15:
-                mapping.lose_checkpoints(rng.randint(1, 3))
-            mapping.step(batch_size=rng.randint(1, 8))
-        for tenant in tenants:
-            assert harness.counts(tenant) == harness.truth(tenant)
+    mappings = [
+        ShardMapping(shard, invoke, bisect=rng.random() < 0.7) for shard in split_into_shards(harness.new_records(), 2)
+    ]
+    while not all(mapping.done for mapping in mappings):
+        mapping = rng.choice([m for m in mappings if not m.done])
+        if rng.random() < 0.15:
+            mapping.lose_checkpoints(rng.randint(1, 3))
+        mapping.step(batch_size=rng.randint(1, 8))
+    for tenant in tenants:
+        assert harness.counts(tenant) == harness.truth(tenant)
 
 
 def test_a_cancelled_transaction_moves_no_count(repo_for: RepoFactory, harness: StreamHarness) -> None:

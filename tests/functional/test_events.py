@@ -47,6 +47,7 @@ from tests.conftest import (
 EVENTS_DIR = PROJECT_ROOT / "events"
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
+RUNTIME_DIR = PROJECT_ROOT / ".aws-sam" / "lambda-runtime" / "python"
 LAYER_SOURCE = PROJECT_ROOT / "layers" / "shared" / "support_tickets"
 RUNNER = Path(__file__).with_name("event_runner.py")
 EVENT_FILES = sorted(path.name for path in EVENTS_DIR.glob("*.json"))
@@ -135,7 +136,8 @@ def specs() -> dict[str, FunctionSpec]:
 @pytest.fixture(scope="module")
 def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Run every event once against the build, in one clean subprocess."""
-    if not LAYER_DIR.is_dir() or not all((BUILD_DIR / logical_id).is_dir() for logical_id in specs):
+    built = [LAYER_DIR, RUNTIME_DIR, *(BUILD_DIR / logical_id for logical_id in specs)]
+    if not all(path.is_dir() for path in built):
         pytest.fail("no `sam build` output in .aws-sam/build: run `make build` (make test does it first)")
     stale = stale_build_files(specs)
     if stale:
@@ -175,6 +177,7 @@ def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFact
     job = {
         "build_root": str(BUILD_DIR),
         "layer_dir": str(LAYER_DIR),
+        "runtime_dir": str(RUNTIME_DIR),
         "site_packages": site_packages,
         "table": table_definition(),
         "project_root": str(PROJECT_ROOT),

@@ -171,7 +171,7 @@ def test_signed_or_not_the_call_is_the_pools(guard: Guard, moto: Moto) -> None:
 
 
 def test_a_token_without_a_tenant_gets_credentials_that_reach_nothing(guard: Guard) -> None:
-    credentials = exchange(guard, token(**{"custom:tenant_id": None}))
+    credentials = exchange(guard, sign_token(claims("acme", "alice", **{"custom:tenant_id": None})))
     session = guard.sessions.get(credentials["AccessKeyId"])
     assert session is not None
     assert dict(session.tags) == {}

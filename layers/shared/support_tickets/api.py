@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
@@ -39,9 +39,10 @@ from support_tickets.errors import (
 from support_tickets.identity import Caller, caller_from_event
 from support_tickets.models import ErrorResponse
 from support_tickets.settings import get_settings
+from support_tickets.tracing import make_tracer
 
 logger = Logger()
-tracer = Tracer()
+tracer = make_tracer()
 metrics = Metrics()
 
 MAX_BODY_BYTES = 64 * 1024
