@@ -143,12 +143,12 @@ def _user_pool() -> SigningUserPool:
 def _caller(username: str) -> Caller:
     """A caller of the hot tenant with a token of the in-process user pool (its
     credentials come from the in-process identity pool, as in production)."""
-    from local_stack.events import gateway_claims
-    from support_tickets.identity import caller_from_claims, token_payload
+    from local_stack.events import authorizer_context
+    from support_tickets.identity import caller_from_context, token_payload
 
     token = _user_pool().id_token(TENANT, username)
-    claims = gateway_claims(token_payload(token) or {})
-    return caller_from_claims(claims, {CLIENT_ID}, f"Bearer {token}")
+    context = authorizer_context(token_payload(token) or {})
+    return caller_from_context(context, {CLIENT_ID}, f"Bearer {token}")
 
 
 def _aggregate(records: list[dict[str, Any]]) -> None:

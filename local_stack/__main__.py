@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, STATE_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
-from ops.stack_target import TargetError, dynamodb_target
+from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
@@ -49,6 +49,21 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--emulator-port", type=int, default=0, help="0: a free port")
     serve.add_argument("--env-endpoint", help="AWS_ENDPOINT_OVERRIDE written to env.json (default: the emulator's URL)")
     serve.add_argument("--no-seed", action="store_true", help="don't create the demo tenants")
+    serve.add_argument(
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a template parameter, as sam deploy --parameter-overrides (e.g. BasicRateLimit=2); repeatable",
+    )
+    serve.add_argument(
+        "--authorizer-cache-seconds",
+        type=float,
+        help="the authorizer's result cache (default: the template's ReauthorizeEvery)",
+    )
+    serve.add_argument(
+        "--usage-plan-refresh-seconds", type=float, default=1.0, help="how long a key's usage plan is kept"
+    )
 
     token = commands.add_parser("token", help="print an ID token (creates the user if needed)")
     token.add_argument("--tenant", required=True)
@@ -117,6 +132,9 @@ def _serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         env_endpoint=args.env_endpoint,
         seed=not args.no_seed,
+        parameters=_parameters(args.parameter),
+        authorizer_cache_seconds=args.authorizer_cache_seconds,
+        usage_plan_refresh_seconds=args.usage_plan_refresh_seconds,
     )
     stopping = threading.Event()
 
@@ -131,7 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         sys.stderr.write(f"error: cannot listen on {args.host}:{args.port} ({exc}); try PORT=<another> make dev\n")
         return 1
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     try:
@@ -145,6 +163,16 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("local_stack").info("stopping")
         stack.stop()
     return 0
+
+
+def _parameters(pairs: list[str]) -> dict[str, str]:
+    parameters: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"error: --parameter takes NAME=VALUE, got {pair!r}")
+        parameters[name] = value
+    return parameters
 
 
 def quickstart(stack: LocalStack, state_dir: Path) -> str:
@@ -175,8 +203,13 @@ Ctrl-C stops everything.
 
 
 def _token(args: argparse.Namespace) -> int:
-    pool = _local_pool(_running_state(args.state_dir))
+    from ops.tenants import local_admin
+
+    state = _running_state(args.state_dir)
+    pool = _local_pool(state)
     ensure_user(pool, args.user, args.tenant, admin=args.admin)
+    # A tenant that has no record or API key yet gets them, as `make onboard` does.
+    local_admin(state).ensure(args.tenant)
     sys.stdout.write(id_token(pool, args.user) + "\n")
     return 0
 
@@ -201,7 +234,9 @@ def _onboard(args: argparse.Namespace) -> int:
     outcomes = onboard(pool, args.tenant, list(args.users), list(args.admins))
     record = _tenant_admin(args).ensure(args.tenant)
     sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
-    sys.stdout.write(f"  record: {record.shards} shard(s), tier {record.tier}, {record.status.value}\n")
+    sys.stdout.write(
+        f"  record: {record.shards} shard(s), tier {record.tier}, {record.status.value}, API key {record.api_key_id}\n"
+    )
     for outcome in outcomes:
         role = "admin" if outcome.admin else "user"
         if outcome.created:
@@ -220,7 +255,7 @@ def _tenant_admin(args: argparse.Namespace) -> TenantAdmin:
         local=not args.stack, stack=args.stack, region=args.region, local_state=str(args.state_dir / STATE_FILE)
     )
     client, table_name = dynamodb_target(target)
-    return TenantAdmin(client, table_name)
+    return TenantAdmin(client, table_name, keys=api_keys_target(target))
 
 
 def _deployed_pool(stack_name: str, region: str | None) -> UserPool:

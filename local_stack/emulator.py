@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,8 @@ class Provisioned:
     failure_queue_arn: str
     roles: dict[str, RoleDefinition]
     resolver: Resolver
+    # The tiers' usage plans (tier -> plan id), in the emulator's API Gateway.
+    usage_plans: dict[str, str]
 
 
 class Emulator:
@@ -171,11 +173,12 @@ class Emulator:
         return self.guard.sessions.get(access_key_id)
 
     # ------------------------------------------------------------ provisioning
-    def provision(self) -> Provisioned:
-        """Create the template's table, queue, roles and user pool."""
+    def provision(self, parameters: Mapping[str, str] | None = None) -> Provisioned:
+        """Create the template's table, queue, roles, user pool and usage plans,
+        with the template's parameters (``parameters`` override their defaults)."""
         assert self.guard is not None, "start() first"
         resources = template()["Resources"]
-        resolver = local_resolver()
+        resolver = local_resolver(parameters)
 
         dynamodb: DynamoDBClient = self.client("dynamodb")
         definition = table_definition(resolver)
@@ -210,6 +213,7 @@ class Emulator:
         self.guard.identity_pool = identity_pool.from_template(
             resolver, resolver.refs["IdentityPool"], roles, identity_pool.user_pool_provider
         )
+        usage_plans = self._provision_usage_plans(resolver)
         self.provisioned = Provisioned(
             table_name=definition["TableName"],
             table_arn=table["TableArn"],
@@ -223,8 +227,31 @@ class Emulator:
             failure_queue_arn=queue_arn,
             roles=roles,
             resolver=resolver,
+            usage_plans=usage_plans,
         )
         return self.provisioned
+
+    def _provision_usage_plans(self, resolver: Resolver) -> dict[str, str]:
+        """The tiers' usage plans (``UsagePlan<Tier>``), with the template's
+        throttle and quota, in moto's API Gateway (without ``ApiStages``: the
+        emulator holds no REST API; the local gateway is the API)."""
+        client: Any = self.client("apigateway")
+        plans: dict[str, str] = {}
+        for logical_id, resource in template()["Resources"].items():
+            if resource["Type"] != "AWS::ApiGateway::UsagePlan":
+                continue
+            tier = usage_plan_tier(logical_id)
+            props = resolver.resolve({k: v for k, v in resource["Properties"].items() if k != "ApiStages"})
+            throttle, quota = props.get("Throttle", {}), props.get("Quota", {})
+            created = client.create_usage_plan(
+                name=props.get("UsagePlanName", logical_id),
+                description=props.get("Description", ""),
+                throttle={"rateLimit": float(throttle["RateLimit"]), "burstLimit": int(throttle["BurstLimit"])},
+                quota={"limit": int(quota["Limit"]), "period": quota.get("Period", "DAY")},
+                tags={"tier": tier},
+            )
+            plans[tier] = created["id"]
+        return plans
 
     def _provision_identity_pool(self, resolver: Resolver) -> str:
         """The identity pool in moto (so the operator can describe it); the
@@ -259,6 +286,16 @@ class Emulator:
             cognito.create_group(UserPoolId=pool_id, **resolver.resolve(props))
         admin = next((g["Properties"]["GroupName"] for g in groups if g["Properties"]["GroupName"] == "admin"), "admin")
         return pool_id, client_id, admin
+
+
+USAGE_PLAN_PREFIX = "UsagePlan"
+
+
+def usage_plan_tier(logical_id: str) -> str:
+    """``UsagePlanPremium`` -> ``premium`` (the template names a tier's plan so)."""
+    if not logical_id.startswith(USAGE_PLAN_PREFIX) or logical_id == USAGE_PLAN_PREFIX:
+        raise ValueError(f"{logical_id}: usage plans are named UsagePlan<Tier>")
+    return logical_id[len(USAGE_PLAN_PREFIX) :].lower()
 
 
 def _hash_key(key_schema: list[dict[str, str]]) -> str:

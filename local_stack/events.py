@@ -1,7 +1,9 @@
 """API Gateway REST (v1 proxy) events, shaped exactly as API Gateway sends them
-with a Cognito user-pool authorizer: claims are strings under
-``requestContext.authorizer.claims``, and the ``Authorization`` header (the
-authorizer's identity source) is passed through with the token they came from."""
+behind the API's Lambda authorizer: its context (flat strings: tenant,
+username, groups as a JSON array, sub, jti, tier) plus ``principalId`` and
+``integrationLatency`` under ``requestContext.authorizer``, and the
+``Authorization`` header (the authorizer's identity source) passed through with
+the token the context came from."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ import copy
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
-from support_tickets.identity import token_payload
+from support_tickets.authorizer import caller_context
+from support_tickets.identity import SUBJECT_CLAIM, token_payload
 
 # The app client of the sample events (events/) and of the in-process tests'
 # claims: what ALLOWED_CLIENT_IDS names wherever such events are invoked.
@@ -27,12 +29,13 @@ def rest_event(
     query: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     body: str | None = None,
-    claims: Mapping[str, str] | None = None,
+    authorizer: Mapping[str, Any] | None = None,
     stage: str = "v1",
     request_id: str | None = None,
     multi_value_query: Mapping[str, Sequence[str]] | None = None,
     default_headers: bool = True,
     source_ip: str = "127.0.0.1",
+    api_key: tuple[str | None, str | None] | None = None,
 ) -> dict[str, Any]:
     """``query`` holds one value per name (API Gateway keeps the last);
     ``multi_value_query`` all of them (derived from ``query`` when omitted).
@@ -73,36 +76,35 @@ def rest_event(
             "domainPrefix": "localhost",
             "requestTimeEpoch": int(now * 1000),
             "requestId": request_id,
-            "identity": {"sourceIp": source_ip, "userAgent": all_headers.get("User-Agent", "local")},
+            "identity": {
+                "sourceIp": source_ip,
+                "userAgent": all_headers.get("User-Agent", "local"),
+                "apiKey": api_key[0] if api_key else None,
+                "apiKeyId": api_key[1] if api_key else None,
+            },
             "domainName": "localhost",
             "apiId": "local",
-            "authorizer": {"claims": dict(claims)} if claims is not None else None,
+            "authorizer": dict(authorizer) if authorizer is not None else None,
         },
         "body": body,
         "isBase64Encoded": False,
     }
 
 
-def gateway_claims(claims: Mapping[str, Any]) -> dict[str, str]:
-    """Claims as a REST API's Cognito authorizer puts them in the event: strings
-    only; lists comma-joined; ``exp``/``iat`` as ``Fri Nov 21 10:00:00 UTC 2026``."""
-    out: dict[str, str] = {}
-    for name, value in claims.items():
-        if name in ("exp", "iat") and isinstance(value, int | float):
-            out[name] = datetime.fromtimestamp(value, UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
-        elif isinstance(value, list | tuple):
-            out[name] = ",".join(str(item) for item in value)
-        elif isinstance(value, bool):
-            out[name] = "true" if value else "false"
-        else:
-            out[name] = str(value)
-    return out
+def authorizer_context(claims: Mapping[str, Any], tier: str | None = "basic") -> dict[str, Any]:
+    """``requestContext.authorizer`` as API Gateway passes the API's Lambda
+    authorizer's answer for a token with these claims (its payload)."""
+    return {
+        **caller_context(claims, tier),
+        "principalId": str(claims.get(SUBJECT_CLAIM, "")),
+        "integrationLatency": 0,
+    }
 
 
 def with_token(event: Mapping[str, Any], token: str) -> dict[str, Any]:
     """``event`` as API Gateway would send it for a request bearing ``token``:
-    the ``Authorization`` header (single- and multi-value) and the claims of
-    that token. Its payload is decoded, not verified: the caller vouches for it
+    the ``Authorization`` header (single- and multi-value) and the authorizer's
+    context for that token. Its payload is decoded, not verified: the caller vouches for it
     (a token of the local user pool, or the tests' signing key)."""
     payload = token_payload(token)
     if payload is None:
@@ -114,5 +116,5 @@ def with_token(event: Mapping[str, Any], token: str) -> dict[str, Any]:
         del authorized["multiValueHeaders"][name]
     authorized.setdefault("headers", {})["Authorization"] = f"Bearer {token}"
     authorized.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {token}"]
-    authorized["requestContext"]["authorizer"] = {"claims": gateway_claims(payload)}
+    authorized["requestContext"]["authorizer"] = authorizer_context(payload)
     return authorized

@@ -1,4 +1,4 @@
-"""API Gateway (REST, Cognito user-pool authorizer, Lambda proxy) on one machine.
+"""API Gateway (REST, Lambda TOKEN authorizer, usage plans, Lambda proxy) on one machine.
 
 For each request, in API Gateway's order:
 
@@ -10,17 +10,26 @@ For each request, in API Gateway's order:
    anything larger is refused with the template's ``REQUEST_TOO_LARGE``
    response without being read. Bodies up to that size reach the function,
    which answers 413 above 64 KiB itself, as it does when deployed.
-3. **Authorizer**: the ``Authorization`` header (``Bearer <token>`` or the
-   bare token) must hold an ID token of the user pool: RS256 signature by a
-   key of the pool's JWKS, ``iss`` = the pool, ``aud`` = the app client,
-   ``token_use`` = ``id``, not expired. Otherwise the template's
-   ``UNAUTHORIZED`` gateway response (401).
-4. **Lambda proxy**: a REST v1 event (:func:`local_stack.events.rest_event`)
-   with the claims as API Gateway passes them (all strings: list claims
-   comma-joined, ``exp``/``iat`` as dates) is given to the function's handler
-   in-process; its ``statusCode``, ``headers`` + ``multiValueHeaders`` and
-   ``body`` become the response. A handler that raises or returns something
-   malformed is a 502 (the template's ``DEFAULT_5XX`` body).
+3. **Authorizer** (:class:`LambdaAuthorizer`): the API's default authorizer
+   from the template (its function, run in-process like the others, with its
+   own role's credentials), called with the ``Authorization`` header as a
+   TOKEN event; its answer is cached per header value for the template's
+   ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, or
+   the function raising ``Unauthorized``: the ``UNAUTHORIZED`` gateway
+   response (401); a policy that does not allow this method: ``ACCESS_DENIED``
+   (403); any other failure: ``AUTHORIZER_FAILURE``.
+4. **Usage plan** (:mod:`local_stack.usage`): the answer's
+   ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
+   enabled API key in one of the API's usage plans (else ``INVALID_API_KEY``,
+   403), within its plan's rate and burst (else ``THROTTLED``, 429) and its
+   daily quota (else ``QUOTA_EXCEEDED``, 429), each with ``Retry-After``.
+5. **Lambda proxy**: a REST v1 event (:func:`local_stack.events.rest_event`)
+   with the authorizer's context under ``requestContext.authorizer`` (strings,
+   plus ``principalId`` and ``integrationLatency``, as API Gateway passes a
+   Lambda authorizer's) is given to the function's handler in-process; its
+   ``statusCode``, ``headers`` + ``multiValueHeaders`` and ``body`` become the
+   response. A handler that raises or returns something malformed is a 502
+   (the template's ``DEFAULT_5XX`` body).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
 template with ``$context.error.messageString``, headers). One log line per
@@ -32,26 +41,28 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
-from local_stack.events import gateway_claims, rest_event
+from local_stack.events import rest_event
 from local_stack.lambda_runtime import FunctionSpec
 from local_stack.template import Resolver, template
+from local_stack.usage import Decision, UsageMeter
 
 log = logging.getLogger("local_stack.gateway")
 
 READ_LIMIT = 1024 * 1024
 API_RESOURCE = "TicketsApi"
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
 
 Invoke = Callable[[FunctionSpec, dict[str, Any]], Any]
 StartResponse = Callable[..., Any]
@@ -59,6 +70,10 @@ StartResponse = Callable[..., Any]
 # API Gateway's defaults, for the response types the template does not set.
 _DEFAULT_STATUS = {
     "UNAUTHORIZED": 401,
+    "INVALID_API_KEY": 403,
+    "QUOTA_EXCEEDED": 429,
+    "AUTHORIZER_FAILURE": 500,
+    "AUTHORIZER_CONFIGURATION_ERROR": 500,
     "MISSING_AUTHENTICATION_TOKEN": 403,
     "ACCESS_DENIED": 403,
     "REQUEST_TOO_LARGE": 413,
@@ -69,41 +84,145 @@ _DEFAULT_STATUS = {
 
 
 # ---------------------------------------------------------------- authorizer
-class Authorizer:
-    """A Cognito user-pool authorizer: verifies ID tokens of one pool and client."""
+@dataclass(frozen=True)
+class Authorized:
+    """A Lambda authorizer's answer (what API Gateway caches)."""
 
-    def __init__(self, keys: KeySet, issuer: str, audience: str, clock: Callable[[], float] = time.time) -> None:
-        self._keys = keys
-        self._issuer = issuer
-        self._audience = audience
-        self._clock = clock
+    principal_id: str
+    statements: tuple[dict[str, Any], ...]
+    context: dict[str, str]
+    usage_identifier_key: str | None
 
-    @classmethod
-    def from_jwks(cls, jwks: Mapping[str, Any], issuer: str, audience: str) -> Authorizer:
-        return cls(KeySet.import_key_set(jwks), issuer, audience)  # type: ignore[arg-type]
+    def allows(self, method_arn: str) -> bool:
+        """IAM's rule for the policy: an explicit Deny wins, else an Allow is needed."""
+        allowed = False
+        for statement in self.statements:
+            actions = _as_list(statement.get("Action"))
+            if not any(_arn_matches(action, "execute-api:Invoke") for action in actions):
+                continue
+            if any(_arn_matches(resource, method_arn) for resource in _as_list(statement.get("Resource"))):
+                if statement.get("Effect") == "Deny":
+                    return False
+                allowed = allowed or statement.get("Effect") == "Allow"
+        return allowed
 
-    def claims(self, authorization: str | None) -> dict[str, Any] | None:
-        """The verified claims of the header's token, or ``None``."""
-        if not authorization:
-            return None
-        scheme, _, rest = authorization.strip().partition(" ")
-        token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()
-        if not token or " " in token:
-            return None
+
+class AuthorizerRefused(Exception):
+    """The gateway response type API Gateway would answer with."""
+
+    def __init__(self, response_type: str, message: str) -> None:
+        super().__init__(message)
+        self.response_type = response_type
+        self.message = message
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _arn_matches(pattern: object, value: str) -> bool:
+    if not isinstance(pattern, str):
+        return False
+    regex = "".join(".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern)
+    return re.fullmatch(regex, value, flags=re.DOTALL) is not None
+
+
+def _context_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class AuthorizerSpec:
+    """The API's default authorizer as the template declares it."""
+
+    function_logical_id: str
+    ttl_seconds: int
+    header: str
+
+
+def authorizer_spec() -> AuthorizerSpec:
+    """``TicketsApi``'s ``Auth.DefaultAuthorizer``: a TOKEN authorizer whose
+    ``FunctionArn`` is ``!GetAtt <Function>.Arn`` of this template."""
+    auth = template()["Resources"][API_RESOURCE]["Properties"].get("Auth", {})
+    name = auth.get("DefaultAuthorizer")
+    spec = auth.get("Authorizers", {}).get(name) if name else None
+    if not isinstance(spec, dict) or spec.get("FunctionPayloadType", "TOKEN") != "TOKEN":
+        raise ValueError(f"{API_RESOURCE}: the local gateway runs a TOKEN Lambda authorizer as DefaultAuthorizer")
+    target = spec.get("FunctionArn", {}).get("Fn::GetAtt")
+    logical_id = target[0] if isinstance(target, list) else str(target).split(".")[0]
+    identity = spec.get("Identity", {})
+    # SAM's default ReauthorizeEvery is 300 s.
+    return AuthorizerSpec(
+        logical_id, int(identity.get("ReauthorizeEvery", 300)), identity.get("Header", "Authorization")
+    )
+
+
+class LambdaAuthorizer:
+    """A TOKEN authorizer: its function, invoked in-process, and its result cache."""
+
+    def __init__(
+        self,
+        function: FunctionSpec,
+        invoke: Invoke,
+        ttl_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.function = function
+        self._invoke = invoke
+        self.ttl_seconds = ttl_seconds
+        self._monotonic = monotonic
+        self._cache: dict[str, tuple[float, Authorized]] = {}
+        self._lock = threading.Lock()
+        self.invocations = 0
+
+    def authorize(self, authorization: str | None, method_arn: str) -> tuple[Authorized, int]:
+        """The answer for this header (cached or fresh) and the milliseconds
+        spent in the function (0 when cached); :class:`AuthorizerRefused` when
+        API Gateway would answer itself."""
+        if not authorization or not authorization.strip():
+            raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized")
+        now = self._monotonic()
+        with self._lock:
+            cached = self._cache.get(authorization)
+            if cached is not None and now - cached[0] < self.ttl_seconds:
+                return cached[1], 0
+        started = time.monotonic()
+        self.invocations += 1
+        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": method_arn}
         try:
-            decoded = jwt.decode(token, self._keys, algorithms=["RS256"])
-            registry = jwt.JWTClaimsRegistry(
-                now=lambda: int(self._clock()),
-                iss={"essential": True, "value": self._issuer},
-                aud={"essential": True, "value": self._audience},
-                token_use={"essential": True, "value": "id"},
-                exp={"essential": True},
-            )
-            registry.validate(decoded.claims)
-        except (JoseError, ValueError, TypeError):
-            return None
-        claims: dict[str, Any] = dict(decoded.claims)
-        return claims
+            result = self._invoke(self.function, event)
+        except Exception as exc:
+            if str(exc) == "Unauthorized":
+                raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized") from exc
+            log.exception("%s failed", self.function.logical_id)
+            raise AuthorizerRefused("AUTHORIZER_FAILURE", "Authorizer error") from exc
+        latency_ms = int((time.monotonic() - started) * 1000)
+        answer = self._parse(result)
+        if self.ttl_seconds > 0:
+            with self._lock:
+                self._cache[authorization] = (now, answer)
+                if len(self._cache) > 10_000:
+                    self._cache.pop(next(iter(self._cache)))
+        return answer, latency_ms
+
+    @staticmethod
+    def _parse(result: Any) -> Authorized:
+        document = result.get("policyDocument") if isinstance(result, dict) else None
+        principal = result.get("principalId") if isinstance(result, dict) else None
+        if not isinstance(document, dict) or not isinstance(principal, str) or not principal:
+            raise AuthorizerRefused("AUTHORIZER_CONFIGURATION_ERROR", "Authorizer configuration error")
+        context = result.get("context") or {}
+        if not isinstance(context, dict) or any(isinstance(value, dict | list) for value in context.values()):
+            raise AuthorizerRefused("AUTHORIZER_CONFIGURATION_ERROR", "Authorizer configuration error")
+        key = result.get("usageIdentifierKey")
+        return Authorized(
+            principal_id=principal,
+            statements=tuple(item for item in _as_list(document.get("Statement")) if isinstance(item, dict)),
+            context={str(name): _context_value(value) for name, value in context.items() if value is not None},
+            usage_identifier_key=key if isinstance(key, str) and key else None,
+        )
 
 
 # ---------------------------------------------------------------- routes
@@ -168,7 +287,9 @@ class GatewayResponses:
         props = template()["Resources"][API_RESOURCE]["Properties"]
         return cls(resolver.resolve(props.get("GatewayResponses", {})))
 
-    def render(self, response_type: str, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    def render(
+        self, response_type: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         status = _DEFAULT_STATUS.get(response_type, 500)
         family = "DEFAULT_4XX" if status < 500 else "DEFAULT_5XX"
         spec = self.configured.get(response_type) or {}
@@ -183,11 +304,13 @@ class GatewayResponses:
             body = template_text.replace("$context.error.messageString", json.dumps(message)).replace(
                 "$context.error.message", message
             )
-        headers = [("Content-Type", "application/json")]
+        out = [("Content-Type", "application/json")]
         parameters = spec.get("ResponseParameters") or fallback.get("ResponseParameters") or {}
+        overrides = {name.lower(): value for name, value in (headers or {}).items()}
         for name, value in (parameters.get("Headers") or {}).items():
-            headers.append((name, str(value).strip("'")))
-        return status, headers, body.encode()
+            out.append((name, overrides.pop(name.lower(), str(value).strip("'"))))
+        out.extend((name, value) for name, value in (headers or {}).items() if name.lower() in overrides)
+        return status, out, body.encode()
 
 
 # ---------------------------------------------------------------- the gateway
@@ -196,17 +319,22 @@ class Gateway:
 
     def __init__(
         self,
+        *,
         routes: list[Route],
-        authorizer: Authorizer,
+        authorizer: LambdaAuthorizer,
+        meter: UsageMeter,
         invoke: Invoke,
         responses: GatewayResponses,
         stage: str,
+        api_id: str = "local",
     ) -> None:
         self._routes = routes
         self._authorizer = authorizer
+        self._meter = meter
         self._invoke = invoke
         self._responses = responses
         self._stage = stage
+        self._api_id = api_id
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
@@ -225,9 +353,10 @@ class Gateway:
         route, path_parameters = found
         if (request.content_length or 0) > READ_LIMIT:
             return self._too_large(request)
-        claims = self._authorizer.claims(request.headers.get("Authorization"))
-        if claims is None:
-            return self._responses.render("UNAUTHORIZED", "Unauthorized")
+        admitted = self._admit(request)
+        if not isinstance(admitted[0], Authorized):
+            return admitted
+        authorized, latency_ms, decision = admitted
         try:
             raw = request.get_data(cache=False)
         except RequestEntityTooLarge:
@@ -241,7 +370,12 @@ class Gateway:
             multi_value_query=dict(request.args.lists()) or None,
             headers=dict(request.headers.items()),
             body=raw.decode("utf-8", "replace") if raw else None,
-            claims=gateway_claims(claims),
+            authorizer={
+                **authorized.context,
+                "principalId": authorized.principal_id,
+                "integrationLatency": latency_ms,
+            },
+            api_key=(authorized.usage_identifier_key, decision.key_id),
             stage=self._stage,
             request_id=request_id,
             default_headers=False,
@@ -254,6 +388,26 @@ class Gateway:
             log.exception("%s failed", route.function.logical_id)
             return self._responses.render("DEFAULT_5XX", "Internal server error")
         return status, [*headers, ("x-amzn-RequestId", request_id)], body
+
+    def _admit(self, request: Request) -> tuple[Authorized, int, Decision] | tuple[int, list[tuple[str, str]], bytes]:
+        """The authorizer's answer and the usage plan's decision, or the
+        gateway response that ends the request."""
+        method_arn = (
+            f"arn:aws:execute-api:{REGION}:{ACCOUNT_ID}:{self._api_id}/{self._stage}/{request.method}{request.path}"
+        )
+        try:
+            authorized, latency_ms = self._authorizer.authorize(request.headers.get("Authorization"), method_arn)
+        except AuthorizerRefused as refused:
+            return self._responses.render(refused.response_type, refused.message)
+        if not authorized.allows(method_arn):
+            return self._responses.render("ACCESS_DENIED", "User is not authorized to access this resource")
+        decision = self._meter.admit(authorized.usage_identifier_key)
+        if decision.outcome == "INVALID_API_KEY":
+            return self._responses.render("INVALID_API_KEY", "Forbidden")
+        if decision.outcome in ("THROTTLED", "QUOTA_EXCEEDED"):
+            message = "Too Many Requests" if decision.outcome == "THROTTLED" else "Limit Exceeded"
+            return self._responses.render(decision.outcome, message, {"Retry-After": str(decision.retry_after)})
+        return authorized, latency_ms, decision
 
     def _too_large(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes]:
         # The body stays unread: the connection ends with this answer.

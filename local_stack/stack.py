@@ -28,13 +28,14 @@ from typing import Any
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
-from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
+from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import AGGREGATOR_FUNCTION, stream_source
-from local_stack.template import PROJECT_ROOT, template
+from local_stack.template import LOCAL_API_ID, PROJECT_ROOT, template
+from local_stack.usage import KeyDirectory, UsageMeter
 from local_stack.users import UserPool, ensure_user, id_token
 from ops import sample_events
 
@@ -172,6 +173,13 @@ class StackOptions:
     env_endpoint: str | None = None
     seed: bool = True
     demo_tenants: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(DEMO_TENANTS))
+    # Template parameters, as `sam deploy --parameter-overrides` gives them
+    # (e.g. smaller tiers for the tests); the defaults otherwise.
+    parameters: dict[str, str] = field(default_factory=dict)
+    # The authorizer's result cache (the template's ReauthorizeEvery unless set).
+    authorizer_cache_seconds: float | None = None
+    # How long the gateway keeps a key's usage plan before reading it again.
+    usage_plan_refresh_seconds: float = 1.0
 
 
 class LocalStack:
@@ -181,6 +189,7 @@ class LocalStack:
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.poller: StreamPoller | None = None
+        self.authorizer: LambdaAuthorizer | None = None
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
@@ -197,7 +206,7 @@ class LocalStack:
         started = time.monotonic()
         self._check_not_running()
         self.emulator.start()
-        provisioned = self.provisioned = self.emulator.provision()
+        provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
         specs = function_specs(provisioned.resolver)
         for directory in layer_directories(specs.values()):
             # Lambda puts layer content on the import path; the venv has the layer's dependencies.
@@ -214,17 +223,27 @@ class LocalStack:
             )
         runtime = self.runtime = FunctionRuntime(specs, environments)
 
-        jwks_url = f"{self.emulator.url}/{provisioned.user_pool_id}/.well-known/jwks.json"
-        with urllib.request.urlopen(jwks_url, timeout=10) as response:  # noqa: S310 - the emulator, http on loopback
-            jwks = json.load(response)
-        issuer = f"https://cognito-idp.{REGION}.amazonaws.com/{provisioned.user_pool_id}"
         stage = str(provisioned.resolver.resolve({"Ref": "StageName"}))
+        declared = authorizer_spec()
+        ttl = self.options.authorizer_cache_seconds
+        self.authorizer = LambdaAuthorizer(
+            specs[declared.function_logical_id],
+            runtime.invoke,
+            ttl_seconds=declared.ttl_seconds if ttl is None else ttl,
+        )
+        keys = KeyDirectory(
+            self.emulator.client("apigateway"),
+            set(provisioned.usage_plans.values()),
+            refresh_seconds=self.options.usage_plan_refresh_seconds,
+        )
         gateway = Gateway(
             routes=routes_from_specs(specs.values()),
-            authorizer=Authorizer.from_jwks(jwks, issuer, provisioned.user_pool_client_id),
+            authorizer=self.authorizer,
+            meter=UsageMeter(keys),
             invoke=runtime.invoke,
             responses=GatewayResponses.from_template(provisioned.resolver),
             stage=stage,
+            api_id=LOCAL_API_ID,
         )
         api_server = self._api_server = _ApiServer(self.options.host, self.options.port, gateway, _QuietHandler)
 
@@ -254,6 +273,7 @@ class LocalStack:
             for tenant, (user, admin) in self.options.demo_tenants.items():
                 ensure_user(self.user_pool(), user, tenant)
                 ensure_user(self.user_pool(), admin, tenant, admin=True)
+                self.onboard(tenant)
         self._write_state(specs.values())
         # Last: the port answers once everything it leads to (tokens included) works.
         api_server.listen()
@@ -301,9 +321,16 @@ class LocalStack:
             admin_group=self.provisioned.admin_group,
         )
 
+    def onboard(self, tenant_id: str) -> None:
+        """The tenant's record and API key (in its tier's plan), if it has none yet."""
+        from ops.tenants import local_admin
+
+        local_admin(self.state()).ensure(tenant_id)
+
     def token(self, tenant_id: str, username: str, *, admin: bool = False) -> str:
         pool = self.user_pool()
         ensure_user(pool, username, tenant_id, admin=admin)
+        self.onboard(tenant_id)
         return id_token(pool, username)
 
     def wait_for_stream(self, timeout: float = 30.0) -> bool:
@@ -327,6 +354,9 @@ class LocalStack:
             "stream_arn": self.provisioned.stream_arn,
             "tenant_role_arn": self.provisioned.roles["TenantAccessRole"].arn,
             "failure_queue_url": self.provisioned.failure_queue_url,
+            "usage_plan_ids": dict(self.provisioned.usage_plans),
+            "stack_name": str(self.provisioned.resolver.ref("AWS::StackName")),
+            "authorizer_cache_seconds": self.authorizer.ttl_seconds if self.authorizer else None,
         }
 
     # ------------------------------------------------------------ control endpoint

@@ -146,13 +146,29 @@ def template() -> dict[str, Any]:
     return load_template()
 
 
-def local_resolver(**attributes: Any) -> Resolver:
-    """A resolver that knows what a local run knows without AWS: the table's name
-    (its ``Ref``) and whatever resource attributes the caller passes, as
-    ``"Logical.Attr"`` keys (e.g. the tenant role's ARN once it exists)."""
-    resolver = Resolver(template())
+LOCAL_API_ID = "local"
+
+
+class UnknownParameter(ValueError):
+    pass
+
+
+def local_resolver(parameters: Mapping[str, str] | None = None, **attributes: Any) -> Resolver:
+    """A resolver that knows what a local run knows without AWS: the template's
+    parameters (their defaults, or ``parameters`` as ``sam deploy
+    --parameter-overrides`` would give them), the table's name (its ``Ref``),
+    the API's id and stage, and whatever resource attributes the caller passes,
+    as ``"Logical.Attr"`` keys (e.g. the tenant role's ARN once it exists)."""
+    declared = template().get("Parameters", {})
+    unknown = sorted(set(parameters or {}) - set(declared))
+    if unknown:
+        raise UnknownParameter(f"template.yaml has no parameter {', '.join(unknown)}")
+    resolver = Resolver(template(), parameters={name: str(value) for name, value in (parameters or {}).items()})
     table = template()["Resources"]["SupportTicketTable"]["Properties"]
     resolver.refs["SupportTicketTable"] = resolver.resolve(table["TableName"])
+    # SAM's Api: its Ref is the RestApi's id, <Api>.Stage the stage's name.
+    resolver.refs["TicketsApi"] = LOCAL_API_ID
+    resolver.refs["TicketsApi.Stage"] = resolver.ref("StageName")
     resolver.attributes.update({name.replace("__", "."): value for name, value in attributes.items()})
     return resolver
 

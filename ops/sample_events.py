@@ -3,9 +3,10 @@
 One file per function at least, named ``<function directory>[_<variant>].json``
 (``create_ticket.json`` is for ``functions/create_ticket``, that is
 ``CreateTicketFunction``). REST events are built by ``local_stack.events.rest_event``,
-shaped as API Gateway sends them with a Cognito authorizer (claims are strings,
-``"cognito:groups": "admin"``), with a placeholder where the ``Authorization``
-header holds the caller's ID token; the stream event is a DynamoDB Streams batch
+shaped as API Gateway sends them behind the API's Lambda authorizer (its context
+under ``requestContext.authorizer``: strings, ``"groups": "[\"admin\"]"`` for
+an admin), with a placeholder where the ``Authorization`` header holds the
+caller's ID token; the stream event is a DynamoDB Streams batch
 (NEW_AND_OLD_IMAGES) of ticket-summary records as Lambda delivers them.
 Everything is fixed (ids, times), so regenerating gives the same files.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_stack.events import SAMPLE_CLIENT_ID, rest_event, with_token
+from local_stack.events import SAMPLE_CLIENT_ID, authorizer_context, rest_event, with_token
 from local_stack.template import PROJECT_ROOT
 from local_stack.users import UserPool, ensure_user, id_token
 
@@ -52,26 +53,26 @@ class SampleUser:
         digits = "".join(f"{ord(char):03d}" for char in self.username)[:12].ljust(12, "0")
         return f"0c1b5f3a-7d2e-4a8b-9c6d-{digits}"
 
-    def claims(self) -> dict[str, str]:
-        """The claims of a Cognito ID token, as API Gateway passes them (strings)."""
-        claims = {
+    def claims(self) -> dict[str, Any]:
+        """The payload of the user's Cognito ID token."""
+        claims: dict[str, Any] = {
             "sub": self.sub,
-            "email_verified": "true",
+            "email_verified": True,
             "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
             "cognito:username": self.username,
             "origin_jti": "5b0e1f2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
             "aud": SAMPLE_CLIENT_ID,
             "event_id": "6c1d2e3f-4a5b-4c6d-9e8f-0a1b2c3d4e5f",
             "token_use": "id",
-            "auth_time": "1795254900",
+            "auth_time": 1795254900,
             "custom:tenant_id": TENANT,
-            "exp": "Sat Nov 21 11:00:00 UTC 2026",
-            "iat": "Sat Nov 21 10:00:00 UTC 2026",
+            "exp": 1795258800,
+            "iat": 1795255200,
             "jti": "7d2e3f4a-5b6c-4d7e-8f9a-0b1c2d3e4f5a",
             "email": f"{self.username}@acme.example",
         }
         if self.admin:
-            claims["cognito:groups"] = "admin"
+            claims["cognito:groups"] = ["admin"]
         return claims
 
 
@@ -107,7 +108,7 @@ def _rest(
             **(headers or {}),
         },
         body=json.dumps(body) if body is not None else None,
-        claims=user.claims(),
+        authorizer={**authorizer_context(user.claims()), "integrationLatency": 212},
         request_id=f"c6af9ac6-7b61-11e6-9a41-{sum(map(ord, name)):012d}",
     )
     context = event["requestContext"]

@@ -2,9 +2,16 @@
 
     python -m ops.tenants --tenant acme [--shards 8] [--tier premium] (--local | --stack <s> [--region <r>])
 
-Prints the tenant's record as JSON, after making the changes asked for. A bad
-value (a tenant id, a shard count outside 1..64, an unknown tier) is a one-line
-error and exit status 1, before anything is written.
+Prints the tenant's record as JSON (its API key's id, not its value), after
+making the changes asked for. A bad value (a tenant id, a shard count outside
+1..64, an unknown tier) is a one-line error and exit status 1, before anything
+is written.
+
+**Tiers**: any change (and onboarding) also makes sure the tenant has its API
+key, in its tier's usage plan and no other (``ops.api_keys``). A tier change
+writes the record, then moves the key: API Gateway applies the new plan's
+limits to the tenant's next requests (the key, hence the authorizer's cached
+answers, stays the same).
 
 **Resharding** changes where a tenant's tickets sit in GSI1 without ever
 hiding one from a list, and without a Scan. Every function keeps a tenant
@@ -34,13 +41,14 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ops.stack_target import OperatorClients, TargetError, add_target_arguments, dynamodb_target
+from ops.api_keys import ApiKeyError, ApiKeys
+from ops.stack_target import OperatorClients, TargetError, add_target_arguments, api_keys_target, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
 from support_tickets.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
@@ -73,22 +81,39 @@ class TenantAdmin:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     progress: Progress = field(default=lambda message: None)
+    # The stack's API keys and usage plans; without them, records only.
+    keys: ApiKeys | None = None
 
     def record(self, tenant_id: str) -> TenantConfig:
         return read_tenant_config(TenantTable(tenant_id, self.table_name, OperatorClients(self.client)))
 
     def ensure(self, tenant_id: str) -> TenantConfig:
-        """The tenant's record, created with the defaults if it has none."""
+        """The tenant's record, created with the defaults if it has none, and
+        its API key in its tier's usage plan."""
         current = self.record(tenant_id)
-        if current.version:
-            return current
-        return self._write(current, {})
+        if not current.version:
+            current = self._write(current, {})
+        return self.ensure_key(current)
 
     def set_tier(self, tenant_id: str, tier: str) -> TenantConfig:
         if tier not in TIERS:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
         current = self.record(tenant_id)
-        return current if current.tier == tier and current.version else self._write(current, {"tier": tier})
+        if current.tier != tier or not current.version:
+            current = self._write(current, {"tier": tier})
+        return self.ensure_key(current)
+
+    def ensure_key(self, current: TenantConfig) -> TenantConfig:
+        """The tenant's API key exists, is in its tier's plan only, and the
+        record names it."""
+        if self.keys is None:
+            return current
+        key_id, value = self.keys.ensure(current.tenant_id, current.api_key_id)
+        if self.keys.place(key_id, current.tier):
+            self.progress(f"{current.tenant_id}: API key {key_id} now in the {current.tier} usage plan")
+        if (current.api_key_id, current.api_key) != (key_id, value):
+            current = self._write(current, {"api_key_id": key_id, "api_key": value})
+        return current
 
     def reshard(self, tenant_id: str, shards: int | None) -> TenantConfig:
         """Finish a reshard in progress, then (if ``shards`` differs) run one to ``shards``."""
@@ -235,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         client, table_name = dynamodb_target(args)
-        admin = TenantAdmin(client, table_name, progress=_to_stderr)
+        admin = TenantAdmin(client, table_name, progress=_to_stderr, keys=api_keys_target(args))
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
         record = admin.record(args.tenant) if shards is None and tier is None else admin.ensure(args.tenant)
@@ -243,12 +268,22 @@ def main(argv: list[str] | None = None) -> int:
             record = admin.set_tier(args.tenant, tier)
         if shards is not None or record.resharding:
             record = admin.reshard(args.tenant, shards)
-    except (TargetError, RecordChanged, ClientError, BotoCoreError, RuntimeError) as exc:
+    except (TargetError, RecordChanged, ApiKeyError, ClientError, BotoCoreError, RuntimeError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
-    json.dump(record.model_dump(mode="json"), sys.stdout, indent=2)
+    json.dump(record.model_dump(mode="json", exclude={"api_key"}), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def local_admin(state: Mapping[str, Any]) -> TenantAdmin:
+    """The running local stack's tenant records and API keys (from its state
+    file), as its operator: what ``make token`` and the tests onboard with."""
+    from local_stack.state import operator_client
+
+    url, region = str(state["emulator_url"]), str(state["region"])
+    keys = ApiKeys(operator_client(url, "apigateway", region), dict(state["usage_plan_ids"]), str(state["stack_name"]))
+    return TenantAdmin(operator_client(url, "dynamodb", region), str(state["table_name"]), keys=keys)
 
 
 if __name__ == "__main__":

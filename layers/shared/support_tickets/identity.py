@@ -1,22 +1,24 @@
-"""Who is calling, from the claims API Gateway's Cognito authorizer verified.
+"""Who is calling, from the context the API's Lambda authorizer returned.
 
-The authorizer checks the token's signature, issuer and expiry, but neither
-its audience nor its use: an ID token that any app client of the pool got, or
-an access token, would pass. :func:`check_id_token` makes up for both, with
-the app clients the template allows (``ALLOWED_CLIENT_IDS``).
-
-The tenant comes only from ``custom:tenant_id`` (immutable, no app client may
-write it) and admin rights only from ``cognito:groups`` (see
-:func:`parse_groups` for the one form API Gateway gives it); never from a path,
-query, header or body. A missing claim or a token that is not one of our ID
-tokens is a 401 and a malformed tenant id a 403: there is no default tenant.
+The authorizer (:mod:`support_tickets.authorizer`) verified the request's ID
+token (signature, issuer, app client, token use, expiry) before any function
+ran, and passed the caller on as flat strings under
+``requestContext.authorizer``: ``tenant_id`` (the token's
+``custom:tenant_id``), ``username``, ``groups`` (the token's
+``cognito:groups`` as one JSON array), ``sub`` and ``jti``. The tenant comes
+only from there (immutable, no app client may write it) and admin rights only
+from ``groups``; never from a path, query, header or body. A context without
+a tenant or a user is a 401, a malformed tenant id a 403: there is no default
+tenant.
 
 The caller also carries its :class:`IdToken`, the ``Authorization`` header's
-token these claims came from: :mod:`support_tickets.session` exchanges it with
+token the context came from: :mod:`support_tickets.session` exchanges it with
 the identity pool for the only credentials that reach the table, tagged by
 Cognito with the token's tenant. A request whose header holds no token, or
-another token than the claims' (another ``jti``, ``sub`` or tenant), is a 401:
-it could only get credentials of another caller.
+another token than the context's (another ``jti``, ``sub`` or tenant), or not
+an ID token of an allowed app client, is a 401: it could only get credentials
+of another caller. (The header's payload is only decoded here: the authorizer
+verified it, and the identity pool verifies it again before it issues anything.)
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ JTI_CLAIM = "jti"
 SUBJECT_CLAIM = "sub"
 EXPIRY_CLAIM = "exp"
 ID_TOKEN_USE = "id"  # noqa: S105 - a claim value, not a secret
+# Names of the authorizer's context (support_tickets.authorizer.caller_context).
+CONTEXT_TENANT = "tenant_id"
+CONTEXT_USERNAME = "username"
+CONTEXT_GROUPS = "groups"
+CONTEXT_SUBJECT = "sub"
+CONTEXT_JTI = "jti"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,41 +78,7 @@ class Caller:
             raise Forbidden("This operation needs the tenant admin role.")
 
 
-def parse_groups(value: object) -> frozenset[str] | None:
-    """The groups in ``cognito:groups`` as a REST API's Cognito authorizer
-    passes the token's array: one string, the names joined with "," ("admin",
-    "support,admin"; absent or "" for none). That form and nothing else: no
-    brackets, no spaces, no list. Cognito allows "," in group names, so a
-    value with a comma is ambiguous ("x,admin" is one group or two): ``None``,
-    for :func:`groups_from_token` to settle."""
-    if value is None or value == "":
-        return frozenset()
-    if not isinstance(value, str):
-        return frozenset()
-    if "," in value:
-        return None
-    return frozenset({value})
-
-
-def groups_from_token(authorization: object, claims: Mapping[str, Any]) -> frozenset[str]:
-    """The groups of the ID token in the request's ``Authorization`` header,
-    which is the token the authorizer verified (its identity source), provided
-    it is the token these claims came from: the same ``jti`` and the same
-    groups once joined as API Gateway joins them. Otherwise none. The payload
-    is only decoded: its signature was checked by the authorizer."""
-    payload = token_payload(authorization)
-    jti = claims.get(JTI_CLAIM)
-    if payload is None or not isinstance(jti, str) or not jti or payload.get(JTI_CLAIM) != jti:
-        return frozenset()
-    groups = payload.get(GROUPS_CLAIM)
-    if not isinstance(groups, list) or not all(isinstance(group, str) and group for group in groups):
-        return frozenset()
-    if ",".join(groups) != claims.get(GROUPS_CLAIM):
-        return frozenset()
-    return frozenset(groups)
-
-
-def _bearer(authorization: object) -> str | None:
+def bearer_token(authorization: object) -> str | None:
     """The token of an ``Authorization`` header (``Bearer <token>`` or the bare
     token, as API Gateway's Cognito authorizer accepts both)."""
     if not isinstance(authorization, str):
@@ -116,7 +90,7 @@ def _bearer(authorization: object) -> str | None:
 
 def token_payload(authorization: object) -> dict[str, Any] | None:
     """The decoded (not verified) payload of a JWT, bare or in a header value."""
-    token = _bearer(authorization)
+    token = bearer_token(authorization)
     parts = token.split(".") if token is not None else []
     if len(parts) != 3:  # header.payload.signature
         return None
@@ -127,30 +101,30 @@ def token_payload(authorization: object) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def bound_token(authorization: object, claims: Mapping[str, Any]) -> IdToken:
-    """The ``Authorization`` header's ID token, provided it is the token these
-    verified claims came from: the same ``jti``, ``sub`` and tenant, an ID
-    token with an expiry. Otherwise :class:`Unauthorized`. Its payload is only
-    decoded here: the authorizer verified it, and the identity pool verifies it
-    again before it issues anything for it."""
+def bound_token(authorization: object, context: Mapping[str, Any], allowed_client_ids: Collection[str]) -> IdToken:
+    """The ``Authorization`` header's ID token, provided it is the token the
+    authorizer's ``context`` came from (the same ``jti``, ``sub`` and tenant)
+    and an ID token of one of ``allowed_client_ids`` with an expiry.
+    Otherwise :class:`Unauthorized`."""
     payload = token_payload(authorization)
-    token = _bearer(authorization)
+    token = bearer_token(authorization)
     if payload is None or token is None:
         raise Unauthorized()
-    for name in (JTI_CLAIM, SUBJECT_CLAIM, TENANT_CLAIM):
-        value = claims.get(name)
-        if not isinstance(value, str) or not value or payload.get(name) != value:
+    for claim, name in ((JTI_CLAIM, CONTEXT_JTI), (SUBJECT_CLAIM, CONTEXT_SUBJECT), (TENANT_CLAIM, CONTEXT_TENANT)):
+        value = context.get(name)
+        if not isinstance(value, str) or not value or payload.get(claim) != value:
             raise Unauthorized()
+    check_id_token(payload, allowed_client_ids)
     expires_at = payload.get(EXPIRY_CLAIM)
-    if payload.get(TOKEN_USE_CLAIM) != ID_TOKEN_USE or not isinstance(expires_at, int) or isinstance(expires_at, bool):
+    if not isinstance(expires_at, int) or isinstance(expires_at, bool):
         raise Unauthorized()
     return IdToken(value=token, subject=str(payload[SUBJECT_CLAIM]), expires_at=expires_at)
 
 
 def check_id_token(claims: Mapping[str, Any], allowed_client_ids: Collection[str]) -> None:
-    """:class:`Unauthorized` unless the verified claims are those of an ID
-    token issued to one of ``allowed_client_ids``. (Cognito puts the client id
-    in ``aud`` of an ID token, in ``client_id`` of an access token.)"""
+    """:class:`Unauthorized` unless ``claims`` are those of an ID token issued
+    to one of ``allowed_client_ids``. (Cognito puts the client id in ``aud`` of
+    an ID token, in ``client_id`` of an access token.)"""
     if claims.get(TOKEN_USE_CLAIM) != ID_TOKEN_USE:
         raise Unauthorized()
     audience = claims.get(AUDIENCE_CLAIM)
@@ -158,25 +132,37 @@ def check_id_token(claims: Mapping[str, Any], allowed_client_ids: Collection[str
         raise Unauthorized()
 
 
-def caller_from_claims(
-    claims: Mapping[str, Any] | None, allowed_client_ids: Collection[str], authorization: object
+def parse_groups(value: object) -> frozenset[str]:
+    """The groups of the context's ``groups``: a JSON array of non-empty
+    strings. Anything else grants nothing."""
+    if not isinstance(value, str) or not value:
+        return frozenset()
+    try:
+        groups = json.loads(value)
+    except (ValueError, RecursionError):
+        return frozenset()
+    if not isinstance(groups, list) or not all(isinstance(group, str) and group for group in groups):
+        return frozenset()
+    return frozenset(groups)
+
+
+def caller_from_context(
+    context: Mapping[str, Any] | None, allowed_client_ids: Collection[str], authorization: object
 ) -> Caller:
-    """The caller the verified ``claims`` describe, with the token of the
-    request's ``authorization`` header they came from (:func:`bound_token`)."""
-    if not claims:
+    """The caller the authorizer's ``context`` describes, with the token of
+    the request's ``authorization`` header it came from (:func:`bound_token`)."""
+    if not context:
         raise Unauthorized()
-    check_id_token(claims, allowed_client_ids)
-    username = claims.get(USERNAME_CLAIM)
-    if not isinstance(username, str) or not username:
+    username = context.get(CONTEXT_USERNAME)
+    tenant = context.get(CONTEXT_TENANT)
+    if not isinstance(username, str) or not username or tenant is None or tenant == "":
         raise Unauthorized()
     try:
-        tenant_id = validate_tenant_id(claims.get(TENANT_CLAIM))
+        tenant_id = validate_tenant_id(tenant)
     except InvalidTenantId as exc:
         raise Forbidden("The token does not carry a valid tenant.") from exc
-    token = bound_token(authorization, claims)
-    groups = parse_groups(claims.get(GROUPS_CLAIM))
-    if groups is None:
-        groups = groups_from_token(authorization, claims)
+    token = bound_token(authorization, context, allowed_client_ids)
+    groups = parse_groups(context.get(CONTEXT_GROUPS))
     return Caller(tenant_id=tenant_id, username=username, is_admin=ADMIN_GROUP in groups, token=token)
 
 
@@ -186,4 +172,4 @@ def caller_from_event(event: Mapping[str, Any], allowed_client_ids: Collection[s
     authorizer = request_context.get("authorizer") or {}
     headers = event.get("headers") or {}
     authorization = next((value for name, value in headers.items() if name.lower() == "authorization"), None)
-    return caller_from_claims(authorizer.get("claims"), allowed_client_ids, authorization)
+    return caller_from_context(authorizer, allowed_client_ids, authorization)

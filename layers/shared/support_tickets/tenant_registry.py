@@ -1,4 +1,4 @@
-"""The tenant record: a tenant's shard count, tier and status, read with a short cache.
+"""The tenant record: a tenant's shard count, tier, status and API key, read with a short cache.
 
 One item per tenant, ``TENANT#<t>|CONFIG`` / ``CONFIG``. Operators write it
 (``make tenant``, ``make onboard``; ``ops.tenants``); tenant credentials may read
@@ -59,6 +59,12 @@ class TenantConfig(BaseModel):
     target_shards: int | None = None
     tier: str = DEFAULT_TIER
     status: TenantStatus = TenantStatus.ACTIVE
+    # The tenant's API Gateway API key (ops.api_keys): its id, for operators
+    # moving it between the tiers' usage plans, and its value, which the API's
+    # authorizer names as the request's usageIdentifierKey. Not a secret that
+    # grants anything: callers never send it, the authorizer picks it.
+    api_key_id: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
     changed_at: int = 0
     version: int = Field(default=0, ge=0)
 

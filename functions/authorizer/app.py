@@ -1,0 +1,59 @@
+"""The API's Lambda authorizer (TOKEN): the caller's ID token verified, the
+tenant's API key named for its tier's usage plan (support_tickets.authorizer).
+
+API Gateway answers 401 (its ``UNAUTHORIZED`` gateway response) when this
+function raises ``Exception("Unauthorized")``, 403 (``ACCESS_DENIED``) for a
+Deny policy, and 500 (``AUTHORIZER_FAILURE``) for any other error: a JWKS or
+DynamoDB outage is never a 401.
+"""
+
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
+    APIGatewayAuthorizerTokenEvent,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
+from support_tickets.errors import Unauthorized
+from support_tickets.jwks import Jwks
+from support_tickets.session import BOTO_CONFIG
+from support_tickets.settings import get_settings
+from support_tickets.tenant_registry import tenant_configs
+from support_tickets.tracing import make_tracer
+
+logger = Logger()
+tracer = make_tracer()
+
+
+@cache
+def authorizer() -> TenantAuthorizer:
+    """Built on first use (the JWKS is fetched on the first token), kept for the container."""
+    settings = get_settings()
+    verifier = TokenVerifier(
+        Jwks(jwks_url(settings.user_pool_provider_name, settings.endpoint_url)),
+        issuer(settings.user_pool_provider_name),
+        settings.allowed_client_ids,
+    )
+
+    def client() -> Any:
+        # Its own session: the default one keeps the first credentials it resolves.
+        return boto3.Session().client(
+            "dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
+        )
+
+    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs())
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        return authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
+    except Unauthorized:
+        logger.info("token refused")
+        # The one message API Gateway turns into a 401.
+        raise Exception("Unauthorized") from None  # API Gateway's contract

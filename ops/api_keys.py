@@ -1,0 +1,102 @@
+"""Tenants' API keys and the tiers' usage plans, for operators.
+
+One API Gateway API key per tenant, named ``<stack>-<tenant>``, in exactly one
+usage plan of the stack: its tier's (``UsagePlanBasic``, ``UsagePlanStandard``,
+``UsagePlanPremium``; their ids are the stack's ``UsagePlanId<Tier>`` outputs,
+or ``usage_plan_ids`` in the local stack's state file). The tenant record holds
+the key's id and value (``TenantConfig.api_key_id``/``api_key``): the API's
+authorizer reads the value there and names it as the request's
+``usageIdentifierKey``, so API Gateway throttles and meters the request under
+the tenant's own key, by its tier's plan.
+
+The same calls run against a deployed stack and against the local stack's
+emulator (moto), whose API Gateway the local gateway reads the plans from.
+
+Moving a key between plans (a tier change) removes it from its old plan before
+adding it to the new one: API Gateway refuses a key in two plans of the same
+stage. Between the two calls (well under a second) the tenant's requests are
+refused with 403 (``INVALID_API_KEY``); run again, the command finishes a move
+that was interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from support_tickets.keys import validate_tenant_id
+from support_tickets.tenant_registry import TIERS
+
+
+class ApiKeyError(RuntimeError):
+    """A key or plan the stack should have is missing."""
+
+
+@dataclass(frozen=True)
+class ApiKeys:
+    client: Any  # an API Gateway client (operator credentials)
+    plan_ids: Mapping[str, str]  # tier -> usage plan id
+    stack_name: str
+
+    def key_name(self, tenant_id: str) -> str:
+        return f"{self.stack_name}-{validate_tenant_id(tenant_id)}"
+
+    def plan_id(self, tier: str) -> str:
+        if tier not in TIERS:
+            raise ApiKeyError(f"unknown tier {tier!r}")
+        try:
+            return self.plan_ids[tier]
+        except KeyError as exc:
+            raise ApiKeyError(f"the stack has no usage plan for tier {tier!r}") from exc
+
+    def ensure(self, tenant_id: str, key_id: str | None = None) -> tuple[str, str]:
+        """The tenant's key ``(id, value)``: ``key_id`` if it still exists, else
+        the key named for the tenant, else a new one (API Gateway makes the value)."""
+        if key_id:
+            try:
+                found = self.client.get_api_key(apiKey=key_id, includeValue=True)
+                return str(found["id"]), str(found["value"])
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NotFoundException":
+                    raise
+        name = self.key_name(tenant_id)
+        position: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"nameQuery": name, "includeValues": True, "limit": 500}
+            if position:
+                kwargs["position"] = position
+            page = self.client.get_api_keys(**kwargs)
+            for item in page.get("items", []):
+                if item.get("name") == name:  # nameQuery is a prefix match
+                    return str(item["id"]), str(item["value"])
+            position = page.get("position")
+            if not position:
+                break
+        created = self.client.create_api_key(
+            name=name,
+            description=f"tenant {tenant_id}: identifies its usage plan (never sent by clients)",
+            enabled=True,
+            tags={"tenant": tenant_id},
+        )
+        return str(created["id"]), str(created["value"])
+
+    def plans_of(self, key_id: str) -> set[str]:
+        """The ids of this stack's plans that hold the key."""
+        ours = set(self.plan_ids.values())
+        plans = self.client.get_usage_plans(keyId=key_id, limit=500).get("items", [])
+        return {plan["id"] for plan in plans if plan["id"] in ours}
+
+    def place(self, key_id: str, tier: str) -> bool:
+        """Put the key in its tier's plan and in no other plan of the stack;
+        whether anything changed."""
+        target = self.plan_id(tier)
+        current = self.plans_of(key_id)
+        for plan_id in current - {target}:
+            self.client.delete_usage_plan_key(usagePlanId=plan_id, keyId=key_id)
+        if target in current:
+            return bool(current - {target})
+        self.client.create_usage_plan_key(usagePlanId=target, keyId=key_id, keyType="API_KEY")
+        return True
