@@ -20,9 +20,10 @@ What is local only: the ``Retry-After`` values. API Gateway's gateway responses
 can carry only fixed header values (template.yaml), so a deployed stack sends
 ``1`` for ``THROTTLED`` and ``3600`` for ``QUOTA_EXCEEDED``; here
 :class:`Decision` carries the seconds until the bucket has a token, or until
-the quota resets (docs/API.md). When a key moves to another plan, its bucket
-takes the new rate and burst keeping the tokens it has (capped by the new
-burst), and its count for the day is kept.
+the quota resets (docs/API.md). A bucket belongs to a key in a plan: when a key
+moves to another plan it starts with a full bucket of the new plan (as a key
+newly added to a plan does), and its count for the day is kept; when a plan's
+own limits change, the key's bucket takes them, keeping its tokens.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class UsageMeter:
         self._directory = directory
         self._clock = clock
         self._monotonic = monotonic
-        self._buckets: dict[str, TokenBucket] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._quotas: dict[str, DailyQuota] = {}
         self._lock = threading.Lock()
 
@@ -140,9 +141,12 @@ class UsageMeter:
             return Decision("INVALID_API_KEY")
         key_id, plan = found
         with self._lock:
-            bucket = self._buckets.get(key_id)
+            bucket = self._buckets.get((key_id, plan.plan_id))
             if bucket is None:
-                bucket = self._buckets[key_id] = TokenBucket(plan.rate, plan.burst, self._monotonic)
+                # A key in a (new) plan: a full bucket of that plan's; the old plan's is dropped.
+                for stale in [entry for entry in self._buckets if entry[0] == key_id]:
+                    del self._buckets[stale]
+                bucket = self._buckets[key_id, plan.plan_id] = TokenBucket(plan.rate, plan.burst, self._monotonic)
             elif (bucket.rate, bucket.burst) != (plan.rate, plan.burst):
                 bucket.reshape(plan.rate, plan.burst)
             wait = bucket.take()

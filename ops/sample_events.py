@@ -236,9 +236,18 @@ def stream_event() -> dict[str, Any]:
     }
 
 
+def authorizer_event() -> dict[str, Any]:
+    """What API Gateway sends the API's TOKEN authorizer (a cache miss)."""
+    return {
+        "type": "TOKEN",
+        "authorizationToken": f"Bearer {PLACEHOLDER_TOKEN}",
+        "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:{API_ID}/v1/GET/tickets",
+    }
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File stem → event."""
-    return {**rest_events(), "aggregate_counts_stream": stream_event()}
+    return {**rest_events(), "authorizer": authorizer_event(), "aggregate_counts_stream": stream_event()}
 
 
 def render(event: Mapping[str, Any]) -> str:
@@ -261,10 +270,13 @@ def with_fresh_tokens(token_for: Callable[[str, bool], str]) -> dict[str, dict[s
     passes both; the stream event as it is."""
     events = sample_events()
     for stem, event in events.items():
-        claims = (event.get("requestContext") or {}).get("authorizer", {}).get("claims")
-        if claims:
-            admin = "admin" in str(claims.get("cognito:groups", "")).split(",")
-            events[stem] = with_token(event, token_for(claims["cognito:username"], admin))
+        if event.get("type") == "TOKEN":
+            events[stem] = {**event, "authorizationToken": f"Bearer {token_for(MEMBER.username, False)}"}
+            continue
+        context = (event.get("requestContext") or {}).get("authorizer")
+        if context:
+            admin = "admin" in json.loads(context.get("groups", "[]"))
+            events[stem] = with_token(event, token_for(context["username"], admin))
     return events
 
 

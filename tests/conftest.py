@@ -36,7 +36,7 @@ from local_stack.template import table_definition
 from support_tickets import tickets
 from support_tickets.aggregation import aggregator_client, failure_queue_client
 from support_tickets.comment_repository import CommentRepository
-from support_tickets.identity import Caller, caller_from_claims
+from support_tickets.identity import Caller, caller_from_context, token_payload
 from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from support_tickets.table import TenantTable
@@ -182,8 +182,10 @@ def token_for_claims(claims: Mapping[str, str], *, groups: list[str] | None = No
 
 def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) -> Caller:
     """A caller of the in-process pool, as the layer builds it from a request."""
-    claims = tenant_claims(tenant_id, username, admin=admin)
-    return caller_from_claims(claims, {SAMPLE_CLIENT_ID}, f"Bearer {token_for_claims(claims)}")
+    from local_stack.events import authorizer_context
+
+    token = token_for_claims(tenant_claims(tenant_id, username, admin=admin))
+    return caller_from_context(authorizer_context(token_payload(token) or {}), {SAMPLE_CLIENT_ID}, f"Bearer {token}")
 
 
 def tenant_table(tenant_id: str) -> TenantTable:

@@ -1,20 +1,24 @@
 """API Gateway emulation pieces without a server: routes from the template,
-the authorizer's checks, claims as API Gateway passes them, gateway responses."""
+the Lambda authorizer's invocation, cache and policy, gateway responses.
+(What the authorizer function itself refuses: tests/unit/test_authorizer.py.)"""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from joserfc import jwt
-from joserfc.jwk import KeySet, RSAKey
 
-from local_stack.events import gateway_claims
-from local_stack.gateway import Authorizer, GatewayResponses, resolve_route, routes_from_specs
-from local_stack.lambda_runtime import function_specs
+from local_stack.gateway import (
+    Authorized,
+    AuthorizerRefused,
+    GatewayResponses,
+    LambdaAuthorizer,
+    authorizer_spec,
+    resolve_route,
+    routes_from_specs,
+)
+from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.template import local_resolver
-from support_tickets.identity import caller_from_claims
 
 ROUTES = routes_from_specs(function_specs().values())
 
@@ -50,76 +54,109 @@ def test_no_route(method: str, path: str) -> None:
     assert resolve_route(ROUTES, method, path) is None
 
 
-def test_claims_are_strings_as_api_gateway_passes_them() -> None:
-    claims = gateway_claims(
-        {
-            "cognito:username": "ada",
-            "custom:tenant_id": "acme",
-            "cognito:groups": ["admin", "support"],
-            "exp": 1795000000,
-            "iat": 1794996400,
-            "auth_time": 1794996400,
-            "email_verified": True,
-        }
-    )
-    assert claims == {
-        "cognito:username": "ada",
-        "custom:tenant_id": "acme",
-        "cognito:groups": "admin,support",
-        "exp": "Wed Nov 18 11:06:40 UTC 2026",
-        "iat": "Wed Nov 18 10:06:40 UTC 2026",
-        "auth_time": "1794996400",
-        "email_verified": "true",
-    }
-    # "admin,support" could be one group with a comma: the token the claims came from tells.
-    for groups, admin in ((["admin", "support"], True), (["admin,support"], False)):
-        payload: dict[str, Any] = {"sub": "s", "jti": "j", "aud": "client", "token_use": "id", "exp": 1795000000}
-        payload.update({"cognito:username": "ada", "custom:tenant_id": "acme", "cognito:groups": groups})
-        found = gateway_claims(payload)
-        assert found["cognito:groups"] == "admin,support"
-        caller = caller_from_claims(found, {"client"}, f"Bearer {token(**payload)}")
-        assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", admin)
+class FakeAuthorizerFunction:
+    """What the authorizer function answers, and how often it was asked."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.events: list[dict[str, Any]] = []
+
+    def __call__(self, spec: FunctionSpec, event: dict[str, Any]) -> Any:
+        self.events.append(event)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
 
 
-ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_pool"
-KEY = RSAKey.generate_key(2048, parameters={"kid": "k1"})
+ARN = "arn:aws:execute-api:us-east-1:123456789012:local/v1"
+ALLOW = {
+    "principalId": "sub-1",
+    "policyDocument": {
+        "Version": "2012-10-17",
+        "Statement": [{"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": [f"{ARN}/*/*"]}],
+    },
+    "context": {"tenant_id": "acme", "username": "ada", "groups": '["admin"]', "n": 1, "b": True},
+    "usageIdentifierKey": "the-key",
+}
 
 
-def token(key: RSAKey = KEY, **changes: Any) -> str:
-    now = int(time.time())
-    claims = {"iss": ISSUER, "aud": "client", "token_use": "id", "exp": now + 60, "iat": now, "sub": "s"}
-    claims.update(changes)
-    return jwt.encode({"alg": "RS256", "kid": key.kid}, {k: v for k, v in claims.items() if v is not None}, key)
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-AUTHORIZER = Authorizer(KeySet([RSAKey.import_key(KEY.as_dict(private=False))]), ISSUER, "client")
+def authorizer(answer: Any, ttl: float = 300) -> tuple[LambdaAuthorizer, FakeAuthorizerFunction, Clock]:
+    function, clock = FakeAuthorizerFunction(answer), Clock()
+    spec = function_specs()[authorizer_spec().function_logical_id]
+    return LambdaAuthorizer(spec, function, ttl_seconds=ttl, monotonic=clock), function, clock
 
 
-def test_the_authorizer_accepts_a_good_id_token_with_or_without_bearer() -> None:
-    assert AUTHORIZER.claims(f"Bearer {token()}") is not None
-    assert AUTHORIZER.claims(f"bearer {token()}") is not None
-    assert AUTHORIZER.claims(token()) is not None
+def test_the_template_names_a_token_authorizer_cached_300_s() -> None:
+    spec = authorizer_spec()
+    assert (spec.function_logical_id, spec.ttl_seconds, spec.header) == ("AuthorizerFunction", 300, "Authorization")
+
+
+def test_the_authorizer_gets_a_token_event_and_its_answer_is_cached_per_header() -> None:
+    lambda_authorizer, function, clock = authorizer(ALLOW)
+    answer, _ = lambda_authorizer.authorize("Bearer t1", f"{ARN}/GET/tickets")
+    assert function.events == [{"type": "TOKEN", "authorizationToken": "Bearer t1", "methodArn": f"{ARN}/GET/tickets"}]
+    assert answer.usage_identifier_key == "the-key"
+    # Context values become strings, as API Gateway passes them.
+    assert answer.context == {"tenant_id": "acme", "username": "ada", "groups": '["admin"]', "n": "1", "b": "true"}
+    # The same header on another route within the TTL: the cached answer, no invocation.
+    clock.now = 299
+    cached, latency = lambda_authorizer.authorize("Bearer t1", f"{ARN}/DELETE/tickets/x")
+    assert (cached, latency, len(function.events)) == (answer, 0, 1)
+    assert cached.allows(f"{ARN}/DELETE/tickets/x")
+    lambda_authorizer.authorize("Bearer t2", f"{ARN}/GET/tickets")  # another header: asked again
+    clock.now = 300  # expired: asked again
+    lambda_authorizer.authorize("Bearer t1", f"{ARN}/GET/tickets")
+    assert len(function.events) == 3
 
 
 @pytest.mark.parametrize(
-    "header",
+    ("answer", "header", "response_type"),
     [
-        None,
-        "",
-        "Bearer",
-        "Bearer ",
-        "Basic dXNlcjpwYXNz",
-        f"Bearer {token(exp=int(time.time()) - 1)}",
-        f"Bearer {token(aud='other')}",
-        f"Bearer {token(iss=ISSUER + 'x')}",
-        f"Bearer {token(token_use='access')}",
-        f"Bearer {token(exp=None)}",
-        f"Bearer {token(RSAKey.generate_key(2048, parameters={'kid': 'k1'}))}",
-        f"Bearer {token()} extra",
+        (ALLOW, None, "UNAUTHORIZED"),  # no identity source: not even invoked
+        (ALLOW, "  ", "UNAUTHORIZED"),
+        (Exception("Unauthorized"), "Bearer x", "UNAUTHORIZED"),
+        (Exception("boom"), "Bearer x", "AUTHORIZER_FAILURE"),
+        ({"principalId": "p"}, "Bearer x", "AUTHORIZER_CONFIGURATION_ERROR"),
+        ({**ALLOW, "context": {"nested": {"a": 1}}}, "Bearer x", "AUTHORIZER_CONFIGURATION_ERROR"),
     ],
 )
-def test_the_authorizer_refuses(header: str | None) -> None:
-    assert AUTHORIZER.claims(header) is None
+def test_what_api_gateway_answers_itself(answer: Any, header: str | None, response_type: str) -> None:
+    lambda_authorizer, function, _ = authorizer(answer)
+    with pytest.raises(AuthorizerRefused) as refused:
+        lambda_authorizer.authorize(header, f"{ARN}/GET/tickets")
+    assert refused.value.response_type == response_type
+    if header and header.strip():  # refusals are never cached: the function is asked again
+        with pytest.raises(AuthorizerRefused):
+            lambda_authorizer.authorize(header, f"{ARN}/GET/tickets")
+        assert len(function.events) == 2
+
+
+def statement(effect: str, *resources: str) -> dict[str, Any]:
+    return {"Action": "execute-api:Invoke", "Effect": effect, "Resource": list(resources)}
+
+
+@pytest.mark.parametrize(
+    ("statements", "method_arn", "allowed"),
+    [
+        ([statement("Allow", f"{ARN}/*/*")], f"{ARN}/GET/tickets", True),
+        ([statement("Allow", f"{ARN}/GET/tickets")], f"{ARN}/GET/tickets", True),
+        ([statement("Allow", f"{ARN}/GET/tickets")], f"{ARN}/POST/tickets", False),
+        ([statement("Allow", f"{ARN}/*/*"), statement("Deny", f"{ARN}/DELETE/*")], f"{ARN}/DELETE/tickets/x", False),
+        ([statement("Deny", f"{ARN}/*/*")], f"{ARN}/GET/tickets", False),
+        ([], f"{ARN}/GET/tickets", False),
+        ([{**statement("Allow", f"{ARN}/*/*"), "Action": "execute-api:ManageConnections"}], f"{ARN}/GET/x", False),
+        ([statement("Allow", "arn:aws:execute-api:us-east-1:123456789012:other/v1/*/*")], f"{ARN}/GET/x", False),
+    ],
+)
+def test_the_policy_is_evaluated_as_iam_does(statements: list[dict[str, Any]], method_arn: str, allowed: bool) -> None:
+    assert Authorized("p", tuple(statements), {}, None).allows(method_arn) is allowed
 
 
 def test_gateway_responses_come_from_the_template() -> None:
@@ -134,3 +171,10 @@ def test_gateway_responses_come_from_the_template() -> None:
     status, headers, _ = responses.render("THROTTLED", "Too Many Requests")
     assert status == 429
     assert ("Retry-After", "1") in headers
+    # The local gateway knows the seconds until a token or the quota's reset: it sends those.
+    status, headers, body = responses.render("QUOTA_EXCEEDED", "Limit Exceeded", {"Retry-After": "4242"})
+    assert status == 429
+    assert [value for name, value in headers if name == "Retry-After"] == ["4242"]
+    assert b'"QUOTA_EXCEEDED"' in body
+    status, _, body = responses.render("INVALID_API_KEY", "Forbidden")
+    assert (status, b'"FORBIDDEN"' in body) == (403, True)

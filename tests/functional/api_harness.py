@@ -16,8 +16,9 @@ from unittest import mock
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.events import rest_event
+from local_stack.events import authorizer_context, rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
+from support_tickets.identity import token_payload
 from tests.conftest import tenant_claims, token_for_claims
 
 TICKET = "/tickets/{ticket_id}"
@@ -114,13 +115,24 @@ class Api:
         body: Any = None,
         raw_body: str | None = None,
         claims: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> ApiResponse:
+        """``claims``: the caller's token's (its user's by default); the
+        authorizer's context is what the API's authorizer makes of that token,
+        unless ``context`` is given (what a broken or bypassed authorizer would pass)."""
         spec = ROUTES[route]
         request_id = str(uuid.uuid4())
         claims = claims if claims is not None else (user.claims() if user else None)
-        if claims and not any(name.lower() == "authorization" for name in headers or {}):
-            # API Gateway passes the verified token on: the token these claims came from.
-            headers = {**(headers or {}), "Authorization": f"Bearer {token_for_claims(claims)}"}
+        authorizer: Mapping[str, Any] | None = context
+        if claims is not None:
+            # The token the authorizer verified: the request's, or the one these claims came from.
+            given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
+            token = given.removeprefix("Bearer ") if given else token_for_claims(claims)
+            if authorizer is None:
+                authorizer = authorizer_context(token_payload(token) or {})
+            if given is None:
+                # API Gateway passes the verified token on: the token the context came from.
+                headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         event = rest_event(
             spec.method,
             spec.resource,
@@ -128,7 +140,7 @@ class Api:
             query=query,
             headers=headers,
             body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
-            claims=claims,
+            authorizer=authorizer,
             request_id=request_id,
         )
         raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function))

@@ -35,6 +35,7 @@ from ops import sample_events
 from support_tickets import keys
 from support_tickets.models import TicketItem
 from support_tickets.table import to_item
+from support_tickets.tenant_registry import TenantConfig
 from tests.conftest import (
     IDENTITY_POOL_ID,
     SIGNING_KEY,
@@ -51,6 +52,7 @@ RUNTIME_DIR = PROJECT_ROOT / ".aws-sam" / "lambda-runtime" / "python"
 LAYER_SOURCE = PROJECT_ROOT / "layers" / "shared" / "support_tickets"
 RUNNER = Path(__file__).with_name("event_runner.py")
 EVENT_FILES = sorted(path.name for path in EVENTS_DIR.glob("*.json"))
+SAMPLE_API_KEY = "sampletenantapikey0123456789"
 
 Check = Callable[[dict[str, Any]], bool]
 
@@ -74,6 +76,15 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
     "delete_ticket_admin.json": (204, lambda r: body(r) is None),
     "delete_ticket_non_admin.json": (403, lambda r: body(r)["error"]["code"] == "FORBIDDEN"),
     "get_aggregates_admin.json": (200, lambda r: set(body(r)["counts"]) == {"OPEN", "IN_PROGRESS", "CLOSED"}),
+    # The authorizer: the caller's tenant's API key and an Allow for the whole stage.
+    "authorizer.json": (
+        None,
+        lambda r: (
+            r["usageIdentifierKey"] == SAMPLE_API_KEY
+            and r["context"]["tenant_id"] == sample_events.TENANT
+            and r["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+        ),
+    ),
     # The stream function answers a partial-batch response, not an HTTP one.
     "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
 }
@@ -91,10 +102,13 @@ def function_for(event_file: str, specs: dict[str, FunctionSpec]) -> FunctionSpe
 
 def seed_items(event: dict[str, Any]) -> list[dict[str, Any]]:
     """The tickets the sample events name, OPEN and assigned to johnd, in the caller's tenant."""
-    claims = ((event.get("requestContext") or {}).get("authorizer") or {}).get("claims")
-    if not claims:
+    if event.get("type") == "TOKEN":  # the authorizer reads the tenant record for its API key
+        record = TenantConfig(tenant_id=sample_events.TENANT, api_key_id="k1", api_key=SAMPLE_API_KEY, version=1)
+        return [to_item(record.item())]
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
+    if not context:
         return []
-    tenant = claims["custom:tenant_id"]
+    tenant = context["tenant_id"]
     return [
         to_item(
             TicketItem(
@@ -219,16 +233,17 @@ def test_events_are_what_the_generator_writes() -> None:
     assert on_disk == generated, "events/ is stale: run `python -m ops.sample_events`"
 
 
-def test_rest_events_carry_claims_as_api_gateway_sends_them() -> None:
+def test_rest_events_carry_the_authorizers_context_as_api_gateway_sends_it() -> None:
     for name in EVENT_FILES:
         event = json.loads((EVENTS_DIR / name).read_text(encoding="utf-8"))
-        if "Records" in event:
+        if "Records" in event or event.get("type") == "TOKEN":
             continue
-        claims = event["requestContext"]["authorizer"]["claims"]
-        assert all(isinstance(value, str) for value in claims.values()), name
-        assert claims["custom:tenant_id"] == sample_events.TENANT
+        context = event["requestContext"]["authorizer"]
+        assert {"principalId", "integrationLatency", "tenant_id", "username", "groups", "sub", "jti"} <= set(context)
+        assert all(isinstance(value, str) for key, value in context.items() if key != "integrationLatency"), name
+        assert context["tenant_id"] == sample_events.TENANT
         is_admin_event = name.endswith("_admin.json") and not name.endswith("_non_admin.json")
-        assert is_admin_event == (claims.get("cognito:groups") == "admin"), name
+        assert is_admin_event == (json.loads(context["groups"]) == ["admin"]), name
         assert event["resource"] == event["requestContext"]["resourcePath"]
 
 

@@ -9,6 +9,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -365,8 +366,12 @@ def test_cli_bad_values_are_a_one_line_error_and_exit_1(
 def test_cli_prints_the_record_and_changes_it_with_options(
     aws: None, dynamodb: DynamoDBClient, table_name: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    state.write_text(
+        json.dumps({"emulator_url": None, "table_name": table_name, "usage_plan_ids": plans, "stack_name": "st"})
+    )
     local = ["--local", "--local-state", str(state), "--phase-seconds", "0"]
     assert main(["--tenant", "acme", *local]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -377,6 +382,12 @@ def test_cli_prints_the_record_and_changes_it_with_options(
     assert (changed["shards"], changed["read_shards"], changed["tier"]) == (4, [4], "premium")
     stored = [item for item in all_items(dynamodb, table_name) if item["sk"]["S"] == "CONFIG"]
     assert [item["pk"]["S"] for item in stored] == ["TENANT#acme|CONFIG"]
+    # The tenant got its API key, in the premium plan only; the record names it (printed without its value).
+    assert "api_key" not in changed
+    (key,) = apigateway.get_api_keys(nameQuery="st-acme", includeValues=True)["items"]
+    assert changed["api_key_id"] == key["id"] == stored[0]["api_key_id"]["S"]
+    assert stored[0]["api_key"]["S"] == key["value"]
+    assert [plan["id"] for plan in apigateway.get_usage_plans(keyId=key["id"])["items"]] == [plans["premium"]]
 
 
 def test_the_layer_reads_the_record_once_per_ttl(aws: None, dynamodb: DynamoDBClient, table_name: str) -> None:

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRACER_CAPTURE_RESPONSE_ENV
 from samtranslator.translator.transform import transform
 
@@ -104,19 +105,115 @@ def test_sam_validate_lint_is_clean() -> None:
     assert "is a valid SAM Template" in result.stdout
 
 
-def test_every_api_method_uses_the_cognito_authorizer() -> None:
+def rest_api_body() -> dict[str, Any]:
+    (rest_api,) = resources("AWS::ApiGateway::RestApi").values()
+    body: dict[str, Any] = rest_api["Properties"]["Body"]
+    return body
+
+
+def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     methods = resources("AWS::ApiGateway::Method")
-    body = resources("AWS::ApiGateway::RestApi")
     # SAM inlines the API as an OpenAPI body: check every operation there.
-    (rest_api,) = body.values()
-    paths = rest_api["Properties"]["Body"]["paths"]
+    paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == 9
+    assert len(operations) == len(API_FUNCTIONS)
     for path, verb, op in operations:
-        assert op.get("security") == [{"CognitoAuthorizer": []}], f"{verb.upper()} {path} is not authorized"
-    schemes = rest_api["Properties"]["Body"]["securityDefinitions"]
-    assert schemes["CognitoAuthorizer"]["x-amazon-apigateway-authtype"] == "cognito_user_pools"
+        assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
+    schemes = rest_api_body()["securityDefinitions"]
+    authorizer = schemes["TenantAuthorizer"]
+    assert authorizer["x-amazon-apigateway-authtype"] == "custom"
+    assert authorizer["name"] == "Authorization"
+    settings = authorizer["x-amazon-apigateway-authorizer"]
+    assert settings["type"] == "token"
+    assert "AuthorizerFunction" in json.dumps(settings["authorizerUri"])
+    # The README's revocation window is this cache's TTL.
+    assert settings["authorizerResultTtlInSeconds"] == 300
+    assert not any(scheme.get("x-amazon-apigateway-authtype") == "cognito_user_pools" for scheme in schemes.values())
     assert methods == {}  # no method defined outside the authorized OpenAPI body
+
+
+def test_usage_plans_meter_the_key_the_authorizer_names() -> None:
+    (rest_api,) = resources("AWS::ApiGateway::RestApi").values()
+    assert rest_api["Properties"]["ApiKeySourceType"] == "AUTHORIZER"
+
+
+def test_one_usage_plan_per_tier_from_the_parameters() -> None:
+    from support_tickets.tenant_registry import TIERS
+
+    plans = resources("AWS::ApiGateway::UsagePlan")
+    assert set(plans) == {f"UsagePlan{tier.capitalize()}" for tier in TIERS}
+    parameters = translated()["Parameters"]
+    for tier in TIERS:
+        props = plans[f"UsagePlan{tier.capitalize()}"]["Properties"]
+        prefix = tier.capitalize()
+        assert props["Throttle"] == {
+            "RateLimit": {"Ref": f"{prefix}RateLimit"},
+            "BurstLimit": {"Ref": f"{prefix}BurstLimit"},
+        }
+        assert props["Quota"] == {"Limit": {"Ref": f"{prefix}DailyQuota"}, "Period": "DAY"}
+        assert props["ApiStages"] == [{"ApiId": {"Ref": "TicketsApi"}, "Stage": {"Ref": "TicketsApiStage"}}]
+        for name in ("RateLimit", "BurstLimit", "DailyQuota"):
+            assert parameters[f"{prefix}{name}"]["Type"] == "Number"
+        assert translated()["Outputs"][f"UsagePlanId{prefix}"]["Value"] == {"Ref": f"UsagePlan{prefix}"}
+    # Higher tiers allow more, and every tier stays under the stage's own throttle.
+    defaults = {name: float(spec["Default"]) for name, spec in parameters.items() if spec["Type"] == "Number"}
+    for name in ("RateLimit", "BurstLimit", "DailyQuota"):
+        assert defaults[f"Basic{name}"] < defaults[f"Standard{name}"] < defaults[f"Premium{name}"]
+    assert defaults["PremiumRateLimit"] <= defaults["ApiThrottlingRateLimit"]
+    assert defaults["PremiumBurstLimit"] <= defaults["ApiThrottlingBurstLimit"]
+
+
+def gateway_responses() -> dict[str, Any]:
+    responses: dict[str, Any] = rest_api_body()["x-amazon-apigateway-gateway-responses"]
+    return responses
+
+
+@pytest.mark.parametrize(
+    ("response_type", "status", "code", "retry_after"),
+    [
+        ("UNAUTHORIZED", 401, "UNAUTHORIZED", None),
+        ("ACCESS_DENIED", 403, "FORBIDDEN", None),
+        ("INVALID_API_KEY", 403, "FORBIDDEN", None),
+        ("THROTTLED", 429, "THROTTLED", "'1'"),
+        ("QUOTA_EXCEEDED", 429, "QUOTA_EXCEEDED", "'3600'"),
+        ("AUTHORIZER_FAILURE", 503, "UNAVAILABLE", "'1'"),
+        ("AUTHORIZER_CONFIGURATION_ERROR", 503, "UNAVAILABLE", "'1'"),
+        ("REQUEST_TOO_LARGE", 413, "PAYLOAD_TOO_LARGE", None),
+    ],
+)
+def test_gateway_responses_carry_our_error_shape(
+    response_type: str, status: int, code: str, retry_after: str | None
+) -> None:
+    response = gateway_responses()[response_type]
+    assert int(response["statusCode"]) == status
+    body = json.loads(response["responseTemplates"]["application/json"])
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
+    # Gateway response headers are literals (or request parameters): a fixed Retry-After.
+    assert response.get("responseParameters", {}).get("gatewayresponse.header.Retry-After") == retry_after
+
+
+def test_the_authorizer_role_reads_only_tenant_records() -> None:
+    functions = resources("AWS::Lambda::Function")
+    assert functions["AuthorizerFunction"]["Properties"]["Role"] == {"Fn::GetAtt": ["AuthorizerRole", "Arn"]}
+    role = resources("AWS::IAM::Role")["AuthorizerRole"]
+    dynamodb = [
+        statement
+        for statement in role_grants("AuthorizerRole")
+        if any(str(action).startswith("dynamodb") for action in as_list(statement["Action"]))
+    ]
+    assert dynamodb == all_role_statements(role)  # its only statement, and its managed policies grant no DynamoDB
+    (statement,) = dynamodb
+    assert as_list(statement["Action"]) == ["dynamodb:GetItem"]
+    assert as_list(statement["Resource"]) == [{"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]  # no index, no stream
+    assert statement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|CONFIG"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+    granted = {action for statement in role_grants("AuthorizerRole") for action in as_list(statement["Action"])}
+    assert {action.split(":", 1)[0] for action in granted} == {"logs", "xray", "dynamodb"}
 
 
 def test_each_route_has_its_own_function() -> None:
@@ -126,7 +223,7 @@ def test_each_route_has_its_own_function() -> None:
         for ops in paths.values()
         for op in ops.values()
     }
-    assert len(targets) == 9
+    assert len(targets) == len(API_FUNCTIONS)
     for function in API_FUNCTIONS:
         assert any(function in target for target in targets), function
 
@@ -414,7 +511,16 @@ def test_user_pool_tenant_attribute_is_immutable_and_unwritable() -> None:
 
 
 def test_outputs() -> None:
-    assert {"ApiUrl", "UserPoolId", "UserPoolClientId", "IdentityPoolId", "TableName"} <= set(translated()["Outputs"])
+    assert {
+        "ApiUrl",
+        "UserPoolId",
+        "UserPoolClientId",
+        "IdentityPoolId",
+        "TableName",
+        "UsagePlanIdBasic",
+        "UsagePlanIdStandard",
+        "UsagePlanIdPremium",
+    } <= set(translated()["Outputs"])
 
 
 def test_layer_and_runtime_are_python_3_13() -> None:
@@ -489,10 +595,10 @@ def test_traces_hold_no_response_bodies_and_no_exception_objects() -> None:
 
 
 def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
-    # API Gateway's Cognito authorizer checks neither aud nor token_use; the
-    # layer does, against this list (support_tickets.identity.check_id_token).
+    # The authorizer checks aud against this list (support_tickets.authorizer),
+    # and the functions check the header's token again (support_tickets.identity).
     functions = resources("AWS::Lambda::Function")
-    for name in API_FUNCTIONS:
+    for name in [*API_FUNCTIONS, "AuthorizerFunction"]:
         variables = functions[name]["Properties"]["Environment"]["Variables"]
         assert variables["ALLOWED_CLIENT_IDS"] == {"Ref": "UserPoolClient"}, name
     assert list(resources("AWS::Cognito::UserPoolClient")) == ["UserPoolClient"]

@@ -158,12 +158,13 @@ def caller_context(claims: Mapping[str, Any], tier: str | None = None) -> dict[s
     group name with a comma would make ambiguous."""
     groups = claims.get(GROUPS_CLAIM, [])
     context = {
-        CONTEXT_TENANT: str(claims.get(TENANT_CLAIM, "")),
         CONTEXT_USERNAME: str(claims.get(USERNAME_CLAIM, "")),
         CONTEXT_GROUPS: json.dumps(list(groups) if isinstance(groups, list | tuple) else []),
         CONTEXT_SUBJECT: str(claims.get(SUBJECT_CLAIM, "")),
         CONTEXT_JTI: str(claims.get(JTI_CLAIM, "")),
     }
+    if TENANT_CLAIM in claims:  # absent stays absent: a 401, never a default tenant
+        context[CONTEXT_TENANT] = str(claims[TENANT_CLAIM])
     if tier is not None:
         context[CONTEXT_TIER] = tier
     return context

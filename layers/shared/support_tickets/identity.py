@@ -155,7 +155,7 @@ def caller_from_context(
         raise Unauthorized()
     username = context.get(CONTEXT_USERNAME)
     tenant = context.get(CONTEXT_TENANT)
-    if not isinstance(username, str) or not username or tenant is None or tenant == "":
+    if not isinstance(username, str) or not username or tenant is None:
         raise Unauthorized()
     try:
         tenant_id = validate_tenant_id(tenant)

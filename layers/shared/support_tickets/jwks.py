@@ -130,7 +130,7 @@ class Jwks:
         self,
         url: str,
         *,
-        fetch: Fetch = fetch_json,
+        fetch: Fetch | None = None,
         clock: Callable[[], float] = time.monotonic,
         refetch_interval: float = REFETCH_INTERVAL_SECONDS,
     ) -> None:
@@ -156,7 +156,7 @@ class Jwks:
         return found
 
     def _load(self) -> None:
-        document = self._fetch(self.url)
+        document = (self._fetch or fetch_json)(self.url)
         self.fetches += 1
         self._fetched_at = self._clock()
         keys: dict[str, RsaPublicKey] = {}

@@ -1,0 +1,190 @@
+"""The API's Lambda authorizer (functions/authorizer, support_tickets.authorizer):
+every kind of bad token is API Gateway's 401, a good one is an Allow for the
+whole stage with the caller's context and its tenant's API key."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import botocore.client
+import pytest
+
+from local_stack import cognito
+from local_stack.events import SAMPLE_CLIENT_ID
+from local_stack.identity_pool import SigningUserPool
+from local_stack.lambda_runtime import LambdaContext, load_handler
+from local_stack.template import PROJECT_ROOT, table_definition
+from support_tickets import jwks
+from support_tickets.table import to_item
+from support_tickets.tenant_registry import TenantConfig
+from tests.conftest import REGION, USER_POOL, USER_POOL_PROVIDER, mocked_aws
+
+METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/GET/tickets"
+JWKS_URL = f"https://{USER_POOL_PROVIDER}/.well-known/jwks.json"
+Invoke = Callable[[str], dict[str, Any]]
+
+
+@pytest.fixture
+def fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The user pool's JWKS, as Cognito serves it (no network in tests)."""
+    urls: list[str] = []
+
+    def fetch(url: str) -> dict[str, Any]:
+        urls.append(url)
+        assert url == JWKS_URL
+        return cognito.public_jwks(USER_POOL.key)
+
+    monkeypatch.setattr(jwks, "fetch_json", fetch)
+    return urls
+
+
+@pytest.fixture
+def records() -> Iterator[Any]:
+    with mocked_aws():
+        yield boto3.client("dynamodb", region_name=REGION)
+
+
+def store(client: Any, tenant: str, api_key: str | None = None, tier: str = "basic") -> None:
+    record = TenantConfig(tenant_id=tenant, tier=tier, api_key_id="id-" + tenant, api_key=api_key, version=1)
+    client.put_item(TableName=table_definition()["TableName"], Item=to_item(record.item()))
+
+
+@pytest.fixture
+def invoke(fetches: list[str], records: Any) -> Invoke:
+    handler = load_handler(PROJECT_ROOT / "functions" / "authorizer", "app.lambda_handler")
+
+    def call(authorization: str) -> dict[str, Any]:
+        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": METHOD_ARN}
+        result: dict[str, Any] = handler(event, LambdaContext("AuthorizerFunction"))
+        return result
+
+    return call
+
+
+def payload(**changes: Any) -> dict[str, Any]:
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "sub": str(uuid.uuid4()),
+        "iss": f"https://{USER_POOL_PROVIDER}",
+        "aud": SAMPLE_CLIENT_ID,
+        "token_use": "id",
+        "cognito:username": "alice",
+        "custom:tenant_id": "acme",
+        "iat": now,
+        "auth_time": now,
+        "exp": now + 3600,
+        "jti": str(uuid.uuid4()),
+    }
+    claims.update(changes)
+    return {name: value for name, value in claims.items() if value is not None}
+
+
+def test_a_good_token_gets_an_allow_for_the_stage_with_its_tenants_key(invoke: Invoke, records: Any) -> None:
+    store(records, "acme", "acme-key-0123456789012345", tier="premium")
+    token = USER_POOL.sign(payload(**{"cognito:groups": ["support", "admin"]}))
+    answer = invoke(f"Bearer {token}")
+    assert answer["usageIdentifierKey"] == "acme-key-0123456789012345"
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert statement == {
+        "Action": "execute-api:Invoke",
+        "Effect": "Allow",
+        # Every method of the stage: API Gateway reuses the cached answer for every route.
+        "Resource": ["arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/*/*"],
+    }
+    context = answer["context"]
+    assert all(isinstance(value, str) for value in context.values())
+    assert (context["tenant_id"], context["username"], context["tier"]) == ("acme", "alice", "premium")
+    assert json.loads(context["groups"]) == ["support", "admin"]
+    assert answer["principalId"] == context["sub"]
+    # A bare token works too, as Cognito's authorizer accepts it.
+    assert invoke(token)["usageIdentifierKey"] == "acme-key-0123456789012345"
+
+
+OTHER_POOL = SigningUserPool("us-east-1_OTHER", SAMPLE_CLIENT_ID, REGION)
+
+
+def bad_tokens() -> list[Any]:
+    admin = {"cognito:groups": ["admin"]}
+    return [
+        pytest.param(
+            lambda: SigningUserPool("us-east-1_EXAMPLE", SAMPLE_CLIENT_ID, REGION).sign(payload()), id="bad-signature"
+        ),
+        pytest.param(lambda: OTHER_POOL.sign(payload(iss=f"https://{OTHER_POOL.provider_name}")), id="other-pool"),
+        pytest.param(
+            lambda: USER_POOL.sign(payload(iss="https://cognito-idp.us-east-1.amazonaws.com/us-east-1_X")),
+            id="other-issuer",
+        ),
+        pytest.param(lambda: USER_POOL.sign(payload(aud="anotherappclient", **admin)), id="other-client-admin"),
+        pytest.param(lambda: USER_POOL.sign(payload(aud=[SAMPLE_CLIENT_ID])), id="aud-a-list"),
+        pytest.param(
+            lambda: USER_POOL.sign(payload(token_use="access", aud=None, client_id=SAMPLE_CLIENT_ID, **admin)),
+            id="access-token",
+        ),
+        pytest.param(lambda: USER_POOL.sign(payload(token_use=None)), id="no-token-use"),
+        pytest.param(lambda: USER_POOL.sign(payload(exp=int(time.time()) - 1)), id="expired"),
+        pytest.param(lambda: USER_POOL.sign(payload(exp=None)), id="no-expiry"),
+        pytest.param(lambda: USER_POOL.sign(payload(exp=str(int(time.time()) + 600))), id="expiry-a-string"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"custom:tenant_id": None})), id="missing-tenant"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"custom:tenant_id": ""})), id="empty-tenant"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"custom:tenant_id": "acme|*"})), id="wildcard-tenant"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"custom:tenant_id": "ACME"})), id="tenant-upper-case"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"cognito:username": None})), id="no-username"),
+        pytest.param(lambda: USER_POOL.sign(payload(**{"cognito:groups": "admin"})), id="groups-not-an-array"),
+        pytest.param(lambda: "not-a-token", id="malformed"),
+        pytest.param(lambda: "a.b.c", id="three-garbage-parts"),
+        pytest.param(lambda: "", id="empty"),
+        pytest.param(lambda: USER_POOL.sign(payload()) + "x", id="trailing-garbage"),
+        pytest.param(lambda: USER_POOL.sign(payload()) + " extra", id="extra-word"),
+    ]
+
+
+@pytest.mark.parametrize("make_token", bad_tokens())
+def test_every_kind_of_bad_token_is_unauthorized(invoke: Invoke, records: Any, make_token: Callable[[], str]) -> None:
+    store(records, "acme", "acme-key-0123456789012345")
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        invoke(f"Bearer {make_token()}")
+    # The control: the same stack accepts a good token.
+    assert invoke(f"Bearer {USER_POOL.sign(payload())}")["usageIdentifierKey"]
+
+
+@pytest.mark.parametrize("header", ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", " "])
+def test_headers_without_a_bearer_token_are_unauthorized(invoke: Invoke, header: str) -> None:
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        invoke(header)
+
+
+def test_a_tenant_without_an_api_key_is_denied(invoke: Invoke, records: Any) -> None:
+    answer = invoke(f"Bearer {USER_POOL.id_token('nobody-onboarded', 'u')}")
+    assert "usageIdentifierKey" not in answer
+    assert [statement["Effect"] for statement in answer["policyDocument"]["Statement"]] == ["Deny"]
+
+
+def test_tenants_1_and_10_get_their_own_keys(invoke: Invoke, records: Any) -> None:
+    store(records, "1", "key-of-tenant-1-0123456789")
+    store(records, "10", "key-of-tenant-10-012345678")
+    assert invoke(USER_POOL.id_token("1", "a"))["usageIdentifierKey"] == "key-of-tenant-1-0123456789"
+    assert invoke(USER_POOL.id_token("10", "b"))["usageIdentifierKey"] == "key-of-tenant-10-012345678"
+
+
+def test_the_jwks_and_the_record_are_read_once_per_container(
+    invoke: Invoke, records: Any, fetches: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store(records, "acme", "acme-key-0123456789012345")
+    reads: list[str] = []
+    original = botocore.client.BaseClient._make_api_call  # type: ignore[attr-defined]
+
+    def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "GetItem":
+            reads.append(params["Key"]["pk"]["S"])
+        return original(self, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
+    for username in ("a", "b", "c"):
+        invoke(USER_POOL.id_token("acme", username))
+    assert fetches == [JWKS_URL]
+    assert reads == ["TENANT#acme|CONFIG"]
