@@ -33,6 +33,14 @@ STOP_TIMEOUT_S = 30
 # The functions keep a tenant record this long (30 s when deployed): resharding
 # waits it out between phases, so the e2e stack keeps it short.
 TENANT_CONFIG_TTL_SECONDS = 1
+# The session's stack is about everything but throttling: its tiers let a
+# test's bursts through (tests/e2e/test_throttling.py starts a stack of its own
+# with small tiers).
+ROOMY_TIERS = tuple(
+    f"--parameter={tier}{name}={value}"
+    for tier in ("Basic", "Standard", "Premium")
+    for name, value in (("RateLimit", 10_000), ("BurstLimit", 20_000), ("DailyQuota", 10_000_000))
+)
 
 
 @dataclass
@@ -75,9 +83,17 @@ class RunningStack:
         )
 
     def token(self, tenant_id: str, username: str, *, admin: bool = False) -> str:
+        """An ID token of a user of ``tenant_id``, the user and the tenant
+        (its record and API key) created if needed, as ``make token`` does."""
         pool = self.pool()
         ensure_user(pool, username, tenant_id, admin=admin)
+        self.onboard(tenant_id)
         return id_token(pool, username)
+
+    def onboard(self, tenant_id: str) -> None:
+        from ops.tenants import local_admin
+
+        local_admin(self.state).ensure(tenant_id)
 
     def drain(self, timeout: float = 60.0) -> dict[str, Any]:
         url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
@@ -177,7 +193,7 @@ def server_log(stack: RunningStack) -> str:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = start_stack(tmp_path_factory.mktemp("local-stack"), "--no-seed")
+    running = start_stack(tmp_path_factory.mktemp("local-stack"), "--no-seed", *ROOMY_TIERS)
     try:
         yield running
     finally:
