@@ -200,12 +200,15 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     for name, event in events.items():
         if "Records" in event:
             continue
+        if event.get("type") == "TOKEN":  # the authorizer's event: the token alone
+            assert claims_of(event["authorizationToken"].removeprefix("Bearer "))["custom:tenant_id"] == "acme"
+            continue
         token = event["headers"]["Authorization"].removeprefix("Bearer ")
         claims = claims_of(token)
         assert claims["iss"].endswith(state["user_pool_id"]), name
         assert claims["aud"] == state["user_pool_client_id"], name
-        assert event["requestContext"]["authorizer"]["claims"]["jti"] == claims["jti"], name
-        assert event["requestContext"]["authorizer"]["claims"]["custom:tenant_id"] == "acme", name
+        assert event["requestContext"]["authorizer"]["jti"] == claims["jti"], name
+        assert event["requestContext"]["authorizer"]["tenant_id"] == "acme", name
     assert created["statusCode"] == 201, created
     assert json.loads(created["body"])["created_by"] == "alice"
     assert refused["statusCode"] == 403, refused
@@ -266,9 +269,15 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
 
         dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
         dynamodb.create_table(**table_definition())
+        apigateway = boto3.client("apigateway", region_name="eu-west-1")
+        plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
         template = {
             "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
-            "Outputs": {"UserPoolId": {"Value": pool_id}, "TableName": {"Value": table_definition()["TableName"]}},
+            "Outputs": {
+                "UserPoolId": {"Value": pool_id},
+                "TableName": {"Value": table_definition()["TableName"]},
+                **{f"UsagePlanId{tier.capitalize()}": {"Value": plan} for tier, plan in plans.items()},
+            },
         }
         boto3.client("cloudformation", region_name="eu-west-1").create_stack(
             StackName="support-tickets", TemplateBody=json.dumps(template)
@@ -293,6 +302,10 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         )["Item"]
         assert (record["shards"]["N"], record["tier"]["S"], record["status"]["S"]) == ("1", "basic", "ACTIVE")
         assert "1 shard(s), tier basic, ACTIVE" in out
+        # and its API key, in the basic plan, named in the record for the authorizer
+        (key,) = apigateway.get_api_keys(nameQuery="support-tickets-initech", includeValues=True)["items"]
+        assert (record["api_key_id"]["S"], record["api_key"]["S"]) == (key["id"], key["value"])
+        assert [plan["id"] for plan in apigateway.get_usage_plans(keyId=key["id"])["items"]] == [plans["basic"]]
         assert (
             main(["onboard", "--tenant", "initech", "--users", "x", "--stack", "missing", "--region", "eu-west-1"]) != 0
         )
