@@ -1,8 +1,11 @@
 """A representative subset of the hostile-input table over HTTP, against the
 local stack (API Gateway emulation, Cognito JWTs, the IAM guard): what only
 the wire shows (percent-encoded paths, raw bytes, the gateway's own limits,
-real tokens whose ``custom:tenant_id`` is empty or a wildcard) gets its
-documented 4xx, never a 5xx, and the table is unchanged afterwards.
+real tokens whose ``custom:tenant_id`` is empty or a wildcard, which the API's
+authorizer refuses) gets its documented 4xx, never a 5xx, and the table is
+unchanged afterwards. (In-process, ``test_hostile_input.py`` gives the
+functions such tenants in the authorizer's context, as a broken authorizer
+would: 403.)
 
 Tokens with bad tenant claims are real: the local user pool (moto) lets the
 operator create users with any ``custom:tenant_id`` value, which the stack's
@@ -188,7 +191,7 @@ def test_tenant_1_never_sees_tenant_10(stack: RunningStack, tenants: Tenants, un
 
 
 @pytest.mark.parametrize("tenant_value", ["", "*", "<me>|*", "<me>%", "<ME>"])
-def test_real_tokens_with_a_bad_tenant_claim_are_403_on_every_route(
+def test_real_tokens_with_a_bad_tenant_claim_are_401_on_every_route(
     stack: RunningStack, tenants: Tenants, unchanged: None, tenant_value: str
 ) -> None:
     value = tenant_value.replace("<me>", tenants.me).replace("<ME>", tenants.me.upper())
@@ -204,8 +207,10 @@ def test_real_tokens_with_a_bad_tenant_claim_are_403_on_every_route(
         ("DELETE", f"/tickets/{tenants.ticket}", None),
         ("GET", "/aggregates", None),
     ]
+    # The API's authorizer refuses the token itself (its tenant is no valid
+    # tenant id): API Gateway's 401, before any function or usage plan.
     for method, path, body in requests:
-        error(stack.request(method, path, token=token, body=body), 403, "FORBIDDEN")
+        error(stack.request(method, path, token=token, body=body), 401, "UNAUTHORIZED")
 
 
 def test_admin_routes_need_the_admin_group(stack: RunningStack, tenants: Tenants, unchanged: None) -> None:
