@@ -2,8 +2,8 @@
 provisioned from `template.yaml`.
 
 :meth:`Emulator.provision` creates what the stack's functions need, each from
-its template definition: the table (with GSI1, its stream and TTL), the
-aggregator's on-failure queue, every IAM role (trust policy, inline policies,
+its template definition: the table (with GSI1, its stream and TTL), every
+SQS queue (the stream functions' on-failure queues), every IAM role (trust policy, inline policies,
 policies attached by ``AWS::IAM::Policy``, SAM's generated function roles), and
 the user pool with its ``custom:tenant_id`` schema, app client and ``admin``
 group. The user pool signs ID tokens (RS256) with a key generated at every
@@ -71,6 +71,13 @@ class Provisioned:
     failure_queue_arn: str
     roles: dict[str, RoleDefinition]
     resolver: Resolver
+    # Every queue of the template, by logical id: (URL, ARN).
+    queues: dict[str, tuple[str, str]]
+
+    def queue_url(self, arn: str) -> str:
+        """The URL of the template's queue with this ARN."""
+        (url,) = [url for url, queue_arn in self.queues.values() if queue_arn == arn]
+        return url
 
 
 class Emulator:
@@ -183,10 +190,15 @@ class Emulator:
         resolver.attributes["SupportTicketTable.StreamArn"] = table.get("LatestStreamArn", "")
 
         sqs = self.client("sqs")
-        queue_url = sqs.create_queue(QueueName="AggregateCountsFailureQueue")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        resolver.refs["AggregateCountsFailureQueue"] = queue_url
-        resolver.attributes["AggregateCountsFailureQueue.Arn"] = queue_arn
+        queues: dict[str, tuple[str, str]] = {}
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::SQS::Queue":
+                continue
+            queue_url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+            attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+            queues[logical_id] = (queue_url, attributes["QueueArn"])
+            resolver.refs[logical_id] = queue_url
+            resolver.attributes[f"{logical_id}.Arn"] = attributes["QueueArn"]
 
         roles = roles_from_template(resolver)
         iam_client = self.client("iam")
@@ -206,10 +218,11 @@ class Emulator:
             user_pool_id=pool_id,
             user_pool_client_id=client_id,
             admin_group=group,
-            failure_queue_url=queue_url,
-            failure_queue_arn=queue_arn,
+            failure_queue_url=queues["AggregateCountsFailureQueue"][0],
+            failure_queue_arn=queues["AggregateCountsFailureQueue"][1],
             roles=roles,
             resolver=resolver,
+            queues=queues,
         )
         return self.provisioned
 

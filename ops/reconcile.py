@@ -36,7 +36,7 @@ from botocore.exceptions import ClientError
 from ops.stack_target import add_target_arguments, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
-from support_tickets.table import TenantTable
+from support_tickets.table import OwnClient, TenantTable
 from support_tickets.tenant_registry import TenantConfig, read_tenant_config
 
 if TYPE_CHECKING:
@@ -85,21 +85,8 @@ def _unchanged(revision: str) -> tuple[str, dict[str, Any]]:
     return "#rev = :rev", {":rev": {"N": revision}}
 
 
-class OperatorClients:
-    """An operator's client as a tenant table's client provider (no tenant session)."""
-
-    def __init__(self, client: DynamoDBClient) -> None:
-        self._client = client
-
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
-        return self._client
-
-    def invalidate(self, tenant_id: str) -> None:
-        return
-
-
 def tenant_config(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig:
-    return read_tenant_config(TenantTable(tenant_id, table_name, OperatorClients(client)))
+    return read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
 
 
 def recount(

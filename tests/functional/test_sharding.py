@@ -95,7 +95,7 @@ def test_paging_returns_exactly_the_tenants_tickets_of_that_status_each_once(
             ticket = new_ticket(repo, rng.choice(resolvers))
             status = rng.choice(list(TicketStatus))
             if status is not OPEN:
-                repo.update_ticket(ticket, {"status": status}, None)
+                repo.update_ticket(ticket, {"status": status}, None, actor="alice")
             expected[status].add(ticket)
             new_ticket(other, rng.choice(resolvers))  # a neighbour's OPEN tickets never show up
         for status in TicketStatus:
@@ -264,7 +264,7 @@ def test_resharding_never_hides_a_ticket_from_any_container(
         ticket = new_ticket(repo)
         status = list(TicketStatus)[n % 3]
         if status is not OPEN:
-            repo.update_ticket(ticket, {"status": status}, None)
+            repo.update_ticket(ticket, {"status": status}, None, actor="alice")
         expected[status].add(ticket)
     containers = Containers(tenant)
     containers.see(admin.record(tenant))

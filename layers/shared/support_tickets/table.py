@@ -113,6 +113,25 @@ class TenantTable:
                 raise InvalidCursor() from exc
             raise
 
+    def query_up_to(
+        self, query: Mapping[str, Any], want: int, *, from_cursor: bool
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """At least ``want`` items of ``query`` (or all there are), following
+        DynamoDB's 1 MB pages so that a page never ends early; and whether more
+        may follow them. ``from_cursor``: see :meth:`query_from_cursor`."""
+        request = {**query, "Limit": want}
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self.query_from_cursor(request, from_cursor=from_cursor)
+            items.extend(from_item(item) for item in response["Items"])
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return items, False
+            if len(items) >= want:
+                return items, True
+            request["ExclusiveStartKey"] = last
+            request["Limit"] = want - len(items)
+
     def raise_for_cancellation(self, exc: ClientError) -> None:
         """What a cancelled transaction means when no item condition explains it."""
         codes = cancellation_codes(exc)
@@ -125,6 +144,21 @@ class TenantTable:
         calls go through :meth:`call` too (429 on throttling, renewal of expired
         credentials), the mapped error as the wrapped exception's cause."""
         return cast("DynamoDBClient", _TableClient(self))
+
+
+@dataclass(frozen=True, slots=True)
+class OwnClient:
+    """A client provider for code that does not run as a tenant: the stream
+    functions (their execution role) and operator commands (the operator's
+    credentials). What that client may reach is its role's business."""
+
+    client: DynamoDBClient
+
+    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
+        return self.client
+
+    def invalidate(self, tenant_id: str) -> None:
+        return
 
 
 @dataclass(frozen=True, slots=True)
