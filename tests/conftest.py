@@ -64,7 +64,8 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
-    for cached in (get_settings, tenant_session, aggregator_client, audit_client, audit_writer, failure_queue_client, tenant_configs):
+    caches = (get_settings, tenant_session, tenant_configs)
+    for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
         cached.cache_clear()
 
 

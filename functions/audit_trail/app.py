@@ -62,5 +62,7 @@ def record_handler(record: DynamoDBRecord) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    response = process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    response = process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
     return dict(response)

@@ -26,8 +26,8 @@ When: the time the layer wrote with the change (``created_at``,
 stream's time. Retention counts from the stream's time.
 
 **Exactly once** without bookkeeping: an event is keyed by its stream record
-(``<time>#<event id>``, both taken from the record itself, so every
-redelivery computes the same key) and written with ``attribute_not_exists``:
+(``<time>#<sequence number>#<event id>``, all taken from the record itself,
+so every redelivery computes the same key) and written with ``attribute_not_exists``:
 a redelivered record finds its items and writes nothing. Records are
 independent of each other, so any redelivery shape (the same batch again, a
 suffix, bisected halves, shards interleaving) ends with each event written
@@ -257,6 +257,8 @@ def audit_record(
             raise PoisonRecord("not a ticket item")
         if not _EVENT_ID.fullmatch(event_id):
             raise PoisonRecord("invalid event id")
+        if not sequence_number.isdigit() or len(sequence_number) > keys.SEQUENCE_DIGITS:
+            raise PoisonRecord("invalid sequence number")
         if event_name not in {"INSERT", "MODIFY", "REMOVE"}:
             raise PoisonRecord(f"unknown event {event_name[:20]!r}")
         if any(image and image.get(keys.ERASING_ATTRIBUTE) for image in (old_image, new_image)):
@@ -311,12 +313,12 @@ def _epoch_seconds(value: object) -> float | None:
     return seconds if 0 < seconds < 253_402_300_800 else None  # before year 10000
 
 
-def stored_item(event: AuditEvent, pk: str, expiration: int) -> dict[str, Any]:
+def stored_item(event: AuditEvent, sequence_number: str, pk: str, expiration: int) -> dict[str, Any]:
     """An event as stored under ``pk`` (DynamoDB JSON)."""
     return to_item(
         {
             "pk": pk,
-            "sk": keys.audit_sk(event.at, event.event_id),
+            "sk": keys.audit_sk(event.at, sequence_number, event.event_id),
             **event.model_dump(mode="json"),
             "expiration": expiration,
         }
@@ -378,7 +380,8 @@ class AuditWriter:
             keys.history_pk(record.tenant_id, event.ticket_id),
             keys.audit_day_pk(record.tenant_id, day, keys.audit_shard(event.event_id)),
         )
-        return sum(self._put_once(table, stored_item(event, pk, expiration)) for pk in partitions)
+        items = [stored_item(event, record.sequence_number, pk, expiration) for pk in partitions]
+        return sum(self._put_once(table, item) for item in items)
 
     def _index_day(self, table: TenantTable, day: str) -> None:
         if self.indexed_days.seen((table.tenant_id, day)):

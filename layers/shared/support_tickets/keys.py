@@ -24,7 +24,7 @@ event is stored twice, under the ticket's own history partition
 trail of its UTC day, ``TENANT#<t>|AUDIT#<YYYY-MM-DD>#<k>``, ``k`` one of
 :data:`AUDIT_SHARDS` chosen from the event id, so that a busy tenant's events
 of one day spread over several partitions. Both sort keys are
-``<ISO time>#<event id>``. No other key contains ``|HISTORY#`` or ``|AUDIT#``
+``<ISO time>#<stream sequence number>#<event id>`` (:func:`audit_sk`). No other key contains ``|HISTORY#`` or ``|AUDIT#``
 (ticket ids and tenant ids can hold neither ``|`` nor ``#``), which is what
 lets IAM confine the audit writer to them with ``dynamodb:LeadingKeys``.
 """
@@ -43,10 +43,13 @@ RESOLVER_PATTERN: Final = r"^[A-Za-z0-9._@-]{1,128}$"
 
 _TENANT_ID = re.compile(TENANT_ID_PATTERN)
 _TICKET_ID = re.compile(TICKET_ID_PATTERN)
-# What an audit sort key is: <ISO 8601 UTC time, milliseconds>#<stream event id>.
+# What an audit sort key is: <ISO 8601 UTC time, milliseconds>#<stream sequence
+# number, 40 digits>#<stream event id>. The sequence number orders the changes
+# of one ticket made within the same millisecond (they share a stream shard).
 AUDIT_TIME_PATTERN: Final = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
 EVENT_ID_PATTERN: Final = r"[0-9A-Za-z_-]{1,128}"
-_AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#{EVENT_ID_PATTERN}$")
+SEQUENCE_DIGITS: Final = 40
+_AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#\d{{{SEQUENCE_DIGITS}}}#{EVENT_ID_PATTERN}$")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SUMMARY_SK: Final = "SUMMARY"
@@ -250,9 +253,11 @@ def audit_shard(event_id: str) -> int:
     return _digest("audit", event_id) % AUDIT_SHARDS
 
 
-def audit_sk(at: str, event_id: str) -> str:
-    """``<time>#<event id>``: time-ordered, unique per stream record."""
-    value = f"{at}#{event_id}"
+def audit_sk(at: str, sequence_number: str, event_id: str) -> str:
+    """``<time>#<sequence number>#<event id>``: time-ordered, unique per stream record."""
+    if not sequence_number.isdigit() or len(sequence_number) > SEQUENCE_DIGITS:
+        raise ValueError("invalid stream sequence number")
+    value = f"{at}#{sequence_number.zfill(SEQUENCE_DIGITS)}#{event_id}"
     if not _AUDIT_SK.fullmatch(value):
         raise ValueError("invalid audit event time or id")
     return value

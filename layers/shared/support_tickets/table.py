@@ -16,9 +16,10 @@ TransactWriteItems are used: never Scan, never a filter expression.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -36,6 +37,8 @@ _deserializer = TypeDeserializer()
 # Codes DynamoDB puts in a transaction's CancellationReasons when it throttled.
 CANCELLATION_THROTTLING_CODES = THROTTLING_CODES | {"ThrottlingError", "ProvisionedThroughputExceeded"}
 UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+BATCH_WRITE_SIZE: Final = 25
+MAX_UNPROCESSED_ROUNDS: Final = 8
 
 
 class ClientProvider(Protocol):
@@ -131,6 +134,39 @@ class TenantTable:
                 return items, True
             request["ExclusiveStartKey"] = last
             request["Limit"] = want - len(items)
+
+    def query_pages(self, query: Mapping[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """Every page of ``query``, its items as DynamoDB returns them (keys to delete)."""
+        request = dict(query)
+        while True:
+            response = self.call("query", **request)
+            yield response["Items"]
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def batch_delete(self, item_keys: Sequence[Mapping[str, Any]]) -> int:
+        """Delete these items (``pk``/``sk`` as DynamoDB returns them), 25 per
+        BatchWriteItem, retrying what DynamoDB leaves unprocessed; how many were
+        asked for. Every key must be this tenant's: a key of another tenant is a
+        bug here, never a delete."""
+        prefix = keys.tenant_prefix(self.tenant_id)
+        if any(not str(key["pk"]["S"]).startswith(prefix) for key in item_keys):
+            raise ValueError("refusing to delete another tenant's item")
+        for start in range(0, len(item_keys), BATCH_WRITE_SIZE):
+            requests: list[Any] = [
+                {"DeleteRequest": {"Key": {"pk": key["pk"], "sk": key["sk"]}}}
+                for key in item_keys[start : start + BATCH_WRITE_SIZE]
+            ]
+            for round_number in range(MAX_UNPROCESSED_ROUNDS):
+                response = self.call("batch_write_item", RequestItems={self.table_name: requests})
+                requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                if not requests:
+                    break
+                time.sleep(min(0.05 * 2**round_number, 1.0))
+            else:
+                raise Throttled()
+        return len(item_keys)
 
     def raise_for_cancellation(self, exc: ClientError) -> None:
         """What a cancelled transaction means when no item condition explains it."""

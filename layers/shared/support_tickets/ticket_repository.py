@@ -10,8 +10,7 @@ short per-container cache): writers place a ticket with the record's
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -23,7 +22,7 @@ from botocore.exceptions import ClientError
 from support_tickets import keys, listing
 from support_tickets.clock import utc_now_iso
 from support_tickets.cursor import query_fingerprint
-from support_tickets.errors import ApiError, Throttled, TicketNotFound, VersionMismatch
+from support_tickets.errors import ApiError, TicketNotFound, VersionMismatch
 from support_tickets.ids import new_id
 from support_tickets.keys import TicketStatus
 from support_tickets.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
@@ -32,8 +31,6 @@ from support_tickets.tenant_registry import TenantConfig, tenant_configs
 
 logger = Logger(child=True)
 
-BATCH_WRITE_SIZE: Final = 25
-MAX_UNPROCESSED_ROUNDS: Final = 8
 # Parallel GSI1 queries of one list request: enough for 16 shards in one round
 # trip; more shards take a few rounds, within the function's timeout.
 MAX_PARALLEL_QUERIES: Final = 16
@@ -256,10 +253,16 @@ class TicketRepository:
             except (ApiError, ClientError):
                 self._unmark_deleted(key, mark)
                 raise
-        for page in self._item_collection_keys(pk):
+        collection = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": pk}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        for page in self.table.query_pages(collection):
             found = found or bool(page)
-            for start in range(0, len(page), BATCH_WRITE_SIZE):
-                self._batch_delete(page[start : start + BATCH_WRITE_SIZE])
+            self.table.batch_delete(page)
         if not found:
             raise TicketNotFound()
 
@@ -294,31 +297,6 @@ class TicketRepository:
             )
         except (ApiError, ClientError):
             logger.warning("a failed delete left its mark on the ticket summary")
-
-    def _item_collection_keys(self, pk: str) -> Iterator[list[dict[str, Any]]]:
-        query: dict[str, Any] = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": pk}},
-            "ProjectionExpression": "pk, sk",
-            "ConsistentRead": True,
-        }
-        while True:
-            response = self.table.call("query", **query)
-            yield response["Items"]
-            if "LastEvaluatedKey" not in response:
-                return
-            query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def _batch_delete(self, item_keys: list[dict[str, Any]]) -> None:
-        requests: list[Any] = [{"DeleteRequest": {"Key": key}} for key in item_keys]
-        for round_number in range(MAX_UNPROCESSED_ROUNDS):
-            response = self.table.call("batch_write_item", RequestItems={self.table_name: requests})
-            requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
-            if not requests:
-                return
-            time.sleep(min(0.05 * 2**round_number, 1.0))
-        raise Throttled()
 
     # ------------------------------------------------------------ lists
     def list_tickets_by_status(
