@@ -88,6 +88,7 @@ def export_tenant(table: TenantTable, out: TextIO, progress: Progress) -> int:
         out.write("}\n")
         progress.step("tickets")
     out.flush()
+    progress.done("tickets exported ")
     return progress.count
 
 
@@ -114,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     except (TargetError, ApiError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"\nerror: {exc}\n")
         return 1
-    progress.done("tickets exported ")
     return 0
 
 

@@ -130,6 +130,7 @@ class Offboarding:
         keys.validate_tenant_id(tenant_id)
         if confirm != tenant_id:
             raise OffboardError(f"refusing to offboard {tenant_id}: CONFIRM must be the tenant id ({tenant_id})")
+        stored = self.admin.record(tenant_id).version > 0
         record = self._suspend(tenant_id)
         users = self._delete_users(tenant_id)
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
@@ -145,7 +146,9 @@ class Offboarding:
             )
             return Outcome(tenant_id, users, erased, f"kept until {until}")
         erased += self._erase_pass(table)
-        erased += self._delete_record(table, record)
+        record_deleted = self._delete_record(table, record)
+        if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
+            erased += record_deleted
         self.progress.note(f"{tenant_id}: offboarded, nothing of it is left")
         return Outcome(tenant_id, users, erased, "erased")
 
