@@ -240,7 +240,7 @@ def test_a_record_that_fails_is_reported_and_its_retry_writes_it_once(
             return real.put_item(**kwargs)
 
     writer_module = sys.modules["support_tickets.audit"]
-    monkeypatch.setattr(writer_module, "audit_client", lambda: Throttling())
+    monkeypatch.setattr(writer_module, "audit_client", Throttling)
     writer_module.audit_writer.cache_clear()
     # Then the batch reports it (and only it) failed
     assert audit.invoke(batch) == [batch[2]["dynamodb"]["SequenceNumber"]]

@@ -29,6 +29,8 @@ API_FUNCTIONS = {
     "BatchUpdateStatusFunction",
     "DeleteTicketFunction",
     "GetAggregatesFunction",
+    "GetTicketHistoryFunction",
+    "GetAuditTrailFunction",
 }
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
@@ -111,7 +113,7 @@ def test_every_api_method_uses_the_cognito_authorizer() -> None:
     (rest_api,) = body.values()
     paths = rest_api["Properties"]["Body"]["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == 9
+    assert len(operations) == len(API_FUNCTIONS) == 11
     for path, verb, op in operations:
         assert op.get("security") == [{"CognitoAuthorizer": []}], f"{verb.upper()} {path} is not authorized"
     schemes = rest_api["Properties"]["Body"]["securityDefinitions"]
@@ -126,7 +128,7 @@ def test_each_route_has_its_own_function() -> None:
         for ops in paths.values()
         for op in ops.values()
     }
-    assert len(targets) == 9
+    assert len(targets) == len(API_FUNCTIONS)
     for function in API_FUNCTIONS:
         assert any(function in target for target in targets), function
 
@@ -167,11 +169,15 @@ def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> 
     assert "/index/*" not in resources_json
 
 
-def test_tenant_credentials_can_never_write_a_tenant_record() -> None:
+def test_tenant_credentials_can_never_write_a_tenant_record_or_the_audit_trail() -> None:
     (deny,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"]
     assert set(deny["Action"]) >= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     assert set(deny["Action"]) >= {"dynamodb:BatchWriteItem"}
-    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|CONFIG"]}}
+    assert deny["Condition"] == {
+        "ForAnyValue:StringLike": {
+            "dynamodb:LeadingKeys": ["TENANT#*|CONFIG", "TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]
+        }
+    }
     assert "SupportTicketTable" in json.dumps(deny["Resource"])
     # Reading it stays allowed: GetItem is not denied.
     assert "dynamodb:GetItem" not in deny["Action"]
@@ -197,10 +203,23 @@ def test_tenant_role_trust_admits_only_the_api_role_with_a_tenant_tag() -> None:
     assert tag["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["TenantId"]}
 
 
-def aggregator_role() -> dict[str, Any]:
+def role_of(function: str) -> dict[str, Any]:
     functions = resources("AWS::Lambda::Function")
-    role_name = functions["AggregateCountsFunction"]["Properties"]["Role"]["Fn::GetAtt"][0]
+    role_name = functions[function]["Properties"]["Role"]["Fn::GetAtt"][0]
     return resources("AWS::IAM::Role")[role_name]
+
+
+def aggregator_role() -> dict[str, Any]:
+    return role_of("AggregateCountsFunction")
+
+
+def mapping_of(function: str) -> dict[str, Any]:
+    (mapping,) = [
+        mapping["Properties"]
+        for mapping in resources("AWS::Lambda::EventSourceMapping").values()
+        if mapping["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    return mapping
 
 
 def test_aggregator_can_write_only_aggregate_items() -> None:
@@ -341,9 +360,11 @@ def test_every_function_is_built_by_the_functions_makefile() -> None:
 
 def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
     mappings = resources("AWS::Lambda::EventSourceMapping")
-    (mapping,) = mappings.values()
-    props = mapping["Properties"]
-    assert props["FunctionName"] == {"Ref": "AggregateCountsFunction"}
+    assert {mapping["Properties"]["FunctionName"]["Ref"] for mapping in mappings.values()} == {
+        "AggregateCountsFunction",
+        "AuditTrailFunction",
+    }
+    props = mapping_of("AggregateCountsFunction")
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BisectBatchOnFunctionError"] is True
     assert 0 < props["MaximumRetryAttempts"] <= 10
@@ -353,15 +374,18 @@ def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
     (pattern,) = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
     assert pattern["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
     assert pattern["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
+    # an offboarding's erasures never reach the counts
+    assert (
+        pattern["dynamodb"]["OldImage"] == pattern["dynamodb"]["NewImage"] == {"erasing": {"BOOL": [{"exists": False}]}}
+    )
 
 
 def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
     """The aggregator keeps its delivery journals for REPLAY_HORIZON_SECONDS;
     the event source never redelivers a record older than MaximumRecordAgeInSeconds."""
     function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
-    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
     horizon = int(function["Environment"]["Variables"]["REPLAY_HORIZON_SECONDS"])
-    max_age = int(mapping["Properties"]["MaximumRecordAgeInSeconds"])
+    max_age = int(mapping_of("AggregateCountsFunction")["MaximumRecordAgeInSeconds"])
     assert max_age > 0
     assert horizon >= max_age + 600  # margin for clock skew between records and the function
 
@@ -369,8 +393,7 @@ def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
 def test_a_batch_journal_stays_far_below_40_kb() -> None:
     """A journal lists one batch's records: ``<eventID> <tenant>`` each (32 + 1 + at
     most 63 characters, one byte of list overhead), so BatchSize bounds its size."""
-    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
-    batch_size = int(mapping["Properties"]["BatchSize"])
+    batch_size = int(mapping_of("AggregateCountsFunction")["BatchSize"])
     assert batch_size * (32 + 1 + 63 + 1) + 200 < 40_000
 
 
@@ -395,3 +418,65 @@ def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
         variables = functions[name]["Properties"]["Environment"]["Variables"]
         assert variables["ALLOWED_CLIENT_IDS"] == {"Ref": "UserPoolClient"}, name
     assert list(resources("AWS::Cognito::UserPoolClient")) == ["UserPoolClient"]
+
+
+# ---------------------------------------------------------------- the audit writer
+def audit_role() -> dict[str, Any]:
+    return role_of("AuditTrailFunction")
+
+
+def test_the_audit_writer_only_puts_audit_items() -> None:
+    granted = all_role_statements(audit_role())
+    table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    (items,) = [s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]
+    assert as_list(items["Action"]) == ["dynamodb:PutItem"]  # no read, no update, no delete of anything
+    assert items["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+    stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+    for statement in table_statements:
+        if statement is not items:
+            assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
+            assert statement["Resource"] in (
+                {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
+                {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
+            )
+    (queue,) = [s for s in granted if "sqs:SendMessage" in as_list(s["Action"])]
+    assert queue["Resource"] == {"Fn::GetAtt": ["AuditTrailFailureQueue", "Arn"]}
+    assert {a for s in granted for a in as_list(s["Action"])} <= {
+        *stream_actions,
+        "dynamodb:ListStreams",
+        "dynamodb:PutItem",
+        "sqs:SendMessage",
+    }
+
+
+def test_the_audit_writers_source_is_bounded_filtered_and_reports_partial_failures() -> None:
+    props = mapping_of("AuditTrailFunction")
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 0 < props["MaximumRetryAttempts"] <= 10
+    assert 0 < props["MaximumRecordAgeInSeconds"] <= 3600
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert "AuditTrailFailureQueue" in json.dumps(props["DestinationConfig"]["OnFailure"]["Destination"])
+    summaries, comments = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    assert summaries["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
+    assert summaries["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
+    assert (
+        summaries["dynamodb"]["NewImage"]
+        == summaries["dynamodb"]["OldImage"]
+        == {"erasing": {"BOOL": [{"exists": False}]}}
+    )
+    assert comments["eventName"] == ["INSERT"]
+    assert comments["dynamodb"]["Keys"]["sk"] == {"S": [{"prefix": "COMMENT#"}]}
+    function = translated()["Resources"]["AuditTrailFunction"]["Properties"]
+    assert function["Environment"]["Variables"]["FAILURE_QUEUE_URL"] == {"Ref": "AuditTrailFailureQueue"}
+
+
+def test_audit_retention_is_a_parameter_of_400_days_by_default() -> None:
+    parameter = load_template()["Parameters"]["AuditRetentionDays"]
+    assert (parameter["Type"], parameter["Default"]) == ("Number", 400)
+    function = translated()["Resources"]["AuditTrailFunction"]["Properties"]
+    assert function["Environment"]["Variables"]["AUDIT_RETENTION_DAYS"] == {"Ref": "AuditRetentionDays"}
+    assert "AuditTrailFailureQueueUrl" in translated()["Outputs"]

@@ -24,8 +24,10 @@ event is stored twice, under the ticket's own history partition
 trail of its UTC day, ``TENANT#<t>|AUDIT#<YYYY-MM-DD>#<k>``, ``k`` one of
 :data:`AUDIT_SHARDS` chosen from the event id, so that a busy tenant's events
 of one day spread over several partitions. Both sort keys are
-``<ISO time>#<stream sequence number>#<event id>`` (:func:`audit_sk`). No other key contains ``|HISTORY#`` or ``|AUDIT#``
-(ticket ids and tenant ids can hold neither ``|`` nor ``#``), which is what
+``<ISO time>#<stream sequence number>#<event id>`` (:func:`audit_sk`).
+``TENANT#<t>|AUDIT#DAYS`` lists the days that have events. No other key
+contains ``|HISTORY#`` or ``|AUDIT#`` (ticket ids and tenant ids can hold
+neither ``|`` nor ``#``), which is what
 lets IAM confine the audit writer to them with ``dynamodb:LeadingKeys``.
 """
 
