@@ -30,12 +30,15 @@ class PoisonRecord(ValueError):
 
 
 def own_client(service: str) -> Any:
-    """A client with the function's execution-role credentials (not a tenant's)."""
+    """A client with the function's execution-role credentials (not a tenant's),
+    from a session of its own: boto3's default session resolves credentials
+    once per process, and the local stack runs several functions, each with
+    its role's credentials, in one process."""
     import boto3
 
     from support_tickets.session import BOTO_CONFIG
 
-    return boto3.client(  # type: ignore[call-overload]
+    return boto3.session.Session().client(  # type: ignore[call-overload]
         service,
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
         endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
