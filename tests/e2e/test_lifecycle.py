@@ -6,34 +6,21 @@ run as the commands they are (``python -m ops.<command> --local``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
 
-from local_stack.template import PROJECT_ROOT
-from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id
+from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id, python_module
 
 PHASE_SECONDS = str(TENANT_CONFIG_TTL_SECONDS + 1)
 
 
 def command(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``make <command>`` against the running stack: ``python -m ops.<module> --local``."""
-    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
     state = str(stack.state_dir / "stack.json")
-    return subprocess.run(  # noqa: S603 - our own interpreter and module
-        [sys.executable, "-m", f"ops.{module}", *args, "--local", "--local-state", state],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return python_module(f"ops.{module}", *args, "--local", "--local-state", state, timeout=600)
 
 
 def tenant_items(stack: RunningStack, tenant: str) -> list[dict[str, Any]]:

@@ -214,6 +214,7 @@ def aggregator_role() -> dict[str, Any]:
 
 
 def mapping_of(function: str) -> dict[str, Any]:
+    mapping: dict[str, Any]
     (mapping,) = [
         mapping["Properties"]
         for mapping in resources("AWS::Lambda::EventSourceMapping").values()

@@ -66,7 +66,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
-from support_tickets.stream import PoisonRecord, own_client
+from support_tickets.stream import PoisonRecord, own_client, record_fields
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -155,17 +155,7 @@ def ledger_record(
 
 def ledger_record_from_stream(record: DynamoDBRecord) -> LedgerRecord:
     """:func:`ledger_record` for a record as Lambda delivers it (Powertools' data class)."""
-    stream = record.dynamodb
-    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
-        raise PoisonRecord("incomplete stream record")
-    return ledger_record(
-        event_name=record.event_name.name,
-        sequence_number=stream.sequence_number,
-        event_id=record.event_id,
-        keys_image=stream.keys,
-        old_image=stream.old_image,
-        new_image=stream.new_image,
-    )
+    return ledger_record(**record_fields(record))
 
 
 @dataclass

@@ -56,7 +56,7 @@ from botocore.exceptions import ClientError
 
 from support_tickets import keys
 from support_tickets.models import AuditEvent, AuditEventType, FieldChange
-from support_tickets.stream import PoisonRecord, own_client
+from support_tickets.stream import PoisonRecord, own_client, record_fields
 from support_tickets.table import OwnClient, TenantTable, error_code, to_item
 
 if TYPE_CHECKING:
@@ -288,17 +288,8 @@ def audit_record(
 def audit_record_from_stream(record: DynamoDBRecord) -> AuditRecord:
     """:func:`audit_record` for a record as Lambda delivers it (Powertools' data class)."""
     stream = record.dynamodb
-    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
-        raise PoisonRecord("incomplete stream record")
-    return audit_record(
-        event_name=record.event_name.name,
-        event_id=record.event_id,
-        sequence_number=stream.sequence_number,
-        recorded_at=_epoch_seconds(stream.get("ApproximateCreationDateTime")),
-        keys_image=stream.keys,
-        old_image=stream.old_image,
-        new_image=stream.new_image,
-    )
+    recorded_at = _epoch_seconds(stream.get("ApproximateCreationDateTime") if stream is not None else None)
+    return audit_record(**record_fields(record), recorded_at=recorded_at)
 
 
 def _epoch_seconds(value: object) -> float | None:

@@ -23,10 +23,27 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 
 class PoisonRecord(ValueError):
     """A record that can never be processed (not a valid record of its kind)."""
+
+
+def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
+    """What the stream functions read of a record as Lambda delivers it
+    (Powertools' data class; images deserialized)."""
+    stream = record.dynamodb
+    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
+        raise PoisonRecord("incomplete stream record")
+    return {
+        "event_name": record.event_name.name,
+        "event_id": record.event_id,
+        "sequence_number": stream.sequence_number,
+        "keys_image": stream.keys,
+        "old_image": stream.old_image,
+        "new_image": stream.new_image,
+    }
 
 
 def own_client(service: str) -> Any:

@@ -268,35 +268,33 @@ class TicketRepository:
 
     def _mark_deleted(self, key: dict[str, Any], actor: str) -> dict[str, Any] | None:
         """Name the deleter on the summary; ``None`` when there is no summary."""
-        values = {":actor": {"S": actor}, ":at": {"S": utc_now_iso()}}
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table_name,
-                Key=key,
-                UpdateExpression="SET deleted_by = :actor, deleted_at = :at",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return None
-            raise
-        return values
+        mark = {":actor": {"S": actor}, ":at": {"S": utc_now_iso()}}
+        marked = self._update_if(key, "SET deleted_by = :actor, deleted_at = :at", "attribute_exists(pk)", mark)
+        return mark if marked else None
 
     def _unmark_deleted(self, key: dict[str, Any], mark: dict[str, Any]) -> None:
         """Best effort: only our own mark, and a failure here never hides the delete's."""
         try:
+            self._update_if(key, "REMOVE deleted_by, deleted_at", "deleted_by = :actor AND deleted_at = :at", mark)
+        except (ApiError, ClientError):
+            logger.warning("a failed delete left its mark on the ticket summary")
+
+    def _update_if(self, key: dict[str, Any], update: str, condition: str, values: dict[str, Any]) -> bool:
+        """A conditional UpdateItem; False when the condition did not hold."""
+        try:
             self.table.call(
                 "update_item",
                 TableName=self.table_name,
                 Key=key,
-                UpdateExpression="REMOVE deleted_by, deleted_at",
-                ConditionExpression="deleted_by = :actor AND deleted_at = :at",
-                ExpressionAttributeValues=mark,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
             )
-        except (ApiError, ClientError):
-            logger.warning("a failed delete left its mark on the ticket summary")
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     # ------------------------------------------------------------ lists
     def list_tickets_by_status(
