@@ -26,7 +26,8 @@ erases nothing):
    count and no audit event that would outlive it), its comments deleted,
    then its summary (last, so an interrupted run still finds the ticket), then
    its history; then the trail day by day (each day's events name the deleted
-   tickets whose leftovers must go too), the day index, the fixed partitions.
+   tickets whose leftovers must go too; the days around the suspension
+   always), the day index, the fixed partitions.
    Then, after ``--settle`` seconds, another pass, until a pass finds nothing
    (records the stream was still processing when the tenant was suspended
    may have written a count or an audit event meanwhile).
@@ -61,7 +62,7 @@ from ops.stack_target import Target, TargetError, add_target_arguments, stack_ta
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin
 from support_tickets import keys
-from support_tickets.audit import RecentKeys
+from support_tickets.audit import RecentKeys, iso_time
 from support_tickets.errors import ApiError
 from support_tickets.identity import TENANT_CLAIM
 from support_tickets.table import OwnClient, TenantTable, error_code
@@ -134,7 +135,8 @@ class Offboarding:
         record = self._suspend(tenant_id)
         users = self._delete_users(tenant_id)
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
-        erased = self._erase_until_quiet(table)
+        suspended_at = record.offboarding_since or int(self.clock())
+        erased = self._erase_until_quiet(table, suspended_at)
         if record.erasable_at is None:
             erasable_at = int(self.clock() + self.grace_seconds)
             record = self.admin.write(record, {"erasable_at": erasable_at})
@@ -145,7 +147,7 @@ class Offboarding:
                 "before its users were deleted stay valid until then): run the command again after that to erase it"
             )
             return Outcome(tenant_id, users, erased, f"kept until {until}")
-        erased += self._erase_pass(table)
+        erased += self._erase_pass(table, suspended_at)
         record_deleted = self._delete_record(table, record)
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
             erased += record_deleted
@@ -199,39 +201,53 @@ class Offboarding:
         return len(doomed)
 
     # ------------------------------------------------------------ 3. data
-    def _erase_until_quiet(self, table: TenantTable) -> int:
-        erased = self._erase_pass(table)
+    def _erase_until_quiet(self, table: TenantTable, suspended_at: int) -> int:
+        erased = self._erase_pass(table, suspended_at)
         for _ in range(MAX_SETTLE_ROUNDS):
             self.sleep(self.settle_seconds)
-            found = self._erase_pass(table)
+            found = self._erase_pass(table, suspended_at)
             erased += found
             if found == 0:
                 return erased
         raise OffboardError("items kept appearing (is the stream still being retried?): run the command again later")
 
-    def _erase_pass(self, table: TenantTable) -> int:
-        """One pass over everything the tenant has; how many items it erased."""
+    def _erase_pass(self, table: TenantTable, suspended_at: int) -> int:
+        """One pass over everything the tenant has; how many items it erased.
+
+        The trail's days come from its day index, and always include the days
+        around the suspension: a record the stream still retried after it (for
+        at most ``MaximumRecordAgeInSeconds``) is of a change made shortly
+        before, and a warm audit writer that listed that day once does not list
+        it again, so its event may sit under a day the index no longer names."""
         erased = 0
         done = RecentKeys(REMEMBERED_TICKETS)
         for ticket_id in ticket_ids(table):
             if not done.seen(ticket_id):
                 erased += self._erase_ticket(table, ticket_id)
+        around = {iso_time(suspended_at + offset)[:10] for offset in (-86_400, 0, 86_400)}
+        for day in sorted(around):
+            erased += self._erase_day(table, day, done)
         for day_page in audit_days(table):
             for day in (str(item["sk"]) for item in deserialized(day_page)):
-                if not keys.is_day(day):
-                    continue
-                for pk in keys.audit_day_partitions(table.tenant_id, day):
-                    for page in partition_pages(table, pk, "pk, sk, ticket_id"):
-                        for ticket_id in {str(item.get("ticket_id", "")) for item in deserialized(page)}:
-                            if keys.is_valid_ticket_id(ticket_id) and not done.seen(ticket_id):
-                                erased += self._erase_ticket(table, ticket_id)
-                        erased += table.batch_delete(page)
-                        self.progress.step("items", len(page))
+                if keys.is_day(day) and day not in around:
+                    erased += self._erase_day(table, day, done)
             erased += table.batch_delete(day_page)
         for pk in fixed_partitions(table.tenant_id):
             found = self._erase_partition(table, pk)
             self.progress.step("items", found)
             erased += found
+        return erased
+
+    def _erase_day(self, table: TenantTable, day: str, done: RecentKeys) -> int:
+        """A day of the trail, and the tickets its events name (their leftovers, their histories)."""
+        erased = 0
+        for pk in keys.audit_day_partitions(table.tenant_id, day):
+            for page in partition_pages(table, pk, "pk, sk, ticket_id"):
+                for ticket_id in {str(item.get("ticket_id", "")) for item in deserialized(page)}:
+                    if keys.is_valid_ticket_id(ticket_id) and not done.seen(ticket_id):
+                        erased += self._erase_ticket(table, ticket_id)
+                erased += table.batch_delete(page)
+                self.progress.step("items", len(page))
         return erased
 
     def _erase_ticket(self, table: TenantTable, ticket_id: str) -> int:

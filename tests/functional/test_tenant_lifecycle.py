@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from ops.stack_target import Target
 from ops.tenant_data import Progress
 from ops.tenants import TenantAdmin
 from support_tickets import keys
+from support_tickets.audit import audit_record, audit_writer, epoch_of, iso_time
 from support_tickets.identity import TENANT_CLAIM
 from support_tickets.table import OwnClient, TenantTable
 from support_tickets.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
@@ -284,6 +286,36 @@ def test_the_record_stays_suspended_until_the_last_tokens_expire(
     assert_error(api.create(User("1", "alice-1"), {"title": "back from the dead?"}), 403, "TENANT_SUSPENDED")
     # a run before the time changes nothing; one after it erases the record
     assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record.startswith("kept until ")
+    clock.now += 3900
+    assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
+    assert items_of(dynamodb, table_name, "1") == []
+
+
+def test_a_late_audit_event_under_a_day_the_index_no_longer_lists_is_still_erased(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+) -> None:
+    populate("1", 2)  # the (warm) audit writer has listed today in 1's day index
+    clock = FakeClock(time.time())
+    offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
+    # A record the stream retried after the erase, handled by that warm writer
+    at = iso_time(time.time() - 600)
+    late = audit_record(
+        event_name="INSERT",
+        event_id="f" * 32,
+        sequence_number="99",
+        recorded_at=epoch_of(at),
+        keys_image={"pk": keys.ticket_pk("1", "LATE"), "sk": keys.SUMMARY_SK},
+        old_image=None,
+        new_image={"tenant_status": "TENANT#1|OPEN", "title": "t", "resolver": "#UNASSIGNED", "created_at": at},
+    )
+    assert audit_writer().write(late) == 2
+    left = {item["pk"]["S"] for item in items_of(dynamodb, table_name, "1")}
+    assert keys.audit_days_pk("1") not in left  # the index does not name its day
+    assert keys.history_pk("1", "LATE") in left
+    # Then the run that erases the record finds it anyway
     clock.now += 3900
     assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
     assert items_of(dynamodb, table_name, "1") == []

@@ -52,9 +52,10 @@ from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets import keys
+from support_tickets.errors import ApiError
 from support_tickets.models import AuditEvent, AuditEventType, FieldChange
 from support_tickets.stream import PoisonRecord, own_client, record_fields
 from support_tickets.table import OwnClient, TenantTable, error_code, to_item
@@ -382,7 +383,7 @@ class AuditWriter:
         item = to_item({"pk": keys.audit_days_pk(table.tenant_id), "sk": day, "expiration": expiration})
         try:
             self._put_once(table, item)
-        except Exception:
+        except (ApiError, ClientError, BotoCoreError):
             self.indexed_days.forget((table.tenant_id, day))  # not listed: the next event tries again
             raise
 
