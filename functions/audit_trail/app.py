@@ -14,7 +14,7 @@ to the failure queue and counts as done.
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -22,9 +22,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.audit import audit_record_from_stream, audit_writer
 from support_tickets.stream import PoisonRecord, report_poison
+from support_tickets.tracing import make_tracer
 
 logger = Logger()
-tracer = Tracer()
+tracer = make_tracer()
 metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
