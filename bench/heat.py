@@ -35,7 +35,7 @@ CREATES_PER_SECOND = 3000
 STATUS_CHANGES_PER_SECOND = 1000
 SHARD_COUNTS = (1, 4, 16)
 PARTITION_WCU_PER_SECOND = 1000
-POOL = 100  # existing open tickets the status changes pick from
+POOL = 100  # existing open tickets the status changes pick from (at most; fewer for a small fraction)
 TENANT = "hot"
 
 
@@ -160,7 +160,10 @@ def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
             boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="failures")
             TenantAdmin(operator, table_name, phase_seconds=0.0).reshard(TENANT, shards)
             owner = Caller(tenant_id=TENANT, username="agent0", is_admin=False)
-            pool = [tickets.create_ticket(owner, CreateTicketRequest(title=f"pool {n}")).ticket_id for n in range(POOL)]
+            pool_size = max(5, min(POOL, round(STATUS_CHANGES_PER_SECOND * fraction * 2)))
+            pool = [
+                tickets.create_ticket(owner, CreateTicketRequest(title=f"pool {n}")).ticket_id for n in range(pool_size)
+            ]
             streams = boto3.client("dynamodbstreams", region_name="us-east-1")
             stream_arn = operator.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
             iterator = _latest_iterator(streams, stream_arn)

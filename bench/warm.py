@@ -82,6 +82,12 @@ class DesignRun:
             "calls_by_operation_per_request": {name: count / n for name, count in sorted(by_call.items())},
             "max_sts_calls_in_a_request": max(sts),
             "max_dynamodb_calls_in_a_request": max(dynamodb),
+            # The tenant record is re-read once per TENANT_CONFIG_TTL_SECONDS per
+            # tenant and container: those requests make one GetItem more.
+            "requests_with_a_tenant_record_read": sum(
+                1 for tally in self.tallies if tally.calls.get("dynamodb.GetItem", 0) and tally.service("dynamodb") > 1
+            ),
+            "dynamodb_calls_in_most_requests": max(set(dynamodb), key=dynamodb.count),
             "rru_per_request": self.rru,
             "wru_per_request": self.wru,
         }

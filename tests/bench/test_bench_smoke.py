@@ -17,6 +17,10 @@ from local_stack.template import PROJECT_ROOT
 BUILD = PROJECT_ROOT / ".aws-sam" / "build" / "SharedLayer" / "python"
 
 
+# The quick bench runs in the first test's set-up; on a loaded 2-core machine it takes minutes.
+pytestmark = pytest.mark.timeout(1000)
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not BUILD.is_dir():
@@ -30,7 +34,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=900,  # a hang guard, not a speed goal: a loaded 2-core machine takes minutes
         check=False,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
@@ -87,7 +91,7 @@ def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None
     assert cold["layer"]["py"] == cold["layer"]["pyc"] > 100
     assert {row["route"] for row in results["cost"]["routes"]} == {route["route"] for route in results["warm"]}
     assert all(row["ours"]["total"] > 0 for row in results["cost"]["routes"])
-    assert {goal["goal"] for goal in results["goals"]} >= {"exactly one DynamoDB call per read route"}
+    assert any(goal["goal"].startswith("exactly one DynamoDB call per read request") for goal in results["goals"])
 
 
 def test_partition_heat_spreads_a_hot_tenants_status_lists(results: dict[str, Any]) -> None:

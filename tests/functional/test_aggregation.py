@@ -416,6 +416,26 @@ def test_the_bookkeeping_of_a_delivery_is_bounded_by_the_batch_size(dynamodb: Dy
     assert item_size(journal) < 40_000
 
 
+def test_a_delivery_longer_than_a_chunk_is_journaled_in_bounded_pieces(
+    dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    """Whatever Lambda delivers at once (the bench sends 1,000 records), no journal
+    lists more than MAX_CHUNK_RECORDS, so none passes 40 KB; the counts stay exact."""
+    from support_tickets.aggregation import MAX_CHUNK_RECORDS
+
+    records = [change_record("acme", n, None, OPEN) for n in range(1000)]
+    ledger = CountLedger(table_name=table_name, client=dynamodb, on_poison=_no_poison)
+    assert ledger.apply(records).applied == 1000
+    journals = [item for item in all_items(dynamodb, table_name) if "#JOURNAL#" in item["pk"]["S"]]
+    assert sorted(len(journal["records"]["L"]) for journal in journals) == [MAX_CHUNK_RECORDS] * 4
+    assert max(item_size(journal) for journal in journals) < 40_000
+    assert ledger.apply(records).applied == 1000  # the same delivery again: journaled, nothing counted twice
+    counts = sum(
+        int(i["count"]["N"]) for i in all_items(dynamodb, table_name) if i["pk"]["S"] == "TENANT#acme|AGGREGATE"
+    )
+    assert counts == 1000
+
+
 def _no_poison(record: LedgerRecord) -> None:
     raise AssertionError(f"unexpected poison {record}")
 

@@ -19,7 +19,7 @@ The scheme: a **delivery journal**. A checkpoint is always a record at which
 an earlier delivery began, or the first record we reported as failed. So:
 
 1. Records are applied in order, in *chunks* (a prefix of the remaining
-   records touching at most 99 count items). Each chunk is one
+   records touching at most 99 count items, at most 250 records). Each chunk is one
    ``TransactWriteItems``: one ``ADD`` per (tenant, status) it touches, plus a
    journal item created for it (``attribute_not_exists``), keyed by the
    chunk's first record and listing the ids of all its records in order. All
@@ -33,9 +33,9 @@ an earlier delivery began, or the first record we reported as failed. So:
 4. A chunk that fails is reported from its first record on, and nothing from
    there on was applied: the retry starts at a record with no journal.
 
-What any item holds is bounded by the batch size: a journal lists at most
-``BatchSize`` records (250: under 25 KB), a count item holds a count and a
-revision. Journals expire with the ``expiration`` TTL after the replay
+What any item holds is bounded, whatever the change rate and the batch size:
+a journal lists at most :data:`MAX_CHUNK_RECORDS` records (250: under 25 KB),
+a count item holds a count and a revision. Journals expire with the ``expiration`` TTL after the replay
 horizon (``REPLAY_HORIZON_SECONDS``, longer than the event source's
 ``MaximumRecordAgeInSeconds``, after which nothing is redelivered).
 
@@ -74,6 +74,9 @@ if TYPE_CHECKING:
 
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = 4500
 MAX_TRANSACTION_ITEMS: Final = 100
+# Records a journal lists at most (<eventID> <tenant>: under 100 bytes each), so a
+# journal stays under 25 KB whatever the size of the batch Lambda delivers.
+MAX_CHUNK_RECORDS: Final = 250
 # Conflicts with another shard's transaction on the same count item: retried here
 # (nothing was applied), then reported so that Lambda retries the records.
 TRANSACTION_ATTEMPTS: Final = 4
@@ -191,6 +194,7 @@ class CountLedger:
     replay_horizon_seconds: int = DEFAULT_REPLAY_HORIZON_SECONDS
     clock: Callable[[], float] = time.time
     max_transaction_items: int = MAX_TRANSACTION_ITEMS
+    max_chunk_records: int = MAX_CHUNK_RECORDS
     sleep: Callable[[float], None] = time.sleep
     _result: ApplyResult = field(default_factory=lambda: ApplyResult(0))
 
@@ -275,12 +279,14 @@ class CountLedger:
 
     # ------------------------------------------------------------ new records
     def _chunks(self, records: Sequence[LedgerRecord], start: int) -> list[tuple[int, int]]:
-        """``[start, end)`` ranges of at most ``max_transaction_items - 1`` count items each."""
+        """``[start, end)`` ranges of at most ``max_transaction_items - 1`` count
+        items and ``max_chunk_records`` records each."""
         chunks: list[tuple[int, int]] = []
         begin, pairs = start, set[tuple[str, TicketStatus]]()
         for index in range(start, len(records)):
             touched = {(change.tenant_id, change.status) for change in records[index].changes}
-            if len(pairs | touched) > self.max_transaction_items - 1 and index > begin:
+            full = index - begin >= self.max_chunk_records
+            if (full or len(pairs | touched) > self.max_transaction_items - 1) and index > begin:
                 chunks.append((begin, index))
                 begin, pairs = index, set()
             pairs |= touched
