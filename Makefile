@@ -20,7 +20,7 @@ export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token test test-fast lint lint-code format typecheck build validate deploy delete \
+.PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
         bench reconcile onboard tenant export offboard openapi integration clean
 
 help: ## list the targets
@@ -41,6 +41,9 @@ dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docke
 
 token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
 	@$(PY) -m local_stack token --tenant "$(TENANT)" --user "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin,)
+
+events: $(STAMP) ## while make dev runs: .local/events/ = events/ with fresh tokens (sam local invoke -e)
+	@$(PY) -m local_stack events
 
 onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
 	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \

@@ -19,6 +19,7 @@ from bench.aggregation import AGGREGATOR, run_aggregation
 from bench.charts import write_charts
 from bench.cold import run_cold
 from bench.cost import PRICES, aggregation_cost, route_costs
+from bench.credentials import run_credentials
 from bench.fill import fill_table
 from bench.heat import run_heat
 from bench.report import goals, machine, markdown
@@ -33,12 +34,12 @@ METHOD = (
     "How: the local stack runs in its own process (`python -m local_stack serve`: moto behind the IAM guard, "
     "on loopback). Warm requests and the aggregator run **in-process** (the real handlers, invoked with "
     "API Gateway REST events from `local_stack.events.rest_event`, the function's template environment and "
-    "execution-role credentials); every AWS call is a real, signed HTTP request to the emulator. The two designs "
-    "share handlers, events, data and emulator and differ only in the tenant session the domain layer gets "
-    "(the naive one lives in `bench/naive.py`, never in production code). AWS calls are counted with botocore "
-    "event hooks (`before-call`, per API call). Cold starts are fresh interpreters over the `sam build` output. "
-    "The emulator's latencies are not AWS's (moto answers a GetItem in milliseconds of Python, an AssumeRole "
-    "without STS's network hop): quote the ratios and counts, not the milliseconds."
+    "execution-role credentials, real ID tokens of the local user pool); every AWS call is a real HTTP request to "
+    "the emulator. The two designs share handlers, events, data and emulator and differ only in the credentials "
+    "the domain layer gets (the naive one lives in `bench/naive.py`, never in production code). AWS calls are "
+    "counted with botocore event hooks (`before-call`, per API call). Cold starts are fresh interpreters over the "
+    "`sam build` output. The emulator's latencies are not AWS's (moto answers a GetItem in milliseconds of Python, "
+    "a token exchange without Cognito's network hops): quote the ratios and counts, not the milliseconds."
 )
 
 AGGREGATION_NOTE = (
@@ -51,8 +52,9 @@ AGGREGATION_NOTE = (
 
 COLD_NOTE = (
     "`import + first` is Lambda's Init Duration (without the runtime's own bootstrap) plus the first request's "
-    "Duration: for the API functions the first request includes the AssumeRole and the client that the warm "
-    "path then reuses. Measured on what `sam build` wrote, unchanged (its bytecode included), copied to a "
+    "Duration: for the API functions the first request includes the token exchange (GetId + "
+    "GetCredentialsForIdentity) and the client that the warm path then reuses. Measured on what `sam build` "
+    "wrote, unchanged (its bytecode included), copied to a "
     "read-only directory as Lambda's code directories are, with `PYTHONDONTWRITEBYTECODE=1`: nothing is compiled "
     "or cached by the first run. boto3 comes from a byte-compiled stand-in for the python3.13 runtime's copy "
     "(`.aws-sam/lambda-runtime`, the versions of `layers/shared/lambda-runtime.txt`), for the functions and the "
@@ -91,6 +93,7 @@ def _measure(
     warm = run_warm(stack, specs, runs=args.warm_runs, warmup=5 if not args.quick else 1, tenant_prefix=f"{prefix}-w")
     results["warm"] = warm["routes"]
     results["naive_overhead"] = warm["naive_overhead"]
+    results["credentials"] = run_credentials(stack, f"{prefix}-x", quick=args.quick)
     phase("aggregation")
     results["aggregation"] = run_aggregation(
         stack,

@@ -13,7 +13,8 @@ Each sample is a fresh interpreter (``python -S -P``: no site-packages, only
 the standard library and ``PYTHONPATH`` = function, layer, runtime) with the
 function's environment (pointed at the emulator, its execution role's
 credentials) and ``PYTHONDONTWRITEBYTECODE=1``. It imports the handler and
-serves its first request (for the API functions: AssumeRole, a new DynamoDB
+serves its first request (for the API functions: the caller's token exchanged
+with the identity pool, GetId then GetCredentialsForIdentity, a new DynamoDB
 client, the call). Reported: import, first request, their sum (what Lambda
 calls Init Duration plus the first Duration, without the runtime's own
 bootstrap), and the whole process.
@@ -202,17 +203,17 @@ def run_cold(
     api_env = stack.function_environment(all_specs["CreateTicketFunction"])
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
-        fixtures = Fixtures(invoker, tenant_prefix)
+        fixtures = Fixtures(invoker, tenant_prefix, stack.token)
         routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
-        floor_ticket = fixtures.create(floor_tenant, "floor-user", "Printer on fire")
+        floor_ticket = fixtures.create(floor_tenant, f"{floor_tenant}-user", "Printer on fire")
     environments = {name: stack.function_environment(spec) for name, spec in specs.items()}
     floor_env = {
         "TABLE_NAME": str(stack.state["table_name"]),
         "AWS_ENDPOINT_OVERRIDE": stack.emulator_url,
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
-        **stack.role_credentials("TenantAccessRole", "bench-floor", {"TenantId": floor_tenant}),
+        **stack.tenant_credentials(stack.token(floor_tenant, f"{floor_tenant}-user")),
     }
     floor_event = {"pk": f"TENANT#{floor_tenant}|TICKET#{floor_ticket}", "sk": "SUMMARY"}
     stream_arn = str(stack.state["stream_arn"])

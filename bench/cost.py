@@ -28,6 +28,7 @@ PRICES: dict[str, Any] = {
         "https://aws.amazon.com/api-gateway/pricing/ (REST APIs, first 333 million)",
         "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
         "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
+        "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
     ],
 }
 
@@ -62,7 +63,7 @@ def route_costs(warm: list[dict[str, Any]], specs: dict[str, FunctionSpec]) -> l
                 rru=figures["rru_per_request"],
                 wru=figures["wru_per_request"],
             )
-            row[design]["sts_calls"] = figures["sts_calls_per_request"] * 1e6
+            row[design]["credential_calls"] = figures["credential_calls_per_request"] * 1e6
         row["naive_over_ours"] = round(row["naive"]["total"] / row["ours"]["total"], 3)
         made.append(row)
     return made

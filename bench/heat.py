@@ -23,7 +23,8 @@ import random
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
@@ -31,12 +32,20 @@ from bench.calls import CallRecorder
 from bench.capacity import TRANSACTION_FACTOR, CapacityMeter, TableShape, _write_units, item_size
 from bench.warm import progress, quiet_stdout
 
+if TYPE_CHECKING:
+    from local_stack.identity_pool import SigningUserPool
+    from support_tickets.identity import Caller
+
 CREATES_PER_SECOND = 3000
 STATUS_CHANGES_PER_SECOND = 1000
 SHARD_COUNTS = (1, 4, 16)
 PARTITION_WCU_PER_SECOND = 1000
 POOL = 100  # existing open tickets the status changes pick from (at most; fewer for a small fraction)
 TENANT = "hot"
+# The in-process user pool and identity pool the simulated callers' tokens come from.
+USER_POOL_ID = "us-east-1_bench"
+CLIENT_ID = "benchclient"
+IDENTITY_POOL_ID = "us-east-1:00000000-0000-4000-8000-0000000be0c0"
 
 
 class PartitionHeat(CapacityMeter):
@@ -70,12 +79,13 @@ FUNCTION_ENVIRONMENT = {
     "AWS_SECRET_ACCESS_KEY": "bench",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
-    "TENANT_ROLE_ARN": "arn:aws:iam::123456789012:role/TenantAccessRole",
+    "IDENTITY_POOL_ID": IDENTITY_POOL_ID,
+    "USER_POOL_PROVIDER_NAME": f"cognito-idp.us-east-1.amazonaws.com/{USER_POOL_ID}",
     "FAILURE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/failures",
     "POWERTOOLS_TRACE_DISABLED": "1",
     "POWERTOOLS_METRICS_NAMESPACE": "SupportTickets",
     "POWERTOOLS_SERVICE_NAME": "support-tickets",
-    "ALLOWED_CLIENT_IDS": "benchclient",
+    "ALLOWED_CLIENT_IDS": CLIENT_ID,
 }
 
 
@@ -83,14 +93,14 @@ FUNCTION_ENVIRONMENT = {
 def _functions_environment(table_name: str) -> Iterator[None]:
     """The functions' environment and fresh container caches, for one simulation."""
     from support_tickets.aggregation import aggregator_client
-    from support_tickets.session import tenant_session
+    from support_tickets.session import credential_cache
     from support_tickets.settings import get_settings
     from support_tickets.tenant_registry import tenant_configs
 
     environment = {**FUNCTION_ENVIRONMENT, "TABLE_NAME": table_name}
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
-    for cached in (get_settings, tenant_session, aggregator_client, tenant_configs):
+    for cached in (get_settings, credential_cache, aggregator_client, tenant_configs):
         cached.cache_clear()
     try:
         yield
@@ -105,11 +115,10 @@ def _functions_environment(table_name: str) -> Iterator[None]:
 def _requests(rng: random.Random, fraction: float, pool: list[str], seed: int) -> None:
     """One (scaled) second of the hot tenant's API traffic, through the domain code."""
     from support_tickets import tickets
-    from support_tickets.identity import Caller
     from support_tickets.keys import TicketStatus
     from support_tickets.models import CreateTicketRequest, UpdateTicketRequest
 
-    users = [Caller(tenant_id=TENANT, username=f"agent{n}", is_admin=False) for n in range(20)]
+    users = [_caller(f"agent{n}") for n in range(20)]
     statuses = [TicketStatus.IN_PROGRESS, TicketStatus.CLOSED, TicketStatus.OPEN]
     work = ["create"] * max(1, round(CREATES_PER_SECOND * fraction))
     work += ["change"] * max(1, round(STATUS_CHANGES_PER_SECOND * fraction))
@@ -121,6 +130,25 @@ def _requests(rng: random.Random, fraction: float, pool: list[str], seed: int) -
             tickets.create_ticket(caller, request, idempotency_key=f"k-{seed}-{number}")
         else:
             tickets.update_ticket(caller, rng.choice(pool), UpdateTicketRequest(status=rng.choice(statuses)), None)
+
+
+@cache
+def _user_pool() -> SigningUserPool:
+    from local_stack.identity_pool import SigningUserPool
+
+    return SigningUserPool(USER_POOL_ID, CLIENT_ID)
+
+
+@cache
+def _caller(username: str) -> Caller:
+    """A caller of the hot tenant with a token of the in-process user pool (its
+    credentials come from the in-process identity pool, as in production)."""
+    from local_stack.events import gateway_claims
+    from support_tickets.identity import caller_from_claims, token_payload
+
+    token = _user_pool().id_token(TENANT, username)
+    claims = gateway_claims(token_payload(token) or {})
+    return caller_from_claims(claims, {CLIENT_ID}, f"Bearer {token}")
 
 
 def _aggregate(records: list[dict[str, Any]]) -> None:
@@ -139,12 +167,11 @@ def _aggregate(records: list[dict[str, Any]]) -> None:
 def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
     from moto import mock_aws
 
-    from local_stack import moto_fixes
+    from local_stack import identity_pool, moto_fixes
     from local_stack.stream_source import lambda_record
     from local_stack.template import table_definition
     from ops.tenants import TenantAdmin
     from support_tickets import tickets
-    from support_tickets.identity import Caller
     from support_tickets.models import CreateTicketRequest
 
     moto_fixes.apply()
@@ -159,7 +186,8 @@ def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
             operator.create_table(**definition)
             boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="failures")
             TenantAdmin(operator, table_name, phase_seconds=0.0).reshard(TENANT, shards)
-            owner = Caller(tenant_id=TENANT, username="agent0", is_admin=False)
+            identity_pool.register(_user_pool().identity_pool(IDENTITY_POOL_ID))
+            owner = _caller("agent0")
             pool_size = max(5, min(POOL, round(STATUS_CHANGES_PER_SECOND * fraction * 2)))
             pool = [
                 tickets.create_ticket(owner, CreateTicketRequest(title=f"pool {n}")).ticket_id for n in range(pool_size)

@@ -1,12 +1,14 @@
 """The naive designs the public samples use, for comparison only (never in
 production code).
 
-- :class:`NaiveTenantSession`: every request assumes the tenant role (with the
-  same session tag) and builds a new DynamoDB client from the credentials.
-  Generous to the baseline: its STS client is built once and reused, the
-  DynamoDB client comes from boto3's default session (whose loaders cache the
-  service model), as ``boto3.client(...)`` in a handler would, and it is
-  reused for the rest of the request (one AssumeRole per request, not per call).
+- :class:`NaiveCredentials`: every request exchanges the caller's token with
+  the identity pool (GetId and GetCredentialsForIdentity, as the samples call
+  ``CognitoIdentityCredentials`` per request) and builds a new DynamoDB client
+  from the credentials. Generous to the baseline: its Cognito client is built
+  once and reused, the DynamoDB client comes from boto3's default session
+  (whose loaders cache the service model), as ``boto3.client(...)`` in a
+  handler would, and it is reused for the rest of the request (one exchange
+  per request, not per call).
 - :class:`NaiveAggregator`: one ``UpdateItem ADD`` per count change (an INSERT or
   REMOVE is one, a status change two), with the same record parsing as ours.
 """
@@ -25,87 +27,101 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from support_tickets import keys, tickets
 from support_tickets.aggregation import ledger_record_from_stream
-from support_tickets.session import BOTO_CONFIG, assume_role_request
+from support_tickets.identity import IdToken
+from support_tickets.session import BOTO_CONFIG, logins
 from support_tickets.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from mypy_boto3_cognito_identity import CognitoIdentityClient
     from mypy_boto3_dynamodb import DynamoDBClient
-    from mypy_boto3_sts import STSClient
 
 
 @dataclass
 class NaiveTimings:
     """Where the naive design's extra time goes (measured inside it)."""
 
-    assume_role_ms: list[float] = field(default_factory=list)
+    exchange_ms: list[float] = field(default_factory=list)
     new_client_ms: list[float] = field(default_factory=list)
 
 
-class NaiveTenantSession:
-    """AssumeRole + a new client on every request (what the samples do). One
-    instance serves one request: the repository asks for the client before
-    each DynamoDB call, and a handler of the samples assumes once per request."""
+class NaiveCredentials:
+    """The token exchanged + a new client on every request (what the samples
+    do). One instance serves one request, as the domain layer's credential
+    cache would: ``for_token`` gives that request's clients."""
 
-    def __init__(self, settings: Settings, sts_client: STSClient, timings: NaiveTimings) -> None:
+    def __init__(self, settings: Settings, cognito: CognitoIdentityClient, timings: NaiveTimings) -> None:
         self._settings = settings
-        self._sts_client = sts_client
+        self._cognito = cognito
         self._timings = timings
-        self._clients: dict[str, DynamoDBClient] = {}
 
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
-        keys.validate_tenant_id(tenant_id)
-        if tenant_id not in self._clients:
-            self._clients[tenant_id] = self._new_client(tenant_id)
-        return self._clients[tenant_id]
+    def for_token(self, token: IdToken) -> _OneRequestsClient:
+        return _OneRequestsClient(self, token)
 
-    def _new_client(self, tenant_id: str) -> DynamoDBClient:
+    def new_client(self, token: IdToken) -> DynamoDBClient:
         started = time.perf_counter_ns()
-        credentials = self._sts_client.assume_role(**assume_role_request(self._settings, tenant_id))["Credentials"]
-        assumed = time.perf_counter_ns()
+        identity = self._cognito.get_id(
+            IdentityPoolId=self._settings.identity_pool_id, Logins=logins(self._settings, token)
+        )["IdentityId"]
+        credentials = self._cognito.get_credentials_for_identity(
+            IdentityId=identity, Logins=logins(self._settings, token)
+        )["Credentials"]
+        exchanged = time.perf_counter_ns()
         client: DynamoDBClient = boto3.client(
             "dynamodb",
             region_name=self._settings.region,
             endpoint_url=self._settings.endpoint_url,
             aws_access_key_id=credentials["AccessKeyId"],
-            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_secret_access_key=credentials["SecretKey"],
             aws_session_token=credentials["SessionToken"],
             config=BOTO_CONFIG,
         )
-        self._timings.assume_role_ms.append((assumed - started) / 1e6)
-        self._timings.new_client_ms.append((time.perf_counter_ns() - assumed) / 1e6)
+        self._timings.exchange_ms.append((exchanged - started) / 1e6)
+        self._timings.new_client_ms.append((time.perf_counter_ns() - exchanged) / 1e6)
         return client
 
-    def invalidate(self, tenant_id: str) -> None:
-        return
+
+class _OneRequestsClient:
+    def __init__(self, naive: NaiveCredentials, token: IdToken) -> None:
+        self._naive = naive
+        self._token = token
+        self._client: DynamoDBClient | None = None
+
+    def dynamodb(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = self._naive.new_client(self._token)
+        return self._client
+
+    def invalidate(self) -> None:
+        self._client = None
 
 
 class Designs:
-    """Swaps the tenant session the domain layer uses: ``ours`` is production's
-    cached :func:`support_tickets.session.tenant_session`, ``naive`` the above.
-    Everything else (handlers, events, emulator) is shared."""
+    """Swaps the credentials the domain layer uses: ``ours`` is production's
+    cached :func:`support_tickets.session.credential_cache`, ``naive`` the
+    above. Everything else (handlers, events, emulator) is shared."""
 
     def __init__(self) -> None:
-        self._ours: Callable[[], Any] = vars(tickets)["tenant_session"]
-        self._sts: STSClient | None = None
+        self._ours: Callable[[], Any] = vars(tickets)["credential_cache"]
+        self._cognito: CognitoIdentityClient | None = None
         self.timings = NaiveTimings()
 
     @contextmanager
     def use(self, design: str) -> Iterator[None]:
-        """For the naive design, a new :class:`NaiveTenantSession` per use (one request)."""
+        """For the naive design, a new :class:`NaiveCredentials` per use (one request)."""
         if design == "ours":
             yield
             return
         settings = get_settings()
-        if self._sts is None:  # generous to the baseline: one STS client, reused
-            self._sts = boto3.client(
-                "sts", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
+        if self._cognito is None:  # generous to the baseline: one Cognito client, reused
+            self._cognito = boto3.client(
+                "cognito-identity", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
             )
-        naive = NaiveTenantSession(settings, self._sts, self.timings)
-        vars(tickets)["tenant_session"] = lambda: naive
+        naive = NaiveCredentials(settings, self._cognito, self.timings)
+        vars(tickets)["credential_cache"] = lambda: naive
         try:
             yield
         finally:
-            vars(tickets)["tenant_session"] = self._ours
+            vars(tickets)["credential_cache"] = self._ours
 
 
 class NaiveAggregator:

@@ -1,5 +1,6 @@
 """The nine API routes as benchmark scenarios: data each needs, and the REST
-event of its n-th request (API Gateway's shape, Cognito claims included)."""
+event of its n-th request (API Gateway's shape: a real ID token of the local
+user pool in ``Authorization`` and its claims, see ``local_stack.events.with_token``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack.events import SAMPLE_CLIENT_ID, rest_event
+from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
 
 COMMENTS_PER_TICKET = 5
@@ -16,18 +17,8 @@ SETUP_RETRIES: list[str] = []
 BATCH_SIZE = 10
 LIST_TICKETS = 30
 
-
-def claims(tenant_id: str, username: str, *, admin: bool = False) -> dict[str, str]:
-    found = {
-        "custom:tenant_id": tenant_id,
-        "cognito:username": username,
-        "sub": f"sub-{username}",
-        "aud": SAMPLE_CLIENT_ID,
-        "token_use": "id",
-    }
-    if admin:
-        found["cognito:groups"] = "admin"
-    return found
+# (tenant, user, admin) -> that user's ID token
+Tokens = Callable[[str, str, bool], str]
 
 
 @dataclass
@@ -90,19 +81,28 @@ class Fixtures:
     """Each route gets its own tenant and data, created through the real
     handlers (ours) before anything is measured."""
 
-    def __init__(self, invoker: Invoker, tenant_prefix: str) -> None:
+    def __init__(self, invoker: Invoker, tenant_prefix: str, tokens: Tokens) -> None:
         self.invoker = invoker
         self.prefix = tenant_prefix
+        self.tokens = tokens
+
+    def event(
+        self, method: str, resource: str, tenant_id: str, user: str, *, admin: bool = False, **kwargs: Any
+    ) -> dict[str, Any]:
+        """A request of ``user`` of ``tenant_id``, as API Gateway passes it on."""
+        return with_token(rest_event(method, resource, **kwargs), self.tokens(tenant_id, user, admin))
 
     def tenant(self, route: str) -> tuple[str, str]:
-        return f"{self.prefix}-{route}", f"user-{route}"
+        # User names are global to the pool: one per tenant.
+        return f"{self.prefix}-{route}", f"user-{self.prefix}-{route}"
 
     def create(self, tenant_id: str, user: str, title: str, comments: int = 0) -> str:
-        event = rest_event(
+        event = self.event(
             "POST",
             "/tickets",
+            tenant_id,
+            user,
             body=json.dumps({"title": title, "description": "Benchmark ticket. " * 8, "resolver": "johnd"}),
-            claims=claims(tenant_id, user),
         )
         ticket_id = str(body(self.invoker.call("CreateTicketFunction", event, 201))["ticket_id"])
         for number in range(comments):
@@ -110,12 +110,13 @@ class Fixtures:
         return ticket_id
 
     def comment(self, tenant_id: str, user: str, ticket_id: str, number: int) -> None:
-        event = rest_event(
+        event = self.event(
             "POST",
             "/tickets/{ticket_id}/comments",
+            tenant_id,
+            user,
             path_parameters={"ticket_id": ticket_id},
             body=json.dumps({"body": f"Comment {number}: it is still on fire."}),
-            claims=claims(tenant_id, user),
         )
         self.invoker.call("AddCommentFunction", event, 201)
 
@@ -137,8 +138,8 @@ class Fixtures:
                     200,
                     True,
                     _bound(
-                        lambda n, t, u, i: rest_event(
-                            "GET", "/tickets/{ticket_id}/summary", path_parameters={"ticket_id": i}, claims=claims(t, u)
+                        lambda n, t, u, i: self.event(
+                            "GET", "/tickets/{ticket_id}/summary", t, u, path_parameters={"ticket_id": i}
                         ),
                         tenant,
                         user,
@@ -157,8 +158,8 @@ class Fixtures:
                     200,
                     True,
                     _bound(
-                        lambda n, t, u, i: rest_event(
-                            "GET", "/tickets/{ticket_id}", path_parameters={"ticket_id": i}, claims=claims(t, u)
+                        lambda n, t, u, i: self.event(
+                            "GET", "/tickets/{ticket_id}", t, u, path_parameters={"ticket_id": i}
                         ),
                         tenant,
                         user,
@@ -178,9 +179,7 @@ class Fixtures:
                     200,
                     True,
                     _bound(
-                        lambda n, t, u: rest_event(
-                            "GET", "/tickets", query={"status": "OPEN", "limit": "25"}, claims=claims(t, u)
-                        ),
+                        lambda n, t, u: self.event("GET", "/tickets", t, u, query={"status": "OPEN", "limit": "25"}),
                         tenant,
                         user,
                     ),
@@ -197,9 +196,7 @@ class Fixtures:
                     "GetAggregatesFunction",
                     200,
                     True,
-                    _bound(
-                        lambda n, t, u: rest_event("GET", "/aggregates", claims=claims(t, u, admin=True)), tenant, user
-                    ),
+                    _bound(lambda n, t, u: self.event("GET", "/aggregates", t, u, admin=True), tenant, user),
                 )
             )
 
@@ -212,11 +209,12 @@ class Fixtures:
                     201,
                     False,
                     _bound(
-                        lambda n, t, u: rest_event(
+                        lambda n, t, u: self.event(
                             "POST",
                             "/tickets",
+                            t,
+                            u,
                             body=json.dumps({"title": f"Ticket {n}", "description": "Benchmark ticket. " * 8}),
-                            claims=claims(t, u),
                         ),
                         tenant,
                         user,
@@ -234,12 +232,13 @@ class Fixtures:
                     200,
                     False,
                     _bound(
-                        lambda n, t, u, i: rest_event(
+                        lambda n, t, u, i: self.event(
                             "PATCH",
                             "/tickets/{ticket_id}",
+                            t,
+                            u,
                             path_parameters={"ticket_id": i},
                             body=json.dumps({"title": f"Printer on fire, take {n}"}),
-                            claims=claims(t, u),
                         ),
                         tenant,
                         user,
@@ -258,12 +257,13 @@ class Fixtures:
                     201,
                     False,
                     _bound(
-                        lambda n, t, u, i: rest_event(
+                        lambda n, t, u, i: self.event(
                             "POST",
                             "/tickets/{ticket_id}/comments",
+                            t,
+                            u,
                             path_parameters={"ticket_id": i},
                             body=json.dumps({"body": f"Comment {n}: it is still on fire."}),
-                            claims=claims(t, u),
                         ),
                         tenant,
                         user,
@@ -282,11 +282,12 @@ class Fixtures:
                     200,
                     False,
                     _bound(
-                        lambda n, t, u, ids: rest_event(
+                        lambda n, t, u, ids: self.event(
                             "POST",
                             "/tickets/status",
+                            t,
+                            u,
                             body=json.dumps({"ticket_ids": ids, "status": "IN_PROGRESS" if n % 2 == 0 else "OPEN"}),
-                            claims=claims(t, u),
                         ),
                         tenant,
                         user,
@@ -306,11 +307,8 @@ class Fixtures:
                     204,
                     False,
                     _bound(
-                        lambda n, t, u, ids: rest_event(
-                            "DELETE",
-                            "/tickets/{ticket_id}",
-                            path_parameters={"ticket_id": ids[n]},
-                            claims=claims(t, u, admin=True),
+                        lambda n, t, u, ids: self.event(
+                            "DELETE", "/tickets/{ticket_id}", t, u, admin=True, path_parameters={"ticket_id": ids[n]}
                         ),
                         tenant,
                         user,

@@ -17,16 +17,18 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from local_stack.events import SAMPLE_CLIENT_ID
+import boto3
+
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.roles import function_role, role_arn
 from local_stack.stack import lambda_environment
 from local_stack.state import STATE_FILE, operator_client
 from local_stack.template import PROJECT_ROOT
+from local_stack.users import UserPool, ensure_user, id_token
 
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
@@ -37,6 +39,7 @@ class StackProcess:
     process: subprocess.Popen[bytes]
     state_dir: Path
     state: dict[str, Any]
+    _tokens: dict[tuple[str, str, bool], str] = field(default_factory=dict)
 
     @property
     def emulator_url(self) -> str:
@@ -58,6 +61,32 @@ class StackProcess:
             "AWS_SESSION_TOKEN": credentials["SessionToken"],
         }
 
+    def token(self, tenant_id: str, username: str, admin: bool = False) -> str:
+        """An ID token of the stack's user pool (the user created if needed), the
+        same one for the whole run, as a client keeps its token for an hour."""
+        key = (tenant_id, username, admin)
+        if key not in self._tokens:
+            pool = UserPool(self.operator("cognito-idp"), self.state["user_pool_id"], self.state["user_pool_client_id"])
+            ensure_user(pool, username, tenant_id, admin=admin)
+            self._tokens[key] = id_token(pool, username)
+        return self._tokens[key]
+
+    def identity_pool(self) -> Any:
+        """The identity pool's unsigned API, as the functions call it."""
+        return boto3.client("cognito-identity", region_name=str(self.state["region"]), endpoint_url=self.emulator_url)
+
+    def tenant_credentials(self, token: str) -> dict[str, str]:
+        """``AWS_*`` variables of the credentials the identity pool gives ``token``."""
+        pool = self.identity_pool()
+        logins = {str(self.state["user_pool_provider_name"]): token}
+        identity = pool.get_id(IdentityPoolId=self.state["identity_pool_id"], Logins=logins)["IdentityId"]
+        credentials = pool.get_credentials_for_identity(IdentityId=identity, Logins=logins)["Credentials"]
+        return {
+            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": credentials["SecretKey"],
+            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+        }
+
     def drain(self, timeout: float = 60.0) -> None:
         """Wait until the stack's stream poller has fed every record to the aggregator."""
         url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
@@ -70,10 +99,11 @@ class StackProcess:
         Lambda's own, the execution role's credentials), pointed at the emulator."""
         credentials = self.role_credentials(function_role(spec.logical_id), f"bench-{spec.logical_id}")
         environment = lambda_environment(spec, self.emulator_url, credentials, f"bench-{spec.logical_id}")
+        # The template's references, as the running stack resolved them.
         environment["TABLE_NAME"] = str(self.state["table_name"])
-        environment["TENANT_ROLE_ARN"] = str(self.state["tenant_role_arn"])
-        # The benchmark's events are made by hand (bench.routes.claims), not tokens of the pool.
-        environment["ALLOWED_CLIENT_IDS"] = SAMPLE_CLIENT_ID
+        environment["IDENTITY_POOL_ID"] = str(self.state["identity_pool_id"])
+        environment["USER_POOL_PROVIDER_NAME"] = str(self.state["user_pool_provider_name"])
+        environment["ALLOWED_CLIENT_IDS"] = str(self.state["user_pool_client_id"])
         return environment
 
 

@@ -5,7 +5,7 @@ REST events (``local_stack.events.rest_event``); every AWS call they make is a
 real, signed HTTP request over loopback to the emulator in the local stack's
 process. The two designs share everything (handler modules, events, data,
 emulator, the one warm-up that loads botocore's models) except the tenant
-session the domain layer gets (:class:`bench.naive.Designs`). Requests
+credentials the domain layer gets (:class:`bench.naive.Designs`). Requests
 alternate between the designs (ours first on even rounds, naive first on odd
 ones), so drift in the emulator (a growing table, the stream poller) falls on
 both alike.
@@ -30,10 +30,12 @@ from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.lambda_runtime import FunctionSpec, environment
-from support_tickets.session import tenant_session
+from support_tickets.session import credential_cache
 
 DESIGNS = ("ours", "naive")
 MAX_ATTEMPTS = 3
+# The calls that obtain credentials: the identity pool's exchange, and STS.
+CREDENTIAL_SERVICES = ("cognito-identity", "sts")
 
 
 @contextmanager
@@ -66,6 +68,7 @@ class DesignRun:
 
     def result(self) -> dict[str, Any]:
         calls = [tally.total for tally in self.tallies]
+        credential = [sum(tally.service(name) for name in CREDENTIAL_SERVICES) for tally in self.tallies]
         sts = [tally.service("sts") for tally in self.tallies]
         dynamodb = [tally.service("dynamodb") for tally in self.tallies]
         by_call: dict[str, float] = {}
@@ -76,10 +79,12 @@ class DesignRun:
         return {
             "latency_ms": summary(self.latencies_ms),
             "aws_calls_per_request": sum(calls) / n,
+            "credential_calls_per_request": sum(credential) / n,
             "sts_calls_per_request": sum(sts) / n,
             "dynamodb_calls_per_request": sum(dynamodb) / n,
             "http_attempts_per_request": sum(tally.attempts for tally in self.tallies) / n,
             "calls_by_operation_per_request": {name: count / n for name, count in sorted(by_call.items())},
+            "max_credential_calls_in_a_request": max(credential),
             "max_sts_calls_in_a_request": max(sts),
             "max_dynamodb_calls_in_a_request": max(dynamodb),
             # The tenant record is re-read once per TENANT_CONFIG_TTL_SECONDS per
@@ -97,7 +102,7 @@ def run_warm(
     stack: StackProcess, specs: dict[str, FunctionSpec], *, runs: int, warmup: int, tenant_prefix: str
 ) -> dict[str, Any]:
     """``routes``: per route, both designs; ``naive_overhead``: where the naive
-    design's extra time went (AssumeRole, building the client)."""
+    design's extra time went (the token exchange, building the client)."""
     invoker = Invoker(specs)
     designs = Designs()
     recorder = CallRecorder()
@@ -105,13 +110,13 @@ def run_warm(
     # Sessions made before the hooks were installed (an earlier phase ran the
     # handlers) would go uncounted: start from a fresh container's state.
     boto3.DEFAULT_SESSION = None
-    tenant_session.cache_clear()
+    credential_cache.cache_clear()
     meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
     env = stack.function_environment(specs["CreateTicketFunction"])
     results: list[dict[str, Any]] = []
     try:
         with environment(env), quiet_stdout():
-            fixtures = Fixtures(invoker, tenant_prefix)
+            fixtures = Fixtures(invoker, tenant_prefix, stack.token)
             deletes = 2 * (warmup + runs + 1) + 10  # spares for retried requests
             progress(f"warm path: creating test data ({deletes} tickets to delete)")
             routes = fixtures.routes(deletes)
@@ -125,7 +130,7 @@ def run_warm(
     return {
         "routes": results,
         "naive_overhead": {
-            "assume_role_ms": summary(designs.timings.assume_role_ms),
+            "exchange_ms": summary(designs.timings.exchange_ms),
             "new_client_ms": summary(designs.timings.new_client_ms),
         },
     }

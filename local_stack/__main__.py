@@ -4,6 +4,8 @@
 - ``token``: an ID token for a tenant user of the running stack (``make token``).
 - ``onboard``: create a tenant's users and admins, in the running local stack
   or in a deployed stack's user pool (``make onboard``).
+- ``events``: rewrite ``<state dir>/events/``, the sample events with fresh
+  tokens of the demo users, for ``sam local invoke`` (``make events``).
 - ``drain``: wait until the running stack's stream poller has caught up.
 """
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, STATE_FILE, operator_client, read_state
+from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, STATE_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
 from ops.stack_target import TargetError, dynamodb_target
 
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("--stack", help="a deployed stack's name (default: the running local stack)")
     board.add_argument("--region", help="the deployed stack's region (default: your AWS configuration)")
 
+    commands.add_parser("events", help="rewrite the sample events with fresh tokens (for sam local invoke)")
+
     drain = commands.add_parser("drain", help="wait until the stream poller has caught up")
     drain.add_argument("--timeout", type=float, default=60.0)
 
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             return _token(args)
         if args.command == "onboard":
             return _onboard(args)
+        if args.command == "events":
+            return _events(args)
         return _drain(args)
     except (UserPoolError, InvalidTenantId, NotRunning, TargetError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"error: {exc}\n")
@@ -151,7 +157,9 @@ def quickstart(stack: LocalStack, state_dir: Path) -> str:
         env_file = env_file.relative_to(Path.cwd())
     return f"""
 Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
-  AWS emulator {stack.emulator.url} (moto + IAM guard); sam local --env-vars {env_file}
+  AWS emulator {stack.emulator.url} (moto + IAM guard, identity pool)
+  sam local invoke <Function> -e {env_file.parent / EVENTS_DIR}/<file>.json --env-vars {env_file}
+    (README: "sam local against the local stack"; make events: new tokens)
   demo tenants: {demo or "none (--no-seed)"}
 
 Try it (in another terminal):
@@ -170,6 +178,16 @@ def _token(args: argparse.Namespace) -> int:
     pool = _local_pool(_running_state(args.state_dir))
     ensure_user(pool, args.user, args.tenant, admin=args.admin)
     sys.stdout.write(id_token(pool, args.user) + "\n")
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    from ops.sample_events import write_local
+
+    pool = _local_pool(_running_state(args.state_dir))
+    for path in write_local(args.state_dir / EVENTS_DIR, pool):
+        shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+        sys.stdout.write(f"{shown}\n")
     return 0
 
 

@@ -8,6 +8,9 @@ calls it at every start); every pool created afterwards signs with it, under
 its own ``kid``, and ``/<pool id>/.well-known/jwks.json`` serves that pool's
 public key only (404 for a pool that does not exist).
 
+**Global sign-out** is remembered per user (:func:`signed_out_at`), for the
+identity pool's server-side token check (:mod:`local_stack.identity_pool`).
+
 **Pool and client rules** moto ignores, enforced by moto's own backend (so
 through the emulator and under ``mock_aws`` alike), with Cognito's errors:
 
@@ -32,6 +35,7 @@ import functools
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -99,6 +103,8 @@ _DEFAULT_FLOWS = frozenset({"ALLOW_USER_SRP_AUTH", "ALLOW_CUSTOM_AUTH", "ALLOW_R
 _lock = threading.Lock()
 _signing_key: RSAKey | None = None
 _installed = False
+# (user pool id, user name) -> when the user last signed out globally (epoch s).
+_signed_out: dict[tuple[str, str], int] = {}
 
 
 # ---------------------------------------------------------------- signing keys
@@ -134,7 +140,7 @@ class _SigningJwt:
         return jwt.encode({**header, "kid": kid} if kid else header, claims, key, *args, **kwargs)
 
 
-def _find_pool(pool_id: str) -> CognitoIdpUserPool | None:
+def find_pool(pool_id: str) -> CognitoIdpUserPool | None:
     region = pool_id.split("_", 1)[0]
     for account_backends in list(cognitoidp_backends.values()):
         backend = account_backends.get(region)
@@ -147,11 +153,30 @@ def _find_pool(pool_id: str) -> CognitoIdpUserPool | None:
 def _serve_json_web_key(*args: Any) -> tuple[int, dict[str, str], bytes]:
     # Called by moto's server with (request, full_url, headers).
     pool_id = urlsplit(str(args[1])).path.strip("/").split("/")[0]
-    pool = _find_pool(pool_id)
+    pool = find_pool(pool_id)
     if pool is None:
         return 404, {"Content-Type": "application/json"}, b'{"message": "User pool not found"}'
     body = json.dumps(public_jwks(pool.json_web_key)).encode()
     return 200, {"Content-Type": "application/json"}, body
+
+
+def signed_out_at(pool_id: str, username: str) -> int | None:
+    """When the user last signed out globally (``GlobalSignOut``,
+    ``AdminUserGlobalSignOut``): Cognito refuses that user's earlier tokens
+    where it checks them server-side (the identity pool's
+    ``ServerSideTokenCheck``). moto keeps no such time."""
+    with _lock:
+        return _signed_out.get((pool_id, username))
+
+
+def _record_sign_out(original: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(original)
+    def sign_out(self: CognitoIdpUserPool, username: str) -> None:
+        original(self, username)
+        with _lock:
+            _signed_out[(self.id, username)] = int(time.time())
+
+    return sign_out
 
 
 # ---------------------------------------------------------------- pool and client rules
@@ -255,4 +280,5 @@ def install() -> None:
     _wrap("admin_delete_user_attributes", _admin_update_user_attributes)
     _wrap("initiate_auth", _initiate_auth)
     _wrap("admin_initiate_auth", _admin_initiate_auth)
+    CognitoIdpUserPool.sign_out = _record_sign_out(CognitoIdpUserPool.sign_out)  # type: ignore[method-assign]
     _installed = True

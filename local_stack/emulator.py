@@ -3,12 +3,14 @@ provisioned from `template.yaml`.
 
 :meth:`Emulator.provision` creates what the stack's functions need, each from
 its template definition: the table (with GSI1, its stream and TTL), every
-SQS queue (the stream functions' on-failure queues), every IAM role (trust policy, inline policies,
-policies attached by ``AWS::IAM::Policy``, SAM's generated function roles), and
-the user pool with its ``custom:tenant_id`` schema, app client and ``admin``
-group. The user pool signs ID tokens (RS256) with a key generated at every
-start (:mod:`local_stack.cognito`; moto's own key is public) and serves its
-public half at ``/<pool id>/.well-known/jwks.json``.
+SQS queue (the stream functions' on-failure queues), the user pool with its
+``custom:tenant_id`` schema, app client and ``admin`` group, the identity pool
+(served by :mod:`local_stack.identity_pool`: its provider, authenticated role
+and principal tags), and every IAM role (trust policy, inline policies,
+policies attached by ``AWS::IAM::Policy``, SAM's generated function roles).
+The user pool signs ID tokens (RS256) with a key generated at every start
+(:mod:`local_stack.cognito`; moto's own key is public) and serves its public
+half at ``/<pool id>/.well-known/jwks.json``.
 
 The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
 emulated account's administrator, see :mod:`local_stack.guard`), never with
@@ -28,7 +30,7 @@ import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from local_stack import cognito, moto_fixes
+from local_stack import cognito, identity_pool, moto_fixes
 from local_stack.guard import Guard, Session, TableKeys
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
@@ -36,6 +38,7 @@ from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
 from local_stack.template import Resolver, local_resolver, table_definition, template
 
 if TYPE_CHECKING:
+    from mypy_boto3_cognito_identity import CognitoIdentityClient
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sts import STSClient
@@ -66,6 +69,8 @@ class Provisioned:
     stream_arn: str
     user_pool_id: str
     user_pool_client_id: str
+    user_pool_provider_name: str
+    identity_pool_id: str
     admin_group: str
     failure_queue_url: str
     failure_queue_arn: str
@@ -200,6 +205,13 @@ class Emulator:
             resolver.refs[logical_id] = queue_url
             resolver.attributes[f"{logical_id}.Arn"] = attributes["QueueArn"]
 
+        pool_id, client_id, group = self._provision_user_pool(resolver)
+        resolver.refs["UserPool"] = pool_id
+        resolver.refs["UserPoolClient"] = client_id
+        provider_name = f"cognito-idp.{REGION}.amazonaws.com/{pool_id}"
+        resolver.attributes["UserPool.ProviderName"] = provider_name
+        resolver.refs["IdentityPool"] = self._provision_identity_pool(resolver)
+
         roles = roles_from_template(resolver)
         iam_client = self.client("iam")
         for role in roles.values():
@@ -207,16 +219,17 @@ class Emulator:
             for name, document in role.inline_policies.items():
                 iam_client.put_role_policy(RoleName=role.name, PolicyName=name, PolicyDocument=json.dumps(document))
         self.guard.roles = roles
-
-        pool_id, client_id, group = self._provision_user_pool(resolver)
-        resolver.refs["UserPool"] = pool_id
-        resolver.refs["UserPoolClient"] = client_id
+        self.guard.identity_pool = identity_pool.from_template(
+            resolver, resolver.refs["IdentityPool"], roles, identity_pool.user_pool_provider
+        )
         self.provisioned = Provisioned(
             table_name=definition["TableName"],
             table_arn=table["TableArn"],
             stream_arn=table.get("LatestStreamArn", ""),
             user_pool_id=pool_id,
             user_pool_client_id=client_id,
+            user_pool_provider_name=provider_name,
+            identity_pool_id=resolver.refs["IdentityPool"],
             admin_group=group,
             failure_queue_url=queues["AggregateCountsFailureQueue"][0],
             failure_queue_arn=queues["AggregateCountsFailureQueue"][1],
@@ -225,6 +238,23 @@ class Emulator:
             queues=queues,
         )
         return self.provisioned
+
+    def _provision_identity_pool(self, resolver: Resolver) -> str:
+        """The identity pool in moto (so the operator can describe it); the
+        guard answers its token exchanges (:mod:`local_stack.identity_pool`)."""
+        (props,) = [
+            resolver.resolve(res["Properties"])
+            for res in template()["Resources"].values()
+            if res["Type"] == "AWS::Cognito::IdentityPool"
+        ]
+        client: CognitoIdentityClient = self.client("cognito-identity")
+        created = client.create_identity_pool(
+            IdentityPoolName=props["IdentityPoolName"],
+            AllowUnauthenticatedIdentities=bool(props.get("AllowUnauthenticatedIdentities")),
+            AllowClassicFlow=bool(props.get("AllowClassicFlow")),
+            CognitoIdentityProviders=props.get("CognitoIdentityProviders", []),
+        )
+        return created["IdentityPoolId"]
 
     def _provision_user_pool(self, resolver: Resolver) -> tuple[str, str, str]:
         resources = template()["Resources"]

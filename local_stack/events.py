@@ -1,13 +1,18 @@
 """API Gateway REST (v1 proxy) events, shaped exactly as API Gateway sends them
 with a Cognito user-pool authorizer: claims are strings under
-``requestContext.authorizer.claims``."""
+``requestContext.authorizer.claims``, and the ``Authorization`` header (the
+authorizer's identity source) is passed through with the token they came from."""
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
+
+from support_tickets.identity import token_payload
 
 # The app client of the sample events (events/) and of the in-process tests'
 # claims: what ALLOWED_CLIENT_IDS names wherever such events are invoked.
@@ -76,3 +81,38 @@ def rest_event(
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def gateway_claims(claims: Mapping[str, Any]) -> dict[str, str]:
+    """Claims as a REST API's Cognito authorizer puts them in the event: strings
+    only; lists comma-joined; ``exp``/``iat`` as ``Fri Nov 21 10:00:00 UTC 2026``."""
+    out: dict[str, str] = {}
+    for name, value in claims.items():
+        if name in ("exp", "iat") and isinstance(value, int | float):
+            out[name] = datetime.fromtimestamp(value, UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+        elif isinstance(value, list | tuple):
+            out[name] = ",".join(str(item) for item in value)
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        else:
+            out[name] = str(value)
+    return out
+
+
+def with_token(event: Mapping[str, Any], token: str) -> dict[str, Any]:
+    """``event`` as API Gateway would send it for a request bearing ``token``:
+    the ``Authorization`` header (single- and multi-value) and the claims of
+    that token. Its payload is decoded, not verified: the caller vouches for it
+    (a token of the local user pool, or the tests' signing key)."""
+    payload = token_payload(token)
+    if payload is None:
+        raise ValueError("not a JWT")
+    authorized = copy.deepcopy(dict(event))
+    for name in [name for name in authorized.get("headers") or {} if name.lower() == "authorization"]:
+        del authorized["headers"][name]
+    for name in [name for name in authorized.get("multiValueHeaders") or {} if name.lower() == "authorization"]:
+        del authorized["multiValueHeaders"][name]
+    authorized.setdefault("headers", {})["Authorization"] = f"Bearer {token}"
+    authorized.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {token}"]
+    authorized["requestContext"]["authorizer"] = {"claims": gateway_claims(payload)}
+    return authorized

@@ -36,7 +36,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from joserfc import jwt
@@ -45,7 +44,7 @@ from joserfc.jwk import KeySet
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
-from local_stack.events import rest_event
+from local_stack.events import gateway_claims, rest_event
 from local_stack.lambda_runtime import FunctionSpec
 from local_stack.template import Resolver, template
 
@@ -105,22 +104,6 @@ class Authorizer:
             return None
         claims: dict[str, Any] = dict(decoded.claims)
         return claims
-
-
-def gateway_claims(claims: Mapping[str, Any]) -> dict[str, str]:
-    """Claims as a REST API's Cognito authorizer puts them in the event: strings
-    only; lists comma-joined; ``exp``/``iat`` as ``Fri Nov 21 10:00:00 UTC 2026``."""
-    out: dict[str, str] = {}
-    for name, value in claims.items():
-        if name in ("exp", "iat") and isinstance(value, int | float):
-            out[name] = datetime.fromtimestamp(value, UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
-        elif isinstance(value, list | tuple):
-            out[name] = ",".join(str(item) for item in value)
-        elif isinstance(value, bool):
-            out[name] = "true" if value else "false"
-        else:
-            out[name] = str(value)
-    return out
 
 
 # ---------------------------------------------------------------- routes

@@ -19,7 +19,16 @@ policies (see :mod:`local_stack.roles`):
   credentials, the guard records their access key id with the role, the
   session name and the session tags: that is how ``${aws:PrincipalTag/...}``
   gets its value later. Other credential-minting STS actions are refused
-  (the guard could not attribute their keys).
+  (the guard could not attribute their keys). ``TenantAccessRole`` trusts
+  only the identity pool (``sts:AssumeRoleWithWebIdentity``), so nobody
+  assumes it with ``AssumeRole``, the operator included, as in AWS.
+- **The identity pool** (``GetId``, ``GetCredentialsForIdentity``,
+  ``GetOpenIdToken``, signed or not, as Cognito takes them): answered by
+  :class:`local_stack.identity_pool.LocalIdentityPool` (the token verified
+  as Cognito verifies it, the role's trust policy, the template's principal
+  tags); the credentials it issues are recorded like AssumeRole's, with the
+  role and the tags Cognito would set. Its other actions follow the rules
+  below (the operator's pass, a session's are refused, unsigned ones too).
 - **DynamoDB and DynamoDB Streams** signed with a recorded session: every
   request is turned into the authorization questions DynamoDB asks
   (:func:`dynamodb_requests`): the action and the table or index ARN, and
@@ -75,7 +84,7 @@ import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from moto.core.responses import BaseResponse
@@ -83,6 +92,9 @@ from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
 from local_stack import cognito, iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
+
+if TYPE_CHECKING:
+    from local_stack.identity_pool import LocalIdentityPool
 
 log = logging.getLogger("local_stack.guard")
 
@@ -96,6 +108,9 @@ _REFUSED_STS_ACTIONS = frozenset(
     {"AssumeRoleWithWebIdentity", "AssumeRoleWithSAML", "GetSessionToken", "GetFederationToken", "AssumeRoot"}
 )
 _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
+_IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
+# What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
+IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
 
 
 # ---------------------------------------------------------------- who is calling
@@ -571,11 +586,13 @@ class Guard:
         roles: Mapping[str, RoleDefinition],
         tables: Mapping[str, TableKeys],
         sessions: Sessions | None = None,
+        identity_pool: LocalIdentityPool | None = None,
     ) -> None:
         self._app = app
         self.roles = roles
         self.tables = tables
         self.sessions = sessions or Sessions()
+        self.identity_pool = identity_pool
         self._lock = threading.Lock()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -584,8 +601,13 @@ class Guard:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         response: _Response | None
         signer = signer_of(authorization) if authorization else None
-        if not authorization:
-            response = self._unsigned(environ, target)
+        identity_pool_action = (
+            target.removeprefix(_IDENTITY_POOL_TARGET) if target.startswith(_IDENTITY_POOL_TARGET) else ""
+        )
+        if identity_pool_action in IDENTITY_POOL_ACTIONS:
+            response = self._identity_pool(identity_pool_action, body)
+        elif not authorization:
+            response = self._unsigned(environ, body, target)
         elif signer is None:
             # moto would hand it to a default backend: nothing the guard could judge.
             response = _json_denial("AccessDeniedException", "The request's credential scope can't be read.")
@@ -598,6 +620,37 @@ class Guard:
             response = self._forward(environ, body)
         start_response(response.status, response.headers)
         return [response.body]
+
+    def _identity_pool(self, action: str, body: bytes) -> _Response:
+        """Cognito's answer (JSON 1.1); issued credentials are recorded with
+        the pool's role and the tags Cognito would set."""
+        from local_stack.identity_pool import IdentityPoolError
+
+        try:
+            params = json.loads(body or b"{}")
+            if not isinstance(params, dict):
+                raise IdentityPoolError("InvalidParameterException", "The request body is not a JSON object.")
+            if self.identity_pool is None:
+                raise IdentityPoolError("ResourceNotFoundException", "No identity pool is provisioned.")
+            answer, issued = self.identity_pool.call(action, params)
+        except ValueError:
+            answer, issued = None, None
+            error = ("SerializationException", "The request body is not JSON.")
+        except IdentityPoolError as exc:
+            answer, issued = None, None
+            error = (exc.code, exc.message)
+        if answer is None:
+            log.warning("identity pool refused %s: %s", action, error[1])
+            return _json_denial(error[0], error[1], content_type="application/x-amz-json-1.1")
+        if issued is not None:
+            self.sessions.add(Session(issued.access_key_id, issued.role, issued.session_name, dict(issued.tags)))
+        payload = json.dumps(answer).encode()
+        headers = [
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("x-amzn-RequestId", str(uuid.uuid4())),
+            ("Content-Length", str(len(payload))),
+        ]
+        return _Response("200 OK", headers, payload)
 
     def _forward(self, environ: Environ, body: bytes) -> _Response:
         environ["wsgi.input"] = io.BytesIO(body)
@@ -618,7 +671,7 @@ class Guard:
                     close()
         return _Response(captured["status"], list(captured["headers"]), data)
 
-    def _unsigned(self, environ: Environ, target: str) -> _Response | None:
+    def _unsigned(self, environ: Environ, body: bytes, target: str) -> _Response | None:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
             return None
@@ -628,6 +681,10 @@ class Guard:
                 return None
             # Admin and management APIs need IAM credentials (the operator's here).
             return _json_denial("MissingAuthenticationTokenException", "Missing Authentication Token")
+        sts_action = "" if target else _query_params(environ, body).get("Action", "")
+        if sts_action:
+            # STS's unsigned federation (AssumeRoleWithWebIdentity, -WithSAML), in STS's own XML.
+            return _xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None))
         return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
@@ -731,10 +788,16 @@ def _query_params(environ: Environ, body: bytes) -> dict[str, str]:
     return params
 
 
-def _json_denial(error_type: str, message: str, *, status: str = "400 Bad Request") -> _Response:
+def _json_denial(
+    error_type: str,
+    message: str,
+    *,
+    status: str = "400 Bad Request",
+    content_type: str = "application/x-amz-json-1.0",
+) -> _Response:
     body = json.dumps({"__type": error_type, "message": message}).encode()
     headers = [
-        ("Content-Type", "application/x-amz-json-1.0"),
+        ("Content-Type", content_type),
         ("x-amzn-RequestId", str(uuid.uuid4())),
         ("Content-Length", str(len(body))),
     ]

@@ -57,7 +57,9 @@ from functools import cache
 from typing import Any
 
 # Condition keys whose request value is a set (the others have one value).
-MULTIVALUED_KEYS = frozenset({"dynamodb:leadingkeys", "dynamodb:attributes", "aws:tagkeys"})
+MULTIVALUED_KEYS = frozenset(
+    {"dynamodb:leadingkeys", "dynamodb:attributes", "aws:tagkeys", "cognito-identity.amazonaws.com:amr"}
+)
 
 _STATEMENT_ELEMENTS = frozenset({"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"})
 _TRUST_ELEMENTS = _STATEMENT_ELEMENTS | {"Principal", "NotPrincipal"}
@@ -89,7 +91,9 @@ class Request:
     resource: str
     context: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # Who asks, for trust policies: e.g. the calling role's ARN and its account's
-    # root ARN. "*" stands for any principal (the local operator, see guard).
+    # root ARN, or a federation service ("cognito-identity.amazonaws.com" for an
+    # identity pool's web identity). "*" stands for any principal (the local
+    # operator, see guard).
     principals: tuple[str, ...] = ()
 
     def values(self, key: str) -> tuple[str, ...] | None:
@@ -181,7 +185,7 @@ def _principal_matches(statement: Mapping[str, Any], principals: tuple[str, ...]
     if "NotPrincipal" in statement or "Principal" not in statement:
         raise NotUnderstood("trust statements need a Principal")
     value = statement["Principal"]
-    if not isinstance(value, Mapping) or set(value) - {"AWS", "Service"}:
+    if not isinstance(value, Mapping) or set(value) - {"AWS", "Service", "Federated"}:
         if value == "*":
             return True
         raise NotUnderstood("Principal")

@@ -11,7 +11,9 @@ Code between requests (handlers, the poller, the aggregator) still runs
 concurrently.
 
 moto's user pools sign with a key from moto's package and ignore their own
-settings: :mod:`local_stack.cognito` fixes both.
+settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
+fixed credentials for any identity, unchecked: :mod:`local_stack.identity_pool`
+answers instead.
 
 ``TransactWriteItems`` costs what it touches. moto 5.2.5 deep-copies every
 table a transaction names before applying it, so that it can swap the copies
@@ -67,7 +69,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 
-from local_stack import cognito
+from local_stack import cognito, identity_pool
 
 _applied = False
 # moto's backends are not thread-safe: every request, in-process or through the
@@ -83,6 +85,7 @@ def apply() -> None:
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     _query_reads_only_its_partition()
     cognito.install()
+    identity_pool.install()
     _applied = True
 
 

@@ -2,9 +2,11 @@
 stream poller, all from `template.yaml`. ``make dev`` runs :class:`LocalStack`.
 
 While it runs, ``<state dir>/stack.json`` tells other commands (``make token``,
-``make onboard``, tests, benchmarks) where everything is, and
-``<state dir>/env.json`` is an ``--env-vars`` file for ``sam local``. Both are
-removed on stop.
+``make onboard``, tests, benchmarks) where everything is,
+``<state dir>/env.json`` is an ``--env-vars`` file for ``sam local``, and
+``<state dir>/events/`` holds the sample events of ``events/`` with fresh
+tokens of the demo users (``make events`` refreshes them: a token lives an
+hour). All are removed on stop.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -25,15 +28,15 @@ from typing import Any
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
-from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.gateway import Authorizer, Gateway, GatewayResponses, routes_from_specs
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
-from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, REGION, STATE_FILE, read_state, write_json
+from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import stream_functions, stream_source
 from local_stack.template import PROJECT_ROOT, template
 from local_stack.users import UserPool, ensure_user, id_token
+from ops import sample_events
 
 log = logging.getLogger("local_stack")
 
@@ -150,24 +153,11 @@ def lambda_environment(
 def sam_env_vars(specs: Iterable[FunctionSpec], endpoint: str) -> dict[str, dict[str, str]]:
     """The ``--env-vars`` file for ``sam local``: per function, the variables the
     template declares (sam local overrides no others), pointed at the emulator.
-    The functions also accept the sample events' app client, so that
-    ``sam local invoke -e events/<file>.json`` works against the local stack:
-    ``sam local invoke`` has no authorizer, whoever invokes writes the claims."""
-    return {
-        spec.logical_id: {
-            **spec.environment,
-            **_with_sample_client(spec.environment),
-            "AWS_ENDPOINT_OVERRIDE": endpoint,
-        }
-        for spec in specs
-    }
-
-
-def _with_sample_client(environment: dict[str, str]) -> dict[str, str]:
-    if "ALLOWED_CLIENT_IDS" not in environment:
-        return {}
-    ids = [client_id for client_id in environment["ALLOWED_CLIENT_IDS"].split(",") if client_id]
-    return {"ALLOWED_CLIENT_IDS": ",".join(dict.fromkeys([*ids, SAMPLE_CLIENT_ID]))}
+    ``sam local invoke`` has no authorizer: the event carries the claims and the
+    token (``.local/events/``, with tokens of the local pool's demo users), and
+    the function exchanges that token with the local identity pool as it would
+    with Cognito's."""
+    return {spec.logical_id: {**spec.environment, "AWS_ENDPOINT_OVERRIDE": endpoint} for spec in specs}
 
 
 # ---------------------------------------------------------------- the stack
@@ -348,6 +338,8 @@ class LocalStack:
             "region": REGION,
             "user_pool_id": self.provisioned.user_pool_id,
             "user_pool_client_id": self.provisioned.user_pool_client_id,
+            "user_pool_provider_name": self.provisioned.user_pool_provider_name,
+            "identity_pool_id": self.provisioned.identity_pool_id,
             "admin_group": self.provisioned.admin_group,
             "table_name": self.provisioned.table_name,
             "stream_arn": self.provisioned.stream_arn,
@@ -395,12 +387,15 @@ class LocalStack:
         directory.mkdir(parents=True, exist_ok=True)
         endpoint = self.options.env_endpoint or self.emulator.url
         write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint))
-        write_json(directory / STATE_FILE, self.state())
         self._wrote_state = True
+        if self.options.seed:
+            sample_events.write_local(directory / EVENTS_DIR, self.user_pool())
+        write_json(directory / STATE_FILE, self.state())
 
     def _remove_state(self) -> None:
         if not self._wrote_state:
             return
         for name in (STATE_FILE, ENV_FILE):
             (self.options.state_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(self.options.state_dir / EVENTS_DIR, ignore_errors=True)
         self._wrote_state = False

@@ -3,8 +3,9 @@ only: ``make token`` must not pay for the emulator).
 
 While ``make dev`` runs, ``<state dir>/stack.json`` holds the API and emulator
 URLs and the ids a deployed stack's outputs would give (user pool, client,
-table, tenant role); ``<state dir>/env.json`` is the ``sam local --env-vars``
-file. The stack removes both when it stops.
+identity pool, table, tenant role); ``<state dir>/env.json`` is the ``sam
+local --env-vars`` file and ``<state dir>/events/`` the sample events with
+fresh tokens. The stack removes them when it stops.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from local_stack.template import PROJECT_ROOT
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 STATE_FILE = "stack.json"
 ENV_FILE = "env.json"
+# The sample events with fresh tokens of the demo users (ops.sample_events.write_local).
+EVENTS_DIR = "events"
 REGION = "us-east-1"
 # The emulated account's administrator: the stack's own set-up and tools (see guard).
 OPERATOR_CREDENTIALS = {"aws_access_key_id": "LOCALOPERATOR", "aws_secret_access_key": "local-operator-secret"}

@@ -157,6 +157,41 @@ def local_resolver(**attributes: Any) -> Resolver:
     return resolver
 
 
+# The placeholders of :func:`offline_resolver` (an emulator gives real ones).
+OFFLINE_ACCOUNT = "123456789012"
+OFFLINE_STREAM_LABEL = "2026-11-21T10:00:00.000"
+
+
+def offline_resolver(
+    *, user_pool_id: str, client_id: str, identity_pool_id: str, region: str = "us-east-1"
+) -> Resolver:
+    """A resolver that knows every resource the roles and the identity pool
+    name, with the values they would have in the emulator's account: for
+    reading the template's policies and pools without an emulator (tests, the
+    in-process identity pool)."""
+    resolver = local_resolver()
+    table = f"arn:aws:dynamodb:{region}:{OFFLINE_ACCOUNT}:table/{resolver.refs['SupportTicketTable']}"
+    resolver.attributes.update(
+        {
+            "SupportTicketTable.Arn": table,
+            "SupportTicketTable.StreamArn": f"{table}/stream/{OFFLINE_STREAM_LABEL}",
+            "UserPool.ProviderName": f"cognito-idp.{region}.amazonaws.com/{user_pool_id}",
+        }
+    )
+    resolver.refs.update(
+        UserPool=user_pool_id,
+        UserPoolClient=client_id,
+        IdentityPool=identity_pool_id,
+    )
+    # Every queue of the template (the stream functions' on-failure queues),
+    # named by its logical id, as the emulator creates them.
+    for logical_id, resource in template()["Resources"].items():
+        if resource["Type"] == "AWS::SQS::Queue":
+            resolver.attributes[f"{logical_id}.Arn"] = f"arn:aws:sqs:{region}:{OFFLINE_ACCOUNT}:{logical_id}"
+            resolver.refs[logical_id] = f"https://sqs.{region}.amazonaws.com/{OFFLINE_ACCOUNT}/{logical_id}"
+    return resolver
+
+
 def table_definition(resolver: Resolver | None = None) -> dict[str, Any]:
     """The table's CreateTable arguments, straight from `template.yaml`."""
     resolver = resolver or local_resolver()

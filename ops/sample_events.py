@@ -1,12 +1,19 @@
-"""The sample events in ``events/``, for ``sam local invoke <Function> -e events/<file>``.
+"""The sample events in ``events/``: the documented shapes of what each function receives.
 
 One file per function at least, named ``<function directory>[_<variant>].json``
 (``create_ticket.json`` is for ``functions/create_ticket``, that is
 ``CreateTicketFunction``). REST events are built by ``local_stack.events.rest_event``,
 shaped as API Gateway sends them with a Cognito authorizer (claims are strings,
-``"cognito:groups": "admin"``); the stream event is a DynamoDB Streams batch
+``"cognito:groups": "admin"``), with a placeholder where the ``Authorization``
+header holds the caller's ID token; the stream event is a DynamoDB Streams batch
 (NEW_AND_OLD_IMAGES) of ticket-summary records as Lambda delivers them.
 Everything is fixed (ids, times), so regenerating gives the same files.
+
+A REST event does nothing without a real token: the function exchanges the
+header's token for its tenant's credentials (``support_tickets.session``).
+:func:`write_local` writes the same events with fresh tokens of the local
+user pool's users (``make dev`` does, into ``.local/events/``; ``make events``
+refreshes them), for ``sam local invoke <Function> -e .local/events/<file>``.
 
     python -m ops.sample_events            (rewrites events/*.json)
 """
@@ -14,13 +21,14 @@ Everything is fixed (ids, times), so regenerating gives the same files.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_stack.events import SAMPLE_CLIENT_ID, rest_event
+from local_stack.events import SAMPLE_CLIENT_ID, rest_event, with_token
 from local_stack.template import PROJECT_ROOT
+from local_stack.users import UserPool, ensure_user, id_token
 
 EVENTS_DIR = PROJECT_ROOT / "events"
 TENANT = "acme"
@@ -67,8 +75,10 @@ class SampleUser:
         return claims
 
 
+# The demo users `make dev` creates in tenant acme.
 MEMBER = SampleUser("alice")
-ADMIN = SampleUser("carol", admin=True)
+ADMIN = SampleUser("ada", admin=True)
+PLACEHOLDER_TOKEN = "<Cognito ID token>"  # noqa: S105 - a placeholder, not a secret
 
 
 def _rest(
@@ -89,7 +99,7 @@ def _rest(
         query=query,
         headers={
             "Host": API_HOST,
-            "Authorization": "Bearer <Cognito ID token>",
+            "Authorization": f"Bearer {PLACEHOLDER_TOKEN}",
             "User-Agent": "curl/8.5.0",
             "X-Forwarded-For": "203.0.113.10",
             "X-Forwarded-Port": "443",
@@ -280,14 +290,38 @@ def render(event: Mapping[str, Any]) -> str:
     return json.dumps(event, indent=2) + "\n"
 
 
-def write(directory: Path = EVENTS_DIR) -> list[Path]:
-    directory.mkdir(exist_ok=True)
+def write(directory: Path = EVENTS_DIR, events: Mapping[str, Mapping[str, Any]] | None = None) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
     paths = []
-    for stem, event in sample_events().items():
+    for stem, event in (sample_events() if events is None else events).items():
         path = directory / f"{stem}.json"
         path.write_text(render(event), encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def with_fresh_tokens(token_for: Callable[[str, bool], str]) -> dict[str, dict[str, Any]]:
+    """The sample events, each REST event with a token of its user
+    (``token_for(username, admin)``) and that token's claims, as API Gateway
+    passes both; the stream event as it is."""
+    events = sample_events()
+    for stem, event in events.items():
+        claims = (event.get("requestContext") or {}).get("authorizer", {}).get("claims")
+        if claims:
+            admin = "admin" in str(claims.get("cognito:groups", "")).split(",")
+            events[stem] = with_token(event, token_for(claims["cognito:username"], admin))
+    return events
+
+
+def write_local(directory: Path, pool: UserPool) -> list[Path]:
+    """The sample events with fresh ID tokens of the local pool's users (created
+    in tenant acme if needed): what ``sam local invoke`` runs against ``make dev``."""
+
+    def token_for(username: str, admin: bool) -> str:
+        ensure_user(pool, username, TENANT, admin=admin)
+        return id_token(pool, username)
+
+    return write(directory, with_fresh_tokens(token_for))
 
 
 if __name__ == "__main__":

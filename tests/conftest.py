@@ -1,5 +1,15 @@
-"""Shared fixtures: fake AWS credentials, moto with the table from template.yaml,
-random tenant ids. Nothing here can reach real AWS."""
+"""Shared fixtures: fake AWS credentials, moto with the table from template.yaml
+and the template's identity pool, ID tokens signed by the tests' own user-pool
+key, random tenant ids. Nothing here can reach real AWS.
+
+In-process (``mock_aws``) there is no emulator and no user pool: the
+template's identity pool is served by :mod:`local_stack.identity_pool`,
+registered into moto (:func:`local_stack.identity_pool.in_process`), and it
+verifies tokens against :data:`SIGNING_KEY`, the key of the user pool
+``us-east-1_EXAMPLE`` whose app client is ``SAMPLE_CLIENT_ID``. Tests get their
+callers' tokens from :func:`token_for_claims`, so the handlers exchange real
+(if locally signed) tokens for tenant credentials exactly as when deployed.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +17,28 @@ import base64
 import json
 import os
 import secrets
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from joserfc import jwt
+from joserfc.jwk import RSAKey
 from moto import mock_aws
 
-from local_stack import moto_fixes
+from local_stack import identity_pool, moto_fixes
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
+from support_tickets import tickets
 from support_tickets.aggregation import aggregator_client
 from support_tickets.audit import audit_client, audit_writer
 from support_tickets.comment_repository import CommentRepository
-from support_tickets.session import tenant_session
+from support_tickets.identity import Caller, caller_from_claims
+from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from support_tickets.stream import failure_queue_client
 from support_tickets.table import TenantTable
@@ -33,7 +51,13 @@ if TYPE_CHECKING:
 moto_fixes.apply()
 
 REGION = "us-east-1"
-TENANT_ROLE_ARN = "arn:aws:iam::123456789012:role/TenantAccessRole"
+USER_POOL_ID = "us-east-1_EXAMPLE"
+USER_POOL_PROVIDER = f"cognito-idp.{REGION}.amazonaws.com/{USER_POOL_ID}"  # its provider_name
+IDENTITY_POOL_ID = f"{REGION}:0c1b5f3a-7d2e-4a8b-9c6d-000000000013"
+# The in-process user pool: tokens signed with anything but its key are refused.
+USER_POOL = identity_pool.SigningUserPool(USER_POOL_ID, SAMPLE_CLIENT_ID, REGION)
+SIGNING_KEY = USER_POOL.key
+TOKEN_SECONDS = 3600
 FAILURE_QUEUE_NAME = "aggregate-counts-failures"
 FAILURE_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{FAILURE_QUEUE_NAME}"
 
@@ -50,7 +74,8 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.setenv("TABLE_NAME", table_definition()["TableName"])
-    monkeypatch.setenv("TENANT_ROLE_ARN", TENANT_ROLE_ARN)
+    monkeypatch.setenv("IDENTITY_POOL_ID", IDENTITY_POOL_ID)
+    monkeypatch.setenv("USER_POOL_PROVIDER_NAME", USER_POOL_PROVIDER)
     monkeypatch.setenv("FAILURE_QUEUE_URL", FAILURE_QUEUE_URL)
     monkeypatch.setenv("ALLOWED_CLIENT_IDS", SAMPLE_CLIENT_ID)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
@@ -64,19 +89,30 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
-    caches = (get_settings, tenant_session, tenant_configs)
+    caches = (get_settings, credential_cache, tenant_configs)
     for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
         cached.cache_clear()
 
 
-@pytest.fixture
-def aws() -> Iterator[None]:
-    """moto, with the SupportTicket table created from template.yaml's definition
-    and the aggregator's failure queue."""
+@contextmanager
+def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
+    """moto, with the SupportTicket table created from template.yaml's definition,
+    the aggregator's failure queue and the template's identity pool."""
+    pool = USER_POOL.identity_pool(IDENTITY_POOL_ID)
     with mock_aws():
         boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
         boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
-        yield
+        identity_pool.register(pool)
+        try:
+            yield pool
+        finally:
+            identity_pool.unregister(pool)
+
+
+@pytest.fixture
+def aws() -> Iterator[identity_pool.LocalIdentityPool]:
+    with mocked_aws() as pool:
+        yield pool
 
 
 @pytest.fixture
@@ -94,9 +130,69 @@ RepoFactory = Callable[[str], TicketRepository]
 CommentsFactory = Callable[[str], CommentRepository]
 
 
+# ---------------------------------------------------------------- tokens and callers
+def sign_token(payload: Mapping[str, Any], key: RSAKey = SIGNING_KEY) -> str:
+    """An RS256 JWT with this payload, signed as the in-process user pool signs."""
+    return jwt.encode({"alg": "RS256", "kid": key.kid}, dict(payload), key)
+
+
+def tenant_claims(tenant_id: str, username: str = "alice", *, admin: bool = False) -> dict[str, str]:
+    """The claims of a Cognito ID token of the in-process pool, as API Gateway
+    passes them (all strings)."""
+    claims = {
+        "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant_id}/{username}")),
+        "iss": f"https://{USER_POOL_PROVIDER}",
+        "aud": SAMPLE_CLIENT_ID,
+        "token_use": "id",
+        "cognito:username": username,
+        "custom:tenant_id": tenant_id,
+        "auth_time": "1795000000",
+        "iat": "1795000000",
+        "exp": "Sat Nov 21 11:00:00 UTC 2026",
+        "jti": str(uuid.uuid5(uuid.NAMESPACE_URL, f"jti/{tenant_id}/{username}")),
+    }
+    if admin:
+        claims["cognito:groups"] = "admin"
+    return claims
+
+
+_tokens: dict[tuple[tuple[str, str], ...], tuple[float, str]] = {}
+_tokens_lock = threading.Lock()
+
+
+def token_for_claims(claims: Mapping[str, str], *, groups: list[str] | None = None) -> str:
+    """The ID token these claims came from: same claims (``cognito:groups`` as
+    the token's array), fresh ``iat``/``exp``, signed with :data:`SIGNING_KEY`.
+    The same claims give the same token for half its life (a warm container
+    sees a user's token again, as in production)."""
+    key = tuple(sorted(claims.items())) + tuple(("group", group) for group in groups or ())
+    now = time.time()
+    with _tokens_lock:
+        cached = _tokens.get(key)
+        if cached is not None and cached[0] > now + TOKEN_SECONDS / 2:
+            return cached[1]
+    payload: dict[str, Any] = {name: value for name, value in claims.items() if name not in {"exp", "iat", "auth_time"}}
+    if groups is not None:
+        payload["cognito:groups"] = groups
+    elif "cognito:groups" in claims:
+        payload["cognito:groups"] = claims["cognito:groups"].split(",") if claims["cognito:groups"] else []
+    payload.update(iat=int(now), auth_time=int(now), exp=int(now) + TOKEN_SECONDS)
+    token = sign_token(payload)
+    with _tokens_lock:
+        _tokens[key] = (now + TOKEN_SECONDS, token)
+    return token
+
+
+def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) -> Caller:
+    """A caller of the in-process pool, as the layer builds it from a request."""
+    claims = tenant_claims(tenant_id, username, admin=admin)
+    return caller_from_claims(claims, {SAMPLE_CLIENT_ID}, f"Bearer {token_for_claims(claims)}")
+
+
 def tenant_table(tenant_id: str) -> TenantTable:
-    """A tenant's view of the mocked table, through the real tenant session."""
-    return TenantTable(tenant_id, str(table_definition()["TableName"]), tenant_session())
+    """A tenant's view of the mocked table, with the credentials of one of its
+    users' tokens (the identity pool's, through the real credential cache)."""
+    return tickets.table_for(caller_for(tenant_id))
 
 
 @pytest.fixture

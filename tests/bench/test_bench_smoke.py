@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.report import markdown
 from local_stack.template import PROJECT_ROOT
 
 BUILD = PROJECT_ROOT / ".aws-sam" / "build" / "SharedLayer" / "python"
@@ -47,12 +48,17 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return loaded
 
 
-def test_warm_requests_of_ours_make_no_sts_call_and_the_naive_design_one(results: dict[str, Any]) -> None:
+def test_warm_requests_of_ours_make_no_credential_call_and_the_naive_design_an_exchange(
+    results: dict[str, Any],
+) -> None:
     routes = results["warm"]
     assert len(routes) == 9
     for route in routes:
-        assert route["ours"]["max_sts_calls_in_a_request"] == 0, route["route"]
-        assert route["naive"]["sts_calls_per_request"] == 1, route["route"]
+        assert route["ours"]["max_credential_calls_in_a_request"] == 0, route["route"]
+        # GetId + GetCredentialsForIdentity on every request, and never STS (the functions can't assume anything)
+        assert route["naive"]["credential_calls_per_request"] == 2, route["route"]
+        assert route["naive"]["calls_by_operation_per_request"]["cognito-identity.GetId"] == 1, route["route"]
+        assert route["naive"]["sts_calls_per_request"] == route["ours"]["sts_calls_per_request"] == 0
         # The designs differ by the session strategy only: same DynamoDB work.
         assert route["ours"]["dynamodb_calls_per_request"] == route["naive"]["dynamodb_calls_per_request"]
         assert route["ours"]["wru_per_request"] == route["naive"]["wru_per_request"]
@@ -80,6 +86,26 @@ def test_aggregation_writes_at_most_once_per_tenant_status_pair_plus_a_journal(r
     assert aggregation["naive"]["dynamodb_writes_per_batch"][0] > aggregation["pairs_per_batch"][0]
     assert 0 < ours["largest_item_bytes"]["journal"] < 40_000
     assert 0 < ours["largest_item_bytes"]["count_item"] < 200
+
+
+def test_the_credential_mix_counts_per_token_against_per_tenant_and_per_request(results: dict[str, Any]) -> None:
+    renew_early, renew_at_expiry = results["credentials"]["mixes"]
+    for mix in (renew_early, renew_at_expiry):
+        designs, shape = mix["designs"], mix["mix"]
+        users = shape["tenants"] * shape["users_per_tenant"]
+        # One identity per user and container, at most; at least once per user somewhere
+        assert users <= designs["ours"]["calls"]["GetId"] <= users * shape["containers"]
+        assert "AssumeRole" not in designs["ours"]["calls"]
+        assert set(designs["before"]["calls"]) == {"AssumeRole"}
+        # Per token costs more calls than per tenant did, and far fewer than an exchange per request
+        steady = {name: row["steady_calls_per_request"] for name, row in designs.items()}
+        assert steady["before"] < steady["ours"] < steady["naive"] == 2
+        assert mix["users_at_quota"] > 0
+    # Tokens used to their last minute cost more exchanges (the margin): never fewer
+    assert renew_at_expiry["exchanges_per_user_hour"] >= renew_early["exchanges_per_user_hour"]
+    exchange = results["credentials"]["exchange"]
+    assert exchange["exchange_ms"]["n"] == exchange["assume_role_ms"]["n"] > 0
+    assert "## Credential calls per request" in markdown(results)
 
 
 def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None:

@@ -8,11 +8,16 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.lambda_runtime import function_specs
+from local_stack.lambda_runtime import LambdaContext, environment, function_specs, load_handler
+from local_stack.state import EVENTS_DIR
+from local_stack.template import PROJECT_ROOT
+from support_tickets.session import credential_cache
+from support_tickets.settings import get_settings
 from tests.e2e.conftest import (
     ENV_FILE,
     START_TIMEOUT_S,
@@ -103,6 +108,26 @@ def port_open(url: str) -> bool:
         return sock.connect_ex((host, int(port))) == 0
 
 
+def invoke_as_sam_local(state_dir: Path, event_file: str, function: str) -> dict[str, Any]:
+    """What ``sam local invoke <function> -e <state>/events/<file> --env-vars
+    <state>/env.json`` runs: the function with env.json's variables (and host
+    credentials, the emulator's operator) and the event as written."""
+    spec = function_specs()[function]
+    variables = json.loads((state_dir / ENV_FILE).read_text())[function]
+    event = json.loads((state_dir / EVENTS_DIR / event_file).read_text())
+    lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
+    with environment({**variables, **lambda_env, "POWERTOOLS_METRICS_DISABLED": "true"}):
+        get_settings.cache_clear()
+        credential_cache.cache_clear()
+        try:
+            handler = load_handler(spec.code_uri, spec.handler)
+            response: dict[str, Any] = handler(event, LambdaContext(function_name=function))
+        finally:
+            get_settings.cache_clear()
+            credential_cache.cache_clear()
+    return response
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -137,19 +162,45 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
         env_vars = json.loads((tmp_path / ENV_FILE).read_text())
         log = server_log(running)
         second = cli(tmp_path, "serve", "--port", "0")
+        # The sample events with fresh tokens, for sam local invoke: they work against this stack
+        events = {path.name: json.loads(path.read_text()) for path in (tmp_path / EVENTS_DIR).glob("*.json")}
+        created = invoke_as_sam_local(tmp_path, "create_ticket.json", "CreateTicketFunction")
+        refused = invoke_as_sam_local(tmp_path, "delete_ticket_non_admin.json", "DeleteTicketFunction")
+        counted = invoke_as_sam_local(tmp_path, "get_aggregates_admin.json", "GetAggregatesFunction")
+        # make events writes new tokens
+        before = events["create_ticket.json"]["headers"]["Authorization"]
+        refreshed = cli(tmp_path, "events")
+        after = json.loads((tmp_path / EVENTS_DIR / "create_ticket.json").read_text())["headers"]["Authorization"]
     finally:
         code = stop_stack(running)
 
-    # Then: env.json has one entry per function of the template, pointed at the emulator
+    # Then: env.json has one entry per function of the template, pointed at the emulator and its identity pool
     specs = function_specs()
     assert set(env_vars) == set(specs)
     for name, variables in env_vars.items():
         assert set(variables) == set(specs[name].environment)
         assert variables["AWS_ENDPOINT_OVERRIDE"] == state["emulator_url"]
         assert variables["TABLE_NAME"] == state["table_name"]
-        assert variables["TENANT_ROLE_ARN"] == state["tenant_role_arn"]
-        # the local pool's client, and the sample events' (sam local invoke -e events/...)
-        assert variables["ALLOWED_CLIENT_IDS"] == f"{state['user_pool_client_id']},{SAMPLE_CLIENT_ID}"
+        assert variables["IDENTITY_POOL_ID"] == state["identity_pool_id"]
+        assert variables["USER_POOL_PROVIDER_NAME"] == state["user_pool_provider_name"]
+        assert variables["ALLOWED_CLIENT_IDS"] == state["user_pool_client_id"]
+    # every sample event is there; the REST ones with a token of the local pool and its claims
+    assert set(events) == {path.name for path in (PROJECT_ROOT / "events").glob("*.json")}
+    for name, event in events.items():
+        if "Records" in event:
+            continue
+        token = event["headers"]["Authorization"].removeprefix("Bearer ")
+        claims = claims_of(token)
+        assert claims["iss"].endswith(state["user_pool_id"]), name
+        assert claims["aud"] == state["user_pool_client_id"], name
+        assert event["requestContext"]["authorizer"]["claims"]["jti"] == claims["jti"], name
+        assert event["requestContext"]["authorizer"]["claims"]["custom:tenant_id"] == "acme", name
+    assert created["statusCode"] == 201, created
+    assert json.loads(created["body"])["created_by"] == "alice"
+    assert refused["statusCode"] == 403, refused
+    assert counted["statusCode"] == 200, counted
+    assert refreshed.returncode == 0, refreshed.stderr
+    assert before != after
     # the quickstart was printed, with the demo tenants
     assert "make -s token TENANT=acme USER=alice" in log
     assert f"curl -s {state['api_url']}/tickets" in log
@@ -160,8 +211,26 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     assert code == 0, server_log(running)
     assert not (tmp_path / STATE_FILE).exists()
     assert not (tmp_path / ENV_FILE).exists()
+    assert not (tmp_path / EVENTS_DIR).exists()
     assert not port_open(state["api_url"])
     assert not port_open(state["emulator_url"])
+
+
+def test_the_documented_events_carry_no_token_and_get_no_data(stack: RunningStack) -> None:
+    # events/ documents the shapes with a placeholder token: a function given one answers 401.
+    variables = json.loads((stack.state_dir / ENV_FILE).read_text())["CreateTicketFunction"]
+    event = json.loads((PROJECT_ROOT / "events" / "create_ticket.json").read_text())
+    spec = function_specs()["CreateTicketFunction"]
+    lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
+    with environment({**variables, **lambda_env, "ALLOWED_CLIENT_IDS": SAMPLE_CLIENT_ID}):
+        get_settings.cache_clear()
+        credential_cache.cache_clear()
+        try:
+            response = load_handler(spec.code_uri, spec.handler)(event, LambdaContext(function_name=spec.logical_id))
+        finally:
+            get_settings.cache_clear()
+            credential_cache.cache_clear()
+    assert response["statusCode"] == 401, response
 
 
 def test_drain_command(stack: RunningStack) -> None:

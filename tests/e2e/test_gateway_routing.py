@@ -10,7 +10,8 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey
 
-from local_stack.gateway import Authorizer, GatewayResponses, gateway_claims, resolve_route, routes_from_specs
+from local_stack.events import gateway_claims
+from local_stack.gateway import Authorizer, GatewayResponses, resolve_route, routes_from_specs
 from local_stack.lambda_runtime import function_specs
 from local_stack.template import local_resolver
 from support_tickets.identity import caller_from_claims
@@ -70,9 +71,14 @@ def test_claims_are_strings_as_api_gateway_passes_them() -> None:
         "auth_time": "1794996400",
         "email_verified": "true",
     }
-    caller = caller_from_claims({**claims, "aud": "client", "token_use": "id"}, {"client"})
-    # "admin,support" could be one group with a comma: without the token the layer can't tell.
-    assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", False)
+    # "admin,support" could be one group with a comma: the token the claims came from tells.
+    for groups, admin in ((["admin", "support"], True), (["admin,support"], False)):
+        payload: dict[str, Any] = {"sub": "s", "jti": "j", "aud": "client", "token_use": "id", "exp": 1795000000}
+        payload.update({"cognito:username": "ada", "custom:tenant_id": "acme", "cognito:groups": groups})
+        found = gateway_claims(payload)
+        assert found["cognito:groups"] == "admin,support"
+        caller = caller_from_claims(found, {"client"}, f"Bearer {token(**payload)}")
+        assert (caller.tenant_id, caller.username, caller.is_admin) == ("acme", "ada", admin)
 
 
 ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_pool"

@@ -1,24 +1,32 @@
 """Isolation below the handlers: with real tenant credentials from the local
-stack's STS, the IAM guard refuses every key outside the caller's prefix,
-exactly as DynamoDB would, even when a handler is broken."""
+stack's identity pool (the caller's own token exchanged, tagged with its
+tenant), the IAM guard refuses every key outside the token's tenant, exactly
+as DynamoDB would, even when a handler is broken, and nobody (the functions'
+role, the operator) can obtain tenant credentials any other way."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from local_stack.events import rest_event
+from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import LambdaContext, load_handler
 from local_stack.roles import function_role, role_arn
-from support_tickets.session import tenant_session
+from local_stack.users import UserPool, id_token
+from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from tests.e2e.conftest import RunningStack, new_tenant_id
+from tests.e2e.test_gateway import MOTOS_BUNDLED_KEY, claims_of, sign
 
 BROKEN_HANDLER = Path(__file__).parent / "broken_handler"
+DATA_ROUTES = ["create", "list", "get", "summary", "update", "comment", "batch", "delete", "aggregates"]
 
 # (caller, victim) tenant ids, built from a random base: "1" vs "10" and "a" vs "a-b" in both directions.
 PAIRS = [
@@ -54,30 +62,38 @@ def role_credentials(stack: RunningStack, role: str, **tags: str) -> dict[str, s
 
 
 def client_with(stack: RunningStack, service: str, credentials: dict[str, str]) -> Any:
-    import boto3
-
     session = boto3.Session(**credentials, region_name=stack.state["region"])  # type: ignore[arg-type]
     return session.client(service, endpoint_url=stack.state["emulator_url"])  # type: ignore[call-overload]
 
 
+def identity_pool(stack: RunningStack) -> Any:
+    """A client of the local identity pool, as the layer (and any app) calls it:
+    GetId and GetCredentialsForIdentity are unsigned."""
+    return boto3.client(
+        "cognito-identity",
+        region_name=stack.state["region"],
+        endpoint_url=stack.state["emulator_url"],
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+    )
+
+
+def exchange(stack: RunningStack, token: str) -> dict[str, str]:
+    """The credentials the identity pool gives this token, as boto3 arguments."""
+    pool = identity_pool(stack)
+    logins = {stack.state["user_pool_provider_name"]: token}
+    identity = pool.get_id(IdentityPoolId=stack.state["identity_pool_id"], Logins=logins)["IdentityId"]
+    credentials = pool.get_credentials_for_identity(IdentityId=identity, Logins=logins)["Credentials"]
+    return {
+        "aws_access_key_id": credentials["AccessKeyId"],
+        "aws_secret_access_key": credentials["SecretKey"],
+        "aws_session_token": credentials["SessionToken"],
+    }
+
+
 def tenant_client(stack: RunningStack, tenant_id: str) -> Any:
     """A DynamoDB client on TenantAccessRole credentials, obtained the way the
-    layer gets them: ApiFunctionRole assumes the role with the TenantId tag."""
-    api_role = client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole"))
-    credentials = api_role.assume_role(
-        RoleArn=stack.state["tenant_role_arn"],
-        RoleSessionName=f"tenant-{tenant_id}",
-        Tags=[{"Key": "TenantId", "Value": tenant_id}],
-    )["Credentials"]
-    return client_with(
-        stack,
-        "dynamodb",
-        {
-            "aws_access_key_id": credentials["AccessKeyId"],
-            "aws_secret_access_key": credentials["SecretAccessKey"],
-            "aws_session_token": credentials["SessionToken"],
-        },
-    )
+    layer gets them: a token of a user of the tenant, exchanged."""
+    return client_with(stack, "dynamodb", exchange(stack, stack.token(tenant_id, f"u-{tenant_id}")))
 
 
 def assert_denied(call: Callable[[], Any]) -> ClientError:
@@ -90,11 +106,12 @@ def assert_denied(call: Callable[[], Any]) -> ClientError:
     return caught.value
 
 
-# ---------------------------------------------------------------- a broken handler
+# ---------------------------------------------------------------- broken handlers
 @pytest.fixture
 def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., dict[str, Any]]]:
-    """The broken test function, run in-process like the stack runs functions:
-    ApiFunctionRole's credentials, the template's environment, the emulator."""
+    """The broken test functions, run in-process like the stack runs functions:
+    ApiFunctionRole's credentials, the template's environment, the emulator,
+    and a request bearing the caller's real token of the local pool."""
     credentials = role_credentials(stack, function_role("CreateTicketFunction"))
     for name, value in {
         "AWS_ACCESS_KEY_ID": credentials["aws_access_key_id"],
@@ -102,33 +119,36 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
         "AWS_SESSION_TOKEN": credentials["aws_session_token"],
         "AWS_ENDPOINT_OVERRIDE": stack.state["emulator_url"],
         "TABLE_NAME": stack.state["table_name"],
-        "TENANT_ROLE_ARN": stack.state["tenant_role_arn"],
+        "IDENTITY_POOL_ID": stack.state["identity_pool_id"],
+        "USER_POOL_PROVIDER_NAME": stack.state["user_pool_provider_name"],
         "ALLOWED_CLIENT_IDS": stack.state["user_pool_client_id"],
         "POWERTOOLS_METRICS_DISABLED": "true",
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    tenant_session.cache_clear()
+    credential_cache.cache_clear()
     handler = load_handler(BROKEN_HANDLER, "app.lambda_handler")
 
-    def invoke(caller_tenant: str, body: str) -> dict[str, Any]:
-        claims = {
-            "cognito:username": f"u-{caller_tenant}",
-            "custom:tenant_id": caller_tenant,
-            "token_use": "id",
-            "aud": stack.state["user_pool_client_id"],
-        }
-        event = rest_event("POST", "/leak", body=body, claims=claims)
+    def invoke(caller_tenant: str, body: dict[str, Any], path: str = "/leak") -> dict[str, Any]:
+        token = stack.token(caller_tenant, f"u-{caller_tenant}")
+        event = with_token(rest_event("POST", path, body=json.dumps(body)), token)
         response: dict[str, Any] = handler(event, LambdaContext(function_name="BrokenFunction"))
         return response
 
     yield invoke
     get_settings.cache_clear()
-    tenant_session.cache_clear()
+    credential_cache.cache_clear()
+
+
+def refused_with_nothing_leaked(response: dict[str, Any], *secrets: str) -> None:
+    assert response["statusCode"] == 403, response
+    assert json.loads(response["body"])["error"]["code"] == "FORBIDDEN"
+    for secret in secrets:
+        assert secret not in response["body"]
 
 
 @pytest.mark.parametrize("pair", PAIRS)
-def test_a_broken_handler_is_stopped_by_the_guard(
+def test_a_handler_building_another_tenants_keys_is_stopped_by_the_guard(
     stack: RunningStack, broken_handler: Callable[..., dict[str, Any]], pair: Callable[[str], tuple[str, str]]
 ) -> None:
     caller, victim = pair(new_tenant_id())
@@ -136,22 +156,50 @@ def test_a_broken_handler_is_stopped_by_the_guard(
     secret = stack.request("POST", "/tickets", token=victim_token, body={"title": "victim's secret"}).body
     # Control: with the caller's own tenant in the body the broken handler works,
     # so the refusals below come from the guard, not from a handler that can't run.
-    own = broken_handler(caller, f'{{"tenant_id": "{caller}"}}')
+    own = broken_handler(caller, {"tenant_id": caller})
     assert own["statusCode"] == 200, own
     own_id = stack.request("GET", "/tickets", token=stack.token(caller, f"u-{caller}")).body["items"][0]["ticket_id"]
-    assert broken_handler(caller, f'{{"tenant_id": "{caller}", "ticket_id": "{own_id}"}}')["statusCode"] == 200
+    assert broken_handler(caller, {"tenant_id": caller, "ticket_id": own_id})["statusCode"] == 200
     before = table_items(stack)
 
     # When: it reads and writes the victim's tickets with the caller's credentials
-    read = broken_handler(caller, f'{{"tenant_id": "{victim}", "ticket_id": "{secret["ticket_id"]}"}}')
-    write = broken_handler(caller, f'{{"tenant_id": "{victim}"}}')
+    read = broken_handler(caller, {"tenant_id": victim, "ticket_id": secret["ticket_id"]})
+    write = broken_handler(caller, {"tenant_id": victim})
 
     # Then: DynamoDB's AccessDenied surfaces as an error; nothing leaked, nothing written
-    for response in (read, write):
-        assert response["statusCode"] == 403, response
-        assert "FORBIDDEN" in response["body"]
-        assert "victim's secret" not in response["body"]
+    refused_with_nothing_leaked(read, "victim's secret")
+    refused_with_nothing_leaked(write)
     assert table_items(stack) == before
+
+
+@pytest.mark.parametrize("route", DATA_ROUTES)
+@pytest.mark.parametrize("pair", PAIRS[:2])
+def test_a_handler_acting_for_another_tenant_id_is_stopped_by_the_guard(
+    stack: RunningStack,
+    broken_handler: Callable[..., dict[str, Any]],
+    pair: Callable[[str], tuple[str, str]],
+    route: str,
+) -> None:
+    # The bug the old design let through: the wrong tenant id for everything,
+    # credentials included. Now the credentials are the caller's token's.
+    caller, victim = pair(new_tenant_id())
+    victim_token = stack.token(victim, f"u-{victim}")
+    secret = stack.request("POST", "/tickets", token=victim_token, body={"title": "victim's secret"}).body
+    mine = stack.request("POST", "/tickets", token=stack.token(caller, f"u-{caller}"), body={"title": "mine"}).body
+    # Control: with its own tenant the same handler runs the route
+    control = broken_handler(
+        caller, {"tenant_id": caller, "route": route, "ticket_id": mine["ticket_id"]}, "/impersonate"
+    )
+    assert control["statusCode"] == 200, control
+    before = table_items(stack)
+
+    response = broken_handler(
+        caller, {"tenant_id": victim, "route": route, "ticket_id": secret["ticket_id"]}, "/impersonate"
+    )
+
+    refused_with_nothing_leaked(response, "victim's secret", secret["ticket_id"])
+    assert table_items(stack) == before
+    assert stack.request("GET", f"/tickets/{secret['ticket_id']}/summary", token=victim_token).body == secret
 
 
 # ---------------------------------------------------------------- tenant credentials, raw
@@ -223,8 +271,8 @@ def test_the_denial_reads_like_dynamodbs(stack: RunningStack) -> None:
     tenant = new_tenant_id()
     error = assert_denied(lambda: tenant_client(stack, tenant).scan(TableName=stack.state["table_name"]))
     assert error.response["Error"]["Message"] == (
-        f"User: arn:aws:sts::123456789012:assumed-role/TenantAccessRole/tenant-{tenant} is not authorized to "
-        f"perform: dynamodb:Scan on resource: arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket "
+        "User: arn:aws:sts::123456789012:assumed-role/TenantAccessRole/CognitoIdentityCredentials is not authorized to "
+        "perform: dynamodb:Scan on resource: arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket "
         "because no identity-based policy allows the dynamodb:Scan action"
     )
 
@@ -240,15 +288,18 @@ def test_the_function_role_itself_cannot_read_the_table(stack: RunningStack) -> 
     "tags",
     [
         pytest.param([], id="no-tag"),
-        pytest.param([{"Key": "TenantId", "Value": ""}], id="empty-tag"),
+        pytest.param([{"Key": "TenantId", "Value": "acme"}], id="a-tenant-tag"),
         pytest.param([{"Key": "TenantId", "Value": "a"}, {"Key": "Admin", "Value": "1"}], id="extra-tag"),
     ],
 )
-def test_the_trust_policy_wants_exactly_a_non_empty_tenant_tag(stack: RunningStack, tags: list[dict[str, str]]) -> None:
-    sts = client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole"))
-    with pytest.raises(ClientError) as caught:
-        sts.assume_role(RoleArn=stack.state["tenant_role_arn"], RoleSessionName="s-1", Tags=tags)
-    assert caught.value.response["Error"]["Code"] == "AccessDenied"
+def test_nobody_assumes_the_tenant_role_the_functions_role_nor_the_operator(
+    stack: RunningStack, tags: list[dict[str, str]]
+) -> None:
+    for sts in (client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole")), stack.operator("sts")):
+        with pytest.raises(ClientError) as caught:
+            sts.assume_role(RoleArn=stack.state["tenant_role_arn"], RoleSessionName="s-1", Tags=tags)
+        assert caught.value.response["Error"]["Code"] == "AccessDenied"
+        assert "sts:AssumeRole" in caught.value.response["Error"]["Message"]
 
 
 @pytest.mark.parametrize("value", ["*", "glo*", "?", "a|b"])
@@ -267,21 +318,10 @@ def test_sts_refuses_tag_values_with_wildcards_and_delimiters(stack: RunningStac
         assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
 
 
-def test_a_tenant_session_cannot_become_another_tenant(stack: RunningStack) -> None:
+def test_tenant_credentials_cannot_become_another_tenants(stack: RunningStack) -> None:
     tenant = new_tenant_id()
-    api_sts = client_with(stack, "sts", role_credentials(stack, "ApiFunctionRole"))
-    credentials = api_sts.assume_role(
-        RoleArn=stack.state["tenant_role_arn"], RoleSessionName="s-1", Tags=[{"Key": "TenantId", "Value": tenant}]
-    )["Credentials"]
-    tenant_sts = client_with(
-        stack,
-        "sts",
-        {
-            "aws_access_key_id": credentials["AccessKeyId"],
-            "aws_secret_access_key": credentials["SecretAccessKey"],
-            "aws_session_token": credentials["SessionToken"],
-        },
-    )
+    credentials = exchange(stack, stack.token(tenant, f"u-{tenant}"))
+    tenant_sts = client_with(stack, "sts", credentials)
     with pytest.raises(ClientError) as caught:
         tenant_sts.assume_role(
             RoleArn=stack.state["tenant_role_arn"], RoleSessionName="s-2", Tags=[{"Key": "TenantId", "Value": "other"}]
@@ -289,6 +329,84 @@ def test_a_tenant_session_cannot_become_another_tenant(stack: RunningStack) -> N
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
     with pytest.raises(ClientError):
         tenant_sts.get_session_token()
+    with pytest.raises(ClientError):
+        tenant_sts.assume_role_with_web_identity(
+            RoleArn=stack.state["tenant_role_arn"], RoleSessionName="s-3", WebIdentityToken="x" * 8
+        )
+
+
+# ---------------------------------------------------------------- the identity pool, as Cognito answers
+def refused_by_the_pool(call: Callable[[], Any], code: str = "NotAuthorizedException") -> str:
+    with pytest.raises(ClientError) as caught:
+        call()
+    assert caught.value.response["Error"]["Code"] == code
+    return str(caught.value.response["Error"]["Message"])
+
+
+def get_id(stack: RunningStack, token: str | None) -> Callable[[], Any]:
+    logins = {} if token is None else {"Logins": {stack.state["user_pool_provider_name"]: token}}
+    return lambda: identity_pool(stack).get_id(IdentityPoolId=stack.state["identity_pool_id"], **logins)
+
+
+def test_the_pool_refuses_guests(stack: RunningStack) -> None:
+    assert "Unauthenticated access is not supported" in refused_by_the_pool(get_id(stack, None))
+
+
+def test_the_pool_refuses_another_app_clients_token(stack: RunningStack) -> None:
+    pool = stack.pool()
+    other = pool.cognito.create_user_pool_client(
+        UserPoolId=pool.pool_id,
+        ClientName=f"other-{new_tenant_id()}",
+        ExplicitAuthFlows=["ALLOW_ADMIN_USER_PASSWORD_AUTH"],
+    )["UserPoolClient"]["ClientId"]
+    tenant = new_tenant_id()
+    stack.token(tenant, f"u-{tenant}")  # the user exists; now a token of the other client
+    token = id_token(UserPool(pool.cognito, pool.pool_id, other), f"u-{tenant}")
+    assert claims_of(token)["aud"] == other
+    assert "not from a supported provider" in refused_by_the_pool(get_id(stack, token))
+
+
+def test_the_pool_refuses_an_access_token(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    pool = stack.pool()
+    stack.token(tenant, f"u-{tenant}")
+    password = "Access-Token-Test-1"
+    pool.cognito.admin_set_user_password(
+        UserPoolId=pool.pool_id, Username=f"u-{tenant}", Password=password, Permanent=True
+    )
+    access = pool.cognito.admin_initiate_auth(
+        UserPoolId=pool.pool_id,
+        ClientId=pool.client_id,
+        AuthFlow="ADMIN_USER_PASSWORD_AUTH",
+        AuthParameters={"USERNAME": f"u-{tenant}", "PASSWORD": password},
+    )["AuthenticationResult"]["AccessToken"]
+    assert "Missing a required claim: aud" in refused_by_the_pool(get_id(stack, access))
+
+
+def test_the_pool_refuses_a_token_signed_with_motos_public_key(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    genuine = claims_of(stack.token(tenant, f"u-{tenant}"))
+    for forged in (
+        sign(genuine, MOTOS_BUNDLED_KEY),
+        sign({**genuine, "custom:tenant_id": "victim"}, MOTOS_BUNDLED_KEY),
+    ):
+        assert "Couldn't verify signed token" in refused_by_the_pool(get_id(stack, forged))
+
+
+@pytest.mark.parametrize("how", ["deleted", "disabled", "signed-out"])
+def test_the_server_side_check_refuses_users_that_are_gone(stack: RunningStack, how: str) -> None:
+    tenant = new_tenant_id()
+    token = stack.token(tenant, f"u-{tenant}")
+    exchange(stack, token)  # the token works...
+    pool = stack.pool()
+    change = {
+        "deleted": pool.cognito.admin_delete_user,
+        "disabled": pool.cognito.admin_disable_user,
+        "signed-out": pool.cognito.admin_user_global_sign_out,
+    }[how]
+    change(UserPoolId=pool.pool_id, Username=f"u-{tenant}")
+    # ...until its user is no longer current: then even its known identity gets nothing
+    assert "deleted, disabled or signed out" in refused_by_the_pool(get_id(stack, token))
 
 
 def test_the_aggregator_role_reaches_aggregate_items_only(stack: RunningStack) -> None:

@@ -16,44 +16,30 @@ from unittest import mock
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.events import SAMPLE_CLIENT_ID, rest_event
+from local_stack.events import rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
-from tests.conftest import jwt_shaped
+from tests.conftest import tenant_claims, token_for_claims
 
 TICKET = "/tickets/{ticket_id}"
 
 
 @dataclass(frozen=True)
 class User:
-    """A Cognito user as the authorizer's claims describe it (all strings)."""
+    """A Cognito user as the authorizer's claims describe it (all strings), of
+    the in-process user pool (tokens signed with the tests' key)."""
 
     tenant_id: str
     username: str = "alice"
     admin: bool = False
 
     def claims(self) -> dict[str, str]:
-        claims = {
-            "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.tenant_id}/{self.username}")),
-            "iss": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
-            "aud": SAMPLE_CLIENT_ID,
-            "token_use": "id",
-            "cognito:username": self.username,
-            "custom:tenant_id": self.tenant_id,
-            "auth_time": "1795000000",
-            "iat": "1795000000",
-            "exp": "Sat Nov 21 11:00:00 UTC 2026",
-            "jti": str(uuid.uuid5(uuid.NAMESPACE_URL, f"jti/{self.tenant_id}/{self.username}")),
-        }
-        if self.admin:
-            claims["cognito:groups"] = "admin"
-        return claims
+        return tenant_claims(self.tenant_id, self.username, admin=self.admin)
 
     def in_groups(self, *groups: str) -> tuple[dict[str, str], dict[str, str]]:
         """Claims and headers of this user in ``groups``, as API Gateway passes
         them: the claim joined with ",", the ID token in Authorization."""
         claims = {**self.claims(), "cognito:groups": ",".join(groups)}
-        token = jwt_shaped({**claims, "cognito:groups": list(groups)})
-        return claims, {"Authorization": f"Bearer {token}"}
+        return claims, {"Authorization": f"Bearer {token_for_claims(claims, groups=list(groups))}"}
 
     def as_admin(self) -> User:
         return User(self.tenant_id, f"{self.username}-admin", admin=True)
@@ -137,6 +123,10 @@ class Api:
     ) -> ApiResponse:
         spec = ROUTES[route]
         request_id = str(uuid.uuid4())
+        claims = claims if claims is not None else (user.claims() if user else None)
+        if claims and not any(name.lower() == "authorization" for name in headers or {}):
+            # API Gateway passes the verified token on: the token these claims came from.
+            headers = {**(headers or {}), "Authorization": f"Bearer {token_for_claims(claims)}"}
         event = rest_event(
             spec.method,
             spec.resource,
@@ -144,7 +134,7 @@ class Api:
             query=query,
             headers=headers,
             body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
-            claims=claims if claims is not None else (user.claims() if user else None),
+            claims=claims,
             request_id=request_id,
         )
         raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function))

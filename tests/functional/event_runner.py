@@ -8,10 +8,13 @@ standard library, then, per function, its built code directory, the built layer
 in Lambda's order. Every handler module is imported with only those (a
 dependency missing from the layer or a wrong handler path fails here); only then
 are the venv's site-packages appended, after the build directories, for moto,
-which provides the table each event runs against.
+which provides the table each event runs against, and the project root (last),
+for ``local_stack.identity_pool``, which serves the template's identity pool in
+moto for the tests' signing key.
 
 The job: ``{"build_root", "layer_dir", "runtime_dir", "site_packages": [...], "table":
-CreateTable arguments, "output": path, "cases": [{"name", "function",
+CreateTable arguments, "project_root", "identity_pool": {"identity_pool_id",
+"user_pool_id", "client_id", "jwks"}, "output": path, "cases": [{"name", "function",
 "function_dir", "handler", "environment", "event", "seed": [items]}]}``. The
 results (each handler's return value, or the error) are written to ``output``
 as JSON, since the handlers log to stdout.
@@ -116,8 +119,14 @@ def main() -> None:
 
     # Only now the test harness: moto and its dependencies, after the build.
     sys.path.extend(job["site_packages"])
+    sys.path.append(job["project_root"])
     import boto3
     from moto import mock_aws
+
+    from local_stack import identity_pool, moto_fixes
+
+    moto_fixes.apply()
+    pool_of_the_tests = identity_pool.in_process(**job["identity_pool"])
 
     for case in job["cases"]:
         if case["name"] not in handlers:
@@ -129,6 +138,7 @@ def main() -> None:
             client.create_table(**job["table"])
             for item in case["seed"]:
                 client.put_item(TableName=job["table"]["TableName"], Item=item)
+            identity_pool.register(pool_of_the_tests)
             try:
                 result = handlers[case["name"]](case["event"], LambdaContext(case["function"]))
                 report["results"][case["name"]] = {"response": result}

@@ -28,7 +28,15 @@ from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
 from support_tickets.ticket_repository import TicketRepository
 from support_tickets.tickets import create_ticket
-from tests.conftest import FAILURE_QUEUE_URL, REGION, RepoFactory, all_items, random_tenant_id, tenant_table
+from tests.conftest import (
+    FAILURE_QUEUE_URL,
+    REGION,
+    RepoFactory,
+    all_items,
+    caller_for,
+    random_tenant_id,
+    tenant_table,
+)
 from tests.functional.memory_table import MemoryTable, item_size
 from tests.functional.stream_harness import Crash, Record, ShardMapping, StreamHarness, split_into_shards
 
@@ -121,7 +129,7 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     ticket = create(repo)
     repo.update_ticket(ticket, {"status": CLOSED}, None, actor="alice")
     CommentRepository(repo.table).add_comment(ticket, "bob", "hello")
-    caller = _caller(repo.tenant_id)
+    caller = caller_for(repo.tenant_id)
     create_ticket(caller, CreateTicketRequest(title="idempotent"), idempotency_key="key-1")
     summaries = harness.new_records(filtered=False)
     harness.deliver([record for record in summaries if stream_source().matches(record)])  # writes aggregates...
@@ -138,12 +146,6 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     dropped_kinds = {_kind(record) for record in dropped}
     assert dropped_kinds == {"comment", "aggregate", "idempotency"}
     assert ttl_delete in dropped
-
-
-def _caller(tenant_id: str) -> Any:
-    from support_tickets.identity import Caller
-
-    return Caller(tenant_id=tenant_id, username="alice", is_admin=False)
 
 
 def _kind(record: Record) -> str:

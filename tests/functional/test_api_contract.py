@@ -220,26 +220,29 @@ def test_dynamodb_failing_is_503_with_retry_after(
     assert snapshot() == before
 
 
-STS_FAILURES = {
-    "Throttling": (429, "THROTTLED"),
-    "AccessDenied": (503, "UNAVAILABLE"),
-    "RegionDisabledException": (503, "UNAVAILABLE"),
+COGNITO_FAILURES = {
+    "TooManyRequestsException": (429, "THROTTLED"),
+    "InternalErrorException": (503, "UNAVAILABLE"),
+    "ResourceNotFoundException": (503, "UNAVAILABLE"),
+    "NotAuthorizedException": (401, "UNAUTHORIZED"),
 }
 
 
-@pytest.mark.parametrize(("route", "code"), every_route_and_each_variant(list(STS_FAILURES)))
-def test_no_tenant_session_means_no_data(api: Api, snapshot: Snapshot, route: str, code: str) -> None:
-    status, error_code = STS_FAILURES[code]
-    # Given a tenant whose session was never created in this container
+@pytest.mark.parametrize(("route", "code"), every_route_and_each_variant(list(COGNITO_FAILURES)))
+def test_no_credentials_means_no_data(api: Api, snapshot: Snapshot, route: str, code: str) -> None:
+    status, error_code = COGNITO_FAILURES[code]
+    # Given a user whose token this container has never exchanged
     user = User(random_tenant_id())
     before = snapshot()
-    # When STS refuses to create it
-    with aws_fails("sts", client_error(code)) as attempted:
+    # When the identity pool refuses the exchange
+    with aws_fails("cognito-identity", client_error(code)) as attempted:
         response = sample_request(api, route, user, "01JD3ZZZZZZZZZZZZZZZZZZZZZ")
-    # Then the request fails (429 or 503, with Retry-After) without touching the table
-    assert attempted == ["AssumeRole"]
+    # Then the request fails (429 or 503 with Retry-After, 401 for a refused
+    # token) without touching the table: no other credentials are tried
+    assert attempted == ["GetId"]
     assert_error(response, status, error_code)
-    assert response.header("Retry-After") == "1"
+    if status != 401:
+        assert response.header("Retry-After") == "1"
     assert snapshot() == before
 
 

@@ -2,6 +2,14 @@
 `sam build` packaged it (tests/functional/event_runner.py runs them in a clean
 interpreter with only the build output importable), against moto.
 
+A REST event needs a real token now: the function exchanges the
+``Authorization`` header's token with the identity pool for its tenant's
+credentials. As ``make dev`` does for ``.local/events/``, each event is run
+with a fresh token of its user (``ops.sample_events.with_fresh_tokens``),
+here signed by the tests' user-pool key, and moto serves the template's
+identity pool for that key (``local_stack.identity_pool.in_process``,
+registered in the runner's ``mock_aws``).
+
 Naming convention: ``events/<function directory>[_<variant>].json`` belongs to
 the function whose ``CodeUri`` is ``functions/<function directory>``.
 """
@@ -19,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from local_stack.cognito import public_jwks
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.template import PROJECT_ROOT, table_definition
@@ -26,7 +35,14 @@ from ops import sample_events
 from support_tickets import keys
 from support_tickets.models import TicketItem
 from support_tickets.table import to_item
-from tests.conftest import TENANT_ROLE_ARN
+from tests.conftest import (
+    IDENTITY_POOL_ID,
+    SIGNING_KEY,
+    USER_POOL_ID,
+    USER_POOL_PROVIDER,
+    tenant_claims,
+    token_for_claims,
+)
 
 EVENTS_DIR = PROJECT_ROOT / "events"
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
@@ -131,14 +147,18 @@ def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFact
         pytest.fail(f".aws-sam/build is older than the source ({', '.join(stale)}): run `make build`")
     workdir = tmp_path_factory.mktemp("events")
     cases = []
+    authorized = sample_events.with_fresh_tokens(
+        lambda username, admin: token_for_claims(tenant_claims(sample_events.TENANT, username, admin=admin))
+    )
     for event_file in EVENT_FILES:
         spec = function_for(event_file, specs)
         assert spec is not None, event_file
-        event = json.loads((EVENTS_DIR / event_file).read_text(encoding="utf-8"))
+        event = authorized[event_file.removesuffix(".json")]
         environment = {
             **spec.environment,
-            "TENANT_ROLE_ARN": TENANT_ROLE_ARN,
-            # The sample events' app client (the template's UserPoolClient, deployed).
+            "IDENTITY_POOL_ID": IDENTITY_POOL_ID,
+            "USER_POOL_PROVIDER_NAME": USER_POOL_PROVIDER,
+            # The tests' app client (the template's UserPoolClient, deployed).
             "ALLOWED_CLIENT_IDS": SAMPLE_CLIENT_ID,
             "AWS_ENDPOINT_OVERRIDE": "",
             "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
@@ -163,6 +183,13 @@ def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFact
         "runtime_dir": str(RUNTIME_DIR),
         "site_packages": site_packages,
         "table": table_definition(),
+        "project_root": str(PROJECT_ROOT),
+        "identity_pool": {
+            "identity_pool_id": IDENTITY_POOL_ID,
+            "user_pool_id": USER_POOL_ID,
+            "client_id": SAMPLE_CLIENT_ID,
+            "jwks": public_jwks(SIGNING_KEY),
+        },
         "output": str(output),
         "cases": cases,
     }

@@ -9,22 +9,19 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
-from local_stack.template import table_definition
 from ops.tenants import TenantAdmin, TenantRecordError, main
 from support_tickets import keys
 from support_tickets.errors import InvalidCursor
 from support_tickets.keys import TicketStatus
 from support_tickets.models import CreateTicketRequest
-from support_tickets.session import tenant_session
+from support_tickets.session import credential_cache
 from support_tickets.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.ticket_repository import TicketRepository
-from tests.conftest import REGION, all_items, random_tenant_id, tenant_table
+from tests.conftest import all_items, mocked_aws, random_tenant_id, tenant_table
 from tests.functional.api_harness import Api, User, sample_request
 
 if TYPE_CHECKING:
@@ -84,9 +81,8 @@ def test_paging_returns_exactly_the_tenants_tickets_of_that_status_each_once(
     shards: int, tickets: int, limit: int, resolvers: list[str | None], seed: int
 ) -> None:
     rng = random.Random(seed)
-    tenant_session.cache_clear()
-    with mock_aws():
-        boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
+    credential_cache.cache_clear()
+    with mocked_aws():
         tenant, neighbour = random_tenant_id(), random_tenant_id()
         repo = repo_with(tenant, shards=shards)
         other = repo_with(neighbour, shards=rng.randint(1, 8))
@@ -121,7 +117,7 @@ def test_a_page_reads_every_shard_in_parallel_once(aws: None) -> None:
     for _ in range(20):
         new_ticket(repo)
     calls: list[str] = []
-    client = tenant_session().dynamodb(repo.tenant_id)
+    client = repo.table.clients.dynamodb()
     client.meta.events.register(
         "provide-client-params.dynamodb.Query", lambda params, **_: calls.append(params["KeyConditionExpression"])
     )
@@ -388,10 +384,10 @@ def test_the_layer_reads_the_record_once_per_ttl(aws: None, dynamodb: DynamoDBCl
     TenantAdmin(dynamodb, table_name, phase_seconds=0.0).reshard(tenant, 4)
     tenant_configs.cache_clear()
     calls: list[str] = []
-    tenant_session().dynamodb(tenant).meta.events.register(
+    repo = TicketRepository(tenant_table(tenant))
+    repo.table.clients.dynamodb().meta.events.register(
         "provide-client-params.dynamodb.GetItem", lambda params, **_: calls.append(params["Key"]["pk"]["S"])
     )
-    repo = TicketRepository(tenant_table(tenant))
     for _ in range(3):
         new_ticket(repo)
     assert calls == [f"TENANT#{tenant}|CONFIG"]  # one read, then the cache

@@ -44,6 +44,8 @@ class Caller:
 class DeployedStack:
     api_url: str  # stage included, no trailing slash
     pool: UserPool
+    session: boto3.Session
+    outputs: dict[str, str]
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
     usernames: list[str] = field(default_factory=list)
 
@@ -116,7 +118,7 @@ def deployed() -> Iterator[DeployedStack]:
         pool_id=outputs["UserPoolId"],
         client_id=outputs["UserPoolClientId"],
     )
-    deployed_stack = DeployedStack(api_url=outputs["ApiUrl"].rstrip("/"), pool=pool)
+    deployed_stack = DeployedStack(api_url=outputs["ApiUrl"].rstrip("/"), pool=pool, session=session, outputs=outputs)
     try:
         yield deployed_stack
     finally:

@@ -10,9 +10,9 @@ imported from tests/functional and tests/e2e, not copied.
 wire*, before moto sees them (a ``before-send`` handler that runs ahead of
 moto's). Unlike patching ``_make_api_call``, every botocore layer above the
 HTTP request still runs: retries with backoff, error parsing, signing. It also
-records every request the tenant session's clients send (service, operation,
+records every request the credential cache's clients send (service, operation,
 botocore's attempt number, the access key that signed it) and the access keys
-STS issued, so a test can prove which credentials reached DynamoDB.
+the identity pool issued, so a test can prove which credentials reached DynamoDB.
 """
 
 from __future__ import annotations
@@ -136,31 +136,27 @@ class WireFaults:
                 return self._error(request, service, rule)
         return None
 
-    def after_assume_role(self, parsed: dict[str, Any], **_: Any) -> None:
+    def after_credentials(self, parsed: dict[str, Any], **_: Any) -> None:
         credentials = parsed.get("Credentials") or {}
         if "AccessKeyId" in credentials:
             self.issued_keys.append(credentials["AccessKeyId"])
 
     @staticmethod
     def _error(request: AWSPreparedRequest, service: str, rule: _Rule) -> AWSResponse:
-        if service == "sts":  # the query protocol: an XML error document
-            body = (
-                '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
-                f"<Code>{rule.code}</Code><Message>injected</Message></Error>"
-                "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
-            ).encode()
-            headers = {"Content-Type": "text/xml", "x-amzn-RequestId": "injected"}
-        else:  # DynamoDB's JSON 1.0 protocol
+        if service == "dynamodb":  # DynamoDB's JSON 1.0 protocol
             document = {"__type": f"com.amazonaws.dynamodb.v20120810#{rule.code}", "message": "injected"}
             body = json.dumps({**document, **rule.extra}).encode()
             headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "injected"}
+        else:  # Cognito's JSON 1.1 protocol
+            body = json.dumps({"__type": rule.code, "message": "injected", **rule.extra}).encode()
+            headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-RequestId": "injected"}
         return AWSResponse(request.url, rule.status, headers, _Raw(body))  # type: ignore[arg-type]
 
 
 @pytest.fixture
 def wire(monkeypatch: pytest.MonkeyPatch) -> WireFaults:
     """Faults on the wire for every botocore session created during the test
-    (the tenant session's STS and DynamoDB clients), ahead of moto."""
+    (the credential cache's Cognito and DynamoDB clients), ahead of moto."""
     # boto3's default session (the tests' admin client, the aggregator) is made
     # before the patch, so it never carries this test's handlers.
     boto3._get_default_session()
@@ -177,7 +173,9 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> WireFaults:
     ]
     assert ("before-send", before_send) in handlers, "moto's stubber is not registered"
     monkeypatch.setattr(
-        botocore.handlers, "BUILTIN_HANDLERS", [*handlers, ("after-call.sts.AssumeRole", faults.after_assume_role)]
+        botocore.handlers,
+        "BUILTIN_HANDLERS",
+        [*handlers, ("after-call.cognito-identity.GetCredentialsForIdentity", faults.after_credentials)],
     )
     return faults
 

@@ -1,8 +1,8 @@
 """Faults injected on the wire (``WireFaults`` in this directory's conftest),
 through the real handlers over moto: throttling is retried by botocore with
-backoff and ends as 429 with nothing written; STS trouble never falls back to
-broader credentials; expired tenant credentials are renewed once; a
-cancelled transaction is a 409 that changed nothing.
+backoff and ends as 429 with nothing written; identity-pool trouble never
+falls back to other credentials; expired tenant credentials are renewed once;
+a cancelled transaction is a 409 that changed nothing.
 
 tests/functional/test_api_contract.py already shows, per route, the status
 each error maps to when the whole call fails (``aws_fails``, above botocore's
@@ -100,7 +100,7 @@ def test_an_idempotent_create_whose_ticket_write_is_throttled_is_429_and_leaves_
     api: Api, user: User, snapshot: Snapshot, wire: WireFaults, backoff: list[float]
 ) -> None:
     # Given the idempotency record's PutItem goes through, and the ticket's is throttled
-    api.new_ticket(user)  # a warm tenant session
+    api.new_ticket(user)  # warm credentials
     before = snapshot()
     wire.fail("dynamodb", THROTTLING, operations={"PutItem"}, times=3, skip=1)
     # Then 429, and the in-progress idempotency record was removed again
@@ -156,10 +156,11 @@ def test_dynamodb_server_errors_are_retried_then_503_and_nothing_written(
     assert snapshot() == before
 
 
-# ---------------------------------------------------------------- STS
+# ---------------------------------------------------------------- the identity pool
 def tenant_keys_only(wire: WireFaults) -> None:
-    """Every DynamoDB request was signed with credentials STS issued for a
-    tenant session, never with the function's own (environment) credentials."""
+    """Every DynamoDB request was signed with credentials the identity pool
+    issued for a caller's token, never with the function's own (environment)
+    credentials."""
     used = {sent.access_key for sent in wire.of("dynamodb")}
     assert used, "no DynamoDB request was made"
     assert used <= set(wire.issued_keys)
@@ -167,33 +168,39 @@ def tenant_keys_only(wire: WireFaults) -> None:
 
 
 @pytest.mark.parametrize("route", sorted(OPERATIONS))
-def test_every_dynamodb_request_uses_the_tenant_sessions_credentials(
+def test_every_dynamodb_request_uses_the_callers_credentials(
     api: Api, user: User, wire: WireFaults, route: str
 ) -> None:
     ticket_id = api.new_ticket(user)["ticket_id"]
     response = sample_request(api, route, user, ticket_id)
     assert response.status == SUCCESS.get(route, 200), response.body
-    assert len(wire.of("sts", "AssumeRole")) == 1  # one session for both requests
+    # One exchange of the user's token for both requests (the admin routes' admin is a second user)
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == (
+        2 if route in {"delete", "aggregates"} else 1
+    )
     tenant_keys_only(wire)
 
 
-STS_TROUBLE = {
-    "throttled": ("Throttling", 400, [1, 2, 3], 429, "THROTTLED"),
-    "server-error": ("InternalFailure", 500, [1, 2, 3], 503, "UNAVAILABLE"),
-    "access-denied": ("AccessDenied", 403, [1], 503, "UNAVAILABLE"),
-    "region-disabled": ("RegionDisabledException", 403, [1], 503, "UNAVAILABLE"),
+COGNITO_TROUBLE = {
+    "throttled": ("TooManyRequestsException", 400, [1, 2, 3], 429, "THROTTLED"),
+    "server-error": ("InternalErrorException", 500, [1, 2, 3], 503, "UNAVAILABLE"),
+    "refused-token": ("NotAuthorizedException", 400, [1], 401, "UNAUTHORIZED"),
+    "pool-misconfigured": ("InvalidIdentityPoolConfigurationException", 400, [1], 503, "UNAVAILABLE"),
 }
 # Throttling on every route; the other failures (same code path, before any route logic) on two.
-STS_CASES = [pytest.param(route, *STS_TROUBLE["throttled"], id=f"{route}-throttled") for route in sorted(OPERATIONS)]
-STS_CASES += [
-    pytest.param(route, *STS_TROUBLE[name], id=f"{route}-{name}")
+COGNITO_CASES = [
+    pytest.param(route, *COGNITO_TROUBLE["throttled"], id=f"{route}-throttled") for route in sorted(OPERATIONS)
+]
+COGNITO_CASES += [
+    pytest.param(route, *COGNITO_TROUBLE[name], id=f"{route}-{name}")
     for route in ("create", "list")
-    for name in ("server-error", "access-denied", "region-disabled")
+    for name in ("server-error", "refused-token", "pool-misconfigured")
 ]
 
 
-@pytest.mark.parametrize(("route", "code", "http_status", "attempts", "status", "error_code"), STS_CASES)
-def test_no_tenant_session_means_no_dynamodb_request_at_all(
+@pytest.mark.parametrize(("route", "code", "http_status", "attempts", "status", "error_code"), COGNITO_CASES)
+@pytest.mark.parametrize("operation", ["GetId", "GetCredentialsForIdentity"])
+def test_no_credentials_means_no_dynamodb_request_at_all(
     api: Api,
     snapshot: Snapshot,
     wire: WireFaults,
@@ -205,40 +212,42 @@ def test_no_tenant_session_means_no_dynamodb_request_at_all(
     attempts: list[int],
     status: int,
     error_code: str,
+    operation: str,
 ) -> None:
-    # Given another tenant whose session is warm in this container
+    # Given another tenant whose credentials are warm in this container
     other = User(random_tenant_id())
     api.new_ticket(other)
     before = snapshot()
     wire.forget()
-    # When STS keeps failing for a new tenant
-    wire.fail("sts", code, status=http_status)
+    # When the identity pool keeps failing for a new caller
+    wire.fail("cognito-identity", code, status=http_status, operations={operation})
     response = sample_request(api, route, User(random_tenant_id()), MISSING)
-    # Then AssumeRole was tried (retried when it is retryable) and the request
-    # failed with Retry-After, without a single DynamoDB request: no fallback
-    # to the function's credentials, nor to the warm tenant's
-    assert [sent.attempt for sent in wire.sent] == attempts
-    assert {sent.operation for sent in wire.sent} == {"AssumeRole"}
+    # Then the exchange was tried (retried when it is retryable) and the request
+    # failed, without a single DynamoDB request: no fallback to the function's
+    # credentials, nor to the warm tenant's
+    assert [sent.attempt for sent in wire.of("cognito-identity", operation)] == attempts
+    assert wire.of("dynamodb") == []
     assert_error(response, status, error_code)
-    assert response.header("Retry-After") == "1"
+    if status != 401:
+        assert response.header("Retry-After") == "1"
     assert snapshot() == before
 
 
-def test_sts_throttled_twice_is_retried_and_the_request_succeeds(
+def test_cognito_throttled_twice_is_retried_and_the_request_succeeds(
     api: Api, user: User, wire: WireFaults, backoff: list[float]
 ) -> None:
-    wire.fail("sts", "Throttling", times=2)
+    wire.fail("cognito-identity", "TooManyRequestsException", times=2, operations={"GetCredentialsForIdentity"})
     assert api.create(user, {"title": "t"}).status == 201
-    assert [sent.attempt for sent in wire.of("sts")] == [1, 2, 3]
+    assert [sent.attempt for sent in wire.of("cognito-identity", "GetCredentialsForIdentity")] == [1, 2, 3]
     assert backoff == [1.0, 2.0]
     tenant_keys_only(wire)
 
 
-def test_a_failed_session_is_not_cached(api: Api, user: User, wire: WireFaults) -> None:
-    wire.fail("sts", "AccessDenied", status=403, times=1)
+def test_a_failed_exchange_is_not_cached(api: Api, user: User, wire: WireFaults) -> None:
+    wire.fail("cognito-identity", "InvalidIdentityPoolConfigurationException", times=1)
     assert_error(api.list_tickets(user), 503, "UNAVAILABLE")
     assert api.list_tickets(user).status == 200
-    assert len(wire.of("sts", "AssumeRole")) == 2
+    assert len(wire.of("cognito-identity", "GetId")) == 2
     tenant_keys_only(wire)
 
 
@@ -247,17 +256,19 @@ def test_a_failed_session_is_not_cached(api: Api, user: User, wire: WireFaults) 
 def test_credentials_that_expired_mid_flight_are_renewed_once(
     api: Api, user: User, snapshot: Snapshot, wire: WireFaults, route: str
 ) -> None:
-    # Given a warm tenant session (one AssumeRole)
+    # Given warm credentials of the user's token (one exchange)
     ticket_id = api.new_ticket(user)["ticket_id"]
     items_before = len(snapshot())
     (first_key,) = wire.issued_keys
-    # When DynamoDB says its credentials expired
+    # When DynamoDB says they expired
     wire.forget()
     wire.fail("dynamodb", "ExpiredTokenException", operations={OPERATIONS[route]}, times=1)
     response = sample_request(api, route, user, ticket_id)
-    # Then the session was renewed (a second AssumeRole) and the request succeeded
+    # Then they were renewed (one more GetCredentialsForIdentity, the identity
+    # is known) and the request succeeded
     assert response.status == SUCCESS.get(route, 200), response.body
-    assert len(wire.of("sts", "AssumeRole")) == 1
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == 1
+    assert wire.of("cognito-identity", "GetId") == []
     second_key = wire.issued_keys[-1]
     assert second_key != first_key
     calls = wire.of("dynamodb", OPERATIONS[route])
@@ -279,7 +290,7 @@ def test_credentials_rejected_again_after_renewal_are_503_not_a_loop(
     # renewed once, then given up: a dependency failed
     assert_error(response, 503, "UNAVAILABLE")
     assert response.header("Retry-After") == "1"
-    assert len(wire.of("sts", "AssumeRole")) == 1
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == 1
     assert len(wire.of("dynamodb", "UpdateItem")) == 2
     assert snapshot() == before
     # And once DynamoDB accepts credentials again, the next request works
@@ -296,7 +307,7 @@ def test_an_idempotent_create_renews_expired_credentials_too(
     wire.fail("dynamodb", "ExpiredTokenException", times=1)
     response = create_with_key(api, user)
     assert response.status == 201, response.body
-    assert len(wire.of("sts", "AssumeRole")) == 1
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == 1
     assert len(snapshot()) == items_before + 2  # the ticket and its idempotency record
 
 
@@ -332,7 +343,7 @@ def test_a_create_whose_answer_was_lost_is_one_ticket_and_201(
     api: Api, user: User, snapshot: Snapshot, wire: WireFaults
 ) -> None:
     # Given the first PutItem lands but its answer is lost (botocore retries it)
-    api.new_ticket(user)  # the tenant session and record are in place
+    api.new_ticket(user)  # the credentials and the tenant record are in place
     before = len(snapshot())
     wire.forget()
     wire.lose_answer("dynamodb", operations={"PutItem"})

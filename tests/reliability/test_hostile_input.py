@@ -21,12 +21,11 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from local_stack.template import table_definition
 from support_tickets import keys
 from support_tickets.cursor import encode_cursor, query_fingerprint
-from tests.conftest import REGION, all_items, random_tenant_id
+from tests.conftest import REGION, all_items, mocked_aws, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -70,9 +69,8 @@ class World:
 def world() -> Iterator[World]:
     """Tenant ``<t>`` and ``<t>0``, each with two tickets (one with two
     comments), and real cursors of both: the material forged requests use."""
-    with mock_aws():
+    with mocked_aws():
         client = boto3.client("dynamodb", region_name=REGION)
-        client.create_table(**table_definition())
         yield World(client, str(table_definition()["TableName"]))
 
 

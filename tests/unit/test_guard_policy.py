@@ -12,24 +12,20 @@ import pytest
 from local_stack import iam
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role
 from local_stack.roles import RoleDefinition, function_role, roles_from_template
-from local_stack.template import local_resolver
+from local_stack.template import offline_resolver
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"
 INDEX_ARN = f"{TABLE_ARN}/index/GSI1"
 STREAM_ARN = f"{TABLE_ARN}/stream/2026-11-21T10:00:00.000"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:AggregateCountsFailureQueue"
 AUDIT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:AuditTrailFailureQueue"
+USER_POOL_ID = "us-east-1_EXAMPLE"
+CLIENT_ID = "1example23456789exampleclient"
+IDENTITY_POOL_ID = "us-east-1:0c1b5f3a-7d2e-4a8b-9c6d-000000000013"
 
 
 def template_roles() -> dict[str, RoleDefinition]:
-    resolver = local_resolver(
-        SupportTicketTable__Arn=TABLE_ARN,
-        SupportTicketTable__StreamArn=STREAM_ARN,
-        AggregateCountsFailureQueue__Arn=QUEUE_ARN,
-        AuditTrailFailureQueue__Arn=AUDIT_QUEUE_ARN,
-    )
-    resolver.refs["AggregateCountsFailureQueue"] = "https://sqs.local/AggregateCountsFailureQueue"
-    resolver.refs["AuditTrailFailureQueue"] = "https://sqs.local/AuditTrailFailureQueue"
+    resolver = offline_resolver(user_pool_id=USER_POOL_ID, client_id=CLIENT_ID, identity_pool_id=IDENTITY_POOL_ID)
     return roles_from_template(resolver)
 
 
@@ -196,28 +192,82 @@ def api_session() -> Session:
     return Session("ASIAAPI", API_ROLE, "fn")
 
 
+COGNITO = "cognito-identity.amazonaws.com"
+PROVIDER = f"cognito-idp.us-east-1.amazonaws.com/{USER_POOL_ID}"
+
+
+def web_identity(
+    action: str = "sts:AssumeRoleWithWebIdentity",
+    *,
+    principal: str = COGNITO,
+    aud: str | None = IDENTITY_POOL_ID,
+    amr: Sequence[str] | None = ("authenticated", PROVIDER, f"{PROVIDER}:CognitoSignIn:sub-1"),
+    tags: Mapping[str, str] | None = None,
+) -> iam.Decision:
+    """The trust policy's answer to Cognito asking for a web identity session
+    (the context keys Cognito's OpenID token gives STS)."""
+    context: dict[str, Sequence[str]] = {}
+    if aud is not None:
+        context[f"{COGNITO}:aud"] = [aud]
+    if amr is not None:
+        context[f"{COGNITO}:amr"] = list(amr)
+    if tags is not None:
+        context.update({f"aws:RequestTag/{key}": [value] for key, value in tags.items()})
+        context["aws:TagKeys"] = list(tags)
+    request = iam.Request(action, TENANT_ROLE.arn, context, (principal,))
+    return iam.evaluate([TENANT_ROLE.trust_policy], request, trust=True)
+
+
+def test_trust_admits_this_identity_pools_authenticated_identities() -> None:
+    assert web_identity() is iam.Decision.ALLOW
+    assert web_identity("sts:TagSession", tags={"TenantId": "acme"}) is iam.Decision.ALLOW
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        pytest.param({"aud": "us-east-1:0c1b5f3a-7d2e-4a8b-9c6d-000000000099"}, id="another-identity-pool"),
+        pytest.param({"aud": None}, id="no-identity-pool"),
+        pytest.param({"amr": ("unauthenticated",)}, id="a-guest"),
+        pytest.param({"amr": None}, id="no-amr"),
+        pytest.param({"principal": "accounts.google.com"}, id="another-web-identity-provider"),
+        pytest.param({"principal": API_ROLE.arn}, id="the-api-function-role"),
+    ],
+)
+def test_trust_refuses_everything_else(changes: dict[str, Any]) -> None:
+    assert web_identity(**changes) is not iam.Decision.ALLOW
+    assert web_identity("sts:TagSession", tags={"TenantId": "acme"}, **changes) is not iam.Decision.ALLOW
+
+
 @pytest.mark.parametrize(
     ("tags", "allowed"),
     [
         ({"TenantId": "acme"}, True),
-        ({}, False),
         ({"TenantId": ""}, False),
         ({"TenantId": "acme", "Other": "x"}, False),
         ({"tenantid": "acme"}, False),
         ({"Other": "acme"}, False),
     ],
 )
-def test_trust_needs_exactly_a_non_empty_tenant_tag(tags: dict[str, str], allowed: bool) -> None:
+def test_the_session_tag_is_exactly_a_non_empty_tenant(tags: dict[str, str], allowed: bool) -> None:
+    assert (web_identity("sts:TagSession", tags=tags) is iam.Decision.ALLOW) == allowed
+
+
+@pytest.mark.parametrize("tags", [{}, {"TenantId": "acme"}, {"TenantId": "acme", "Other": "x"}])
+def test_nobody_assumes_the_tenant_role_with_assume_role(tags: dict[str, str]) -> None:
+    # Not the API functions (which used to), not another session, not the
+    # operator: the trust policy names the identity pool's web identities only.
     request = AssumeRoleRequest(TENANT_ROLE.arn, "tenant-acme", tags, None)
-    assert (authorize_assume_role(api_session(), request, ROLES) is None) == allowed
-
-
-def test_trust_admits_only_the_api_function_role() -> None:
-    request = AssumeRoleRequest(TENANT_ROLE.arn, "x", {"TenantId": "acme"}, None)
-    tenant_session = Session("ASIATENANT", TENANT_ROLE, "tenant-1", {"TenantId": "1"})
-    aggregator_session = Session("ASIAAGG", AGGREGATOR_ROLE, "agg")
-    assert authorize_assume_role(tenant_session, request, ROLES) is not None
-    assert authorize_assume_role(aggregator_session, request, ROLES) is not None
+    callers = [
+        api_session(),
+        Session("ASIATENANT", TENANT_ROLE, "tenant-1", {"TenantId": "1"}),
+        Session("ASIAAGG", AGGREGATOR_ROLE, "agg"),
+        None,  # the operator
+    ]
+    for caller in callers:
+        message = authorize_assume_role(caller, request, ROLES)
+        assert message is not None
+        assert "is not authorized to perform: sts:AssumeRole" in message
 
 
 def test_unknown_roles_cannot_be_assumed() -> None:
@@ -225,10 +275,10 @@ def test_unknown_roles_cannot_be_assumed() -> None:
     assert authorize_assume_role(None, request, ROLES) is not None
 
 
-def test_the_operator_is_still_bound_by_the_trust_conditions() -> None:
-    assert authorize_assume_role(None, AssumeRoleRequest(TENANT_ROLE.arn, "x", {}, None), ROLES) is not None
-    tagged = AssumeRoleRequest(TENANT_ROLE.arn, "x", {"TenantId": "acme"}, None)
-    assert authorize_assume_role(None, tagged, ROLES) is None
+def test_the_operator_can_still_assume_the_function_roles() -> None:
+    # The control for the refusals above: AssumeRole itself works, for the
+    # roles Lambda assumes (the local stack stands in for Lambda).
+    assert authorize_assume_role(None, AssumeRoleRequest(API_ROLE.arn, "x", {}, None), ROLES) is None
 
 
 def test_a_session_policy_narrows_the_role() -> None:

@@ -10,7 +10,8 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role, authorize_dynamodb
-from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE
+from local_stack.iam import Decision
+from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
@@ -144,7 +145,15 @@ tag_keys = st.sampled_from(["TenantId", "tenantid", "Tenant", "Other", "TenantId
 
 @PROPERTY_SETTINGS
 @given(st.dictionaries(tag_keys, st.text(max_size=5), max_size=3))
-def test_assume_role_needs_exactly_one_non_empty_tenant_tag(tags: dict[str, str]) -> None:
+def test_no_tags_let_anyone_assume_the_tenant_role(tags: dict[str, str]) -> None:
+    # Tenant credentials come only from the identity pool, for a caller's own token.
     request = AssumeRoleRequest(TENANT_ROLE.arn, "s-1", tags, None)
+    assert authorize_assume_role(api_caller, request, ROLES) is not None
+    assert authorize_assume_role(None, request, ROLES) is not None
+
+
+@PROPERTY_SETTINGS
+@given(st.dictionaries(tag_keys, st.text(max_size=5), max_size=3))
+def test_the_identity_pool_tags_exactly_one_non_empty_tenant(tags: dict[str, str]) -> None:
     expected = set(tags) == {"TenantId"} and tags["TenantId"] != ""
-    assert (authorize_assume_role(api_caller, request, ROLES) is None) == expected
+    assert (web_identity("sts:TagSession", tags=tags) is Decision.ALLOW) == expected

@@ -1,8 +1,11 @@
-"""The tenant session cache: one AssumeRole per tenant per credential lifetime,
-renewed before expiry, tagged, never a fallback."""
+"""The credential cache: the caller's token exchanged with the identity pool
+(GetId once per user, GetCredentialsForIdentity once per token), cached per
+token until the earlier of the credentials' and the token's expiry minus the
+margin, bounded, failures mapped and never a fallback. Cognito is stubbed."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,11 +14,14 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from support_tickets.errors import Throttled, Unavailable
-from support_tickets.session import TenantSession
+from support_tickets.errors import Throttled, Unauthorized, Unavailable
+from support_tickets.identity import IdToken
+from support_tickets.session import CredentialCache
 from support_tickets.settings import get_settings
+from tests.conftest import IDENTITY_POOL_ID, USER_POOL_PROVIDER
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+MARGIN = timedelta(seconds=60)  # CREDENTIALS_RENEW_BEFORE_SECONDS' default
 
 
 class FakeClock:
@@ -26,23 +32,24 @@ class FakeClock:
         return self.now
 
 
-def credentials(expiration: datetime) -> dict[str, Any]:
+def id_token(user: str = "alice", jti: str = "1", *, expires: datetime = START + timedelta(hours=1)) -> IdToken:
+    # The value stands for a JWT: the cache never reads it, Cognito does.
+    return IdToken(value=f"header.{user}-{jti}.signature", subject=f"sub-{user}", expires_at=int(expires.timestamp()))
+
+
+def identity_of(user: str) -> str:
+    return f"us-east-1:{hashlib.md5(user.encode()).hexdigest()[:8]}-0000-4000-8000-000000000000"  # noqa: S324
+
+
+def credentials(expiration: datetime, user: str = "alice", key: str = "ASIAEXAMPLEEXAMPLE") -> dict[str, Any]:
     return {
+        "IdentityId": identity_of(user),
         "Credentials": {
-            "AccessKeyId": "ASIAEXAMPLEEXAMPLE",
-            "SecretAccessKey": "secret-secret-secret",
+            "AccessKeyId": key,
+            "SecretKey": "secret-secret-secret",
             "SessionToken": "token-token-token",
             "Expiration": expiration,
-        }
-    }
-
-
-def expected_assume(tenant_id: str) -> dict[str, Any]:
-    return {
-        "RoleArn": get_settings().tenant_role_arn,
-        "RoleSessionName": f"tenant-{tenant_id}",
-        "DurationSeconds": 3600,
-        "Tags": [{"Key": "TenantId", "Value": tenant_id}],
+        },
     }
 
 
@@ -52,84 +59,218 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def sts() -> Iterator[Stubber]:
-    client = boto3.client("sts", region_name="us-east-1")
+def cognito() -> Iterator[Stubber]:
+    client = boto3.client("cognito-identity", region_name="us-east-1")
     with Stubber(client) as stubber:
         yield stubber
         stubber.assert_no_pending_responses()
 
 
 @pytest.fixture
-def session(sts: Stubber, clock: FakeClock) -> TenantSession:
-    return TenantSession(get_settings(), sts_client=sts.client, clock=clock)  # type: ignore[arg-type]
+def cache(cognito: Stubber, clock: FakeClock) -> CredentialCache:
+    return CredentialCache(get_settings(), cognito_client=cognito.client, clock=clock)  # type: ignore[arg-type]
 
 
-def test_assume_role_is_tagged_with_the_tenant(sts: Stubber, session: TenantSession) -> None:
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    session.dynamodb("acme")
+def expect_get_id(cognito: Stubber, token: IdToken, user: str = "alice") -> None:
+    cognito.add_response(
+        "get_id",
+        {"IdentityId": identity_of(user)},
+        {"IdentityPoolId": IDENTITY_POOL_ID, "Logins": {USER_POOL_PROVIDER: token.value}},
+    )
 
 
-def test_warm_requests_reuse_the_client_without_sts(sts: Stubber, session: TenantSession, clock: FakeClock) -> None:
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    first = session.dynamodb("acme")
-    for minutes in (1, 10, 30, 54):
+def expect_credentials(
+    cognito: Stubber, token: IdToken, expiration: datetime, user: str = "alice", key: str = "ASIAEXAMPLEEXAMPLE"
+) -> None:
+    cognito.add_response(
+        "get_credentials_for_identity",
+        credentials(expiration, user, key),
+        {"IdentityId": identity_of(user), "Logins": {USER_POOL_PROVIDER: token.value}},
+    )
+
+
+def exchange_expected(cognito: Stubber, token: IdToken, expiration: datetime, user: str = "alice") -> None:
+    expect_get_id(cognito, token, user)
+    expect_credentials(cognito, token, expiration, user)
+
+
+# ---------------------------------------------------------------- the exchange
+def test_the_callers_token_is_exchanged_with_the_stacks_identity_pool(cognito: Stubber, cache: CredentialCache) -> None:
+    # The stubber checks the parameters: this pool, the user pool's provider name → this token.
+    token = id_token()
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    client = cache.dynamodb(token)
+    assert client.meta.region_name == "us-east-1"
+    assert client._request_signer._credentials.access_key == "ASIAEXAMPLEEXAMPLE"  # type: ignore[attr-defined]
+
+
+def test_a_warm_request_with_a_known_token_makes_no_call(
+    cognito: Stubber, cache: CredentialCache, clock: FakeClock
+) -> None:
+    token = id_token()
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = cache.dynamodb(token)
+    for minutes in (1, 10, 30, 58):
         clock.now = START + timedelta(minutes=minutes)
-        assert session.dynamodb("acme") is first  # the stubber has no second response to give
+        assert cache.dynamodb(token) is first  # the stubber has no second response to give
 
 
-def test_credentials_are_renewed_before_they_expire(sts: Stubber, session: TenantSession, clock: FakeClock) -> None:
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    first = session.dynamodb("acme")
-    clock.now = START + timedelta(minutes=55)  # 5 minutes before expiry: renew
-    sts.add_response("assume_role", credentials(clock.now + timedelta(hours=1)), expected_assume("acme"))
-    second = session.dynamodb("acme")
-    assert second is not first
-    clock.now += timedelta(minutes=30)
-    assert session.dynamodb("acme") is second
+def test_each_token_has_its_own_credentials_and_a_user_one_identity(cognito: Stubber, cache: CredentialCache) -> None:
+    first, second, bob = id_token(jti="1"), id_token(jti="2"), id_token("bob")
+    exchange_expected(cognito, first, START + timedelta(hours=1))
+    expect_credentials(cognito, second, START + timedelta(hours=1))  # alice's identity is cached: no GetId
+    exchange_expected(cognito, bob, START + timedelta(hours=1), "bob")
+    clients = [cache.dynamodb(token) for token in (first, second, bob)]
+    assert len({id(client) for client in clients}) == 3
+    assert cache.dynamodb(first) is clients[0]
 
 
-def test_each_tenant_gets_its_own_credentials(sts: Stubber, session: TenantSession) -> None:
-    for tenant in ("1", "10"):
-        sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume(tenant))
-    one, ten = session.dynamodb("1"), session.dynamodb("10")
-    assert one is not ten
-    assert session.dynamodb("1") is one
-    assert session.dynamodb("10") is ten
+# ---------------------------------------------------------------- expiry
+def test_renewed_before_the_credentials_expire_when_they_expire_first(
+    cognito: Stubber, cache: CredentialCache, clock: FakeClock
+) -> None:
+    token = id_token(expires=START + timedelta(hours=2))  # a token outliving the credentials
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = cache.dynamodb(token)
+    clock.now = START + timedelta(hours=1) - MARGIN - timedelta(seconds=1)
+    assert cache.dynamodb(token) is first
+    clock.now += timedelta(seconds=1)  # expiry minus the margin: renew (the identity is cached)
+    expect_credentials(cognito, token, clock.now + timedelta(hours=1))
+    assert cache.dynamodb(token) is not first
 
 
-def test_invalidate_forces_a_new_assume_role(sts: Stubber, session: TenantSession) -> None:
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    first = session.dynamodb("acme")
-    session.invalidate("acme")
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    assert session.dynamodb("acme") is not first
+def test_never_kept_past_the_tokens_own_expiry(cognito: Stubber, cache: CredentialCache, clock: FakeClock) -> None:
+    token = id_token(expires=START + timedelta(minutes=30))  # credentials would last an hour
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = cache.dynamodb(token)
+    clock.now = START + timedelta(minutes=30) - MARGIN - timedelta(seconds=1)
+    assert cache.dynamodb(token) is first
+    clock.now += timedelta(seconds=1)
+    expect_credentials(cognito, token, clock.now + timedelta(hours=1))
+    assert cache.dynamodb(token) is not first
 
 
-def test_sts_throttling_is_throttled_never_a_fallback(sts: Stubber, session: TenantSession) -> None:
-    sts.add_client_error("assume_role", service_error_code="Throttling", http_status_code=400)
-    with pytest.raises(Throttled):
-        session.dynamodb("acme")
+def test_a_token_in_its_last_margin_is_served_but_not_kept(
+    cognito: Stubber, cache: CredentialCache, clock: FakeClock
+) -> None:
+    token = id_token(expires=START + MARGIN - timedelta(seconds=5))
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = cache.dynamodb(token)
+    expect_credentials(cognito, token, START + timedelta(hours=1))
+    assert cache.dynamodb(token) is not first  # exchanged again: nothing was cached
 
 
-def test_sts_failure_is_unavailable_and_not_cached(sts: Stubber, session: TenantSession) -> None:
-    sts.add_client_error("assume_role", service_error_code="AccessDenied", http_status_code=403)
+def test_invalidate_forces_a_new_exchange(cognito: Stubber, cache: CredentialCache) -> None:
+    token = id_token()
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = cache.dynamodb(token)
+    cache.invalidate(token)
+    expect_credentials(cognito, token, START + timedelta(hours=1))
+    assert cache.dynamodb(token) is not first
+
+
+# ---------------------------------------------------------------- bounds and keys
+def test_the_token_cache_is_a_bounded_lru(
+    cognito: Stubber, cache: CredentialCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("support_tickets.session.MAX_CACHED_TOKENS", 2)
+    tokens = {user: id_token(user) for user in ("a", "b", "c")}
+    for user in ("a", "b"):
+        exchange_expected(cognito, tokens[user], START + timedelta(hours=1), user)
+    a = cache.dynamodb(tokens["a"])
+    cache.dynamodb(tokens["b"])
+    assert cache.dynamodb(tokens["a"]) is a  # a is now the most recent: b goes next
+    exchange_expected(cognito, tokens["c"], START + timedelta(hours=1), "c")
+    cache.dynamodb(tokens["c"])
+    assert cache.dynamodb(tokens["a"]) is a
+    expect_credentials(cognito, tokens["b"], START + timedelta(hours=1), "b")  # evicted: exchanged again
+    cache.dynamodb(tokens["b"])
+
+
+def test_the_identity_cache_is_bounded_too(
+    cognito: Stubber, cache: CredentialCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("support_tickets.session.MAX_CACHED_IDENTITIES", 1)
+    alice, bob = id_token("alice"), id_token("bob")
+    exchange_expected(cognito, alice, START + timedelta(hours=1), "alice")
+    exchange_expected(cognito, bob, START + timedelta(hours=1), "bob")
+    cache.dynamodb(alice)
+    cache.dynamodb(bob)
+    cache.invalidate(alice)
+    exchange_expected(cognito, alice, START + timedelta(hours=1), "alice")  # GetId again: bob evicted alice
+    cache.dynamodb(alice)
+
+
+def test_the_token_is_never_a_key(cognito: Stubber, cache: CredentialCache) -> None:
+    token = id_token()
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    cache.dynamodb(token)
+    keys = [*vars(cache)["_clients"], *vars(cache)["_identities"]]
+    assert hashlib.sha256(token.value.encode()).hexdigest() in keys
+    assert all(token.value not in key for key in keys)
+
+
+def test_a_deleted_identity_is_looked_up_again_once(cognito: Stubber, cache: CredentialCache) -> None:
+    first, second = id_token(jti="1"), id_token(jti="2")
+    exchange_expected(cognito, first, START + timedelta(hours=1))
+    cache.dynamodb(first)
+    cognito.add_client_error("get_credentials_for_identity", service_error_code="ResourceNotFoundException")
+    exchange_expected(cognito, second, START + timedelta(hours=1))
+    cache.dynamodb(second)
+
+
+# ---------------------------------------------------------------- failures
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("TooManyRequestsException", Throttled),
+        ("NotAuthorizedException", Unauthorized),
+        ("InternalErrorException", Unavailable),
+        ("ResourceNotFoundException", Unavailable),
+        ("InvalidIdentityPoolConfigurationException", Unavailable),
+    ],
+)
+@pytest.mark.parametrize("operation", ["get_id", "get_credentials_for_identity"])
+def test_failures_are_mapped_never_a_fallback_and_never_cached(
+    cognito: Stubber, cache: CredentialCache, code: str, error: type[Exception], operation: str
+) -> None:
+    # Given another user's credentials, warm in this container
+    warm = id_token("bob")
+    exchange_expected(cognito, warm, START + timedelta(hours=1), "bob")
+    cache.dynamodb(warm)
+    # When Cognito refuses this user's exchange
+    token = id_token()
+    if operation == "get_credentials_for_identity":
+        expect_get_id(cognito, token)
+    cognito.add_client_error(operation, service_error_code=code, http_status_code=400)
+    with pytest.raises(error):
+        cache.dynamodb(token)
+    # Then nothing was cached: the next request asks Cognito again, and gets its own
+    if operation == "get_id":
+        expect_get_id(cognito, token)
+    expect_credentials(cognito, token, START + timedelta(hours=1), key="ASIAALICEALICEALICE1")
+    client = cache.dynamodb(token)
+    assert client._request_signer._credentials.access_key == "ASIAALICEALICEALICE1"  # type: ignore[attr-defined]
+
+
+def test_an_unreachable_identity_pool_is_unavailable(cache: CredentialCache, monkeypatch: pytest.MonkeyPatch) -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    def unreachable(**_: Any) -> Any:
+        raise EndpointConnectionError(endpoint_url="https://cognito-identity.us-east-1.amazonaws.com")
+
+    monkeypatch.setattr(vars(cache)["_cognito_client"], "get_id", unreachable)
     with pytest.raises(Unavailable):
-        session.dynamodb("acme")
-    sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume("acme"))
-    session.dynamodb("acme")
+        cache.dynamodb(id_token())
 
 
-@pytest.mark.parametrize("tenant_id", ["", "a|b", "*", "A"])
-def test_invalid_tenant_never_reaches_sts(session: TenantSession, tenant_id: str) -> None:
-    with pytest.raises(ValueError, match="tenant id"):
-        session.dynamodb(tenant_id)
-
-
-def test_cache_is_bounded(sts: Stubber, session: TenantSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("support_tickets.session.MAX_CACHED_TENANTS", 2)
-    clients: dict[str, list[object]] = {}
-    for tenant in ("a", "b", "c", "a"):
-        sts.add_response("assume_role", credentials(START + timedelta(hours=1)), expected_assume(tenant))
-        clients.setdefault(tenant, []).append(session.dynamodb(tenant))
-    # "a" was evicted by "c": it needed a second AssumeRole and got a new client.
-    assert clients["a"][0] is not clients["a"][1]
+# ---------------------------------------------------------------- one request's clients
+def test_a_requests_clients_exchange_once_and_renew_on_invalidate(cognito: Stubber, cache: CredentialCache) -> None:
+    token = id_token()
+    request = cache.for_token(token)
+    exchange_expected(cognito, token, START + timedelta(hours=1))
+    first = request.dynamodb()
+    assert request.dynamodb() is first
+    request.invalidate()  # DynamoDB said the credentials expired
+    expect_credentials(cognito, token, START + timedelta(hours=1))
+    assert request.dynamodb() is not first

@@ -136,21 +136,65 @@ def test_each_route_has_its_own_function() -> None:
 def test_api_function_roles_cannot_touch_dynamodb_items() -> None:
     functions = resources("AWS::Lambda::Function")
     roles = resources("AWS::IAM::Role")
-    policies = resources("AWS::IAM::Policy")
     api_role_names = {functions[name]["Properties"]["Role"]["Fn::GetAtt"][0] for name in API_FUNCTIONS}
     assert api_role_names == {"ApiFunctionRole"}
-    for role_name in api_role_names:
-        role = roles[role_name]
-        granted = all_role_statements(role)
-        for policy in policies.values():
-            if {"Ref": role_name} in policy["Properties"]["Roles"]:
-                granted.extend(statements(policy["Properties"]["PolicyDocument"]))
-        actions = {action for statement in granted for action in as_list(statement["Action"])}
-        assert not any(action.startswith("dynamodb:") for action in actions), actions
-        assert actions == {"sts:AssumeRole", "sts:TagSession"}
-        managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
-        assert "AWSLambdaBasicExecutionRole" in managed
-        assert "Dynamo" not in managed
+    role = roles["ApiFunctionRole"]
+    # Logs and traces only (managed policies); no permission of its own at all.
+    assert all_role_statements(role) == []
+    granted = {action for statement in role_grants("ApiFunctionRole") for action in as_list(statement["Action"])}
+    assert {action.split(":", 1)[0] for action in granted} == {"logs", "xray"}
+    managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+    assert "AWSLambdaBasicExecutionRole" in managed
+    assert "Dynamo" not in managed
+
+
+def role_grants(role_name: str) -> list[dict[str, Any]]:
+    """Every Allow statement a role gets: inline, from ``AWS::IAM::Policy``
+    attachments and from its managed policies (documents from moto's copy)."""
+    role = resources("AWS::IAM::Role")[role_name]
+    granted = list(all_role_statements(role))
+    for policy in resources("AWS::IAM::Policy").values():
+        if {"Ref": role_name} in policy["Properties"]["Roles"]:
+            granted.extend(statements(policy["Properties"]["PolicyDocument"]))
+    for entry in role["Properties"].get("ManagedPolicyArns", []):
+        granted.extend(statements(managed_policies.document(managed_policy_arn(entry))))
+    return [statement for statement in granted if statement["Effect"] == "Allow"]
+
+
+SESSION_ACTIONS = ("sts:AssumeRole", "sts:AssumeRoleWithWebIdentity", "sts:TagSession")
+
+
+def grants_a_session(statement: dict[str, Any]) -> bool:
+    """Whether the statement could allow assuming a role or tagging a session
+    (wildcards included, NotAction too)."""
+    if "NotAction" in statement:
+        return not any(
+            fnmatch.fnmatchcase(wanted.lower(), action.lower())
+            for wanted in SESSION_ACTIONS
+            for action in as_list(statement["NotAction"])
+        )
+    return any(
+        fnmatch.fnmatchcase(wanted.lower(), action.lower())
+        for wanted in SESSION_ACTIONS
+        for action in as_list(statement["Action"])
+    )
+
+
+def test_no_role_of_the_stack_can_assume_the_tenant_role_or_tag_a_session() -> None:
+    # Tenant credentials come only from the identity pool, for the caller's own token.
+    roles = resources("AWS::IAM::Role")
+    assert "AssumeTenantRolePolicy" not in translated()["Resources"]
+    for name in roles:
+        assert [statement for statement in role_grants(name) if grants_a_session(statement)] == [], name
+
+
+def test_the_session_check_would_catch_a_grant() -> None:
+    # The control for the test above: what the template used to grant, and wildcards.
+    assert grants_a_session({"Effect": "Allow", "Action": ["sts:AssumeRole", "sts:TagSession"], "Resource": "*"})
+    assert grants_a_session({"Effect": "Allow", "Action": "sts:*", "Resource": "*"})
+    assert grants_a_session({"Effect": "Allow", "Action": "*", "Resource": "*"})
+    assert grants_a_session({"Effect": "Allow", "NotAction": "s3:*", "Resource": "*"})
+    assert not grants_a_session({"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"})
 
 
 def tenant_role() -> dict[str, Any]:
@@ -193,14 +237,70 @@ def test_no_policy_anywhere_allows_scan_or_wildcards() -> None:
                 assert "*" not in action, action
 
 
-def test_tenant_role_trust_admits_only_the_api_role_with_a_tenant_tag() -> None:
+def test_tenant_role_trust_admits_only_this_identity_pools_authenticated_identities() -> None:
     trust = statements(tenant_role()["Properties"]["AssumeRolePolicyDocument"])
-    assert {statement["Action"] for statement in trust} == {"sts:AssumeRole", "sts:TagSession"}
+    assert {statement["Action"] for statement in trust} == {"sts:AssumeRoleWithWebIdentity", "sts:TagSession"}
     for statement in trust:
-        assert statement["Principal"] == {"AWS": {"Fn::GetAtt": ["ApiFunctionRole", "Arn"]}}
-        assert statement["Condition"]["StringLike"] == {"aws:RequestTag/TenantId": "?*"}
+        assert statement["Effect"] == "Allow"
+        assert statement["Principal"] == {"Federated": "cognito-identity.amazonaws.com"}
+        assert statement["Condition"]["StringEquals"] == {"cognito-identity.amazonaws.com:aud": {"Ref": "IdentityPool"}}
+        assert statement["Condition"]["ForAnyValue:StringLike"] == {
+            "cognito-identity.amazonaws.com:amr": "authenticated"
+        }
     (tag,) = [statement for statement in trust if statement["Action"] == "sts:TagSession"]
+    assert tag["Condition"]["StringLike"] == {"aws:RequestTag/TenantId": "?*"}
     assert tag["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": ["TenantId"]}
+
+
+def single(kind: str) -> dict[str, Any]:
+    (found,) = resources(kind).values()
+    properties: dict[str, Any] = found["Properties"]
+    return properties
+
+
+def test_the_identity_pool_admits_only_this_user_pools_app_client() -> None:
+    pool = single("AWS::Cognito::IdentityPool")
+    assert pool["AllowUnauthenticatedIdentities"] is False
+    assert pool["AllowClassicFlow"] is False
+    assert pool["CognitoIdentityProviders"] == [
+        {
+            "ProviderName": {"Fn::GetAtt": ["UserPool", "ProviderName"]},
+            "ClientId": {"Ref": "UserPoolClient"},
+            "ServerSideTokenCheck": True,
+        }
+    ]
+    for absent in ("SupportedLoginProviders", "OpenIdConnectProviderARNs", "SamlProviderARNs", "DeveloperProviderName"):
+        assert absent not in pool
+
+
+def test_authenticated_identities_get_the_tenant_role_and_nobody_else_any() -> None:
+    attachment = single("AWS::Cognito::IdentityPoolRoleAttachment")
+    assert attachment["IdentityPoolId"] == {"Ref": "IdentityPool"}
+    assert attachment["Roles"] == {"authenticated": {"Fn::GetAtt": ["TenantAccessRole", "Arn"]}}
+    assert "RoleMappings" not in attachment
+
+
+def test_the_principal_tag_is_the_tokens_tenant_and_nothing_else() -> None:
+    tags = single("AWS::Cognito::IdentityPoolPrincipalTag")
+    assert tags["IdentityPoolId"] == {"Ref": "IdentityPool"}
+    assert tags["IdentityProviderName"] == {"Fn::GetAtt": ["UserPool", "ProviderName"]}
+    assert tags["UseDefaults"] is False
+    assert tags["PrincipalTags"] == {"TenantId": "custom:tenant_id"}
+
+
+def test_functions_know_the_identity_pool_and_nothing_to_assume() -> None:
+    from support_tickets.settings import Settings
+
+    aliases = {field.alias for field in Settings.model_fields.values()}
+    assert {"IDENTITY_POOL_ID", "USER_POOL_PROVIDER_NAME"} <= aliases
+    functions = resources("AWS::Lambda::Function")
+    for name in API_FUNCTIONS:
+        variables = functions[name]["Properties"]["Environment"]["Variables"]
+        assert variables["IDENTITY_POOL_ID"] == {"Ref": "IdentityPool"}, name
+        assert variables["USER_POOL_PROVIDER_NAME"] == {"Fn::GetAtt": ["UserPool", "ProviderName"]}, name
+        assert "TENANT_ROLE_ARN" not in variables, name
+        # Deployed after the pool can issue tagged credentials.
+        assert {"IdentityPoolRoles", "IdentityPoolTenantTag"} <= set(functions[name].get("DependsOn", [])), name
 
 
 def role_of(function: str) -> dict[str, Any]:
@@ -334,7 +434,7 @@ def test_user_pool_tenant_attribute_is_immutable_and_unwritable() -> None:
 
 
 def test_outputs() -> None:
-    assert {"ApiUrl", "UserPoolId", "UserPoolClientId", "TableName"} <= set(translated()["Outputs"])
+    assert {"ApiUrl", "UserPoolId", "UserPoolClientId", "IdentityPoolId", "TableName"} <= set(translated()["Outputs"])
 
 
 def test_layer_and_runtime_are_python_3_13() -> None:

@@ -5,8 +5,9 @@ Modules, from the outside in:
 - ``api``: the Powertools REST resolver every handler uses, with one table of
   exception handlers that maps domain errors to API.md's error bodies.
 - ``identity``: who is calling (tenant, user, admin) from the authorizer claims.
-- ``session``: tenant-scoped DynamoDB clients (AssumeRole + ``TenantId`` tag),
-  cached per tenant in the warm container.
+- ``session``: tenant-scoped DynamoDB clients: the caller's own ID token
+  exchanged with the Cognito identity pool for credentials tagged with its
+  tenant, cached per token in the warm container.
 - ``tickets``: the domain: what each route does, for a caller.
 - ``table``: a tenant's view of the table, the one call path to DynamoDB and
   its error mapping; every repository below works through it.

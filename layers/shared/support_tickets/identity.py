@@ -10,14 +10,22 @@ write it) and admin rights only from ``cognito:groups`` (see
 :func:`parse_groups` for the one form API Gateway gives it); never from a path,
 query, header or body. A missing claim or a token that is not one of our ID
 tokens is a 401 and a malformed tenant id a 403: there is no default tenant.
+
+The caller also carries its :class:`IdToken`, the ``Authorization`` header's
+token these claims came from: :mod:`support_tickets.session` exchanges it with
+the identity pool for the only credentials that reach the table, tagged by
+Cognito with the token's tenant. A request whose header holds no token, or
+another token than the claims' (another ``jti``, ``sub`` or tenant), is a 401:
+it could only get credentials of another caller.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from support_tickets.errors import Forbidden, Unauthorized
@@ -30,7 +38,24 @@ ADMIN_GROUP = "admin"
 TOKEN_USE_CLAIM = "token_use"  # noqa: S105 - a claim name, not a secret
 AUDIENCE_CLAIM = "aud"
 JTI_CLAIM = "jti"
+SUBJECT_CLAIM = "sub"
+EXPIRY_CLAIM = "exp"
 ID_TOKEN_USE = "id"  # noqa: S105 - a claim value, not a secret
+
+
+@dataclass(frozen=True, slots=True)
+class IdToken:
+    """The caller's ID token as API Gateway passed it (its identity source, the
+    token the authorizer verified). ``value`` is a bearer secret: it is never
+    in a repr, a log line or a cache key (:attr:`digest` is the key)."""
+
+    value: str = field(repr=False)
+    subject: str
+    expires_at: int  # the token's exp, epoch seconds
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.value.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +63,7 @@ class Caller:
     tenant_id: str
     username: str
     is_admin: bool
+    token: IdToken
 
     def require_admin(self) -> None:
         if not self.is_admin:
@@ -66,7 +92,7 @@ def groups_from_token(authorization: object, claims: Mapping[str, Any]) -> froze
     it is the token these claims came from: the same ``jti`` and the same
     groups once joined as API Gateway joins them. Otherwise none. The payload
     is only decoded: its signature was checked by the authorizer."""
-    payload = _token_payload(authorization)
+    payload = token_payload(authorization)
     jti = claims.get(JTI_CLAIM)
     if payload is None or not isinstance(jti, str) or not jti or payload.get(JTI_CLAIM) != jti:
         return frozenset()
@@ -78,12 +104,20 @@ def groups_from_token(authorization: object, claims: Mapping[str, Any]) -> froze
     return frozenset(groups)
 
 
-def _token_payload(authorization: object) -> dict[str, Any] | None:
+def _bearer(authorization: object) -> str | None:
+    """The token of an ``Authorization`` header (``Bearer <token>`` or the bare
+    token, as API Gateway's Cognito authorizer accepts both)."""
     if not isinstance(authorization, str):
         return None
     scheme, _, rest = authorization.strip().partition(" ")
     token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()
-    parts = token.split(".")
+    return token or None
+
+
+def token_payload(authorization: object) -> dict[str, Any] | None:
+    """The decoded (not verified) payload of a JWT, bare or in a header value."""
+    token = _bearer(authorization)
+    parts = token.split(".") if token is not None else []
     if len(parts) != 3:  # header.payload.signature
         return None
     try:
@@ -91,6 +125,26 @@ def _token_payload(authorization: object) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return payload if isinstance(payload, dict) else None
+
+
+def bound_token(authorization: object, claims: Mapping[str, Any]) -> IdToken:
+    """The ``Authorization`` header's ID token, provided it is the token these
+    verified claims came from: the same ``jti``, ``sub`` and tenant, an ID
+    token with an expiry. Otherwise :class:`Unauthorized`. Its payload is only
+    decoded here: the authorizer verified it, and the identity pool verifies it
+    again before it issues anything for it."""
+    payload = token_payload(authorization)
+    token = _bearer(authorization)
+    if payload is None or token is None:
+        raise Unauthorized()
+    for name in (JTI_CLAIM, SUBJECT_CLAIM, TENANT_CLAIM):
+        value = claims.get(name)
+        if not isinstance(value, str) or not value or payload.get(name) != value:
+            raise Unauthorized()
+    expires_at = payload.get(EXPIRY_CLAIM)
+    if payload.get(TOKEN_USE_CLAIM) != ID_TOKEN_USE or not isinstance(expires_at, int) or isinstance(expires_at, bool):
+        raise Unauthorized()
+    return IdToken(value=token, subject=str(payload[SUBJECT_CLAIM]), expires_at=expires_at)
 
 
 def check_id_token(claims: Mapping[str, Any], allowed_client_ids: Collection[str]) -> None:
@@ -105,10 +159,10 @@ def check_id_token(claims: Mapping[str, Any], allowed_client_ids: Collection[str
 
 
 def caller_from_claims(
-    claims: Mapping[str, Any] | None, allowed_client_ids: Collection[str], authorization: object = None
+    claims: Mapping[str, Any] | None, allowed_client_ids: Collection[str], authorization: object
 ) -> Caller:
-    """The caller the verified ``claims`` describe; ``authorization`` is the
-    request's Authorization header (only read when the groups are ambiguous)."""
+    """The caller the verified ``claims`` describe, with the token of the
+    request's ``authorization`` header they came from (:func:`bound_token`)."""
     if not claims:
         raise Unauthorized()
     check_id_token(claims, allowed_client_ids)
@@ -119,10 +173,11 @@ def caller_from_claims(
         tenant_id = validate_tenant_id(claims.get(TENANT_CLAIM))
     except InvalidTenantId as exc:
         raise Forbidden("The token does not carry a valid tenant.") from exc
+    token = bound_token(authorization, claims)
     groups = parse_groups(claims.get(GROUPS_CLAIM))
     if groups is None:
         groups = groups_from_token(authorization, claims)
-    return Caller(tenant_id=tenant_id, username=username, is_admin=ADMIN_GROUP in groups)
+    return Caller(tenant_id=tenant_id, username=username, is_admin=ADMIN_GROUP in groups, token=token)
 
 
 def caller_from_event(event: Mapping[str, Any], allowed_client_ids: Collection[str]) -> Caller:

@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 DEFAULT_TENANT_CONFIG_TTL_SECONDS = 30
 # Cognito's ClientId: 1-128 word characters or "+".
 _CLIENT_ID = re.compile(r"[\w+]{1,128}", re.ASCII)
+# Cognito's IdentityPoolId: <region>:<GUID> (API reference: [\w-]+:[0-9a-f-]+, at most 55).
+_IDENTITY_POOL_ID = re.compile(r"[\w-]+:[0-9a-f-]+", re.ASCII)
+# A user pool's ProviderName (its GetAtt): cognito-idp.<region>.amazonaws.com/<user pool id>.
+_USER_POOL_PROVIDER = re.compile(r"cognito-idp\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[\w-]+_[0-9a-zA-Z]+", re.ASCII)
 
 
 class Settings(BaseModel):
@@ -24,13 +28,17 @@ class Settings(BaseModel):
     # The app clients whose ID tokens the API accepts (comma-separated): API
     # Gateway's Cognito authorizer checks neither the audience nor the token use.
     allowed_client_ids: frozenset[str] = Field(alias="ALLOWED_CLIENT_IDS", min_length=1)
-    tenant_role_arn: str = Field(default="", alias="TENANT_ROLE_ARN")
+    # Where a caller's ID token becomes tenant credentials (support_tickets.session):
+    # the identity pool, and the Logins key of the user pool that issued the token.
+    identity_pool_id: str = Field(alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern)
+    user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)
     region: str = Field(default="us-east-1", alias="AWS_REGION")
     # Local development only (see README "sam local"): empty when deployed.
     endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
-    # Role chaining caps sessions at one hour; renew this long before expiry.
-    tenant_session_seconds: int = Field(default=3600, alias="TENANT_SESSION_SECONDS", ge=900, le=3600)
-    tenant_session_renew_before_seconds: int = Field(default=300, alias="TENANT_SESSION_RENEW_BEFORE_SECONDS", ge=0)
+    # Cached credentials are given up this long before they (or the token they
+    # came from) expire: longer than the longest function timeout (29 s), so
+    # they never expire in the middle of a request.
+    credentials_renew_before_seconds: int = Field(default=60, alias="CREDENTIALS_RENEW_BEFORE_SECONDS", ge=30, le=900)
     tenant_config_ttl_seconds: float = Field(
         default=DEFAULT_TENANT_CONFIG_TTL_SECONDS, alias="TENANT_CONFIG_TTL_SECONDS", ge=0, le=300
     )

@@ -1,8 +1,11 @@
 """The one path from a tenant's repositories to DynamoDB, and its error mapping.
 
 Every repository (tickets, comments, aggregates, the tenant record, the
-idempotency store) is bound to one :class:`TenantTable`: one tenant, one table,
-the tenant-scoped clients of :mod:`support_tickets.session`. All their calls
+idempotency store) is bound to one :class:`TenantTable`: one tenant (whose
+keys it builds, from the caller's verified claims), one table, and the
+clients of one caller (:mod:`support_tickets.session`: credentials bound to
+the caller's token, which IAM confines to the token's tenant whatever tenant
+the keys name). All their calls
 go through :meth:`TenantTable.call`, the one place that maps AWS errors:
 throttling that outlived botocore's retries becomes ``Throttled`` (429), other
 service failures ``Unavailable`` (503), a refused key ``Forbidden`` (403), a
@@ -42,9 +45,13 @@ MAX_UNPROCESSED_ROUNDS: Final = 8
 
 
 class ClientProvider(Protocol):
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient: ...
+    """The DynamoDB client of one caller: it takes no tenant id, so nothing
+    that holds one can ask it for another tenant's access."""
 
-    def invalidate(self, tenant_id: str) -> None: ...
+    def dynamodb(self) -> DynamoDBClient: ...
+
+    def invalidate(self) -> None:
+        """The credentials were refused as expired: obtain new ones next time."""
 
 
 def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,13 +86,13 @@ class TenantTable:
 
     def call(self, operation: str, **kwargs: Any) -> Any:
         for attempt in (1, 2):
-            client = self.clients.dynamodb(self.tenant_id)
+            client = self.clients.dynamodb()
             try:
                 return getattr(client, operation)(**kwargs)
             except ClientError as exc:
                 code = error_code(exc)
                 if code in EXPIRED_CREDENTIALS_CODES:
-                    self.clients.invalidate(self.tenant_id)
+                    self.clients.invalidate()
                     if attempt == 1:
                         continue
                     # Fresh credentials refused too (e.g. a skewed clock): no loop, no 500.
@@ -190,10 +197,10 @@ class OwnClient:
 
     client: DynamoDBClient
 
-    def dynamodb(self, tenant_id: str) -> DynamoDBClient:
+    def dynamodb(self) -> DynamoDBClient:
         return self.client
 
-    def invalidate(self, tenant_id: str) -> None:
+    def invalidate(self) -> None:
         return
 
 

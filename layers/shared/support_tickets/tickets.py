@@ -36,7 +36,7 @@ from support_tickets.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.session import tenant_session
+from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from support_tickets.table import TenantTable
 from support_tickets.tenant_registry import TenantStatus, tenant_configs
@@ -54,8 +54,9 @@ _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 def table_for(caller: Caller) -> TenantTable:
     """The caller's tenant's view of the table, every repository works through
-    it; a suspended tenant gets no further (its data stays as it is)."""
-    table = TenantTable(caller.tenant_id, get_settings().table_name, tenant_session())
+    it, with credentials of the caller's own token (never of a tenant id); a
+    suspended tenant gets no further (its data stays as it is)."""
+    table = TenantTable(caller.tenant_id, get_settings().table_name, credential_cache().for_token(caller.token))
     if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
         raise TenantSuspended()
     return table
