@@ -142,7 +142,8 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     passed = [record for record in everything if source.matches(record)]
     dropped = [record for record in everything if not source.matches(record)]
     assert {record["dynamodb"]["Keys"]["sk"]["S"] for record in passed} == {"SUMMARY"}
-    assert sorted(record["eventName"] for record in passed) == ["INSERT", "INSERT", "MODIFY", "REMOVE"]
+    # the status change, then the delete: its mark (who deleted it) and the REMOVE
+    assert sorted(record["eventName"] for record in passed) == ["INSERT", "INSERT", "MODIFY", "MODIFY", "REMOVE"]
     dropped_kinds = {_kind(record) for record in dropped}
     assert dropped_kinds == {"comment", "aggregate", "idempotency"}
     assert ttl_delete in dropped
@@ -643,6 +644,7 @@ def test_a_cancelled_transaction_moves_no_count(repo_for: RepoFactory, harness: 
         repo.change_status([ids[0], "01MISSING"], CLOSED, actor="alice")
     repo.delete_ticket(ids[2], actor="alice")
     records = harness.new_records()
-    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "INSERT", "REMOVE"]
+    # the three creates, then the delete: its mark (who deleted it) and the REMOVE
+    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "INSERT", "MODIFY", "REMOVE"]
     harness.deliver(records)
     assert harness.counts(repo.tenant_id) == harness.truth(repo.tenant_id) == {**zero(), OPEN: 2}

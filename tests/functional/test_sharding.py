@@ -382,9 +382,9 @@ def test_cli_prints_the_record_and_changes_it_with_options(
 def test_the_layer_reads_the_record_once_per_ttl(aws: None, dynamodb: DynamoDBClient, table_name: str) -> None:
     tenant = random_tenant_id()
     TenantAdmin(dynamodb, table_name, phase_seconds=0.0).reshard(tenant, 4)
-    tenant_configs.cache_clear()
     calls: list[str] = []
-    repo = TicketRepository(tenant_table(tenant))
+    repo = TicketRepository(tenant_table(tenant))  # reads the record (the suspension gate)...
+    tenant_configs.cache_clear()  # ...which a fresh container has not
     repo.table.clients.dynamodb().meta.events.register(
         "provide-client-params.dynamodb.GetItem", lambda params, **_: calls.append(params["Key"]["pk"]["S"])
     )
