@@ -21,7 +21,7 @@ export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
 .PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant openapi integration clean
+        bench reconcile onboard tenant export offboard openapi integration clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -49,8 +49,15 @@ onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [A
 	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
 	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
 
-tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STACK=<stack> [REGION=<r>]]
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [STACK=<stack> [REGION=<r>]]
 	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
+	  $(if $(STATUS),--status "$(STATUS)",) $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+
+export: $(STAMP) ## a tenant's tickets, comments and history as JSON lines: make export TENANT=<t> [STACK=<stack>] > <t>.jsonl
+	@$(PY) -m ops.export --tenant "$(TENANT)" $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+
+offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]]
+	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
 # The template checks (cfn-lint, sam validate --lint) are tests too

@@ -2,13 +2,13 @@
 provisioned from `template.yaml`.
 
 :meth:`Emulator.provision` creates what the stack's functions need, each from
-its template definition: the table (with GSI1, its stream and TTL), the
-aggregator's on-failure queue, the user pool with its ``custom:tenant_id``
-schema, app client and ``admin`` group, the identity pool (served by
-:mod:`local_stack.identity_pool`: its provider, authenticated role and
-principal tags), and every IAM role (trust policy, inline policies, policies
-attached by ``AWS::IAM::Policy``, SAM's generated function roles). The user
-pool signs ID tokens (RS256) with a key generated at every start
+its template definition: the table (with GSI1, its stream and TTL), every
+SQS queue (the stream functions' on-failure queues), the user pool with its
+``custom:tenant_id`` schema, app client and ``admin`` group, the identity pool
+(served by :mod:`local_stack.identity_pool`: its provider, authenticated role
+and principal tags), and every IAM role (trust policy, inline policies,
+policies attached by ``AWS::IAM::Policy``, SAM's generated function roles).
+The user pool signs ID tokens (RS256) with a key generated at every start
 (:mod:`local_stack.cognito`; moto's own key is public) and serves its public
 half at ``/<pool id>/.well-known/jwks.json``.
 
@@ -78,6 +78,13 @@ class Provisioned:
     resolver: Resolver
     # The tiers' usage plans (tier -> plan id), in the emulator's API Gateway.
     usage_plans: dict[str, str]
+    # Every queue of the template, by logical id: (URL, ARN).
+    queues: dict[str, tuple[str, str]]
+
+    def queue_url(self, arn: str) -> str:
+        """The URL of the template's queue with this ARN."""
+        (url,) = [url for url, queue_arn in self.queues.values() if queue_arn == arn]
+        return url
 
 
 class Emulator:
@@ -191,10 +198,15 @@ class Emulator:
         resolver.attributes["SupportTicketTable.StreamArn"] = table.get("LatestStreamArn", "")
 
         sqs = self.client("sqs")
-        queue_url = sqs.create_queue(QueueName="AggregateCountsFailureQueue")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        resolver.refs["AggregateCountsFailureQueue"] = queue_url
-        resolver.attributes["AggregateCountsFailureQueue.Arn"] = queue_arn
+        queues: dict[str, tuple[str, str]] = {}
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::SQS::Queue":
+                continue
+            queue_url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+            attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+            queues[logical_id] = (queue_url, attributes["QueueArn"])
+            resolver.refs[logical_id] = queue_url
+            resolver.attributes[f"{logical_id}.Arn"] = attributes["QueueArn"]
 
         pool_id, client_id, group = self._provision_user_pool(resolver)
         resolver.refs["UserPool"] = pool_id
@@ -223,11 +235,12 @@ class Emulator:
             user_pool_provider_name=provider_name,
             identity_pool_id=resolver.refs["IdentityPool"],
             admin_group=group,
-            failure_queue_url=queue_url,
-            failure_queue_arn=queue_arn,
+            failure_queue_url=queues["AggregateCountsFailureQueue"][0],
+            failure_queue_arn=queues["AggregateCountsFailureQueue"][1],
             roles=roles,
             resolver=resolver,
             usage_plans=usage_plans,
+            queues=queues,
         )
         return self.provisioned
 

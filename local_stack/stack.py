@@ -33,7 +33,7 @@ from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, env
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
-from local_stack.stream_source import AGGREGATOR_FUNCTION, stream_source
+from local_stack.stream_source import stream_functions, stream_source
 from local_stack.template import LOCAL_API_ID, PROJECT_ROOT, template
 from local_stack.usage import KeyDirectory, UsageMeter
 from local_stack.users import UserPool, ensure_user, id_token
@@ -188,8 +188,9 @@ class LocalStack:
         self.emulator = Emulator(self.options.emulator_host, self.options.emulator_port, control=self._control)
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
-        self.poller: StreamPoller | None = None
         self.authorizer: LambdaAuthorizer | None = None
+        # One per function with a DynamoDB stream event (the aggregator, the audit writer).
+        self.pollers: dict[str, StreamPoller] = {}
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
@@ -247,28 +248,10 @@ class LocalStack:
         )
         api_server = self._api_server = _ApiServer(self.options.host, self.options.port, gateway, _QuietHandler)
 
-        aggregator = specs[AGGREGATOR_FUNCTION]
-        aggregator_env = environments[AGGREGATOR_FUNCTION]
-        # Lambda reads the stream and sends to the on-failure destination with
-        # the function's execution role: so does the poller, through the guard.
-        aggregator_credentials = {
-            "aws_access_key_id": aggregator_env["AWS_ACCESS_KEY_ID"],
-            "aws_secret_access_key": aggregator_env["AWS_SECRET_ACCESS_KEY"],
-            "aws_session_token": aggregator_env["AWS_SESSION_TOKEN"],
-        }
-        streams = self.emulator.client("dynamodbstreams", **aggregator_credentials)
-        sqs = self.emulator.client("sqs", **aggregator_credentials)
-        self.poller = StreamPoller(
-            streams,
-            provisioned.stream_arn,
-            stream_source(AGGREGATOR_FUNCTION),
-            invoke=lambda event: runtime.invoke(aggregator, event),
-            on_failure=lambda payload: sqs.send_message(
-                QueueUrl=provisioned.failure_queue_url, MessageBody=failure_message(payload)
-            ),
-            function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{AGGREGATOR_FUNCTION}",
-        )
-        self.poller.start()
+        for function in stream_functions():
+            self.pollers[function] = self._poller(function, specs[function], environments[function], runtime)
+        for poller in self.pollers.values():
+            poller.start()
         if self.options.seed:
             for tenant, (user, admin) in self.options.demo_tenants.items():
                 ensure_user(self.user_pool(), user, tenant)
@@ -283,6 +266,36 @@ class LocalStack:
             "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url
         )
 
+    def _poller(
+        self, function: str, spec: FunctionSpec, environment: dict[str, str], runtime: FunctionRuntime
+    ) -> StreamPoller:
+        """The function's stream event source. Lambda reads the stream and sends to
+        the on-failure destination with the function's execution role: so does
+        the poller, through the guard."""
+        assert self.provisioned is not None
+        provisioned = self.provisioned
+        credentials = {
+            "aws_access_key_id": environment["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": environment["AWS_SECRET_ACCESS_KEY"],
+            "aws_session_token": environment["AWS_SESSION_TOKEN"],
+        }
+        source = stream_source(function)
+        sqs = self.emulator.client("sqs", **credentials)
+        destination = provisioned.resolver.resolve(source.on_failure) if source.on_failure else None
+
+        def on_failure(payload: dict[str, Any]) -> None:
+            if destination is not None:
+                sqs.send_message(QueueUrl=provisioned.queue_url(destination), MessageBody=failure_message(payload))
+
+        return StreamPoller(
+            self.emulator.client("dynamodbstreams", **credentials),
+            provisioned.stream_arn,
+            source,
+            invoke=lambda event: runtime.invoke(spec, event),
+            on_failure=on_failure,
+            function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{function}",
+        )
+
     def stop(self) -> None:
         if self._api_server is not None:
             if self._api_thread is not None:
@@ -290,13 +303,13 @@ class LocalStack:
             self._api_server.server_close()
         if self._api_thread is not None:
             self._api_thread.join(timeout=10)
-        if self.poller is not None:
-            self.poller.stop()
+        for poller in self.pollers.values():
+            poller.stop()
         self.emulator.stop()
         self._remove_state()
         self._api_server = None
         self._api_thread = None
-        self.poller = None
+        self.pollers = {}
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -334,8 +347,13 @@ class LocalStack:
         return id_token(pool, username)
 
     def wait_for_stream(self, timeout: float = 30.0) -> bool:
-        """True once every stream record written before the call was processed."""
-        return self.poller is not None and self.poller.wait_drained(timeout)
+        """True once every stream record written before the call was processed,
+        by every stream function."""
+        deadline = time.monotonic() + timeout
+        drained = bool(self.pollers)
+        for poller in list(self.pollers.values()):
+            drained = poller.wait_drained(max(0.0, deadline - time.monotonic())) and drained
+        return drained
 
     def state(self) -> dict[str, Any]:
         assert self.provisioned is not None
@@ -375,12 +393,12 @@ class LocalStack:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
             drained = self.wait_for_stream(timeout)
-            poller = self.poller
+            pollers = list(self.pollers.values())
             status = "200 OK"
             payload = {
                 "drained": drained,
-                "delivered": poller.delivered if poller else 0,
-                "given_up": poller.given_up if poller else 0,
+                "delivered": sum(poller.delivered for poller in pollers),
+                "given_up": sum(poller.given_up for poller in pollers),
             }
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])

@@ -1,4 +1,5 @@
-"""The aggregator's DynamoDB stream event source, as `template.yaml` defines it.
+"""The DynamoDB stream event sources of `template.yaml`'s functions (the
+aggregator, the audit writer), as the template defines them.
 
 ``FilterCriteria`` patterns are read from the template itself (not copied) and
 evaluated with moto's EventBridge event-pattern matcher, the same pattern
@@ -29,6 +30,8 @@ class StreamSource:
     maximum_retry_attempts: int
     bisect_on_error: bool
     report_batch_item_failures: bool
+    # The on-failure destination as the template names it (e.g. {"Fn::GetAtt": [...]}), if any.
+    on_failure: Any = None
 
     def matches(self, record: dict[str, Any]) -> bool:
         """Whether Lambda would deliver this stream record to the function."""
@@ -38,6 +41,16 @@ class StreamSource:
             EventPattern(raw, json.loads(raw)).matches_event(record)  # type: ignore[arg-type]
             for raw in self.patterns
         )
+
+
+def stream_functions() -> list[str]:
+    """Every function of the template with a DynamoDB stream event, by logical id."""
+    return [
+        name
+        for name, resource in template()["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+        and any(event["Type"] == "DynamoDB" for event in resource.get("Properties", {}).get("Events", {}).values())
+    ]
 
 
 def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
@@ -52,6 +65,7 @@ def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
         maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
         bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
         report_batch_item_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+        on_failure=props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"),
     )
 
 

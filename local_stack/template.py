@@ -176,7 +176,6 @@ def local_resolver(parameters: Mapping[str, str] | None = None, **attributes: An
 # The placeholders of :func:`offline_resolver` (an emulator gives real ones).
 OFFLINE_ACCOUNT = "123456789012"
 OFFLINE_STREAM_LABEL = "2026-11-21T10:00:00.000"
-OFFLINE_QUEUE = "AggregateCountsFailureQueue"
 
 
 def offline_resolver(
@@ -192,7 +191,6 @@ def offline_resolver(
         {
             "SupportTicketTable.Arn": table,
             "SupportTicketTable.StreamArn": f"{table}/stream/{OFFLINE_STREAM_LABEL}",
-            "AggregateCountsFailureQueue.Arn": f"arn:aws:sqs:{region}:{OFFLINE_ACCOUNT}:{OFFLINE_QUEUE}",
             "UserPool.ProviderName": f"cognito-idp.{region}.amazonaws.com/{user_pool_id}",
         }
     )
@@ -200,8 +198,13 @@ def offline_resolver(
         UserPool=user_pool_id,
         UserPoolClient=client_id,
         IdentityPool=identity_pool_id,
-        AggregateCountsFailureQueue=f"https://sqs.{region}.amazonaws.com/{OFFLINE_ACCOUNT}/{OFFLINE_QUEUE}",
     )
+    # Every queue of the template (the stream functions' on-failure queues),
+    # named by its logical id, as the emulator creates them.
+    for logical_id, resource in template()["Resources"].items():
+        if resource["Type"] == "AWS::SQS::Queue":
+            resolver.attributes[f"{logical_id}.Arn"] = f"arn:aws:sqs:{region}:{OFFLINE_ACCOUNT}:{logical_id}"
+            resolver.refs[logical_id] = f"https://sqs.{region}.amazonaws.com/{OFFLINE_ACCOUNT}/{logical_id}"
     return resolver
 
 

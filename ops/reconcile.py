@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from ops.stack_target import OperatorClients, add_target_arguments, dynamodb_target
+from ops.stack_target import add_target_arguments, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
-from support_tickets.table import TenantTable
+from support_tickets.table import OwnClient, TenantTable
 from support_tickets.tenant_registry import TenantConfig, read_tenant_config
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def _unchanged(revision: str) -> tuple[str, dict[str, Any]]:
 
 
 def tenant_config(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig:
-    return read_tenant_config(TenantTable(tenant_id, table_name, OperatorClients(client)))
+    return read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
 
 
 def recount(

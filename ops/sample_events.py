@@ -172,11 +172,23 @@ def rest_events() -> dict[str, dict[str, Any]]:
         "delete_ticket_admin": _rest("delete_ticket_admin", "DELETE", TICKET_PATH, ADMIN, ticket_id=TICKET_ID),
         "delete_ticket_non_admin": _rest("delete_ticket_non_admin", "DELETE", TICKET_PATH, MEMBER, ticket_id=TICKET_ID),
         "get_aggregates_admin": _rest("get_aggregates_admin", "GET", "/aggregates", ADMIN),
+        "get_ticket_history": _rest(
+            "get_ticket_history", "GET", TICKET_PATH + "/history", MEMBER, ticket_id=TICKET_ID, query={"limit": "25"}
+        ),
+        "get_audit_trail_admin": _rest(
+            "get_audit_trail_admin",
+            "GET",
+            "/audit",
+            ADMIN,
+            query={"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T10:00:00Z", "limit": "50"},
+        ),
     }
 
 
 # ---------------------------------------------------------------- stream
-def _summary_image(ticket_id: str, status: str, version: int, resolver: str = "johnd") -> dict[str, Any]:
+def _summary_image(
+    ticket_id: str, status: str, version: int, resolver: str = "johnd", updated_by: str = "alice"
+) -> dict[str, Any]:
     """A ticket summary as stored (see support_tickets.models.TicketItem), in DynamoDB JSON."""
     prefix = f"TENANT#{TENANT}|"
     return {
@@ -191,6 +203,7 @@ def _summary_image(ticket_id: str, status: str, version: int, resolver: str = "j
         "created_at": {"S": "2026-11-21T10:00:00.000Z"},
         "updated_at": {"S": f"2026-11-21T10:0{version - 1}:00.000Z"},
         "version": {"N": str(version)},
+        "updated_by": {"S": updated_by},
     }
 
 
@@ -245,9 +258,47 @@ def authorizer_event() -> dict[str, Any]:
     }
 
 
+def audit_stream_event() -> dict[str, Any]:
+    """What the audit writer's FilterCriteria let through: a created ticket, a
+    status change, a comment added, and a ticket deleted by an admin (the
+    summary's last image names its deleter)."""
+    new_id, moved_id, deleted_id = TICKET_ID, *OTHER_TICKET_IDS
+    comment = {
+        "pk": {"S": f"TENANT#{TENANT}|TICKET#{moved_id}"},
+        "sk": {"S": "COMMENT#2026-11-21T10:02:00.000Z#01JD3ZC0MMENT0000000000000"},
+        "comment_id": {"S": "01JD3ZC0MMENT0000000000000"},
+        "author": {"S": "alice"},
+        "body": {"S": "Have you tried turning it off and on again?"},
+        "created_at": {"S": "2026-11-21T10:02:00.000Z"},
+    }
+    deleted = {
+        **_summary_image(deleted_id, "CLOSED", 3),
+        "deleted_by": {"S": ADMIN.username},
+        "deleted_at": {"S": "2026-11-21T10:03:00.000Z"},
+    }
+    return {
+        "Records": [
+            _stream_record(1, "INSERT", None, _summary_image(new_id, "OPEN", 1)),
+            _stream_record(
+                2,
+                "MODIFY",
+                _summary_image(moved_id, "OPEN", 1),
+                _summary_image(moved_id, "IN_PROGRESS", 2, updated_by="bob"),
+            ),
+            _stream_record(3, "INSERT", None, comment),
+            _stream_record(4, "REMOVE", deleted, None),
+        ]
+    }
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File stem → event."""
-    return {**rest_events(), "authorizer": authorizer_event(), "aggregate_counts_stream": stream_event()}
+    return {
+        **rest_events(),
+        "authorizer": authorizer_event(),
+        "aggregate_counts_stream": stream_event(),
+        "audit_trail_stream": audit_stream_event(),
+    }
 
 
 def render(event: Mapping[str, Any]) -> str:

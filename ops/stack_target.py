@@ -1,19 +1,23 @@
 """Where an operator command runs: the local stack (``make dev``) or a deployed stack.
 
 Both give a DynamoDB client with operator (not tenant) credentials and the
-table's name, and the tenants' API keys with the tiers' usage plans: locally
-from ``.local/stack.json`` (signed as the emulated account's administrator),
-deployed from the stack's CloudFormation outputs with your AWS credentials.
+table's name: locally from ``.local/stack.json`` (signed as the emulated
+account's administrator), deployed from the stack's CloudFormation outputs
+with your AWS credentials. :func:`stack_target` adds the user pool and the
+audit retention (``make offboard``), :func:`api_keys_target` the tenants' API
+keys and the tiers' usage plans.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from ops.api_keys import ApiKeys
@@ -21,21 +25,6 @@ if TYPE_CHECKING:
 
 class TargetError(RuntimeError):
     """The stack to work on can't be found."""
-
-
-class OperatorClients:
-    """The operator's client as a tenant table's client provider: operator
-    commands read and write tenant records with their own credentials, not a
-    tenant's (there is no tenant token to exchange)."""
-
-    def __init__(self, client: DynamoDBClient) -> None:
-        self._client = client
-
-    def dynamodb(self) -> DynamoDBClient:
-        return self._client
-
-    def invalidate(self) -> None:
-        return
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,21 +74,56 @@ def api_keys_target(args: argparse.Namespace) -> ApiKeys:
     return ApiKeys(session.client("apigateway"), plans, args.stack)
 
 
+@dataclass(frozen=True)
+class Target:
+    """A stack an operator command works on."""
+
+    dynamodb: DynamoDBClient
+    table_name: str
+    cognito: CognitoIdentityProviderClient
+    user_pool_id: str
+    audit_retention_days: int
+
+
 def dynamodb_target(args: argparse.Namespace) -> tuple[DynamoDBClient, str]:
+    target = stack_target(args)
+    return target.dynamodb, target.table_name
+
+
+def stack_target(args: argparse.Namespace) -> Target:
     import boto3
 
+    from local_stack.template import template
+
+    default_retention = int(template()["Parameters"]["AuditRetentionDays"]["Default"])
     if args.local:
         state = _local_state(args)
-        client = boto3.client(
-            "dynamodb",
+        session = boto3.Session(
             region_name=state.get("region", "us-east-1"),
-            endpoint_url=state["emulator_url"],
             aws_access_key_id="local",
             aws_secret_access_key="local",  # noqa: S106 - the local emulator takes any key
         )
-        return client, str(state["table_name"])
+
+        def local(service: str) -> Any:
+            return session.client(service, endpoint_url=state["emulator_url"])  # type: ignore[call-overload]
+
+        return Target(
+            dynamodb=local("dynamodb"),
+            table_name=str(state["table_name"]),
+            cognito=local("cognito-idp"),
+            user_pool_id=str(state.get("user_pool_id", "")),
+            audit_retention_days=default_retention,
+        )
     session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
-    outputs = _outputs(session, args.stack)
+    stacks = session.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"]
+    outputs = {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
+    parameters = {item["ParameterKey"]: item.get("ParameterValue", "") for item in stacks[0].get("Parameters", [])}
     if "TableName" not in outputs:
         raise TargetError(f"stack {args.stack} has no TableName output")
-    return session.client("dynamodb"), outputs["TableName"]
+    return Target(
+        dynamodb=session.client("dynamodb"),
+        table_name=outputs["TableName"],
+        cognito=session.client("cognito-idp"),
+        user_pool_id=outputs.get("UserPoolId", ""),
+        audit_retention_days=int(parameters.get("AuditRetentionDays") or default_retention),
+    )

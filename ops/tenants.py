@@ -1,17 +1,25 @@
-"""The tenant record, for operators: show it, change a tenant's tier, reshard it.
+"""The tenant record, for operators: show it, change a tenant's tier or status, reshard it.
 
-    python -m ops.tenants --tenant acme [--shards 8] [--tier premium] (--local | --stack <s> [--region <r>])
+    python -m ops.tenants --tenant acme [--shards 8] [--tier premium] [--status SUSPENDED]
+                          (--local | --stack <s> [--region <r>])
 
 Prints the tenant's record as JSON (its API key's id, not its value), after
 making the changes asked for. A bad value (a tenant id, a shard count outside
-1..64, an unknown tier) is a one-line error and exit status 1, before anything
-is written.
+1..64, an unknown tier or status) is a one-line error and exit status 1, before
+anything is written.
 
 **Tiers**: any change (and onboarding) also makes sure the tenant has its API
 key, in its tier's usage plan and no other (``ops.api_keys``). A tier change
 writes the record, then moves the key: API Gateway applies the new plan's
 limits to the tenant's next requests (the key, hence the authorizer's cached
 answers, stays the same).
+
+**Suspending** (``--status SUSPENDED``) makes every request of the tenant
+answer ``403 TENANT_SUSPENDED``, its data untouched; ``--status ACTIVE``
+restores access. Functions keep a tenant record for up to
+``TENANT_CONFIG_TTL_SECONDS`` (30 s): that is how long a change takes to reach
+every container (the command says so on stderr). A tenant being offboarded
+can't be reactivated.
 
 **Resharding** changes where a tenant's tickets sit in GSI1 without ever
 hiding one from a list, and without a Scan. Every function keeps a tenant
@@ -48,12 +56,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
-from ops.stack_target import OperatorClients, TargetError, add_target_arguments, api_keys_target, dynamodb_target
+from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
 from support_tickets.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
-from support_tickets.table import TenantTable, to_item
-from support_tickets.tenant_registry import TIERS, TenantConfig, read_tenant_config
+from support_tickets.table import OwnClient, TenantTable, to_item
+from support_tickets.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -85,7 +93,7 @@ class TenantAdmin:
     keys: ApiKeys | None = None
 
     def record(self, tenant_id: str) -> TenantConfig:
-        return read_tenant_config(TenantTable(tenant_id, self.table_name, OperatorClients(self.client)))
+        return read_tenant_config(TenantTable(tenant_id, self.table_name, OwnClient(self.client)))
 
     def ensure(self, tenant_id: str) -> TenantConfig:
         """The tenant's record, created with the defaults if it has none, and
@@ -114,6 +122,31 @@ class TenantAdmin:
         if (current.api_key_id, current.api_key) != (key_id, value):
             current = self._write(current, {"api_key_id": key_id, "api_key": value})
         return current
+
+    def set_status(self, tenant_id: str, status: TenantStatus) -> TenantConfig:
+        """Suspend or reactivate; reaches every function within the cache TTL."""
+        current = self.record(tenant_id)
+        if current.offboarding_since is not None and status is not TenantStatus.SUSPENDED:
+            raise TenantRecordError(f"tenant {tenant_id} is being offboarded: it stays suspended")
+        if current.status is status and current.version:
+            return current
+        updated = self._write(current, {"status": status, "changed_at": self._now()})
+        self.progress(
+            f"{tenant_id} is {status.value}: every function sees it within TENANT_CONFIG_TTL_SECONDS "
+            f"({DEFAULT_TENANT_CONFIG_TTL_SECONDS} s unless your functions set it)"
+        )
+        return updated
+
+    def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
+        """Store ``current`` with ``changes``, only if nobody wrote the record meanwhile."""
+        return self._write(current, changes)
+
+    def wait_out(self, since: int) -> None:
+        """Wait until every function has seen a record written at ``since``."""
+        remaining = since + self.phase_seconds - self.clock()
+        if remaining > 0:
+            self.progress(f"waiting {remaining:.0f} s for every function to see the change")
+            self.sleep(remaining)
 
     def reshard(self, tenant_id: str, shards: int | None) -> TenantConfig:
         """Finish a reshard in progress, then (if ``shards`` differs) run one to ``shards``."""
@@ -147,10 +180,7 @@ class TenantAdmin:
         return self._write(current, {"read_shards": (target,), "target_shards": None, "changed_at": self._now()})
 
     def _wait_out(self, current: TenantConfig) -> None:
-        remaining = current.changed_at + self.phase_seconds - self.clock()
-        if remaining > 0:
-            self.progress(f"waiting {remaining:.0f} s for every function to see the change")
-            self.sleep(remaining)
+        self.wait_out(current.changed_at)
 
     def _migrate(self, current: TenantConfig) -> int:
         tenant = current.tenant_id
@@ -236,6 +266,13 @@ def _to_stderr(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+def _status(value: str) -> TenantStatus:
+    try:
+        return TenantStatus(value)
+    except ValueError:
+        raise TenantRecordError(f"unknown status {value!r} (ACTIVE or SUSPENDED)") from None
+
+
 def _shards(value: str) -> int:
     number = int(value) if value.strip().isdigit() else None
     return keys.validate_shard_count(number)
@@ -246,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--shards", help=f"GSI1 shards, 1..{keys.MAX_SHARDS}")
     parser.add_argument("--tier", help=f"one of {', '.join(TIERS)}")
+    parser.add_argument("--status", help="ACTIVE or SUSPENDED")
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     add_target_arguments(parser)
     args = parser.parse_args(argv)
@@ -255,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         tier = args.tier or None
         if tier is not None and tier not in TIERS:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
+        status = _status(args.status) if args.status else None
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -263,12 +302,23 @@ def main(argv: list[str] | None = None) -> int:
         admin = TenantAdmin(client, table_name, progress=_to_stderr, keys=api_keys_target(args))
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
-        record = admin.record(args.tenant) if shards is None and tier is None else admin.ensure(args.tenant)
+        changing = shards is not None or tier is not None or status is not None
+        record = admin.ensure(args.tenant) if changing else admin.record(args.tenant)
+        if status is not None:
+            record = admin.set_status(args.tenant, status)
         if tier is not None:
             record = admin.set_tier(args.tenant, tier)
         if shards is not None or record.resharding:
             record = admin.reshard(args.tenant, shards)
-    except (TargetError, RecordChanged, ApiKeyError, ClientError, BotoCoreError, RuntimeError) as exc:
+    except (
+        TargetError,
+        RecordChanged,
+        TenantRecordError,
+        ApiKeyError,
+        ClientError,
+        BotoCoreError,
+        RuntimeError,
+    ) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     json.dump(record.model_dump(mode="json", exclude={"api_key"}), sys.stdout, indent=2)

@@ -34,11 +34,13 @@ from local_stack import identity_pool, moto_fixes
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
 from support_tickets import tickets
-from support_tickets.aggregation import aggregator_client, failure_queue_client
+from support_tickets.aggregation import aggregator_client
+from support_tickets.audit import audit_client, audit_writer
 from support_tickets.comment_repository import CommentRepository
 from support_tickets.identity import Caller, caller_from_context, token_payload
 from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
+from support_tickets.stream import failure_queue_client
 from support_tickets.table import TenantTable
 from support_tickets.tenant_registry import tenant_configs
 from support_tickets.ticket_repository import TicketRepository
@@ -87,7 +89,8 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
-    for cached in (get_settings, credential_cache, aggregator_client, failure_queue_client, tenant_configs):
+    caches = (get_settings, credential_cache, tenant_configs)
+    for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
         cached.cache_clear()
 
 

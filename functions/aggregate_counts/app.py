@@ -18,14 +18,8 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.aggregation import (
-    CountLedger,
-    LedgerRecord,
-    aggregator_client,
-    failure_queue_client,
-    ledger_record_from_stream,
-    poison_message,
-)
+from support_tickets.aggregation import CountLedger, LedgerRecord, aggregator_client, ledger_record_from_stream
+from support_tickets.stream import report_poison
 from support_tickets.tracing import make_tracer
 
 logger = Logger()
@@ -43,15 +37,14 @@ def read_record(record: DynamoDBRecord) -> LedgerRecord:
 def send_to_failure_queue(record: LedgerRecord) -> None:
     """A record that can never be counted: on record for an operator, then done
     (a shard never stalls on it)."""
-    security = record.poison is not None and "tenant" in record.poison
-    logger.warning(
-        "security: poison ticket summary" if security else "poison ticket summary",
-        extra={"reason": record.poison, "event_id": record.event_id, "tenant_id": record.tenant_id},
-    )
-    metrics.add_metric(name="PoisonRecord", unit=MetricUnit.Count, value=1)
-    failure_queue_client().send_message(
-        QueueUrl=os.environ["FAILURE_QUEUE_URL"],
-        MessageBody=poison_message(record, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "AggregateCountsFunction")),
+    report_poison(
+        logger,
+        metrics,
+        reason=record.poison or "poison",
+        event_id=record.event_id,
+        sequence_number=record.sequence_number,
+        tenant_id=record.tenant_id,
+        default_function="AggregateCountsFunction",
     )
 
 

@@ -141,6 +141,22 @@ def http(
     return Response(status, {k.lower(): v for k, v in response_headers.items()}, parsed, payload)
 
 
+def python_module(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>`` as a developer runs it from the project
+    (the layer and the project importable, no AWS credentials of yours)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
+    return subprocess.run(  # noqa: S603 - our own interpreter and module
+        [sys.executable, "-m", module, *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def start_stack(state_dir: Path, *args: str, wait: bool = True) -> RunningStack:
     """Start ``python -m local_stack serve`` (on free ports unless ``args`` name
     one); wait for its state file unless told not to."""

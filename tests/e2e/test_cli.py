@@ -4,10 +4,8 @@ run them: subprocesses, stdout and exit codes, state files, clean stops."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from tests.e2e.conftest import (
     STATE_FILE,
     RunningStack,
     new_tenant_id,
+    python_module,
     server_log,
     start_stack,
     stop_stack,
@@ -34,17 +33,7 @@ from tests.e2e.test_gateway import claims_of
 
 
 def cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])
-    return subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return python_module("local_stack", "--state-dir", str(state_dir), *args)
 
 
 def test_token_prints_only_an_id_token_that_the_api_accepts(stack: RunningStack) -> None:

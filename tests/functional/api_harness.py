@@ -57,6 +57,10 @@ class ApiResponse:
         return self.headers.get(name.lower())
 
     @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
     def error_code(self) -> str:
         return str(self.body["error"]["code"])
 
@@ -95,12 +99,14 @@ ROUTES: dict[str, Route] = {
     "batch": Route("BatchUpdateStatusFunction", "POST", "/tickets/status"),
     "delete": Route("DeleteTicketFunction", "DELETE", TICKET),
     "aggregates": Route("GetAggregatesFunction", "GET", "/aggregates"),
+    "history": Route("GetTicketHistoryFunction", "GET", TICKET + "/history"),
+    "audit": Route("GetAuditTrailFunction", "GET", "/audit"),
 }
 
 
 @dataclass
 class Api:
-    """The nine routes, each through its own function's ``lambda_handler``."""
+    """The eleven routes, each through its own function's ``lambda_handler``."""
 
     invocations: list[ApiResponse] = field(default_factory=list)
 
@@ -177,6 +183,12 @@ class Api:
     def aggregates(self, user: User) -> ApiResponse:
         return self.call("aggregates", user)
 
+    def history(self, user: User, ticket_id: str, **query: str) -> ApiResponse:
+        return self.call("history", user, ticket_id=ticket_id, query=query or None)
+
+    def audit(self, user: User, **query: str) -> ApiResponse:
+        return self.call("audit", user, query=query or None)
+
     # ------------------------------------------------------------ arrange helpers
     def new_ticket(self, user: User, title: str = "Printer on fire", **fields: Any) -> dict[str, Any]:
         response = self.create(user, {"title": title, **fields})
@@ -197,6 +209,8 @@ def sample_request(api: Api, route: str, user: User, ticket_id: str) -> ApiRespo
         "batch": lambda: api.batch(user, [ticket_id], "CLOSED"),
         "delete": lambda: api.delete(user.as_admin(), ticket_id),
         "aggregates": lambda: api.aggregates(user.as_admin()),
+        "history": lambda: api.history(user, ticket_id),
+        "audit": lambda: api.audit(user.as_admin()),
     }
     return requests[route]()
 

@@ -1,4 +1,4 @@
-"""Fixtures for the API tests: the nine handlers over moto, users of random
+"""Fixtures for the API tests: the eleven handlers over moto, users of random
 tenants, and a table snapshot for "a failed write changes nothing"."""
 
 from __future__ import annotations

@@ -20,19 +20,32 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 
 
-def aggregator() -> Callable[[dict[str, Any], Any], Any]:
-    spec = function_specs()["AggregateCountsFunction"]
+def stream_handler(function: str = "AggregateCountsFunction") -> Callable[[dict[str, Any], Any], Any]:
+    spec = function_specs()[function]
     return load_handler(spec.code_uri, spec.handler)
+
+
+def aggregator() -> Callable[[dict[str, Any], Any], Any]:
+    return stream_handler("AggregateCountsFunction")
 
 
 @dataclass
 class StreamHarness:
+    """One function's event source over the table's stream (its own iterator:
+    several harnesses read the same stream independently, as Lambda's event
+    source mappings do)."""
+
     dynamodb: DynamoDBClient
     streams: Any
     table_name: str
+    function: str = "AggregateCountsFunction"
     handler: Callable[[dict[str, Any], Any], Any] = field(default_factory=aggregator)
     _iterator: str | None = None
     _stream_arn: str = ""
+
+    @classmethod
+    def of(cls, function: str, dynamodb: DynamoDBClient, streams: Any, table_name: str) -> StreamHarness:
+        return cls(dynamodb, streams, table_name, function=function, handler=stream_handler(function))
 
     def __post_init__(self) -> None:
         self._stream_arn = self.dynamodb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
@@ -50,12 +63,12 @@ class StreamHarness:
             records.extend(lambda_record(record, self._stream_arn) for record in page["Records"])
             if not page["Records"]:
                 break
-        source = stream_source()
+        source = stream_source(self.function)
         return [record for record in records if source.matches(record)] if filtered else records
 
     def invoke(self, records: list[Record]) -> list[str]:
         """One invocation; the sequence numbers it reported as failed."""
-        response = self.handler({"Records": records}, LambdaContext("AggregateCountsFunction"))
+        response = self.handler({"Records": records}, LambdaContext(self.function))
         return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
 
     def deliver(self, records: list[Record], batch_size: int = 100, max_attempts: int = 10) -> None:

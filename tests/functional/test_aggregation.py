@@ -71,11 +71,11 @@ def test_insert_counts_the_new_ticket_assigned_or_not(repo_for: RepoFactory, har
 def test_status_moves_in_both_directions(repo_for: RepoFactory, harness: StreamHarness) -> None:
     repo = repo_for(random_tenant_id())
     ticket = create(repo)
-    repo.update_ticket(ticket, {"status": IN_PROGRESS}, None)
+    repo.update_ticket(ticket, {"status": IN_PROGRESS}, None, actor="alice")
     harness.deliver(harness.new_records())
     assert harness.counts(repo.tenant_id) == {**zero(), IN_PROGRESS: 1}
-    repo.update_ticket(ticket, {"status": CLOSED}, None)
-    repo.update_ticket(ticket, {"status": OPEN}, None)  # reopened
+    repo.update_ticket(ticket, {"status": CLOSED}, None, actor="alice")
+    repo.update_ticket(ticket, {"status": OPEN}, None, actor="alice")  # reopened
     harness.deliver(harness.new_records())
     assert harness.counts(repo.tenant_id) == {**zero(), OPEN: 1}
 
@@ -87,7 +87,7 @@ def test_modify_without_a_status_change_moves_no_count(
     ticket = create(repo)
     harness.deliver(harness.new_records())
     counts_before = aggregate_items(dynamodb, table_name, repo.tenant_id)
-    repo.update_ticket(ticket, {"title": "new title", "resolver": "mary"}, None)
+    repo.update_ticket(ticket, {"title": "new title", "resolver": "mary"}, None, actor="alice")
     records = harness.new_records()
     assert [record["eventName"] for record in records] == ["MODIFY"]
     harness.deliver(records)
@@ -104,8 +104,8 @@ def test_delete_and_batch_status_change_move_the_counts(repo_for: RepoFactory, h
     repo = repo_for(random_tenant_id())
     tickets = [create(repo) for _ in range(4)]
     CommentRepository(repo.table).add_comment(tickets[0], "bob", "a comment is not a ticket")
-    repo.change_status(tickets[:3], CLOSED)
-    repo.delete_ticket(tickets[0])
+    repo.change_status(tickets[:3], CLOSED, actor="alice")
+    repo.delete_ticket(tickets[0], actor="alice")
     harness.deliver(harness.new_records())
     assert harness.counts(repo.tenant_id) == {**zero(), OPEN: 1, CLOSED: 2}
     assert harness.counts(repo.tenant_id) == harness.truth(repo.tenant_id)
@@ -127,13 +127,13 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
 ) -> None:
     repo = repo_for(random_tenant_id())
     ticket = create(repo)
-    repo.update_ticket(ticket, {"status": CLOSED}, None)
+    repo.update_ticket(ticket, {"status": CLOSED}, None, actor="alice")
     CommentRepository(repo.table).add_comment(ticket, "bob", "hello")
     caller = caller_for(repo.tenant_id)
     create_ticket(caller, CreateTicketRequest(title="idempotent"), idempotency_key="key-1")
     summaries = harness.new_records(filtered=False)
     harness.deliver([record for record in summaries if stream_source().matches(record)])  # writes aggregates...
-    repo.delete_ticket(ticket)
+    repo.delete_ticket(ticket, actor="alice")
     everything = summaries + harness.new_records(filtered=False)  # ...and their records are in the stream
     ttl_delete = _ttl_deletion_of_idempotency_record(everything)
     everything.append(ttl_delete)
@@ -142,7 +142,8 @@ def test_template_filter_passes_summaries_and_drops_everything_else(
     passed = [record for record in everything if source.matches(record)]
     dropped = [record for record in everything if not source.matches(record)]
     assert {record["dynamodb"]["Keys"]["sk"]["S"] for record in passed} == {"SUMMARY"}
-    assert sorted(record["eventName"] for record in passed) == ["INSERT", "INSERT", "MODIFY", "REMOVE"]
+    # the status change, then the delete: its mark (who deleted it) and the REMOVE
+    assert sorted(record["eventName"] for record in passed) == ["INSERT", "INSERT", "MODIFY", "MODIFY", "REMOVE"]
     dropped_kinds = {_kind(record) for record in dropped}
     assert dropped_kinds == {"comment", "aggregate", "idempotency"}
     assert ttl_delete in dropped
@@ -172,8 +173,8 @@ def _ttl_deletion_of_idempotency_record(records: list[Record]) -> Record:
 def test_the_same_batch_three_times_counts_once(repo_for: RepoFactory, harness: StreamHarness) -> None:
     repo = repo_for(random_tenant_id())
     tickets = [create(repo) for _ in range(5)]
-    repo.change_status(tickets[:2], IN_PROGRESS)
-    repo.delete_ticket(tickets[4])
+    repo.change_status(tickets[:2], IN_PROGRESS, actor="alice")
+    repo.delete_ticket(tickets[4], actor="alice")
     batch = harness.new_records()
     for _ in range(3):
         assert harness.invoke(batch) == []
@@ -187,7 +188,7 @@ def test_the_same_start_with_newer_records_appended_counts_each_once(
     tickets = [create(repo) for _ in range(4)]
     first = harness.new_records()
     assert harness.invoke(first) == []
-    repo.change_status(tickets[:2], CLOSED)
+    repo.change_status(tickets[:2], CLOSED, actor="alice")
     create(repo)
     # A retry from the same checkpoint that now reaches further (a lost checkpoint, or an error after the writes).
     assert harness.invoke(first + harness.new_records()) == []
@@ -262,7 +263,7 @@ def test_bisected_halves_after_a_crash_that_came_after_writes_committed(
     repos = [repo_for(random_tenant_id()) for _ in range(3)]
     for repo in repos:
         ids = [create(repo) for _ in range(2)]
-        repo.change_status(ids[:1], CLOSED)
+        repo.change_status(ids[:1], CLOSED, actor="alice")
     records = harness.new_records()
     failing.crash_after_calls = {crash_after}  # the last transaction of the batch, or one in the middle
 
@@ -283,7 +284,7 @@ def test_a_timeout_after_the_whole_batch_committed_then_its_halves(
 ) -> None:
     repo = repo_for(random_tenant_id())
     ids = [create(repo) for _ in range(6)]
-    repo.change_status(ids[:3], IN_PROGRESS)
+    repo.change_status(ids[:3], IN_PROGRESS, actor="alice")
     records = harness.new_records()
     timed_out = {"left": 1}
 
@@ -306,9 +307,9 @@ def test_lost_checkpoints_redeliver_earlier_batches_in_new_boundaries(
 ) -> None:
     repo = repo_for(random_tenant_id())
     ids = [create(repo) for _ in range(8)]
-    repo.change_status(ids[:4], CLOSED)
-    repo.change_status(ids[:2], OPEN)
-    repo.delete_ticket(ids[7])
+    repo.change_status(ids[:4], CLOSED, actor="alice")
+    repo.change_status(ids[:2], OPEN, actor="alice")
+    repo.delete_ticket(ids[7], actor="alice")
     mapping = ShardMapping(harness.new_records(), harness.invoke)
     for size in (3, 2, 4):
         mapping.step(batch_size=size)
@@ -323,7 +324,7 @@ def test_two_shards_interleaving_on_the_same_counts(repo_for: RepoFactory, harne
     repos = [repo_for(tenant) for tenant in tenants]
     tickets = [create(repos[n % 2]) for n in range(12)]
     for n, ticket in enumerate(tickets[:8]):
-        repos[n % 2].update_ticket(ticket, {"status": IN_PROGRESS if n % 3 else CLOSED}, None)
+        repos[n % 2].update_ticket(ticket, {"status": IN_PROGRESS if n % 3 else CLOSED}, None, actor="alice")
     a, b = (ShardMapping(shard, harness.invoke) for shard in split_into_shards(harness.new_records(), 2))
     a.step(3)
     b.step(2)
@@ -396,7 +397,7 @@ def test_one_transaction_per_batch_with_one_write_per_pair_and_one_journal(
     repos = [repo_for(random_tenant_id()) for _ in range(3)]
     for repo in repos:
         ids = [create(repo) for _ in range(4)]
-        repo.change_status(ids[:2], CLOSED)
+        repo.change_status(ids[:2], CLOSED, actor="alice")
     calls: list[tuple[str, int]] = []
 
     def record(model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -610,9 +611,9 @@ def test_any_history_with_any_redelivery_counts_exactly(
         if action == "create" or ticket is None:
             slots[(tenant, slot)] = create(repos[tenant])
         elif action == "status":
-            repos[tenant].change_status([ticket], status)
+            repos[tenant].change_status([ticket], status, actor="alice")
         else:
-            repos[tenant].delete_ticket(ticket)
+            repos[tenant].delete_ticket(ticket, actor="alice")
             del slots[(tenant, slot)]
     crashes = {"left": 3}
 
@@ -640,9 +641,10 @@ def test_a_cancelled_transaction_moves_no_count(repo_for: RepoFactory, harness: 
     repo = repo_for(random_tenant_id())
     ids = [create(repo) for _ in range(3)]
     with pytest.raises(TicketNotFound):
-        repo.change_status([ids[0], "01MISSING"], CLOSED)
-    repo.delete_ticket(ids[2])
+        repo.change_status([ids[0], "01MISSING"], CLOSED, actor="alice")
+    repo.delete_ticket(ids[2], actor="alice")
     records = harness.new_records()
-    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "INSERT", "REMOVE"]
+    # the three creates, then the delete: its mark (who deleted it) and the REMOVE
+    assert [record["eventName"] for record in records] == ["INSERT", "INSERT", "INSERT", "MODIFY", "REMOVE"]
     harness.deliver(records)
     assert harness.counts(repo.tenant_id) == harness.truth(repo.tenant_id) == {**zero(), OPEN: 2}

@@ -26,7 +26,7 @@ from tests.functional.api_harness import (
 from tests.functional.conftest import Snapshot
 
 ALL_ROUTES = sorted(ROUTES)
-TICKET_ROUTES = ["get", "summary", "update", "comment", "delete"]
+TICKET_ROUTES = ["get", "summary", "update", "comment", "delete", "history"]
 BODY_ROUTES = {"create": {"title": "t"}, "update": {"title": "t"}, "comment": {"body": "b"}, "batch": None}
 SUCCESS = {
     "create": 201,
@@ -38,6 +38,8 @@ SUCCESS = {
     "batch": 200,
     "delete": 204,
     "aggregates": 200,
+    "history": 200,
+    "audit": 200,
 }
 
 

@@ -76,6 +76,8 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
     "delete_ticket_admin.json": (204, lambda r: body(r) is None),
     "delete_ticket_non_admin.json": (403, lambda r: body(r)["error"]["code"] == "FORBIDDEN"),
     "get_aggregates_admin.json": (200, lambda r: set(body(r)["counts"]) == {"OPEN", "IN_PROGRESS", "CLOSED"}),
+    "get_ticket_history.json": (200, lambda r: body(r) == {"events": [], "next_cursor": None}),
+    "get_audit_trail_admin.json": (200, lambda r: body(r) == {"events": [], "next_cursor": None}),
     # The authorizer: the caller's tenant's API key and an Allow for the whole stage.
     "authorizer.json": (
         None,
@@ -85,8 +87,9 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
             and r["policyDocument"]["Statement"][0]["Effect"] == "Allow"
         ),
     ),
-    # The stream function answers a partial-batch response, not an HTTP one.
+    # The stream functions answer a partial-batch response, not an HTTP one.
     "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
+    "audit_trail_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
 }
 
 

@@ -29,7 +29,7 @@ def harness(aws: None, dynamodb: DynamoDBClient, table_name: str) -> StreamHarne
 def seed(repo_for: RepoFactory, harness: StreamHarness, tenant_id: str) -> None:
     repo = repo_for(tenant_id)
     ids = [repo.create_ticket(CreateTicketRequest(title="t"), created_by="a").ticket_id for _ in range(4)]
-    repo.change_status(ids[:1], TicketStatus.CLOSED)
+    repo.change_status(ids[:1], TicketStatus.CLOSED, actor="alice")
     harness.deliver(harness.new_records())
 
 

@@ -64,14 +64,14 @@ def test_another_tenants_ticket_is_not_found(repo_for: RepoFactory, owner: str, 
     with pytest.raises(TicketNotFound):
         CommentRepository(other.table).get_ticket_with_comments(ticket_id, 25, None)
     with pytest.raises(TicketNotFound):
-        other.update_ticket(ticket_id, {"title": "mine now"}, None)
+        other.update_ticket(ticket_id, {"title": "mine now"}, None, actor="alice")
     with pytest.raises(TicketNotFound):
         CommentRepository(other.table).add_comment(ticket_id, "mallory", "hello")
     with pytest.raises(TicketNotFound) as missing:
-        other.change_status([ticket_id], TicketStatus.CLOSED)
+        other.change_status([ticket_id], TicketStatus.CLOSED, actor="alice")
     assert missing.value.details == {"missing_ticket_ids": [ticket_id]}
     with pytest.raises(TicketNotFound):
-        other.delete_ticket(ticket_id)
+        other.delete_ticket(ticket_id, actor="alice")
     assert other.list_tickets_by_status(TicketStatus.OPEN, None, 100, None).items == []
     assert repo_for(owner).get_ticket_summary(ticket_id).title == "Printer on fire"
 
@@ -128,13 +128,13 @@ def test_cursor_is_bound_to_tenant_and_query(repo_for: RepoFactory) -> None:
 def test_update_moves_the_ticket_between_status_and_resolver_lists(repo_for: RepoFactory) -> None:
     repo = repo_for(random_tenant_id())
     ticket_id = new_ticket(repo, resolver="johnd")
-    updated = repo.update_ticket(ticket_id, {"status": TicketStatus.IN_PROGRESS, "resolver": "mary"}, 1)
+    updated = repo.update_ticket(ticket_id, {"status": TicketStatus.IN_PROGRESS, "resolver": "mary"}, 1, actor="alice")
     assert (updated.status, updated.resolver, updated.version) == (TicketStatus.IN_PROGRESS, "mary", 2)
     assert repo.list_tickets_by_status(TicketStatus.OPEN, None, 100, None).items == []
     assert repo.list_tickets_by_status(TicketStatus.OPEN, "johnd", 100, None).items == []
     (row,) = repo.list_tickets_by_status(TicketStatus.IN_PROGRESS, "mary", 100, None).items
     assert row.ticket_id == ticket_id
-    unassigned = repo.update_ticket(ticket_id, {"resolver": None}, None)
+    unassigned = repo.update_ticket(ticket_id, {"resolver": None}, None, actor="alice")
     assert unassigned.resolver is None
     assert unassigned.version == 3
     (row,) = repo.list_tickets_by_status(TicketStatus.IN_PROGRESS, None, 100, None).items
@@ -144,9 +144,9 @@ def test_update_moves_the_ticket_between_status_and_resolver_lists(repo_for: Rep
 def test_update_with_a_stale_version_changes_nothing(repo_for: RepoFactory) -> None:
     repo = repo_for(random_tenant_id())
     ticket_id = new_ticket(repo)
-    repo.update_ticket(ticket_id, {"title": "v2"}, 1)
+    repo.update_ticket(ticket_id, {"title": "v2"}, 1, actor="alice")
     with pytest.raises(VersionMismatch) as mismatch:
-        repo.update_ticket(ticket_id, {"title": "lost update"}, 1)
+        repo.update_ticket(ticket_id, {"title": "lost update"}, 1, actor="alice")
     assert mismatch.value.details == {"current_version": 2}
     assert repo.get_ticket_summary(ticket_id).title == "v2"
 
@@ -189,10 +189,10 @@ def test_change_status_is_all_or_nothing(repo_for: RepoFactory, dynamodb: Dynamo
     ids = [new_ticket(repo) for _ in range(3)]
     before = all_items(dynamodb, table_name)
     with pytest.raises(TicketNotFound) as missing:
-        repo.change_status([*ids, "01NOTATICKET"], TicketStatus.CLOSED)
+        repo.change_status([*ids, "01NOTATICKET"], TicketStatus.CLOSED, actor="alice")
     assert missing.value.details == {"missing_ticket_ids": ["01NOTATICKET"]}
     assert all_items(dynamodb, table_name) == before
-    result = repo.change_status(ids, TicketStatus.CLOSED)
+    result = repo.change_status(ids, TicketStatus.CLOSED, actor="alice")
     assert result.updated == ids
     assert {item.ticket_id for item in repo.list_tickets_by_status(TicketStatus.CLOSED, None, 100, None).items} == set(
         ids
@@ -203,7 +203,7 @@ def test_change_status_is_all_or_nothing(repo_for: RepoFactory, dynamodb: Dynamo
 def test_change_status_of_100_tickets_in_one_transaction(repo_for: RepoFactory) -> None:
     repo = repo_for(random_tenant_id())
     ids = [new_ticket(repo) for _ in range(100)]
-    assert repo.change_status(ids, TicketStatus.IN_PROGRESS).updated == ids
+    assert repo.change_status(ids, TicketStatus.IN_PROGRESS, actor="alice").updated == ids
     assert len(repo.list_tickets_by_status(TicketStatus.IN_PROGRESS, None, 100, None).items) == 100
 
 
@@ -215,11 +215,11 @@ def test_delete_removes_summary_and_every_comment(
     ticket_id = new_ticket(repo)
     for n in range(60):  # more than two BatchWriteItem chunks
         CommentRepository(repo.table).add_comment(ticket_id, "bob", f"c{n}")
-    repo.delete_ticket(ticket_id)
+    repo.delete_ticket(ticket_id, actor="alice")
     remaining = all_items(dynamodb, table_name)
     assert [item["pk"]["S"] for item in remaining] == [keys.ticket_pk(repo.tenant_id, keep)]
     with pytest.raises(TicketNotFound):
-        repo.delete_ticket(ticket_id)
+        repo.delete_ticket(ticket_id, actor="alice")
 
 
 def test_comment_on_a_missing_ticket_writes_nothing(

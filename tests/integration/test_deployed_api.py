@@ -5,6 +5,7 @@ IAM conditions on the real table."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -81,6 +82,26 @@ def test_aggregates_are_for_admins(deployed: DeployedStack, member: Caller, admi
     assert set(counts.body["counts"]) == {"OPEN", "IN_PROGRESS", "CLOSED"}
 
 
+def test_the_history_follows_the_stream_and_the_trail_is_for_admins(
+    deployed: DeployedStack, member: Caller, admin: Caller
+) -> None:
+    ticket_id = deployed.request("POST", "/tickets", member, body={"title": "audited"}).body["ticket_id"]
+    deployed.request("PATCH", f"/tickets/{ticket_id}", admin, body={"status": "CLOSED"})
+    deployed.request("DELETE", f"/tickets/{ticket_id}", admin)
+    events: list[tuple[str, str]] = []
+    for _ in range(30):  # the trail follows the stream: seconds behind
+        history = deployed.request("GET", f"/tickets/{ticket_id}/history", member)
+        if history.status == 200:
+            events = [(event["type"], event["actor"]) for event in history.body["events"]]
+            if len(events) == 3:
+                break
+        time.sleep(2)
+    assert events == [("created", member.username), ("updated", admin.username), ("deleted", admin.username)]
+    assert_error(deployed.request("GET", "/audit", member), 403, "FORBIDDEN")
+    trail = deployed.request("GET", "/audit", admin)
+    assert ticket_id in {event["ticket_id"] for event in trail.body["events"]}
+
+
 @pytest.mark.parametrize("token", [None, "not-a-jwt"])
 def test_no_valid_token_is_401(deployed: DeployedStack, token: str | None) -> None:
     caller = Caller("x", "x", token) if token else None
@@ -113,6 +134,7 @@ def test_tenant_1_and_10_never_meet(deployed: DeployedStack, owner: str, other: 
             ("PATCH", f"/tickets/{ticket_id}", {"title": "mine now"}),
             ("POST", f"/tickets/{ticket_id}/comments", {"body": "hi"}),
             ("DELETE", f"/tickets/{ticket_id}", None),
+            ("GET", f"/tickets/{ticket_id}/history", None),
         ]:
             response = deployed.request(method, path, theirs, body=body)
             # Then it is the same 404 as a missing ticket

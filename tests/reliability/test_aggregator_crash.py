@@ -112,11 +112,11 @@ def test_crashes_after_partial_writes_then_lambda_retries_counts_stay_exact(
                 request = CreateTicketRequest(title="t")
                 own.append(repo.create_ticket(request, created_by="alice").ticket_id)
             elif action < 0.7:
-                repo.update_ticket(rng.choice(own), {"status": rng.choice(statuses)}, None)
+                repo.update_ticket(rng.choice(own), {"status": rng.choice(statuses)}, None, actor="alice")
             elif action < 0.9:
-                repo.change_status(rng.sample(own, min(len(own), 3)), rng.choice(statuses))
+                repo.change_status(rng.sample(own, min(len(own), 3)), rng.choice(statuses), actor="alice")
             else:
-                repo.delete_ticket(own.pop(rng.randrange(len(own))))
+                repo.delete_ticket(own.pop(rng.randrange(len(own))), actor="alice")
 
     poller.start()
     try:

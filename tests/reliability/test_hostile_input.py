@@ -119,13 +119,13 @@ def case(name: str, *args: Any, **kwargs: Any) -> Any:
     return pytest.param(Case(*args, **kwargs), id=name)
 
 
-TICKET_ROUTES = ["get", "summary", "update", "comment", "delete"]
+TICKET_ROUTES = ["get", "summary", "update", "comment", "delete", "history"]
 BODY_ROUTES = {"create": {"title": "t"}, "update": {"title": "t"}, "comment": {"body": "b"}}
 VALID_BODY = {**BODY_ROUTES, "batch": {"ticket_ids": [OWN], "status": "CLOSED"}}
 
 
 def ticket_route_defaults(route: str) -> dict[str, Any]:
-    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": route in {"delete", "aggregates"}}
+    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": route in {"delete", "aggregates", "audit"}}
 
 
 # ---------------------------------------------------------------- bodies
@@ -410,6 +410,22 @@ CASES += [
         "get-cursor-of-another-ticket", "get", 400, "INVALID_CURSOR", ticket_id=OWN_B, query={"cursor": COMMENT_CURSOR}
     ),
 ]
+CASES += [
+    case(f"{route}-cursor-{name}", route, 400, "INVALID_CURSOR", query={"cursor": c}, **ticket_route_defaults(route))
+    for route in ("history", "audit")
+    for name, c in {**CURSORS, "a-list-cursor": LIST_CURSOR}.items()
+    if (route, name) != ("history", "a-comment-cursor")
+]
+CASES += [  # a comment cursor has the history cursor's shape ({pk, sk}): its fingerprint and key still differ
+    case(
+        "history-cursor-a-comment-cursor",
+        "history",
+        400,
+        "INVALID_CURSOR",
+        ticket_id=OWN,
+        query={"cursor": COMMENT_CURSOR},
+    )
+]
 
 # ---------------------------------------------------------------- query and headers
 BAD_QUERIES = {
@@ -426,6 +442,17 @@ BAD_QUERIES = {
         {"resolver": "\ud800"},
     ],
     "get": [{"limit": "0"}, {"limit": "abc"}],
+    "history": [{"limit": "0"}, {"limit": "101"}],
+    "audit": [
+        {"limit": "0"},
+        {"from": "x"},
+        {"from": "2026-11-21", "to": "2026-11-20"},
+        {"from": "2026-11-20T10:00:00+01:00", "to": "2026-11-20T12:00:00+01:00"},
+        {"from": "2026-01-01", "to": "2026-12-31"},
+        {"to": "\ud800"},
+        {"from": "2026-11-20T10:00:00"},
+        {"from": "9" * 41},
+    ],
 }
 CASES += [
     case(f"{route}-query-{n}", route, 400, "VALIDATION_ERROR", query=query, **ticket_route_defaults(route))
@@ -479,7 +506,19 @@ CASES += [
 ]
 
 # ---------------------------------------------------------------- identity
-ALL_ROUTES = ["create", "list", "get", "summary", "update", "comment", "batch", "delete", "aggregates"]
+ALL_ROUTES = [
+    "create",
+    "list",
+    "get",
+    "summary",
+    "update",
+    "comment",
+    "batch",
+    "delete",
+    "aggregates",
+    "history",
+    "audit",
+]
 CASES += [
     case(
         f"{route}-tenant-claim-{name}",
@@ -502,7 +541,7 @@ CASES += [
         claims={"cognito:groups": groups},
         ticket_id=OWN if route == "delete" else None,
     )
-    for route in ["delete", "aggregates"]
+    for route in ["delete", "aggregates", "audit"]
     for groups in ["", "Admin", "admins", "admin-x"]
 ]
 

@@ -18,6 +18,7 @@ TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"
 INDEX_ARN = f"{TABLE_ARN}/index/GSI1"
 STREAM_ARN = f"{TABLE_ARN}/stream/2026-11-21T10:00:00.000"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:AggregateCountsFailureQueue"
+AUDIT_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:AuditTrailFailureQueue"
 USER_POOL_ID = "us-east-1_EXAMPLE"
 CLIENT_ID = "1example23456789exampleclient"
 IDENTITY_POOL_ID = "us-east-1:0c1b5f3a-7d2e-4a8b-9c6d-000000000013"
@@ -32,6 +33,7 @@ ROLES = template_roles()
 TENANT_ROLE = ROLES["TenantAccessRole"]
 API_ROLE = ROLES["ApiFunctionRole"]
 AGGREGATOR_ROLE = ROLES[function_role("AggregateCountsFunction")]
+AUDIT_ROLE = ROLES[function_role("AuditTrailFunction")]
 
 
 def tenant_request(action: str, keys: Sequence[str] | None, tenant: str | None = "1", resource: str = TABLE_ARN) -> Any:
@@ -142,6 +144,47 @@ def test_aggregator_role_reaches_only_aggregate_items_and_the_stream() -> None:
     assert aggregator("Query", ["TENANT#1|AGGREGATE"]) is iam.Decision.IMPLICIT_DENY
     assert aggregator("GetRecords", None, STREAM_ARN) is iam.Decision.ALLOW
     assert aggregator("GetRecords", None, TABLE_ARN + "/stream/other") is iam.Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_tenant_credentials_can_read_but_never_write_the_audit_trail(action: str, tenant: str) -> None:
+    from support_tickets import keys
+
+    for key in (keys.history_pk(tenant, "T1"), keys.audit_day_pk(tenant, "2026-11-21", 3), keys.audit_days_pk(tenant)):
+        assert decide(TENANT_ROLE, tenant_request("Query", [key], tenant)) is iam.Decision.ALLOW
+        assert decide(TENANT_ROLE, tenant_request(action, [key], tenant)) is iam.Decision.EXPLICIT_DENY
+
+
+def test_audit_role_only_puts_audit_items_and_reads_the_stream() -> None:
+    from support_tickets import keys
+
+    def writer(action: str, keys_: list[str] | None, resource: str = TABLE_ARN) -> iam.Decision:
+        context = {"dynamodb:LeadingKeys": keys_} if keys_ is not None else {}
+        return decide(AUDIT_ROLE, iam.Request(f"dynamodb:{action}", resource, context))
+
+    for tenant in ("1", "10", "a-b"):
+        for key in (
+            keys.history_pk(tenant, "T1"),
+            keys.audit_day_pk(tenant, "2026-11-21", 7),
+            keys.audit_days_pk(tenant),
+        ):
+            assert writer("PutItem", [key]) is iam.Decision.ALLOW
+            for action in ("GetItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem"):
+                assert writer(action, [key]) is iam.Decision.IMPLICIT_DENY, action
+        for key in (
+            keys.ticket_pk(tenant, "T1"),
+            keys.aggregate_pk(tenant),
+            keys.tenant_config_key(tenant)["pk"]["S"],
+            keys.idempotency_pk(tenant, "x"),
+        ):
+            assert writer("PutItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+    assert writer("PutItem", None) is iam.Decision.IMPLICIT_DENY
+    assert writer("GetRecords", None, STREAM_ARN) is iam.Decision.ALLOW
+    assert writer("GetRecords", None, TABLE_ARN + "/stream/other") is iam.Decision.IMPLICIT_DENY
+    queue = iam.Request("sqs:SendMessage", AUDIT_QUEUE_ARN, {})
+    assert decide(AUDIT_ROLE, queue) is iam.Decision.ALLOW
+    assert decide(AUDIT_ROLE, iam.Request("sqs:SendMessage", QUEUE_ARN, {})) is iam.Decision.IMPLICIT_DENY
 
 
 # ---------------------------------------------------------------- the trust policy

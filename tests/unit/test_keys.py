@@ -40,6 +40,10 @@ def test_no_tenant_prefix_is_a_prefix_of_another_tenants_keys(a: str, b: str) ->
         keys.idempotency_pk(b, "alice\x1fkey"),
         *keys.idempotency_partitions(b),
         keys.tenant_config_key(b)["pk"]["S"],
+        keys.history_pk(b, "T1"),
+        *keys.audit_day_partitions(b, "2026-11-21"),
+        keys.audit_days_pk(b),
+        *keys.aggregate_journal_partitions(b),
     )
     for key in every_key:
         assert key.startswith(keys.tenant_prefix(a)) == (a == b)
@@ -122,3 +126,35 @@ def test_unassigned_resolver_round_trips_and_cannot_be_a_user_name() -> None:
 def test_ticket_keys_refuse_ids_that_could_escape_the_key_layout(ticket_id: str) -> None:
     with pytest.raises(ValueError, match="invalid ticket id"):
         keys.ticket_pk("acme", ticket_id)
+
+
+def test_audit_keys_are_the_tenants_and_sort_by_time() -> None:
+    assert keys.history_pk("acme", "01J") == "TENANT#acme|HISTORY#01J"
+    assert keys.audit_day_partitions("acme", "2026-11-21") == [
+        f"TENANT#acme|AUDIT#2026-11-21#{shard}" for shard in range(keys.AUDIT_SHARDS)
+    ]
+    assert keys.audit_days_pk("acme") == "TENANT#acme|AUDIT#DAYS"
+    earlier = keys.audit_sk("2026-11-21T10:00:00.000Z", "99", "f" * 32)
+    later = keys.audit_sk("2026-11-21T10:00:00.000Z", "100", "0" * 32)
+    assert earlier < later  # same millisecond: the stream's order
+    assert keys.audit_sk("2026-11-21T10:00:00.001Z", "1", "a") > later
+    assert keys.is_audit_sk(later)
+    assert all(0 <= keys.audit_shard(f"{n:032x}") < keys.AUDIT_SHARDS for n in range(100))
+
+
+@pytest.mark.parametrize(
+    ("at", "sequence", "event_id"),
+    [("2026-11-21", "1", "e"), ("2026-11-21T10:00:00.000Z", "x1", "e"), ("2026-11-21T10:00:00.000Z", "1", "a|b"),
+     ("2026-11-21T10:00:00.000Z", "1" * 41, "e"), ("2026-11-21T10:00:00.000Z", "1", "")],
+)  # fmt: skip
+def test_an_audit_key_of_any_other_shape_is_refused(at: str, sequence: str, event_id: str) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        keys.audit_sk(at, sequence, event_id)
+
+
+@pytest.mark.parametrize("day", ["2026-11-2", "DAYS", "2026-11-21#0", ""])
+def test_a_day_partition_needs_a_day_and_a_shard(day: str) -> None:
+    with pytest.raises(ValueError, match="invalid day"):
+        keys.audit_day_pk("acme", day, 0)
+    with pytest.raises(ValueError, match="invalid audit shard"):
+        keys.audit_day_pk("acme", "2026-11-21", keys.AUDIT_SHARDS)

@@ -26,6 +26,8 @@ ROUTE_ERRORS = {
     ("post", "/tickets/status"): COMMON | {"404", "409"},
     ("delete", "/tickets/{ticket_id}"): COMMON | {"404"},
     ("get", "/aggregates"): COMMON,
+    ("get", "/tickets/{ticket_id}/history"): COMMON | {"404"},
+    ("get", "/audit"): COMMON,
 }
 SUCCESS = {
     ("post", "/tickets"): ("201", "Ticket"),
@@ -37,6 +39,8 @@ SUCCESS = {
     ("post", "/tickets/status"): ("200", "BatchStatusResponse"),
     ("delete", "/tickets/{ticket_id}"): ("204", None),
     ("get", "/aggregates"): ("200", "AggregatesResponse"),
+    ("get", "/tickets/{ticket_id}/history"): ("200", "AuditPage"),
+    ("get", "/audit"): ("200", "AuditPage"),
 }
 
 
@@ -104,3 +108,15 @@ def test_request_models_come_from_the_handlers(document: dict[str, Any]) -> None
     assert set(list_params) == {"status", "resolver", "limit", "cursor"}
     assert (list_params["limit"]["schema"]["minimum"], list_params["limit"]["schema"]["maximum"]) == (1, 100)
     assert list_params["limit"]["schema"]["default"] == 25
+
+
+def test_every_route_documents_a_suspended_tenant(document: dict[str, Any]) -> None:
+    for (method, path), operation in operations(document).items():
+        assert "TENANT_SUSPENDED" in operation["responses"]["403"]["description"], (method, path)
+
+
+def test_the_audit_trail_takes_a_window(document: dict[str, Any]) -> None:
+    params = {p["name"]: p for p in operations(document)[("get", "/audit")]["parameters"]}
+    assert set(params) == {"from", "to", "limit", "cursor"}
+    event = document["components"]["schemas"]["AuditEvent"]
+    assert event["properties"]["type"]["enum"] == ["created", "updated", "comment_added", "deleted"]

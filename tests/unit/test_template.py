@@ -30,6 +30,8 @@ API_FUNCTIONS = {
     "BatchUpdateStatusFunction",
     "DeleteTicketFunction",
     "GetAggregatesFunction",
+    "GetTicketHistoryFunction",
+    "GetAuditTrailFunction",
 }
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
@@ -116,7 +118,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     # SAM inlines the API as an OpenAPI body: check every operation there.
     paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == len(API_FUNCTIONS)
+    assert len(operations) == len(API_FUNCTIONS) == 11
     for path, verb, op in operations:
         assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
     schemes = rest_api_body()["securityDefinitions"]
@@ -308,11 +310,15 @@ def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> 
     assert "/index/*" not in resources_json
 
 
-def test_tenant_credentials_can_never_write_a_tenant_record() -> None:
+def test_tenant_credentials_can_never_write_a_tenant_record_or_the_audit_trail() -> None:
     (deny,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"]
     assert set(deny["Action"]) >= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     assert set(deny["Action"]) >= {"dynamodb:BatchWriteItem"}
-    assert deny["Condition"] == {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|CONFIG"]}}
+    assert deny["Condition"] == {
+        "ForAnyValue:StringLike": {
+            "dynamodb:LeadingKeys": ["TENANT#*|CONFIG", "TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]
+        }
+    }
     assert "SupportTicketTable" in json.dumps(deny["Resource"])
     # Reading it stays allowed: GetItem is not denied.
     assert "dynamodb:GetItem" not in deny["Action"]
@@ -394,10 +400,24 @@ def test_functions_know_the_identity_pool_and_nothing_to_assume() -> None:
         assert {"IdentityPoolRoles", "IdentityPoolTenantTag"} <= set(functions[name].get("DependsOn", [])), name
 
 
-def aggregator_role() -> dict[str, Any]:
+def role_of(function: str) -> dict[str, Any]:
     functions = resources("AWS::Lambda::Function")
-    role_name = functions["AggregateCountsFunction"]["Properties"]["Role"]["Fn::GetAtt"][0]
+    role_name = functions[function]["Properties"]["Role"]["Fn::GetAtt"][0]
     return resources("AWS::IAM::Role")[role_name]
+
+
+def aggregator_role() -> dict[str, Any]:
+    return role_of("AggregateCountsFunction")
+
+
+def mapping_of(function: str) -> dict[str, Any]:
+    mapping: dict[str, Any]
+    (mapping,) = [
+        mapping["Properties"]
+        for mapping in resources("AWS::Lambda::EventSourceMapping").values()
+        if mapping["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    return mapping
 
 
 def test_aggregator_can_write_only_aggregate_items() -> None:
@@ -547,9 +567,11 @@ def test_every_function_is_built_by_the_functions_makefile() -> None:
 
 def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
     mappings = resources("AWS::Lambda::EventSourceMapping")
-    (mapping,) = mappings.values()
-    props = mapping["Properties"]
-    assert props["FunctionName"] == {"Ref": "AggregateCountsFunction"}
+    assert {mapping["Properties"]["FunctionName"]["Ref"] for mapping in mappings.values()} == {
+        "AggregateCountsFunction",
+        "AuditTrailFunction",
+    }
+    props = mapping_of("AggregateCountsFunction")
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BisectBatchOnFunctionError"] is True
     assert 0 < props["MaximumRetryAttempts"] <= 10
@@ -559,15 +581,18 @@ def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
     (pattern,) = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
     assert pattern["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
     assert pattern["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
+    # an offboarding's erasures never reach the counts
+    assert (
+        pattern["dynamodb"]["OldImage"] == pattern["dynamodb"]["NewImage"] == {"erasing": {"BOOL": [{"exists": False}]}}
+    )
 
 
 def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
     """The aggregator keeps its delivery journals for REPLAY_HORIZON_SECONDS;
     the event source never redelivers a record older than MaximumRecordAgeInSeconds."""
     function = translated()["Resources"]["AggregateCountsFunction"]["Properties"]
-    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
     horizon = int(function["Environment"]["Variables"]["REPLAY_HORIZON_SECONDS"])
-    max_age = int(mapping["Properties"]["MaximumRecordAgeInSeconds"])
+    max_age = int(mapping_of("AggregateCountsFunction")["MaximumRecordAgeInSeconds"])
     assert max_age > 0
     assert horizon >= max_age + 600  # margin for clock skew between records and the function
 
@@ -577,8 +602,7 @@ def test_a_whole_batch_fits_one_journal() -> None:
     touches more than 99 (tenant, status) pairs; longer deliveries take several."""
     from support_tickets.aggregation import MAX_CHUNK_RECORDS
 
-    (mapping,) = resources("AWS::Lambda::EventSourceMapping").values()
-    assert int(mapping["Properties"]["BatchSize"]) <= MAX_CHUNK_RECORDS
+    assert int(mapping_of("AggregateCountsFunction")["BatchSize"]) <= MAX_CHUNK_RECORDS
 
 
 def test_the_aggregator_sends_poison_to_its_failure_queue() -> None:
@@ -602,3 +626,65 @@ def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
         variables = functions[name]["Properties"]["Environment"]["Variables"]
         assert variables["ALLOWED_CLIENT_IDS"] == {"Ref": "UserPoolClient"}, name
     assert list(resources("AWS::Cognito::UserPoolClient")) == ["UserPoolClient"]
+
+
+# ---------------------------------------------------------------- the audit writer
+def audit_role() -> dict[str, Any]:
+    return role_of("AuditTrailFunction")
+
+
+def test_the_audit_writer_only_puts_audit_items() -> None:
+    granted = all_role_statements(audit_role())
+    table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    (items,) = [s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]
+    assert as_list(items["Action"]) == ["dynamodb:PutItem"]  # no read, no update, no delete of anything
+    assert items["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+    stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+    for statement in table_statements:
+        if statement is not items:
+            assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
+            assert statement["Resource"] in (
+                {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
+                {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
+            )
+    (queue,) = [s for s in granted if "sqs:SendMessage" in as_list(s["Action"])]
+    assert queue["Resource"] == {"Fn::GetAtt": ["AuditTrailFailureQueue", "Arn"]}
+    assert {a for s in granted for a in as_list(s["Action"])} <= {
+        *stream_actions,
+        "dynamodb:ListStreams",
+        "dynamodb:PutItem",
+        "sqs:SendMessage",
+    }
+
+
+def test_the_audit_writers_source_is_bounded_filtered_and_reports_partial_failures() -> None:
+    props = mapping_of("AuditTrailFunction")
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 0 < props["MaximumRetryAttempts"] <= 10
+    assert 0 < props["MaximumRecordAgeInSeconds"] <= 3600
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert "AuditTrailFailureQueue" in json.dumps(props["DestinationConfig"]["OnFailure"]["Destination"])
+    summaries, comments = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    assert summaries["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
+    assert summaries["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
+    assert (
+        summaries["dynamodb"]["NewImage"]
+        == summaries["dynamodb"]["OldImage"]
+        == {"erasing": {"BOOL": [{"exists": False}]}}
+    )
+    assert comments["eventName"] == ["INSERT"]
+    assert comments["dynamodb"]["Keys"]["sk"] == {"S": [{"prefix": "COMMENT#"}]}
+    function = translated()["Resources"]["AuditTrailFunction"]["Properties"]
+    assert function["Environment"]["Variables"]["FAILURE_QUEUE_URL"] == {"Ref": "AuditTrailFailureQueue"}
+
+
+def test_audit_retention_is_a_parameter_of_400_days_by_default() -> None:
+    parameter = load_template()["Parameters"]["AuditRetentionDays"]
+    assert (parameter["Type"], parameter["Default"]) == ("Number", 400)
+    function = translated()["Resources"]["AuditTrailFunction"]["Properties"]
+    assert function["Environment"]["Variables"]["AUDIT_RETENTION_DAYS"] == {"Ref": "AuditRetentionDays"}
+    assert "AuditTrailFailureQueueUrl" in translated()["Outputs"]

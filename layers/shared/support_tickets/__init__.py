@@ -16,6 +16,9 @@ Modules, from the outside in:
   per entity.
 - ``tenant_registry``: the tenant record (shard count, tier, status), read
   with a short per-container cache.
-- ``aggregation``: the stream function's exactly-once counting.
+- ``aggregation``: the stream aggregator's exactly-once counting.
+- ``audit`` (stream records into audit events, written once) and
+  ``audit_repository`` (a ticket's history, the tenant's trail).
+- ``stream``: what the stream functions share (their own clients, poison).
 - ``keys``: the one module that formats ``TENANT#<t>|...`` keys.
 """

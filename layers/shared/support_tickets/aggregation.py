@@ -54,8 +54,6 @@ key of the table starts with a tenant); they are only ever poison.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import time
 from collections import defaultdict
@@ -68,6 +66,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets import keys
 from support_tickets.keys import TicketStatus
+from support_tickets.stream import PoisonRecord, own_client, record_fields
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -81,10 +80,6 @@ MAX_CHUNK_RECORDS: Final = 250
 # Conflicts with another shard's transaction on the same count item: retried here
 # (nothing was applied), then reported so that Lambda retries the records.
 TRANSACTION_ATTEMPTS: Final = 4
-
-
-class PoisonRecord(ValueError):
-    """A record that can never be counted (not a valid ticket summary)."""
 
 
 class JournalMismatch(RuntimeError):
@@ -163,17 +158,7 @@ def ledger_record(
 
 def ledger_record_from_stream(record: DynamoDBRecord) -> LedgerRecord:
     """:func:`ledger_record` for a record as Lambda delivers it (Powertools' data class)."""
-    stream = record.dynamodb
-    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
-        raise PoisonRecord("incomplete stream record")
-    return ledger_record(
-        event_name=record.event_name.name,
-        sequence_number=stream.sequence_number,
-        event_id=record.event_id,
-        keys_image=stream.keys,
-        old_image=stream.old_image,
-        new_image=stream.new_image,
-    )
+    return ledger_record(**record_fields(record))
 
 
 @dataclass
@@ -385,44 +370,8 @@ def _from_entry(entry: str) -> LedgerRecord:
     return LedgerRecord(event_id=event_id, sequence_number="", tenant_id=tenant_id or None)
 
 
-def poison_message(record: LedgerRecord, function_name: str) -> str:
-    """What the function sends to its failure queue for a poison record: where
-    to find it in the stream, never the ticket's content."""
-    return json.dumps(
-        {
-            "reason": record.poison,
-            "eventID": record.event_id,
-            "sequenceNumber": record.sequence_number,
-            "tenantId": record.tenant_id,
-            "function": function_name,
-        }
-    )
-
-
 @cache
 def aggregator_client() -> DynamoDBClient:
     """The aggregator's own client (its execution role: aggregate items only)."""
-    import boto3
-
-    from support_tickets.session import BOTO_CONFIG
-
-    return boto3.client(
-        "dynamodb",
-        region_name=os.environ.get("AWS_REGION", "us-east-1"),
-        endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
-        config=BOTO_CONFIG,
-    )
-
-
-@cache
-def failure_queue_client() -> Any:
-    import boto3
-
-    from support_tickets.session import BOTO_CONFIG
-
-    return boto3.client(
-        "sqs",
-        region_name=os.environ.get("AWS_REGION", "us-east-1"),
-        endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
-        config=BOTO_CONFIG,
-    )
+    client: DynamoDBClient = own_client("dynamodb")
+    return client

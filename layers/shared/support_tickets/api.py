@@ -30,6 +30,7 @@ from support_tickets.errors import (
     Forbidden,
     InvalidJson,
     PayloadTooLarge,
+    TenantSuspended,
     Throttled,
     TicketNotFound,
     Unauthorized,
@@ -135,12 +136,14 @@ def create_app() -> APIGatewayRestResolver:
 
 
 # Errors any route can answer: a bad request, the caller's token (401, or 403 for
-# a malformed tenant claim), the body size, and AWS pushing back.
+# a malformed tenant claim), a suspended tenant (403), the body size, and AWS
+# pushing back.
 COMMON_ERRORS: tuple[type[ApiError], ...] = (
     ValidationFailed,
     InvalidJson,
     Unauthorized,
     Forbidden,
+    TenantSuspended,
     PayloadTooLarge,
     Throttled,
     Unavailable,

@@ -21,7 +21,7 @@ from support_tickets.cursor import decode_cursor, encode_cursor, query_fingerpri
 from support_tickets.errors import TicketNotFound
 from support_tickets.ids import new_id
 from support_tickets.models import Comment, CommentItem, TicketItem, TicketWithComments
-from support_tickets.table import TenantTable, cancellation_codes, error_code, from_item, to_item
+from support_tickets.table import TenantTable, cancellation_codes, error_code, to_item
 from support_tickets.ticket_repository import TicketRepository
 
 COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
@@ -97,20 +97,11 @@ class CommentRepository:
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": pk}},
             "ConsistentRead": True,
-            "Limit": limit + 1,
         }
         if cursor is not None:
             start = decode_cursor(cursor, fingerprint, COMMENT_KEY_ATTRIBUTES, lambda key: _own_comment_key(key, pk))
             query["ExclusiveStartKey"] = to_item(start)
-        items: list[dict[str, Any]] = []
-        while True:
-            response = self.table.query_from_cursor(query, from_cursor=cursor is not None)
-            items.extend(from_item(item) for item in response["Items"])
-            last = response.get("LastEvaluatedKey")
-            if last is None or len(items) > limit:
-                break
-            query["ExclusiveStartKey"] = last
-            query["Limit"] = limit + 1 - len(items)
+        items, _ = self.table.query_up_to(query, limit + 1, from_cursor=cursor is not None)
         summary = next((item for item in items if item["sk"] == keys.SUMMARY_SK), None)
         comment_items = [item for item in items if item["sk"].startswith(keys.COMMENT_SK_PREFIX)]
         next_cursor = None

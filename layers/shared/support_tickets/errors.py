@@ -56,6 +56,12 @@ class Forbidden(ApiError):
     default_message = "You are not allowed to do this."
 
 
+class TenantSuspended(ApiError):
+    status = 403
+    code = "TENANT_SUSPENDED"
+    default_message = "This tenant is suspended; contact your provider."
+
+
 class TicketNotFound(ApiError):
     status = 404
     code = "TICKET_NOT_FOUND"

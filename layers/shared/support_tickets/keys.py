@@ -17,6 +17,18 @@ reader that covers several shard counts read each key once
 (:func:`status_partitions`). Idempotency records are spread over
 :data:`IDEMPOTENCY_BUCKETS` keys per tenant and aggregate counts over
 :data:`AGGREGATE_SLOTS` items per status, whatever the shard count.
+
+Audit trail (written from the stream, :mod:`support_tickets.audit`): every
+event is stored twice, under the ticket's own history partition
+``TENANT#<t>|HISTORY#<ticket id>`` (oldest first) and under the tenant's
+trail of its UTC day, ``TENANT#<t>|AUDIT#<YYYY-MM-DD>#<k>``, ``k`` one of
+:data:`AUDIT_SHARDS` chosen from the event id, so that a busy tenant's events
+of one day spread over several partitions. Both sort keys are
+``<ISO time>#<stream sequence number>#<event id>`` (:func:`audit_sk`).
+``TENANT#<t>|AUDIT#DAYS`` lists the days that have events. No other key
+contains ``|HISTORY#`` or ``|AUDIT#`` (ticket ids and tenant ids can hold
+neither ``|`` nor ``#``), which is what
+lets IAM confine the audit writer to them with ``dynamodb:LeadingKeys``.
 """
 
 from __future__ import annotations
@@ -33,6 +45,14 @@ RESOLVER_PATTERN: Final = r"^[A-Za-z0-9._@-]{1,128}$"
 
 _TENANT_ID = re.compile(TENANT_ID_PATTERN)
 _TICKET_ID = re.compile(TICKET_ID_PATTERN)
+# What an audit sort key is: <ISO 8601 UTC time, milliseconds>#<stream sequence
+# number, 40 digits>#<stream event id>. The sequence number orders the changes
+# of one ticket made within the same millisecond (they share a stream shard).
+AUDIT_TIME_PATTERN: Final = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
+EVENT_ID_PATTERN: Final = r"[0-9A-Za-z_-]{1,128}"
+SEQUENCE_DIGITS: Final = 40
+_AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#\d{{{SEQUENCE_DIGITS}}}#{EVENT_ID_PATTERN}$")
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SUMMARY_SK: Final = "SUMMARY"
 COMMENT_SK_PREFIX: Final = "COMMENT#"
@@ -41,6 +61,10 @@ GSI1_NAME: Final = "GSI1"
 # unassigned ticket stores this value; "#" can't occur in a user name.
 UNASSIGNED_RESOLVER: Final = "#UNASSIGNED"
 CONFIG_SK: Final = "CONFIG"
+# Set (true) by an offboarding on a ticket summary just before it erases it:
+# the stream functions' FilterCriteria drop records that carry it, so erasing
+# a tenant writes no counts and no audit events that would outlive it.
+ERASING_ATTRIBUTE: Final = "erasing"
 MAX_SHARDS: Final = 64
 # Fixed, not the shard count: a replayed Idempotency-Key must find its record
 # whatever the tenant's shard count is by then. 64 keys keep even 3,000
@@ -51,6 +75,10 @@ IDEMPOTENCY_BUCKETS: Final = 64
 AGGREGATE_SLOTS: Final = 8
 # Journal partitions per tenant for the aggregator's delivery journal.
 AGGREGATE_JOURNAL_PARTITIONS: Final = 16
+# Partitions of a tenant's audit trail per UTC day: 8 keep a tenant writing
+# 4,000 changes/s (the benchmark's hot tenant) at 500 WCU/s per partition key,
+# half of DynamoDB's per-partition limit; a reader queries 8 keys per day.
+AUDIT_SHARDS: Final = 8
 
 
 class TicketStatus(StrEnum):
@@ -178,7 +206,67 @@ def status_from_aggregate_sk(value: str) -> TicketStatus | None:
 def aggregate_journal_key(tenant_id: str, event_id: str) -> dict[str, dict[str, str]]:
     """The aggregator's journal of the delivery that starts at stream record ``event_id``."""
     partition = _digest("journal", event_id) % AGGREGATE_JOURNAL_PARTITIONS
-    return {"pk": {"S": f"{aggregate_pk(tenant_id)}#JOURNAL#{partition}"}, "sk": {"S": event_id}}
+    return {"pk": {"S": aggregate_journal_pk(tenant_id, partition)}, "sk": {"S": event_id}}
+
+
+def aggregate_journal_pk(tenant_id: str, partition: int) -> str:
+    if not isinstance(partition, int) or not 0 <= partition < AGGREGATE_JOURNAL_PARTITIONS:
+        raise ValueError("invalid journal partition")
+    return f"{aggregate_pk(tenant_id)}#JOURNAL#{partition}"
+
+
+def aggregate_journal_partitions(tenant_id: str) -> list[str]:
+    """Every journal partition of a tenant (to erase them without a Scan)."""
+    return [aggregate_journal_pk(tenant_id, partition) for partition in range(AGGREGATE_JOURNAL_PARTITIONS)]
+
+
+# ---------------------------------------------------------------- audit trail
+def history_pk(tenant_id: str, ticket_id: str) -> str:
+    """A ticket's history: its audit events, oldest first (outlives the ticket)."""
+    if not is_valid_ticket_id(ticket_id):
+        raise ValueError("invalid ticket id")
+    return f"{tenant_prefix(tenant_id)}HISTORY#{ticket_id}"
+
+
+def audit_day_pk(tenant_id: str, day: str, shard: int) -> str:
+    """Shard ``shard`` of a tenant's audit trail of UTC day ``day`` (``YYYY-MM-DD``)."""
+    if not _DAY.fullmatch(day):
+        raise ValueError("invalid day")
+    if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < AUDIT_SHARDS:
+        raise ValueError("invalid audit shard")
+    return f"{tenant_prefix(tenant_id)}AUDIT#{day}#{shard}"
+
+
+def audit_day_partitions(tenant_id: str, day: str) -> list[str]:
+    return [audit_day_pk(tenant_id, day, shard) for shard in range(AUDIT_SHARDS)]
+
+
+def audit_days_pk(tenant_id: str) -> str:
+    """The UTC days on which a tenant has audit events (sort key ``YYYY-MM-DD``):
+    how an offboarding finds the tenant's trail without a Scan."""
+    return f"{tenant_prefix(tenant_id)}AUDIT#DAYS"
+
+
+def is_day(value: str) -> bool:
+    return bool(_DAY.fullmatch(value))
+
+
+def audit_shard(event_id: str) -> int:
+    return _digest("audit", event_id) % AUDIT_SHARDS
+
+
+def audit_sk(at: str, sequence_number: str, event_id: str) -> str:
+    """``<time>#<sequence number>#<event id>``: time-ordered, unique per stream record."""
+    if not sequence_number.isdigit() or len(sequence_number) > SEQUENCE_DIGITS:
+        raise ValueError("invalid stream sequence number")
+    value = f"{at}#{sequence_number.zfill(SEQUENCE_DIGITS)}#{event_id}"
+    if not _AUDIT_SK.fullmatch(value):
+        raise ValueError("invalid audit event time or id")
+    return value
+
+
+def is_audit_sk(value: str) -> bool:
+    return bool(_AUDIT_SK.fullmatch(value))
 
 
 def idempotency_pk(tenant_id: str, scope: str) -> str:

@@ -3,7 +3,7 @@ stored item shapes of the single-table model."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
@@ -122,6 +122,43 @@ class AggregatesResponse(_Response):
     total: int
 
 
+AuditEventType = Literal["created", "updated", "comment_added", "deleted"]
+AuditField = Literal["title", "status", "resolver"]
+
+
+class FieldChange(_Response):
+    """A tracked field before and after the change (``null``: absent, or unassigned)."""
+
+    field: AuditField
+    old: str | None
+    new: str | None
+
+
+class AuditEvent(_Response):
+    """One change to a ticket, as the stream recorded it.
+
+    ``actor`` is the user that made the change (``null`` when it was made
+    outside the API without naming one, e.g. a direct write that did not bump
+    ``version``). ``changes`` lists title, status and resolver where they
+    differ (``created``: from nothing, ``deleted``: to nothing); the description
+    is never copied, ``description_changed`` says whether it changed."""
+
+    event_id: str
+    ticket_id: str
+    type: AuditEventType
+    actor: str | None
+    at: str
+    version: int | None
+    changes: list[FieldChange]
+    description_changed: bool
+    comment_id: str | None
+
+
+class AuditPage(_Response):
+    events: list[AuditEvent]
+    next_cursor: str | None
+
+
 class ErrorDetail(_Response):
     code: str
     message: str
@@ -149,6 +186,9 @@ class TicketItem(BaseModel):
     created_at: str
     updated_at: str
     version: int
+    # Who made the last change (the stream's images name the actor of each
+    # change: support_tickets.audit); absent on items written before it existed.
+    updated_by: str | None = None
 
     @property
     def status(self) -> TicketStatus:

@@ -19,9 +19,10 @@ TransactWriteItems are used: never Scan, never a filter expression.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -39,6 +40,8 @@ _deserializer = TypeDeserializer()
 # Codes DynamoDB puts in a transaction's CancellationReasons when it throttled.
 CANCELLATION_THROTTLING_CODES = THROTTLING_CODES | {"ThrottlingError", "ProvisionedThroughputExceeded"}
 UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+BATCH_WRITE_SIZE: Final = 25
+MAX_UNPROCESSED_ROUNDS: Final = 8
 
 
 class ClientProvider(Protocol):
@@ -120,6 +123,58 @@ class TenantTable:
                 raise InvalidCursor() from exc
             raise
 
+    def query_up_to(
+        self, query: Mapping[str, Any], want: int, *, from_cursor: bool
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """At least ``want`` items of ``query`` (or all there are), following
+        DynamoDB's 1 MB pages so that a page never ends early; and whether more
+        may follow them. ``from_cursor``: see :meth:`query_from_cursor`."""
+        request = {**query, "Limit": want}
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self.query_from_cursor(request, from_cursor=from_cursor)
+            items.extend(from_item(item) for item in response["Items"])
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return items, False
+            if len(items) >= want:
+                return items, True
+            request["ExclusiveStartKey"] = last
+            request["Limit"] = want - len(items)
+
+    def query_pages(self, query: Mapping[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """Every page of ``query``, its items as DynamoDB returns them (keys to delete)."""
+        request = dict(query)
+        while True:
+            response = self.call("query", **request)
+            yield response["Items"]
+            if "LastEvaluatedKey" not in response:
+                return
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def batch_delete(self, item_keys: Sequence[Mapping[str, Any]]) -> int:
+        """Delete these items (``pk``/``sk`` as DynamoDB returns them), 25 per
+        BatchWriteItem, retrying what DynamoDB leaves unprocessed; how many were
+        asked for. Every key must be this tenant's: a key of another tenant is a
+        bug here, never a delete."""
+        prefix = keys.tenant_prefix(self.tenant_id)
+        if any(not str(key["pk"]["S"]).startswith(prefix) for key in item_keys):
+            raise ValueError("refusing to delete another tenant's item")
+        for start in range(0, len(item_keys), BATCH_WRITE_SIZE):
+            requests: list[Any] = [
+                {"DeleteRequest": {"Key": {"pk": key["pk"], "sk": key["sk"]}}}
+                for key in item_keys[start : start + BATCH_WRITE_SIZE]
+            ]
+            for round_number in range(MAX_UNPROCESSED_ROUNDS):
+                response = self.call("batch_write_item", RequestItems={self.table_name: requests})
+                requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                if not requests:
+                    break
+                time.sleep(min(0.05 * 2**round_number, 1.0))
+            else:
+                raise Throttled()
+        return len(item_keys)
+
     def raise_for_cancellation(self, exc: ClientError) -> None:
         """What a cancelled transaction means when no item condition explains it."""
         codes = cancellation_codes(exc)
@@ -132,6 +187,21 @@ class TenantTable:
         calls go through :meth:`call` too (429 on throttling, renewal of expired
         credentials), the mapped error as the wrapped exception's cause."""
         return cast("DynamoDBClient", _TableClient(self))
+
+
+@dataclass(frozen=True, slots=True)
+class OwnClient:
+    """A client provider for code that does not run as a tenant: the stream
+    functions (their execution role) and operator commands (the operator's
+    credentials). What that client may reach is its role's business."""
+
+    client: DynamoDBClient
+
+    def dynamodb(self) -> DynamoDBClient:
+        return self.client
+
+    def invalidate(self) -> None:
+        return
 
 
 @dataclass(frozen=True, slots=True)

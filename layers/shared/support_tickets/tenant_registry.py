@@ -49,6 +49,12 @@ class TenantConfig(BaseModel):
     only are moved, then readers drop it). ``target_shards`` names the count a
     reshard is heading to; ``changed_at`` (epoch seconds) when its current phase
     began. ``version`` is 0 for a tenant with no stored record.
+
+    ``status`` SUSPENDED refuses every request of the tenant (403
+    ``TENANT_SUSPENDED``), its data untouched. ``offboarding_since`` (epoch
+    seconds) is set while ``make offboard`` erases the tenant (which keeps it
+    SUSPENDED), ``erasable_at`` when the record itself may go (see
+    ``ops.offboard``).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -66,6 +72,8 @@ class TenantConfig(BaseModel):
     api_key_id: str | None = None
     api_key: str | None = Field(default=None, repr=False)
     changed_at: int = 0
+    offboarding_since: int | None = None
+    erasable_at: int | None = None
     version: int = Field(default=0, ge=0)
 
     @field_validator("tenant_id")

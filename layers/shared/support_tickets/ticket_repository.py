@@ -10,8 +10,7 @@ short per-container cache): writers place a ticket with the record's
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -23,7 +22,7 @@ from botocore.exceptions import ClientError
 from support_tickets import keys, listing
 from support_tickets.clock import utc_now_iso
 from support_tickets.cursor import query_fingerprint
-from support_tickets.errors import Throttled, TicketNotFound, VersionMismatch
+from support_tickets.errors import ApiError, TicketNotFound, VersionMismatch
 from support_tickets.ids import new_id
 from support_tickets.keys import TicketStatus
 from support_tickets.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
@@ -32,8 +31,6 @@ from support_tickets.tenant_registry import TenantConfig, tenant_configs
 
 logger = Logger(child=True)
 
-BATCH_WRITE_SIZE: Final = 25
-MAX_UNPROCESSED_ROUNDS: Final = 8
 # Parallel GSI1 queries of one list request: enough for 16 shards in one round
 # trip; more shards take a few rounds, within the function's timeout.
 MAX_PARALLEL_QUERIES: Final = 16
@@ -103,6 +100,7 @@ class TicketRepository:
             created_at=now,
             updated_at=now,
             version=1,
+            updated_by=created_by,
         )
         stored = to_item(item.model_dump())
         try:
@@ -131,13 +129,16 @@ class TicketRepository:
             raise TicketNotFound()
         return TicketItem.model_validate(from_item(response["Item"])).ticket()
 
-    def update_ticket(self, ticket_id: str, changes: Mapping[str, Any], expected_version: int | None) -> Ticket:
-        """Conditional update; status and resolver move the ticket within GSI1."""
+    def update_ticket(
+        self, ticket_id: str, changes: Mapping[str, Any], expected_version: int | None, actor: str
+    ) -> Ticket:
+        """Conditional update; status and resolver move the ticket within GSI1.
+        ``actor`` is stored as ``updated_by`` with the change (the audit trail's source)."""
         pk = self.ticket_pk(ticket_id)
         names = {"#version": "version", "#updated_at": "updated_at"}
         values: dict[str, Any] = {":one": {"N": "1"}, ":now": {"S": utc_now_iso()}}
         assignments = ["#version = #version + :one", "#updated_at = :now"]
-        stored: dict[str, Any] = {}
+        stored: dict[str, Any] = {"updated_by": actor}
         for name, value in changes.items():
             if name == "status":
                 stored["tenant_status"] = self._placement(ticket_id, value)
@@ -178,7 +179,7 @@ class TicketRepository:
             raise VersionMismatch(details={"current_version": int(current["version"]["N"])}) from exc
         return TicketItem.model_validate(from_item(response["Attributes"])).ticket()
 
-    def change_status(self, ticket_ids: Sequence[str], status: TicketStatus) -> BatchStatusResponse:
+    def change_status(self, ticket_ids: Sequence[str], status: TicketStatus, actor: str) -> BatchStatusResponse:
         """All or nothing in one TransactWriteItems (≤100 items, one tenant).
         Every update is conditional on the ticket existing, so a missing or
         foreign id cancels the whole transaction and names itself."""
@@ -191,13 +192,16 @@ class TicketRepository:
                 "Update": {
                     "TableName": self.table_name,
                     "Key": {"pk": {"S": keys.ticket_pk(self.tenant_id, ticket_id)}, "sk": {"S": keys.SUMMARY_SK}},
-                    "UpdateExpression": "SET tenant_status = :ts, #version = #version + :one, updated_at = :now",
+                    "UpdateExpression": (
+                        "SET tenant_status = :ts, #version = #version + :one, updated_at = :now, updated_by = :actor"
+                    ),
                     "ConditionExpression": "attribute_exists(pk)",
                     "ExpressionAttributeNames": {"#version": "version"},
                     "ExpressionAttributeValues": {
                         ":ts": {"S": self._placement(ticket_id, status)},
                         ":one": {"N": "1"},
                         ":now": {"S": now},
+                        ":actor": {"S": actor},
                     },
                 }
             }
@@ -221,54 +225,76 @@ class TicketRepository:
             self.table.raise_for_cancellation(exc)
         return BatchStatusResponse(updated=list(ticket_ids), status=status)
 
-    def delete_ticket(self, ticket_id: str) -> None:
-        """Delete the summary first, then every comment, 25 per BatchWriteItem.
+    def delete_ticket(self, ticket_id: str, actor: str) -> None:
+        """Mark the summary with its deleter, delete it, then every comment, 25 per
+        BatchWriteItem.
 
-        The order is what makes a racing comment safe: a comment is written only
-        in a transaction that checks the summary exists, so once the summary is
-        gone no comment can be added, and the comments are listed only after
-        that (a consistent Query): every comment that made it is found and
-        deleted. A retry after a partial failure finishes the job; a ticket that
-        is neither there nor has comments left is 404."""
+        The mark (``deleted_by``, ``deleted_at``: one conditional UpdateItem that
+        changes no field the API shows and not the version) is how the stream's
+        REMOVE record names who deleted the ticket: DynamoDB's delete carries no
+        caller. It changes no count (the status stays) and no audit event comes
+        of it (no tracked field changed). Should the delete itself fail, the
+        mark is taken back, so a failed delete leaves the ticket as it was.
+
+        The order summary-then-comments is what makes a racing comment safe: a
+        comment is written only in a transaction that checks the summary
+        exists, so once the summary is gone no comment can be added, and the
+        comments are listed only after that (a consistent Query): every comment
+        that made it is found and deleted. A retry after a partial failure
+        finishes the job; a ticket that is neither there nor has comments left
+        is 404."""
         pk = self.ticket_pk(ticket_id)
-        deleted = self.table.call(
-            "delete_item",
-            TableName=self.table_name,
-            Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
-            ReturnValues="ALL_OLD",
-        )
-        found = "Attributes" in deleted
-        for page in self._item_collection_keys(pk):
-            found = found or bool(page)
-            for start in range(0, len(page), BATCH_WRITE_SIZE):
-                self._batch_delete(page[start : start + BATCH_WRITE_SIZE])
-        if not found:
-            raise TicketNotFound()
-
-    def _item_collection_keys(self, pk: str) -> Iterator[list[dict[str, Any]]]:
-        query: dict[str, Any] = {
+        key = {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}}
+        mark = self._mark_deleted(key, actor)
+        found = mark is not None
+        if mark is not None:
+            try:
+                self.table.call("delete_item", TableName=self.table_name, Key=key)
+            except (ApiError, ClientError):
+                self._unmark_deleted(key, mark)
+                raise
+        collection = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": pk}},
             "ProjectionExpression": "pk, sk",
             "ConsistentRead": True,
         }
-        while True:
-            response = self.table.call("query", **query)
-            yield response["Items"]
-            if "LastEvaluatedKey" not in response:
-                return
-            query["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        for page in self.table.query_pages(collection):
+            found = found or bool(page)
+            self.table.batch_delete(page)
+        if not found:
+            raise TicketNotFound()
 
-    def _batch_delete(self, item_keys: list[dict[str, Any]]) -> None:
-        requests: list[Any] = [{"DeleteRequest": {"Key": key}} for key in item_keys]
-        for round_number in range(MAX_UNPROCESSED_ROUNDS):
-            response = self.table.call("batch_write_item", RequestItems={self.table_name: requests})
-            requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
-            if not requests:
-                return
-            time.sleep(min(0.05 * 2**round_number, 1.0))
-        raise Throttled()
+    def _mark_deleted(self, key: dict[str, Any], actor: str) -> dict[str, Any] | None:
+        """Name the deleter on the summary; ``None`` when there is no summary."""
+        mark = {":actor": {"S": actor}, ":at": {"S": utc_now_iso()}}
+        marked = self._update_if(key, "SET deleted_by = :actor, deleted_at = :at", "attribute_exists(pk)", mark)
+        return mark if marked else None
+
+    def _unmark_deleted(self, key: dict[str, Any], mark: dict[str, Any]) -> None:
+        """Best effort: only our own mark, and a failure here never hides the delete's."""
+        try:
+            self._update_if(key, "REMOVE deleted_by, deleted_at", "deleted_by = :actor AND deleted_at = :at", mark)
+        except (ApiError, ClientError):
+            logger.warning("a failed delete left its mark on the ticket summary")
+
+    def _update_if(self, key: dict[str, Any], update: str, condition: str, values: dict[str, Any]) -> bool:
+        """A conditional UpdateItem; False when the condition did not hold."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table_name,
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     # ------------------------------------------------------------ lists
     def list_tickets_by_status(
@@ -330,7 +356,6 @@ class TicketRepository:
             "IndexName": keys.GSI1_NAME,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
-            "Limit": need,
         }
         if position is not None:
             ticket_id, resolver_value = position
@@ -340,18 +365,8 @@ class TicketRepository:
                 "tenant_status": {"S": partition},
                 "resolver": {"S": resolver_value},
             }
-        rows: list[dict[str, Any]] = []
-        while True:
-            response = self.table.query_from_cursor(query, from_cursor=position is not None)
-            rows.extend(from_item(item) for item in response["Items"])
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return listing.PartitionRead(partition, rows, more=False)
-            if len(rows) >= need:
-                return listing.PartitionRead(partition, rows, more=True)
-            # A 1 MB page ended before the limit: follow it, never drop the rest.
-            query["ExclusiveStartKey"] = last
-            query["Limit"] = need - len(rows)
+        rows, more = self.table.query_up_to(query, need, from_cursor=position is not None)
+        return listing.PartitionRead(partition, rows, more=more)
 
     def _own_row(self, row: Mapping[str, Any], own_prefix: str) -> bool:
         """GSI1 keys are not confined by IAM (only the table's partition key is):

@@ -1,22 +1,32 @@
 """Domain operations: what each route does, for a caller, over the repositories.
 
-Handlers call these and nothing else; these decide (admin-only routes,
-``If-Match``, idempotent creation) and leave storage to the repositories.
+Handlers call these and nothing else; these decide (a suspended tenant,
+admin-only routes, ``If-Match``, idempotent creation) and leave storage to the
+repositories.
+
+Every operation starts at :func:`table_for`, which refuses a suspended tenant
+(``403 TENANT_SUSPENDED``) from its tenant record, read through the
+container's cache (:mod:`support_tickets.tenant_registry`): a warm request
+adds no DynamoDB call, and a suspension or a reactivation reaches every
+container within ``TENANT_CONFIG_TTL_SECONDS`` (30 s).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from support_tickets.aggregate_repository import AggregateRepository
+from support_tickets.audit_repository import AuditRepository
 from support_tickets.comment_repository import CommentRepository
-from support_tickets.errors import ApiError, Conflict, Unavailable, ValidationFailed
+from support_tickets.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
 from support_tickets.identity import Caller
 from support_tickets.keys import TicketStatus, idempotency_pk
 from support_tickets.models import (
     AddCommentRequest,
     AggregatesResponse,
+    AuditPage,
     BatchStatusRequest,
     BatchStatusResponse,
     Comment,
@@ -29,6 +39,7 @@ from support_tickets.models import (
 from support_tickets.session import credential_cache
 from support_tickets.settings import get_settings
 from support_tickets.table import TenantTable
+from support_tickets.tenant_registry import TenantStatus, tenant_configs
 from support_tickets.ticket_repository import TicketRepository
 
 if TYPE_CHECKING:
@@ -42,9 +53,13 @@ _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 
 def table_for(caller: Caller) -> TenantTable:
-    """The caller's tenant's view of the table: every repository works through
-    it, with credentials of the caller's own token (never of a tenant id)."""
-    return TenantTable(caller.tenant_id, get_settings().table_name, credential_cache().for_token(caller.token))
+    """The caller's tenant's view of the table, every repository works through
+    it, with credentials of the caller's own token (never of a tenant id); a
+    suspended tenant gets no further (its data stays as it is)."""
+    table = TenantTable(caller.tenant_id, get_settings().table_name, credential_cache().for_token(caller.token))
+    if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
+        raise TenantSuspended()
+    return table
 
 
 def repository_for(caller: Caller) -> TicketRepository:
@@ -155,7 +170,9 @@ def parse_if_match(value: str | None) -> int | None:
 
 
 def update_ticket(caller: Caller, ticket_id: str, request: UpdateTicketRequest, if_match: str | None) -> Ticket:
-    return repository_for(caller).update_ticket(ticket_id, request.changes(), parse_if_match(if_match))
+    return repository_for(caller).update_ticket(
+        ticket_id, request.changes(), parse_if_match(if_match), actor=caller.username
+    )
 
 
 def add_comment(caller: Caller, ticket_id: str, request: AddCommentRequest) -> Comment:
@@ -163,14 +180,26 @@ def add_comment(caller: Caller, ticket_id: str, request: AddCommentRequest) -> C
 
 
 def change_status(caller: Caller, request: BatchStatusRequest) -> BatchStatusResponse:
-    return repository_for(caller).change_status(request.ticket_ids, request.status)
+    return repository_for(caller).change_status(request.ticket_ids, request.status, actor=caller.username)
 
 
 def delete_ticket(caller: Caller, ticket_id: str) -> None:
+    repository = repository_for(caller)
     caller.require_admin()
-    repository_for(caller).delete_ticket(ticket_id)
+    repository.delete_ticket(ticket_id, actor=caller.username)
 
 
 def get_aggregates(caller: Caller) -> AggregatesResponse:
+    table = table_for(caller)
     caller.require_admin()
-    return AggregateRepository(table_for(caller)).get_aggregates()
+    return AggregateRepository(table).get_aggregates()
+
+
+def get_ticket_history(caller: Caller, ticket_id: str, limit: int, cursor: str | None) -> AuditPage:
+    return AuditRepository(table_for(caller)).ticket_history(ticket_id, limit, cursor)
+
+
+def get_audit_trail(caller: Caller, start: str | None, end: str | None, limit: int, cursor: str | None) -> AuditPage:
+    table = table_for(caller)
+    caller.require_admin()
+    return AuditRepository(table).tenant_trail(start, end, limit, cursor, now=datetime.now(UTC))

@@ -1,0 +1,39 @@
+"""GET /tickets/{ticket_id}/history: who changed the ticket, and how, oldest first, paged."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from support_tickets import tickets
+from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.errors import InvalidCursor, TicketNotFound
+from support_tickets.models import AuditPage
+
+app = create_app()
+
+
+@app.get(
+    "/tickets/<ticket_id>/history",
+    summary="A ticket's history",
+    description=(
+        "Its audit events, oldest first; they follow the table's stream (seconds behind a change) and outlive "
+        "the ticket: a deleted ticket's history ends with its `deleted` event."
+    ),
+    responses=openapi_responses(200, "A page of the ticket's events, oldest first", InvalidCursor, TicketNotFound),
+)
+@tracer.capture_method
+def get_ticket_history(
+    ticket_id: str,
+    limit: Annotated[int, Query(ge=1, le=tickets.MAX_PAGE_SIZE)] = tickets.DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query()] = None,
+) -> AuditPage:
+    return tickets.get_ticket_history(current_caller(app), ticket_id, limit, cursor)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(app, event, context)

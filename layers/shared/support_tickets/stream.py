@@ -1,0 +1,113 @@
+"""What every stream function shares: its own AWS clients, and what it does
+with a poison record.
+
+The stream functions (the aggregator, the audit writer) run with their own
+execution role, never a tenant's: each role may write only its own items
+(see template.yaml). A record that can never be processed (not what the
+function's FilterCriteria promise, a summary whose ``tenant_status`` names
+another tenant than its key, images missing) is *poison*: it is logged (a
+security event when tenants disagree), counted in the ``PoisonRecord``
+metric, sent to the function's failure queue (where to find it in the stream,
+never the item's content) and then treated as done, so that one bad record
+never stalls a shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+
+class PoisonRecord(ValueError):
+    """A record that can never be processed (not a valid record of its kind)."""
+
+
+def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
+    """What the stream functions read of a record as Lambda delivers it
+    (Powertools' data class; images deserialized)."""
+    stream = record.dynamodb
+    if stream is None or record.event_name is None or stream.sequence_number is None or not record.event_id:
+        raise PoisonRecord("incomplete stream record")
+    return {
+        "event_name": record.event_name.name,
+        "event_id": record.event_id,
+        "sequence_number": stream.sequence_number,
+        "keys_image": stream.keys,
+        "old_image": stream.old_image,
+        "new_image": stream.new_image,
+    }
+
+
+def own_client(service: str) -> Any:
+    """A client with the function's execution-role credentials (not a tenant's),
+    from a session of its own: boto3's default session resolves credentials
+    once per process, and the local stack runs several functions, each with
+    its role's credentials, in one process."""
+    import boto3
+
+    from support_tickets.session import BOTO_CONFIG
+
+    return boto3.session.Session().client(  # type: ignore[call-overload]
+        service,
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
+        config=BOTO_CONFIG,
+    )
+
+
+@cache
+def failure_queue_client() -> Any:
+    return own_client("sqs")
+
+
+def poison_message(
+    *, reason: str | None, event_id: str, sequence_number: str, tenant_id: str | None, function_name: str
+) -> str:
+    """What a function sends to its failure queue for a poison record: where to
+    find it in the stream, never the item's content."""
+    return json.dumps(
+        {
+            "reason": reason,
+            "eventID": event_id,
+            "sequenceNumber": sequence_number,
+            "tenantId": tenant_id,
+            "function": function_name,
+        }
+    )
+
+
+def report_poison(
+    logger: Logger,
+    metrics: Metrics,
+    *,
+    reason: str,
+    event_id: str,
+    sequence_number: str,
+    tenant_id: str | None,
+    default_function: str,
+) -> None:
+    """Log, count and queue a poison record (then the caller treats it as done)."""
+    security = "tenant" in reason
+    logger.warning(
+        "security: poison stream record" if security else "poison stream record",
+        extra={"reason": reason, "event_id": event_id, "tenant_id": tenant_id},
+    )
+    metrics.add_metric(name="PoisonRecord", unit=MetricUnit.Count, value=1)
+    failure_queue_client().send_message(
+        QueueUrl=os.environ["FAILURE_QUEUE_URL"],
+        MessageBody=poison_message(
+            reason=reason,
+            event_id=event_id,
+            sequence_number=sequence_number,
+            tenant_id=tenant_id,
+            function_name=os.environ.get("AWS_LAMBDA_FUNCTION_NAME", default_function),
+        ),
+    )

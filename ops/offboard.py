@@ -1,0 +1,337 @@
+"""Erase a tenant: ``make offboard TENANT=<t> CONFIRM=<t> [STACK=<s>]``.
+
+    python -m ops.offboard --tenant acme --confirm acme (--local | --stack <s> [--region <r>])
+
+Refuses unless ``--confirm`` is the tenant id. Erases every item of the
+tenant, found without a Scan (:mod:`ops.tenant_data`): tickets and their
+comments, histories and the tenant's trail, counts, the aggregator's
+journals, idempotency records, and at last its tenant record; and deletes
+its users from the user pool (signed out first). Nothing of another tenant is
+touched: every key erased comes from a query of this tenant's own partitions
+(a foreign row met on GSI1 is skipped), and the layer refuses to batch-delete
+a key of another tenant.
+
+In this order, each step idempotent, so the command is resumable: run it
+again after an interruption and it continues (and a run on an erased tenant
+erases nothing):
+
+1. **Suspend**: the tenant record says SUSPENDED and ``offboarding_since``;
+   wait until every function has seen it (``TENANT_CONFIG_TTL_SECONDS`` and a
+   margin), so that no request of the tenant writes any more.
+2. **Users**: sign out (refresh tokens revoked) and delete every user whose
+   ``custom:tenant_id`` is the tenant. Cognito can't filter users on a custom
+   attribute, so this lists the pool's users (the user pool's, not the table).
+3. **Data**: each ticket is marked ``erasing`` (the stream functions'
+   FilterCriteria drop records that carry it, so erasing a tenant writes no
+   count and no audit event that would outlive it), its comments deleted,
+   then its summary (last, so an interrupted run still finds the ticket), then
+   its history; then the trail day by day (each day's events name the deleted
+   tickets whose leftovers must go too; the days around the suspension
+   always), the day index, the fixed partitions.
+   Then, after ``--settle`` seconds, another pass, until a pass finds nothing
+   (records the stream was still processing when the tenant was suspended
+   may have written a count or an audit event meanwhile).
+4. **The record** stays, SUSPENDED, until ``erasable_at``: the users were
+   deleted, but an ID token issued before stays valid until it expires
+   (``IdTokenValidity``), and the stream may retry a record until
+   ``MaximumRecordAgeInSeconds``; a tenant without a record would be ACTIVE
+   by default, and such a token could write again. Run the command again
+   after that time (it says when): it makes a last pass and deletes the
+   record. The tenant is then gone.
+
+Not done here: the tenant's API key (per-tenant throttling, issue 14, is not
+built yet); the failure queues, which hold stream positions and tenant ids of
+poison records, not content; CloudWatch logs (their retention applies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from local_stack.template import template
+from ops.stack_target import Target, TargetError, add_target_arguments, stack_target
+from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
+from ops.tenants import RecordChanged, TenantAdmin
+from support_tickets import keys
+from support_tickets.audit import RecentKeys, iso_time
+from support_tickets.errors import ApiError
+from support_tickets.identity import TENANT_CLAIM
+from support_tickets.table import OwnClient, TenantTable, error_code
+from support_tickets.tenant_registry import TenantConfig, TenantStatus
+
+if TYPE_CHECKING:
+    from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
+
+SETTLE_SECONDS: Final = 10.0
+MAX_SETTLE_ROUNDS: Final = 6
+GRACE_MARGIN_SECONDS: Final = 300
+# Ticket ids already erased in a pass, so a busy ticket's many events don't
+# erase it again and again (bounded: beyond it, an id is merely erased twice).
+REMEMBERED_TICKETS: Final = 100_000
+
+
+class OffboardError(RuntimeError):
+    """The command can't (or must not) go on."""
+
+
+def default_grace_seconds() -> int:
+    """How long after its users are deleted a tenant's record must stay: the
+    longest an ID token issued before lives, or a stream record is retried
+    (both from template.yaml), and a margin."""
+    resources = template()["Resources"]
+    client = resources["UserPoolClient"]["Properties"]
+    unit = client.get("TokenValidityUnits", {}).get("IdToken", "hours")
+    token_seconds = int(client.get("IdTokenValidity", 1)) * {"minutes": 60, "hours": 3600, "days": 86_400}[unit]
+    record_ages = [
+        int(event["Properties"].get("MaximumRecordAgeInSeconds", 86_400))
+        for resource in resources.values()
+        if resource["Type"] == "AWS::Serverless::Function"
+        for event in resource.get("Properties", {}).get("Events", {}).values()
+        if event["Type"] == "DynamoDB"
+    ]
+    return max([token_seconds, *record_ages]) + GRACE_MARGIN_SECONDS
+
+
+@dataclass(frozen=True)
+class Outcome:
+    tenant_id: str
+    users_deleted: int
+    items_erased: int
+    record: str  # "erased", or "kept until <time>"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "users_deleted": self.users_deleted,
+            "items_erased": self.items_erased,
+            "record": self.record,
+        }
+
+
+@dataclass
+class Offboarding:
+    target: Target
+    admin: TenantAdmin
+    grace_seconds: float = field(default_factory=default_grace_seconds)
+    settle_seconds: float = SETTLE_SECONDS
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.time
+    progress: Progress = field(default_factory=lambda: Progress("erased"))
+
+    def run(self, tenant_id: str, confirm: str | None) -> Outcome:
+        keys.validate_tenant_id(tenant_id)
+        if confirm != tenant_id:
+            raise OffboardError(f"refusing to offboard {tenant_id}: CONFIRM must be the tenant id ({tenant_id})")
+        stored = self.admin.record(tenant_id).version > 0
+        record = self._suspend(tenant_id)
+        users = self._delete_users(tenant_id)
+        table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
+        suspended_at = record.offboarding_since or int(self.clock())
+        erased = self._erase_until_quiet(table, suspended_at)
+        if record.erasable_at is None:
+            erasable_at = int(self.clock() + self.grace_seconds)
+            record = self.admin.write(record, {"erasable_at": erasable_at})
+        if record.erasable_at is not None and self.clock() < record.erasable_at:
+            until = datetime.fromtimestamp(record.erasable_at, UTC).isoformat(timespec="seconds")
+            self.progress.note(
+                f"{tenant_id}: data and users erased; its record stays SUSPENDED until {until} (ID tokens issued "
+                "before its users were deleted stay valid until then): run the command again after that to erase it"
+            )
+            return Outcome(tenant_id, users, erased, f"kept until {until}")
+        erased += self._erase_pass(table, suspended_at)
+        record_deleted = self._delete_record(table, record)
+        if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
+            erased += record_deleted
+        self.progress.note(f"{tenant_id}: offboarded, nothing of it is left")
+        return Outcome(tenant_id, users, erased, "erased")
+
+    # ------------------------------------------------------------ 1. suspend
+    def _suspend(self, tenant_id: str) -> TenantConfig:
+        record = self.admin.record(tenant_id)
+        if record.offboarding_since is not None:
+            self.progress.note(f"{tenant_id}: continuing the offboarding begun at {record.offboarding_since}")
+            self.admin.wait_out(record.offboarding_since)
+            return record
+        now = int(self.clock())
+        since = record.changed_at if record.status is TenantStatus.SUSPENDED and record.version else now
+        record = self.admin.write(
+            record, {"status": TenantStatus.SUSPENDED, "offboarding_since": since, "changed_at": now}
+        )
+        self.progress.note(f"{tenant_id}: suspended for offboarding")
+        self.admin.wait_out(since)
+        return record
+
+    # ------------------------------------------------------------ 2. users
+    def _delete_users(self, tenant_id: str) -> int:
+        if not self.target.user_pool_id:
+            self.progress.note("warning: no user pool known for this stack: users not deleted")
+            return 0
+        cognito: CognitoIdentityProviderClient = self.target.cognito
+        pool = self.target.user_pool_id
+        doomed: list[str] = []
+        kwargs: dict[str, Any] = {"UserPoolId": pool}
+        while True:
+            page = cognito.list_users(**kwargs)
+            for user in page.get("Users", []):
+                attributes = {item["Name"]: item.get("Value") for item in user.get("Attributes", [])}
+                if attributes.get(TENANT_CLAIM) == tenant_id and "Username" in user:
+                    doomed.append(user["Username"])
+            token = page.get("PaginationToken")
+            if not token:
+                break
+            kwargs["PaginationToken"] = token
+        for username in doomed:
+            try:
+                cognito.admin_user_global_sign_out(UserPoolId=pool, Username=username)
+                cognito.admin_delete_user(UserPoolId=pool, Username=username)
+            except ClientError as exc:
+                if error_code(exc) != "UserNotFoundException":
+                    raise
+        if doomed:
+            self.progress.note(f"{tenant_id}: {len(doomed)} user(s) signed out and deleted")
+        return len(doomed)
+
+    # ------------------------------------------------------------ 3. data
+    def _erase_until_quiet(self, table: TenantTable, suspended_at: int) -> int:
+        erased = self._erase_pass(table, suspended_at)
+        for _ in range(MAX_SETTLE_ROUNDS):
+            self.sleep(self.settle_seconds)
+            found = self._erase_pass(table, suspended_at)
+            erased += found
+            if found == 0:
+                return erased
+        raise OffboardError("items kept appearing (is the stream still being retried?): run the command again later")
+
+    def _erase_pass(self, table: TenantTable, suspended_at: int) -> int:
+        """One pass over everything the tenant has; how many items it erased.
+
+        The trail's days come from its day index, and always include the days
+        around the suspension: a record the stream still retried after it (for
+        at most ``MaximumRecordAgeInSeconds``) is of a change made shortly
+        before, and a warm audit writer that listed that day once does not list
+        it again, so its event may sit under a day the index no longer names."""
+        erased = 0
+        done = RecentKeys(REMEMBERED_TICKETS)
+        for ticket_id in ticket_ids(table):
+            if not done.seen(ticket_id):
+                erased += self._erase_ticket(table, ticket_id)
+        around = {iso_time(suspended_at + offset)[:10] for offset in (-86_400, 0, 86_400)}
+        for day in sorted(around):
+            erased += self._erase_day(table, day, done)
+        for day_page in audit_days(table):
+            for day in (str(item["sk"]) for item in deserialized(day_page)):
+                if keys.is_day(day) and day not in around:
+                    erased += self._erase_day(table, day, done)
+            erased += table.batch_delete(day_page)
+        for pk in fixed_partitions(table.tenant_id):
+            found = self._erase_partition(table, pk)
+            self.progress.step("items", found)
+            erased += found
+        return erased
+
+    def _erase_day(self, table: TenantTable, day: str, done: RecentKeys) -> int:
+        """A day of the trail, and the tickets its events name (their leftovers, their histories)."""
+        erased = 0
+        for pk in keys.audit_day_partitions(table.tenant_id, day):
+            for page in partition_pages(table, pk, "pk, sk, ticket_id"):
+                for ticket_id in {str(item.get("ticket_id", "")) for item in deserialized(page)}:
+                    if keys.is_valid_ticket_id(ticket_id) and not done.seen(ticket_id):
+                        erased += self._erase_ticket(table, ticket_id)
+                erased += table.batch_delete(page)
+                self.progress.step("items", len(page))
+        return erased
+
+    def _erase_ticket(self, table: TenantTable, ticket_id: str) -> int:
+        """Mark, then comments, then the summary, then its history."""
+        pk = keys.ticket_pk(table.tenant_id, ticket_id)
+        summary = {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}}
+        try:
+            table.call(
+                "update_item",
+                TableName=table.table_name,
+                Key=summary,
+                UpdateExpression="SET #erasing = :true",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#erasing": keys.ERASING_ATTRIBUTE},
+                ExpressionAttributeValues={":true": {"BOOL": True}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+        erased = 0
+        for page in partition_pages(table, pk):
+            comments = [item for item in page if item["sk"]["S"] != keys.SUMMARY_SK]
+            erased += table.batch_delete(comments)
+        deleted = table.call("delete_item", TableName=table.table_name, Key=summary, ReturnValues="ALL_OLD")
+        erased += 1 if "Attributes" in deleted else 0
+        erased += self._erase_partition(table, keys.history_pk(table.tenant_id, ticket_id))
+        self.progress.step("items", erased)
+        return erased
+
+    def _erase_partition(self, table: TenantTable, pk: str) -> int:
+        return sum(table.batch_delete(page) for page in partition_pages(table, pk))
+
+    # ------------------------------------------------------------ 4. the record
+    def _delete_record(self, table: TenantTable, record: TenantConfig) -> int:
+        try:
+            deleted = table.call(
+                "delete_item",
+                TableName=table.table_name,
+                Key=keys.tenant_config_key(table.tenant_id),
+                ConditionExpression="#version = :version",
+                ExpressionAttributeNames={"#version": "version"},
+                ExpressionAttributeValues={":version": {"N": str(record.version)}},
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise RecordChanged("the tenant record changed meanwhile; run the command again") from exc
+            raise
+        return 1 if "Attributes" in deleted else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ops.offboard", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--confirm", help="the tenant id again: nothing happens without it")
+    parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds between erase passes")
+    parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--grace-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    add_target_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        keys.validate_tenant_id(args.tenant)
+        if args.confirm != args.tenant:
+            raise OffboardError(f"refusing to offboard {args.tenant}: CONFIRM must be the tenant id ({args.tenant})")
+    except (ValueError, OffboardError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    progress = Progress(f"offboard {args.tenant}, erased")
+    try:
+        target = stack_target(args)
+        admin = TenantAdmin(target.dynamodb, target.table_name, progress=progress.note)
+        if args.phase_seconds is not None:
+            admin.phase_seconds = args.phase_seconds
+        offboarding = Offboarding(target, admin, settle_seconds=args.settle, progress=progress)
+        if args.grace_seconds is not None:
+            offboarding.grace_seconds = args.grace_seconds
+        outcome = offboarding.run(args.tenant, args.confirm)
+    except (TargetError, OffboardError, RecordChanged, ApiError, ClientError, BotoCoreError) as exc:
+        sys.stderr.write(f"\nerror: {exc}\n")
+        return 1
+    json.dump(outcome.as_dict(), sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

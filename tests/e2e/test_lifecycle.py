@@ -1,0 +1,195 @@
+"""The audit trail and a tenant's lifecycle end to end, over HTTP against the
+local stack: the stream poller feeds the audit writer from the template's
+event source; ``make tenant STATUS=``, ``make export`` and ``make offboard``
+run as the commands they are (``python -m ops.<command> --local``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id, python_module
+
+PHASE_SECONDS = str(TENANT_CONFIG_TTL_SECONDS + 1)
+
+
+def command(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``make <command>`` against the running stack: ``python -m ops.<module> --local``."""
+    state = str(stack.state_dir / "stack.json")
+    return python_module(f"ops.{module}", *args, "--local", "--local-state", state, timeout=600)
+
+
+def tenant_items(stack: RunningStack, tenant: str) -> list[dict[str, Any]]:
+    """Every item of a tenant (a Scan, as an assertion only: no command scans)."""
+    dynamodb = stack.operator("dynamodb")
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": stack.state["table_name"]}
+    while True:
+        page = dynamodb.scan(**kwargs)
+        items.extend(item for item in page["Items"] if item["pk"]["S"].startswith(f"TENANT#{tenant}|"))
+        if "LastEvaluatedKey" not in page:
+            return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def populate(stack: RunningStack, tenant: str) -> dict[str, str]:
+    """A tenant with users, tickets, comments, a change, a deletion, an
+    idempotency record; the stream drained (counts, journals, audit trail)."""
+    member, admin = f"m-{tenant}", f"a-{tenant}"
+    tokens = {"member": stack.token(tenant, member), "admin": stack.token(tenant, admin, admin=True)}
+    ids = []
+    for n in range(3):
+        created = stack.request("POST", "/tickets", token=tokens["member"], body={"title": f"{tenant} {n}"})
+        assert created.status == 201, created.body
+        ids.append(created.body["ticket_id"])
+        comment = stack.request("POST", f"/tickets/{ids[-1]}/comments", token=tokens["member"], body={"body": "c"})
+        assert comment.status == 201
+    changed = stack.request("PATCH", f"/tickets/{ids[0]}", token=tokens["admin"], body={"status": "CLOSED"})
+    assert changed.status == 200
+    assert stack.request("DELETE", f"/tickets/{ids[1]}", token=tokens["admin"]).status == 204
+    idempotent = stack.request(
+        "POST", "/tickets", token=tokens["member"], body={"title": "once"}, headers={"Idempotency-Key": "k1"}
+    )
+    assert idempotent.status == 201
+    assert stack.drain()["drained"] is True
+    return {**tokens, "kept": ids[0], "deleted": ids[1]}
+
+
+# ---------------------------------------------------------------- the audit trail
+def test_every_change_reaches_the_trail_with_its_actor(stack: RunningStack, tenant_pair: tuple[Caller, Caller]) -> None:
+    owner, intruder = tenant_pair
+    admin = stack.token(owner.tenant_id, f"root-{owner.tenant_id}", admin=True)
+    created = stack.request("POST", "/tickets", token=owner.token, body={"title": "Printer", "description": "secret"})
+    ticket_id = created.body["ticket_id"]
+    assert stack.request("PATCH", f"/tickets/{ticket_id}", token=admin, body={"resolver": "johnd"}).status == 200
+    assert stack.request("POST", f"/tickets/{ticket_id}/comments", token=owner.token, body={"body": "hi"}).status == 201
+    assert stack.request("DELETE", f"/tickets/{ticket_id}", token=admin).status == 204
+    assert stack.drain()["drained"] is True
+    history = stack.request("GET", f"/tickets/{ticket_id}/history", token=owner.token)
+    assert history.status == 200, history.body
+    events = [(event["type"], event["actor"]) for event in history.body["events"]]
+    root = f"root-{owner.tenant_id}"
+    member = owner.username
+    assert events == [("created", member), ("updated", root), ("comment_added", member), ("deleted", root)]
+    trail = stack.request("GET", "/audit", token=admin)
+    assert [event["type"] for event in trail.body["events"]] == ["deleted", "comment_added", "updated", "created"]
+    assert "secret" not in json.dumps(trail.body)
+    # the other tenant (whose id has this one's as a prefix) sees none of it
+    assert stack.request("GET", f"/tickets/{ticket_id}/history", token=intruder.token).status == 404
+    intruder_admin = stack.token(intruder.tenant_id, f"root-{intruder.tenant_id}", admin=True)
+    assert stack.request("GET", "/audit", token=intruder_admin).body["events"] == []
+    assert stack.request("GET", "/audit", token=owner.token).error_code == "FORBIDDEN"
+
+
+# ---------------------------------------------------------------- suspension
+ROUTES = [
+    ("POST", "/tickets", {"title": "t"}),
+    ("GET", "/tickets", None),
+    ("GET", "/tickets/{id}", None),
+    ("GET", "/tickets/{id}/summary", None),
+    ("PATCH", "/tickets/{id}", {"title": "t2"}),
+    ("POST", "/tickets/{id}/comments", {"body": "b"}),
+    ("POST", "/tickets/status", "batch"),
+    ("GET", "/tickets/{id}/history", None),
+    ("GET", "/aggregates", None),
+    ("GET", "/audit", None),
+    ("DELETE", "/tickets/{id}", None),
+]
+
+
+def test_a_suspended_tenant_is_refused_everywhere_and_reactivated(
+    stack: RunningStack, tenant_pair: tuple[Caller, Caller]
+) -> None:
+    tenant, neighbour = tenant_pair
+    admin = stack.token(tenant.tenant_id, f"root-{tenant.tenant_id}", admin=True)
+    ticket_id = stack.request("POST", "/tickets", token=tenant.token, body={"title": "t"}).body["ticket_id"]
+    assert stack.drain()["drained"] is True
+    before = tenant_items(stack, tenant.tenant_id)
+    suspended = command(stack, "tenants", "--tenant", tenant.tenant_id, "--status", "SUSPENDED")
+    assert suspended.returncode == 0, suspended.stderr
+    assert json.loads(suspended.stdout)["status"] == "SUSPENDED"
+    assert "TENANT_CONFIG_TTL_SECONDS" in suspended.stderr
+    time.sleep(TENANT_CONFIG_TTL_SECONDS + 0.5)  # the stated propagation delay (1 s in this stack)
+    for method, path, body in ROUTES:
+        payload = {"ticket_ids": [ticket_id], "status": "CLOSED"} if body == "batch" else body
+        response = stack.request(method, path.replace("{id}", ticket_id), token=admin, body=payload)
+        assert (response.status, response.error_code) == (403, "TENANT_SUSPENDED"), (method, path, response.body)
+    # its data is untouched (the record aside), and its neighbour is not affected
+    assert stack.drain()["drained"] is True
+    after = [item for item in tenant_items(stack, tenant.tenant_id) if item["sk"]["S"] != "CONFIG"]
+    assert after == [item for item in before if item["sk"]["S"] != "CONFIG"]
+    assert stack.request("GET", "/tickets", token=neighbour.token).status == 200
+    reactivated = command(stack, "tenants", "--tenant", tenant.tenant_id, "--status", "ACTIVE")
+    assert reactivated.returncode == 0, reactivated.stderr
+    time.sleep(TENANT_CONFIG_TTL_SECONDS + 0.5)
+    assert stack.request("GET", f"/tickets/{ticket_id}", token=tenant.token).status == 200
+
+
+# ---------------------------------------------------------------- export
+def test_export_writes_json_lines_of_the_tenant_only(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    made = populate(stack, tenant)
+    populate(stack, tenant + "0")
+    result = command(stack, "export", "--tenant", tenant)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {line["ticket"]["title"] for line in lines} == {f"{tenant} 0", f"{tenant} 2", "once"}
+    kept = next(line for line in lines if line["ticket"]["ticket_id"] == made["kept"])
+    assert [comment["body"] for comment in kept["comments"]] == ["c"]
+    assert [event["type"] for event in kept["history"]] == ["created", "comment_added", "updated"]
+    assert "3 tickets exported" in result.stderr
+    assert "is ACTIVE" in result.stderr
+
+
+# ---------------------------------------------------------------- offboarding
+def test_offboarding_erases_the_tenant_and_nothing_of_its_neighbours(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    neighbours = [tenant + "0", tenant + "-a"]  # as 1, 10 and 1-a
+    made = populate(stack, tenant)
+    for other in neighbours:
+        populate(stack, other)
+    kinds = {item["pk"]["S"].split("|", 1)[1].split("#", 1)[0] for item in tenant_items(stack, tenant)}
+    assert kinds >= {"TICKET", "HISTORY", "AUDIT", "AGGREGATE", "IDEMPOTENCY"}
+    before = {other: tenant_items(stack, other) for other in neighbours}
+    # refused without CONFIRM equal to the tenant id
+    refused = command(stack, "offboard", "--tenant", tenant, "--confirm", tenant + "0")
+    assert refused.returncode == 1
+    assert "CONFIRM" in refused.stderr
+    assert tenant_items(stack, tenant) != []
+    # When it is offboarded (no grace for tokens here: see the next test)
+    args = ["--tenant", tenant, "--confirm", tenant, "--phase-seconds", PHASE_SECONDS, "--settle", "1"]
+    result = command(stack, "offboard", *args, "--grace-seconds", "0")
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout)
+    assert (outcome["record"], outcome["users_deleted"]) == ("erased", 2)
+    assert stack.drain()["drained"] is True
+    # Then nothing of it is left, even after the stream drained; its users are gone
+    assert tenant_items(stack, tenant) == []
+    pool = stack.pool()
+    for user in (f"m-{tenant}", f"a-{tenant}"):
+        with pytest.raises(pool.cognito.exceptions.UserNotFoundException):
+            pool.cognito.admin_get_user(UserPoolId=pool.pool_id, Username=user)
+    # And its neighbours are untouched, item for item
+    for other in neighbours:
+        assert tenant_items(stack, other) == before[other], other
+    # and the history of its tickets is gone with them
+    assert stack.request("GET", f"/tickets/{made['kept']}/history", token=made["member"]).status == 404
+
+
+def test_an_offboarded_tenants_record_refuses_tokens_issued_before_until_they_expire(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    made = populate(stack, tenant)
+    args = ["--tenant", tenant, "--confirm", tenant, "--phase-seconds", PHASE_SECONDS, "--settle", "1"]
+    result = command(stack, "offboard", *args)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["record"].startswith("kept until ")
+    (record,) = tenant_items(stack, tenant)
+    assert (record["sk"]["S"], record["status"]["S"]) == ("CONFIG", "SUSPENDED")
+    # a token its (deleted) member had is still a valid JWT for an hour: refused
+    response = stack.request("POST", "/tickets", token=made["member"], body={"title": "still here?"})
+    assert (response.status, response.error_code) == (403, "TENANT_SUSPENDED")
+    assert tenant_items(stack, tenant) == [record]

@@ -1,0 +1,440 @@
+"""A tenant's lifecycle over moto: suspended (403 TENANT_SUSPENDED on every
+route, data untouched) and reactivated; exported (JSON lines); offboarded
+(every item and user of tenant ``1`` erased, ``10`` and ``1-a`` untouched item
+for item, without a Scan, resumable, idempotent, refused without CONFIRM)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from ops import export, offboard, tenants
+from ops.offboard import OffboardError, Offboarding
+from ops.stack_target import Target
+from ops.tenant_data import Progress
+from ops.tenants import TenantAdmin
+from support_tickets import keys
+from support_tickets.audit import audit_record, audit_writer, epoch_of, iso_time
+from support_tickets.identity import TENANT_CLAIM
+from support_tickets.table import OwnClient, TenantTable
+from support_tickets.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
+from tests.conftest import REGION, all_items, random_tenant_id
+from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
+from tests.functional.conftest import Snapshot
+from tests.functional.stream_harness import StreamHarness
+
+if TYPE_CHECKING:
+    from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+SUCCESS = {"create": 201, "comment": 201, "delete": 204}
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_795_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def admin_tool(aws: None, dynamodb: DynamoDBClient, table_name: str) -> TenantAdmin:
+    return TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+
+
+# ---------------------------------------------------------------- suspension
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_suspended_tenant_is_403_on_every_route_with_its_data_untouched(
+    api: Api, user: User, admin_tool: TenantAdmin, snapshot: Snapshot, route: str
+) -> None:
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    admin_tool.set_status(user.tenant_id, TenantStatus.SUSPENDED)
+    other = User("1" if user.tenant_id != "1" else "10")
+    theirs = api.new_ticket(other)["ticket_id"]
+    api_fresh = Api()
+    from support_tickets.tenant_registry import tenant_configs
+
+    tenant_configs.cache_clear()  # a container that reads the record now (or after the TTL)
+    before = snapshot()
+    response = sample_request(api_fresh, route, user, ticket_id)
+    assert_error(response, 403, "TENANT_SUSPENDED")
+    assert snapshot() == before
+    # another tenant is not affected
+    assert sample_request(api_fresh, route, other, theirs).status == SUCCESS.get(route, 200)
+    # reactivated: access is back
+    admin_tool.set_status(user.tenant_id, TenantStatus.ACTIVE)
+    tenant_configs.cache_clear()
+    assert sample_request(api_fresh, route, user, ticket_id).status == SUCCESS.get(route, 200)
+
+
+def test_a_suspension_reaches_a_warm_container_within_the_ttl_at_no_cost_per_request(
+    api: Api, user: User, admin_tool: TenantAdmin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    cache = TenantConfigCache(30, clock=clock)
+    import support_tickets.tickets as domain
+
+    monkeypatch.setattr(domain, "tenant_configs", lambda: cache)
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    assert api.summary(user, ticket_id).status == 200  # the container has read the record
+    # warm: one DynamoDB call (the ticket), the record comes from the cache
+    with aws_calls() as calls:
+        assert api.summary(user, ticket_id).status == 200
+    assert [operation for service, operation, _ in calls if service == "dynamodb"] == ["GetItem"]
+    assert calls[-1][2]["Key"]["sk"]["S"] == "SUMMARY"
+    admin_tool.set_status(user.tenant_id, TenantStatus.SUSPENDED)
+    clock.sleep(29)
+    assert api.summary(user, ticket_id).status == 200  # within the TTL: still served
+    clock.sleep(1)
+    assert_error(api.summary(user, ticket_id), 403, "TENANT_SUSPENDED")  # at most 30 s later
+
+
+def test_the_status_command_changes_it_says_how_long_it_takes_and_refuses_bad_values(
+    aws: None, dynamodb: DynamoDBClient, table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "stack.json"
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    local = ["--local", "--local-state", str(state)]
+    assert tenants.main(["--tenant", "acme", "--status", "SUSPENDED", *local]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "SUSPENDED"
+    assert "TENANT_CONFIG_TTL_SECONDS" in err
+    assert "30 s" in err
+    assert tenants.main(["--tenant", "acme", "--status", "ACTIVE", *local]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "ACTIVE"
+    before = all_items(dynamodb, table_name)
+    assert tenants.main(["--tenant", "acme", "--status", "FROZEN", *local]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "unknown status" in error
+    assert all_items(dynamodb, table_name) == before
+
+
+# ---------------------------------------------------------------- the world of three tenants
+@pytest.fixture
+def streams(aws: None) -> Any:
+    return boto3.client("dynamodbstreams", region_name=REGION)
+
+
+@pytest.fixture
+def pool(aws: None) -> tuple[CognitoIdentityProviderClient, str]:
+    cognito = boto3.client("cognito-idp", region_name=REGION)
+    pool_id = cognito.create_user_pool(
+        PoolName="p", Schema=[{"Name": "tenant_id", "AttributeDataType": "String", "Mutable": False}]
+    )["UserPool"]["Id"]
+    return cognito, pool_id
+
+
+def users_of(pool: tuple[CognitoIdentityProviderClient, str]) -> dict[str, str]:
+    cognito, pool_id = pool
+    found = {}
+    for user in cognito.list_users(UserPoolId=pool_id)["Users"]:
+        attributes = {item["Name"]: item["Value"] for item in user["Attributes"]}
+        found[user["Username"]] = attributes.get(TENANT_CLAIM, "")
+    return found
+
+
+@pytest.fixture
+def populate(
+    api: Api,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    streams: Any,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    admin_tool: TenantAdmin,
+) -> Callable[[str, int], None]:
+    """Give a tenant every kind of item: tickets with comments (over 4 shards),
+    a deleted ticket, an idempotency record, counts and journals, its trail,
+    its record, and users."""
+    counts = StreamHarness(dynamodb, streams, table_name)
+    audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+    cognito, pool_id = pool
+
+    def populate(tenant: str, tickets: int = 4) -> None:
+        admin_tool.reshard(tenant, 4)
+        member, root = User(tenant, f"alice-{tenant}"), User(tenant, f"root-{tenant}", admin=True)
+        ids = [api.new_ticket(member, title=f"{tenant} {n}")["ticket_id"] for n in range(tickets)]
+        for ticket_id in ids:
+            assert api.comment(member, ticket_id, {"body": "c"}).status == 201
+        assert api.update(member, ids[0], {"status": "CLOSED"}).ok
+        assert api.create(member, {"title": "once"}, headers={"Idempotency-Key": "k"}).status == 201
+        assert api.delete(root, ids[-1]).status == 204
+        counts.deliver(counts.new_records())
+        audit.deliver(audit.new_records())
+        for name in (member.username, root.username):
+            cognito.admin_create_user(
+                UserPoolId=pool_id, Username=name, UserAttributes=[{"Name": TENANT_CLAIM, "Value": tenant}]
+            )
+
+    return populate
+
+
+def items_of(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> list[dict[str, Any]]:
+    return [item for item in all_items(dynamodb, table_name) if item["pk"]["S"].startswith(keys.tenant_prefix(tenant))]
+
+
+def offboarding(
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    clock: FakeClock,
+    grace: float = 0,
+) -> Offboarding:
+    target = Target(dynamodb, table_name, pool[0], pool[1], audit_retention_days=400)
+    admin = TenantAdmin(dynamodb, table_name, phase_seconds=35, sleep=clock.sleep, clock=clock)
+    return Offboarding(
+        target, admin, grace_seconds=grace, sleep=clock.sleep, clock=clock, progress=Progress("erased", io.StringIO())
+    )
+
+
+# ---------------------------------------------------------------- offboarding
+def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+) -> None:
+    for tenant in ("1", "10", "1-a"):
+        populate(tenant, 4)
+    mine = items_of(dynamodb, table_name, "1")
+    kinds = {item["pk"]["S"].split("|", 1)[1].split("#", 1)[0] for item in mine}
+    assert kinds == {"TICKET", "HISTORY", "AUDIT", "AGGREGATE", "IDEMPOTENCY", "CONFIG"}, kinds
+    neighbours = {tenant: items_of(dynamodb, table_name, tenant) for tenant in ("10", "1-a")}
+    users_before = users_of(pool)
+    clock = FakeClock()
+    # When tenant 1 is offboarded (no Scan anywhere)
+    with aws_calls() as calls:
+        outcome = offboarding(dynamodb, table_name, pool, clock).run("1", "1")
+    assert not [call for call in calls if call[1] == "Scan"]
+    # Then nothing of 1 is left, its users are gone; 10 and 1-a are untouched, item for item
+    assert items_of(dynamodb, table_name, "1") == []
+    assert outcome.record == "erased"
+    assert outcome.items_erased == len(mine)
+    for tenant, before in neighbours.items():
+        assert items_of(dynamodb, table_name, tenant) == before, tenant
+    assert users_of(pool) == {name: tenant for name, tenant in users_before.items() if tenant != "1"}
+    assert outcome.users_deleted == 2
+    # And it waited for every function to see the suspension before erasing
+    assert clock.now >= 1_795_000_000 + 35
+
+
+def test_offboarding_is_resumable_and_idempotent(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    populate("1", 6)
+    populate("10", 2)
+    neighbour = items_of(dynamodb, table_name, "10")
+    total = len(items_of(dynamodb, table_name, "1"))
+    # Given a run interrupted after a few deletions
+    real = TenantTable.batch_delete
+    budget = iter(range(3))
+
+    def interrupted(self: TenantTable, item_keys: Any) -> int:
+        if next(budget, None) is None:
+            raise ClientError({"Error": {"Code": "RequestLimitExceeded"}}, "BatchWriteItem")
+        return real(self, item_keys)
+
+    monkeypatch.setattr(TenantTable, "batch_delete", interrupted)
+    with pytest.raises(ClientError, match="RequestLimitExceeded"):
+        offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
+    left = items_of(dynamodb, table_name, "1")
+    assert 0 < len(left) < total
+    assert read_tenant_config(TenantTable("1", table_name, OwnClient(dynamodb))).status is TenantStatus.SUSPENDED
+    # When it runs again, it finishes; and again, it finds nothing to do
+    monkeypatch.setattr(TenantTable, "batch_delete", real)
+    assert offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1").record == "erased"
+    assert items_of(dynamodb, table_name, "1") == []
+    again = offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
+    assert (again.items_erased, again.users_deleted) == (0, 0)
+    assert items_of(dynamodb, table_name, "10") == neighbour
+
+
+def test_the_record_stays_suspended_until_the_last_tokens_expire(
+    populate: Callable[[str, int], None],
+    api: Api,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+) -> None:
+    populate("1", 2)
+    clock = FakeClock()
+    first = offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
+    assert first.record.startswith("kept until ")
+    # everything but the record is gone, and the record refuses a token issued before
+    (record,) = items_of(dynamodb, table_name, "1")
+    assert record["sk"]["S"] == "CONFIG"
+    assert record["status"]["S"] == "SUSPENDED"
+    from support_tickets.tenant_registry import tenant_configs
+
+    tenant_configs.cache_clear()
+    assert_error(api.create(User("1", "alice-1"), {"title": "back from the dead?"}), 403, "TENANT_SUSPENDED")
+    # a run before the time changes nothing; one after it erases the record
+    assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record.startswith("kept until ")
+    clock.now += 3900
+    assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
+    assert items_of(dynamodb, table_name, "1") == []
+
+
+def test_a_late_audit_event_under_a_day_the_index_no_longer_lists_is_still_erased(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+) -> None:
+    populate("1", 2)  # the (warm) audit writer has listed today in 1's day index
+    clock = FakeClock(time.time())
+    offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
+    # A record the stream retried after the erase, handled by that warm writer
+    at = iso_time(time.time() - 600)
+    late = audit_record(
+        event_name="INSERT",
+        event_id="f" * 32,
+        sequence_number="99",
+        recorded_at=epoch_of(at),
+        keys_image={"pk": keys.ticket_pk("1", "LATE"), "sk": keys.SUMMARY_SK},
+        old_image=None,
+        new_image={"tenant_status": "TENANT#1|OPEN", "title": "t", "resolver": "#UNASSIGNED", "created_at": at},
+    )
+    assert audit_writer().write(late) == 2
+    left = {item["pk"]["S"] for item in items_of(dynamodb, table_name, "1")}
+    assert keys.audit_days_pk("1") not in left  # the index does not name its day
+    assert keys.history_pk("1", "LATE") in left
+    # Then the run that erases the record finds it anyway
+    clock.now += 3900
+    assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
+    assert items_of(dynamodb, table_name, "1") == []
+
+
+def test_a_suspended_tenant_stays_suspended_while_offboarded(
+    aws: None, dynamodb: DynamoDBClient, table_name: str, pool: tuple[CognitoIdentityProviderClient, str]
+) -> None:
+    clock = FakeClock()
+    offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
+    with pytest.raises(tenants.TenantRecordError, match="offboarded"):
+        TenantAdmin(dynamodb, table_name).set_status("1", TenantStatus.ACTIVE)
+
+
+@pytest.mark.parametrize("confirm", [None, "", "10", "1 ", "*"])
+def test_offboarding_is_refused_without_confirm_equal_to_the_tenant(
+    aws: None,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    confirm: str | None,
+) -> None:
+    TenantAdmin(dynamodb, table_name).ensure("1")
+    before = all_items(dynamodb, table_name)
+    with pytest.raises(OffboardError, match="CONFIRM"):
+        offboarding(dynamodb, table_name, pool, FakeClock()).run("1", confirm)
+    state = tmp_path / "stack.json"
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    argv = ["--tenant", "1", "--local", "--local-state", str(state)]
+    assert offboard.main(argv + (["--confirm", confirm] if confirm is not None else [])) == 1
+    error = capsys.readouterr().err
+    assert "CONFIRM" in error
+    assert error.count("\n") == 1
+    assert all_items(dynamodb, table_name) == before
+
+
+def test_the_offboard_command_against_a_deployed_stack_found_by_its_outputs(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    populate("1", 2)
+    populate("10", 2)
+    neighbour = items_of(dynamodb, table_name, "10")
+    stack = {
+        "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {"UserPoolId": {"Value": pool[1]}, "TableName": {"Value": table_name}},
+    }
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName="st", TemplateBody=json.dumps(stack))
+    argv = ["--tenant", "1", "--confirm", "1", "--stack", "st", "--region", REGION, "--phase-seconds", "0"]
+    capsys.readouterr()  # the arrangement's handler logs
+    assert offboard.main([*argv, "--grace-seconds", "0", "--settle", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["record"] == "erased"
+    assert "offboarded" in err
+    assert items_of(dynamodb, table_name, "1") == []
+    assert items_of(dynamodb, table_name, "10") == neighbour
+
+
+# ---------------------------------------------------------------- export
+def export_lines(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> Iterator[dict[str, Any]]:
+    out, err = io.StringIO(), io.StringIO()
+    count = export.export_tenant(TenantTable(tenant, table_name, OwnClient(dynamodb)), out, Progress("export", err))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == count
+    assert f"export: {count} tickets exported" in err.getvalue()
+    return (json.loads(line) for line in lines)
+
+
+def test_export_writes_every_ticket_with_its_comments_and_history_one_line_each(
+    populate: Callable[[str, int], None], api: Api, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    populate("1", 5)
+    populate("10", 3)
+    lines = list(export_lines(dynamodb, table_name, "1"))
+    # 5 tickets, one deleted, plus the idempotent create: 5 live tickets
+    assert len(lines) == 5
+    assert {line["ticket"]["title"] for line in lines} == {"1 0", "1 1", "1 2", "1 3", "once"}
+    for line in lines:
+        assert set(line) == {"ticket", "comments", "history"}
+        assert line["history"][0]["type"] == "created"
+        expected = api.get(User("1"), line["ticket"]["ticket_id"], limit="100").body
+        assert line["ticket"] == expected["ticket"]
+        assert line["comments"] == expected["comments"]
+    closed = next(line for line in lines if line["ticket"]["status"] == "CLOSED")
+    assert [event["type"] for event in closed["history"]] == ["created", "comment_added", "updated"]
+
+
+def test_export_streams_comments_and_history_past_a_page(
+    api: Api, dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch, streams: Any
+) -> None:
+    monkeypatch.setattr(export, "PAGE_SIZE", 2)
+    tenant = random_tenant_id()
+    user = User(tenant)
+    ticket_id = api.new_ticket(user)["ticket_id"]
+    for n in range(5):
+        api.comment(user, ticket_id, {"body": f"c{n}"})
+    audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+    audit.deliver(audit.new_records())
+    (line,) = export_lines(dynamodb, table_name, tenant)
+    assert [comment["body"] for comment in line["comments"]] == [f"c{n}" for n in range(5)]
+    assert len(line["history"]) == 6
+
+
+def test_the_export_command_warns_when_the_tenant_is_active(
+    api: Api, dynamodb: DynamoDBClient, table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.new_ticket(User("1"))
+    api.new_ticket(User("10"))
+    state = tmp_path / "stack.json"
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    capsys.readouterr()  # the arrangement's handler logs
+    assert export.main(["--tenant", "1", "--local", "--local-state", str(state)]) == 0
+    out, err = capsys.readouterr()
+    (line,) = out.splitlines()
+    assert json.loads(line)["ticket"]["created_by"] == "alice"
+    assert "warning: 1 is ACTIVE" in err
+    assert export.main(["--tenant", "1|x", "--local", "--local-state", str(state)]) == 1
