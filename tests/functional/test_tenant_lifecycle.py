@@ -104,8 +104,12 @@ def test_a_suspension_reaches_a_warm_container_within_the_ttl_at_no_cost_per_req
 def test_the_status_command_changes_it_says_how_long_it_takes_and_refuses_bad_values(
     aws: None, dynamodb: DynamoDBClient, table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    state.write_text(
+        json.dumps({"emulator_url": None, "table_name": table_name, "usage_plan_ids": plans, "stack_name": "st"})
+    )
     local = ["--local", "--local-state", str(state)]
     assert tenants.main(["--tenant", "acme", "--status", "SUSPENDED", *local]) == 0
     out, err = capsys.readouterr()
