@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.aggregation import AGGREGATOR, run_aggregation
+from bench.authorizer import run_authorizer
 from bench.charts import write_charts
 from bench.cold import run_cold
 from bench.cost import PRICES, aggregation_cost, route_costs
@@ -81,7 +82,7 @@ def _measure(
             specs,
             runs=args.cold_runs,
             tenant_prefix=f"{prefix}-c",
-            only=["GetTicketSummaryFunction"] if args.quick else None,
+            only=["GetTicketSummaryFunction", "AuthorizerFunction"] if args.quick else None,
         )
         cold["note"] = COLD_NOTE
         results["cold"] = cold
@@ -94,6 +95,7 @@ def _measure(
     results["warm"] = warm["routes"]
     results["naive_overhead"] = warm["naive_overhead"]
     results["credentials"] = run_credentials(stack, f"{prefix}-x", quick=args.quick)
+    results["authorizer"] = run_authorizer(stack, specs, runs=args.warm_runs, tenant_prefix=f"{prefix}-z")
     phase("aggregation")
     results["aggregation"] = run_aggregation(
         stack,

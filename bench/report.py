@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+from bench.authorizer import markdown as authorizer_markdown
 from bench.capacity import ASSUMPTIONS
 from bench.heat import markdown as heat_markdown
 
@@ -221,6 +222,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
     ]
     lines += credentials_markdown(results["credentials"]) if "credentials" in results else []
+    lines += authorizer_markdown(results["authorizer"]) if "authorizer" in results else []
     cold = results.get("cold")
     if cold:
         layer = cold["layer"]

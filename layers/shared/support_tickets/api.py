@@ -30,6 +30,7 @@ from support_tickets.errors import (
     Forbidden,
     InvalidJson,
     PayloadTooLarge,
+    QuotaExceeded,
     TenantSuspended,
     Throttled,
     TicketNotFound,
@@ -146,6 +147,7 @@ COMMON_ERRORS: tuple[type[ApiError], ...] = (
     TenantSuspended,
     PayloadTooLarge,
     Throttled,
+    QuotaExceeded,
     Unavailable,
 )
 
@@ -167,7 +169,7 @@ def openapi_responses(status: int, description: str, *errors: type[ApiError]) ->
             "description": " ".join(f"`{error.code}`: {error.default_message}" for error in classes),
             "content": {content_types.APPLICATION_JSON: {"model": ErrorResponse}},
         }
-        if code in {Throttled.status, Unavailable.status}:
+        if code in {Throttled.status, QuotaExceeded.status, Unavailable.status}:
             response["headers"] = {
                 "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}
             }

@@ -99,6 +99,15 @@ class Throttled(_RetryLater):
     default_message = "Too many requests; retry later."
 
 
+class QuotaExceeded(_RetryLater):
+    """API Gateway's answer (a gateway response, before any function) when a
+    tenant used its tier's daily quota; here for the OpenAPI document."""
+
+    status = 429
+    code = "QUOTA_EXCEEDED"
+    default_message = "This tenant used its daily request quota; it resets at 00:00 UTC."
+
+
 class Unavailable(_RetryLater):
     status = 503
     code = "UNAVAILABLE"
