@@ -110,7 +110,17 @@ def test_the_credential_mix_counts_per_token_against_per_tenant_and_per_request(
 
 def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None:
     cold = results["cold"]
-    assert set(cold["functions"]) == {"GetTicketSummaryFunction"}
+    assert set(cold["functions"]) == {"GetTicketSummaryFunction", "AuthorizerFunction"}
+    # The authorizer: warm cache misses measured, a hit costs no invocation, the cost at the assumed hit rate.
+    authorizer = results["authorizer"]
+    assert authorizer["miss_ms"]["n"] == authorizer["runs"] > 0
+    assert authorizer["hit_ms"] == 0.0
+    assert (
+        0
+        < authorizer["cost_per_million_requests_usd"]["total"]
+        < authorizer["cost_per_million_invocations_usd"]["total"]
+    )
+    assert "### The Lambda authorizer" in markdown(results)
     assert set(cold["traced"]) == {"GetTicketSummaryFunction, Tracing: Active"}
     assert cold["floor"]["heaviest_imports"]
     # Measured on the build output as shipped: every module of the layer byte-compiled.
