@@ -54,6 +54,8 @@ CHILD = Path(__file__).with_name("cold_child.py")
 FLOOR_DIR = Path(__file__).with_name("floor")
 FLOOR = "Floor (boto3 + one GetItem)"
 AGGREGATOR = "AggregateCountsFunction"
+# The stream-triggered functions: their first request is a batch of ticket-summary changes.
+STREAM_FUNCTIONS = frozenset({AGGREGATOR, "AuditTrailFunction"})
 # One function once more as deployed with `Tracing: Active`: what the X-Ray SDK
 # adds to a cold start (the local stack and the other rows run with tracing off).
 TRACED_FUNCTION = "GetTicketSummaryFunction"
@@ -233,7 +235,7 @@ def run_cold(
             )
         function = TRACED_FUNCTION if name == TRACED else name
         spec = specs[function]
-        if function == AGGREGATOR:
+        if function in STREAM_FUNCTIONS:  # a batch of ticket-summary changes, as the stream delivers it
             tenants = [f"{tenant_prefix}-agg-{run}"]
             event: dict[str, Any] = {
                 "Records": synthesize(AGGREGATOR_RECORDS, tenants, seed=1000 + run, stream_arn=stream_arn)[0]

