@@ -108,11 +108,16 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     aggregation = results["aggregation"]
     counted, pairs = aggregation["ours"]["count_items_per_batch"], aggregation["pairs_per_batch"]
+    # A delivery is applied in chunks of at most 250 records, each with its own
+    # journal item (a Lambda batch, BatchSize <= 250, is one chunk): the bound
+    # is per chunk.
+    chunks = max(aggregation["ours"].get("journal_items_per_batch") or [1])
     made.append(
         {
-            "goal": "aggregation: at most one count write per distinct (tenant, status) pair per batch",
-            "met": all(count <= max(pairs) for count in counted),
-            "measured": {"count_writes": counted, "pairs": pairs},
+            "goal": "aggregation: at most one count write per distinct (tenant, status) pair per chunk of at most "
+            "250 records (one chunk = one journal item; a Lambda batch of the template's BatchSize is one chunk)",
+            "met": all(count <= max(pairs) * chunks for count in counted),
+            "measured": {"count_writes": counted, "pairs": pairs, "chunks": chunks},
         }
     )
     if "heat" in results:
