@@ -7,6 +7,11 @@ theirs from ``botocore.session.get_session``, which it wraps, so the tenant
 session's clients, the naive design's per-request clients and the
 aggregator's client are all seen without touching production code.
 
+Requests are measured one at a time. A call from a thread that is not inside
+:meth:`CallRecorder.request` (the worker threads a handler starts: the
+tenant trail's and a sharded list's parallel queries) counts toward the
+request in flight.
+
 With a :class:`~bench.capacity.CapacityMeter` attached, each DynamoDB call
 is also sized (the items it reads and writes, looked up as the operator
 before and after the call) to compute the capacity units DynamoDB would bill.
@@ -45,9 +50,14 @@ class Tally:
         return sum(self.calls.values())
 
 
+_UNSET: Any = object()
+
+
 class CallRecorder:
     def __init__(self) -> None:
         self._local = threading.local()
+        self._in_flight: Tally | None = None  # for the request's worker threads
+        self._lock = threading.Lock()
         self._sessions: list[botocore.session.Session] = []
         self._original: Callable[..., botocore.session.Session] | None = None
         self.meter: CapacityMeter | None = None
@@ -86,18 +96,19 @@ class CallRecorder:
     # ------------------------------------------------------------ recording
     @contextmanager
     def request(self) -> Iterator[Tally]:
-        """Record the calls made in this thread inside the block."""
+        """Record the calls made inside the block, in this thread and in the
+        threads it starts."""
         tally = Tally()
-        self._local.tally = tally
+        self._local.tally = self._in_flight = tally
         try:
             yield tally
         finally:
-            self._local.tally = None
+            self._local.tally = self._in_flight = None
 
     @contextmanager
     def suspended(self) -> Iterator[None]:
         """Calls made inside (the meter's own look-ups) are not recorded."""
-        previous = getattr(self._local, "tally", None)
+        previous = getattr(self._local, "tally", _UNSET)
         self._local.tally = None
         try:
             yield
@@ -105,7 +116,8 @@ class CallRecorder:
             self._local.tally = previous
 
     def _current(self) -> Tally | None:
-        return getattr(self._local, "tally", None)
+        mine = getattr(self._local, "tally", _UNSET)
+        return self._in_flight if mine is _UNSET else mine
 
     # botocore calls handlers with keyword arguments only.
     def _before_build(self, **kwargs: Any) -> None:
@@ -122,12 +134,14 @@ class CallRecorder:
             return
         event_name = str(kwargs.get("event_name", ""))
         service = event_name.split(".")[1] if event_name.count(".") >= 2 else "?"
-        tally.calls[f"{service}.{kwargs['model'].name}"] += 1
+        with self._lock:
+            tally.calls[f"{service}.{kwargs['model'].name}"] += 1
 
     def _before_send(self, **kwargs: Any) -> None:
         tally = self._current()
         if tally is not None:
-            tally.attempts += 1
+            with self._lock:
+                tally.attempts += 1
 
     def _after_call(self, **kwargs: Any) -> None:
         tally = self._current()
@@ -136,8 +150,9 @@ class CallRecorder:
             return
         with self.suspended():
             rru, wru = self.meter.after(kwargs["model"].name, kwargs["parsed"])
-        tally.rru += rru
-        tally.wru += wru
+        with self._lock:
+            tally.rru += rru
+            tally.wru += wru
 
 
 @contextmanager

@@ -55,6 +55,8 @@ FLOOR_DIR = Path(__file__).with_name("floor")
 FLOOR = "Floor (boto3 + one GetItem)"
 AGGREGATOR = "AggregateCountsFunction"
 AUTHORIZER = "AuthorizerFunction"
+# The stream-triggered functions: their first request is a batch of ticket-summary changes.
+STREAM_FUNCTIONS = frozenset({AGGREGATOR, "AuditTrailFunction"})
 # One function once more as deployed with `Tracing: Active`: what the X-Ray SDK
 # adds to a cold start (the local stack and the other rows run with tracing off).
 TRACED_FUNCTION = "GetTicketSummaryFunction"
@@ -248,7 +250,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
                 "authorizationToken": f"Bearer {authorizer_token}",
                 "methodArn": "arn:aws:execute-api:us-east-1:123456789012:local/v1/GET/tickets",
             }
-        elif function == AGGREGATOR:
+        elif function in STREAM_FUNCTIONS:  # a batch of ticket-summary changes, as the stream delivers it
             tenants = [f"{tenant_prefix}-agg-{run}"]
             event = {"Records": synthesize(AGGREGATOR_RECORDS, tenants, seed=1000 + run, stream_arn=stream_arn)[0]}
         else:

@@ -15,6 +15,7 @@ production code).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -85,11 +86,13 @@ class _OneRequestsClient:
         self._naive = naive
         self._token = token
         self._client: DynamoDBClient | None = None
+        self._lock = threading.Lock()  # one exchange per request, also for its worker threads
 
     def dynamodb(self) -> DynamoDBClient:
-        if self._client is None:
-            self._client = self._naive.new_client(self._token)
-        return self._client
+        with self._lock:
+            if self._client is None:
+                self._client = self._naive.new_client(self._token)
+            return self._client
 
     def invalidate(self) -> None:
         self._client = None

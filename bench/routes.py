@@ -75,6 +75,9 @@ class Route:
     event: Callable[[int], dict[str, Any]]
     # Fraction of the runs this route gets (a slow route needs fewer to be stable).
     share: float = 1.0
+    # Reads several partitions by design (the tenant's trail: 8 a day), so it is
+    # not held to "one DynamoDB call per read request".
+    scatter: bool = False
 
 
 class Fixtures:
@@ -123,11 +126,14 @@ class Fixtures:
     def routes(self, deletes: int, only: set[str] | None = None) -> list[Route]:
         """Every route (or those of the functions in ``only``), with data for
         ``deletes`` DELETE requests."""
-        made: list[Route] = []
 
         def wanted(function: str) -> bool:
             return only is None or function in only
 
+        return self._read_routes(wanted) + self._write_routes(wanted, deletes)
+
+    def _read_routes(self, wanted: Callable[[str], bool]) -> list[Route]:
+        made: list[Route] = []
         if wanted("GetTicketSummaryFunction"):
             tenant, user = self.tenant("summary")
             summary_id = self.create(tenant, user, "Printer on fire")
@@ -186,6 +192,41 @@ class Fixtures:
                 )
             )
 
+        if wanted("GetTicketHistoryFunction"):
+            tenant, user = self.tenant("history")
+            history_id = self.create(tenant, user, "Printer on fire", comments=COMMENTS_PER_TICKET)
+            made.append(
+                Route(
+                    "GET /tickets/{id}/history",
+                    "GetTicketHistoryFunction",
+                    200,
+                    True,
+                    _bound(
+                        lambda n, t, u, i: self.event(
+                            "GET", "/tickets/{ticket_id}/history", t, u, path_parameters={"ticket_id": i}
+                        ),
+                        tenant,
+                        user,
+                        history_id,
+                    ),
+                )
+            )
+
+        if wanted("GetAuditTrailFunction"):
+            tenant, user = self.tenant("audit")
+            for number in range(LIST_TICKETS):
+                self.create(tenant, user, f"Audited ticket {number}")
+            made.append(
+                Route(
+                    "GET /audit",
+                    "GetAuditTrailFunction",
+                    200,
+                    True,
+                    _bound(lambda n, t, u: self.event("GET", "/audit", t, u, admin=True), tenant, user),
+                    scatter=True,
+                )
+            )
+
         if wanted("GetAggregatesFunction"):
             tenant, user = self.tenant("aggregates")
             for number in range(LIST_TICKETS):
@@ -200,6 +241,10 @@ class Fixtures:
                 )
             )
 
+        return made
+
+    def _write_routes(self, wanted: Callable[[str], bool], deletes: int) -> list[Route]:
+        made: list[Route] = []
         if wanted("CreateTicketFunction"):
             tenant, user = self.tenant("create")
             made.append(

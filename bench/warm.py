@@ -191,6 +191,7 @@ def _measure(
         "route": route.name,
         "function": route.function,
         "read_only": route.read_only,
+        "scatter": route.scatter,
         "ours": ours,
         "naive": naive,
         "naive_over_ours_median": round(naive["latency_ms"]["median"] / ours["latency_ms"]["median"], 2),
