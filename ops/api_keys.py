@@ -55,6 +55,20 @@ class ApiKeys:
     def ensure(self, tenant_id: str, key_id: str | None = None) -> tuple[str, str]:
         """The tenant's key ``(id, value)``: ``key_id`` if it still exists, else
         the key named for the tenant, else a new one (API Gateway makes the value)."""
+        found = self.find(tenant_id, key_id)
+        if found is not None:
+            return found
+        created = self.client.create_api_key(
+            name=self.key_name(tenant_id),
+            description=f"tenant {tenant_id}: identifies its usage plan (never sent by clients)",
+            enabled=True,
+            tags={"tenant": tenant_id},
+        )
+        return str(created["id"]), str(created["value"])
+
+    def find(self, tenant_id: str, key_id: str | None = None) -> tuple[str, str] | None:
+        """The tenant's existing key ``(id, value)``: ``key_id`` if it exists,
+        else the key named for the tenant; ``None`` when there is neither."""
         if key_id:
             try:
                 found = self.client.get_api_key(apiKey=key_id, includeValue=True)
@@ -74,14 +88,24 @@ class ApiKeys:
                     return str(item["id"]), str(item["value"])
             position = page.get("position")
             if not position:
-                break
-        created = self.client.create_api_key(
-            name=name,
-            description=f"tenant {tenant_id}: identifies its usage plan (never sent by clients)",
-            enabled=True,
-            tags={"tenant": tenant_id},
-        )
-        return str(created["id"]), str(created["value"])
+                return None
+
+    def delete(self, tenant_id: str, key_id: str | None = None) -> bool:
+        """Take the tenant's key out of this stack's plans and delete it (the
+        offboarding); whether there was one. Run again, it finds nothing."""
+        found = self.find(tenant_id, key_id)
+        if found is None:
+            return False
+        key = found[0]
+        for plan_id in self.plans_of(key):
+            self.client.delete_usage_plan_key(usagePlanId=plan_id, keyId=key)
+        try:
+            self.client.delete_api_key(apiKey=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NotFoundException":
+                raise
+            return False
+        return True
 
     def plans_of(self, key_id: str) -> set[str]:
         """The ids of this stack's plans that hold the key."""

@@ -39,8 +39,9 @@ erases nothing):
    after that time (it says when): it makes a last pass and deletes the
    record. The tenant is then gone.
 
-Not done here: the tenant's API key (per-tenant throttling, issue 14, is not
-built yet); the failure queues, which hold stream positions and tenant ids of
+Its **API key** (``ops.api_keys``: the key the authorizer names for its
+usage plan) is taken out of its plan and deleted with its users (a request
+still carrying it is refused, 403). Not done here: the failure queues, which hold stream positions and tenant ids of
 poison records, not content; CloudWatch logs (their retention applies).
 """
 
@@ -58,7 +59,8 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from local_stack.template import template
-from ops.stack_target import Target, TargetError, add_target_arguments, stack_target
+from ops.api_keys import ApiKeys
+from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin
 from support_tickets import keys
@@ -107,11 +109,13 @@ class Outcome:
     users_deleted: int
     items_erased: int
     record: str  # "erased", or "kept until <time>"
+    api_key_deleted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "tenant_id": self.tenant_id,
             "users_deleted": self.users_deleted,
+            "api_key_deleted": self.api_key_deleted,
             "items_erased": self.items_erased,
             "record": self.record,
         }
@@ -126,6 +130,9 @@ class Offboarding:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     progress: Progress = field(default_factory=lambda: Progress("erased"))
+    # The stack's API keys and usage plans; None for a stack that has none
+    # (deployed before per-tenant throttling).
+    api_keys: ApiKeys | None = None
 
     def run(self, tenant_id: str, confirm: str | None) -> Outcome:
         keys.validate_tenant_id(tenant_id)
@@ -134,6 +141,7 @@ class Offboarding:
         stored = self.admin.record(tenant_id).version > 0
         record = self._suspend(tenant_id)
         users = self._delete_users(tenant_id)
+        key_deleted = self._delete_api_key(tenant_id, record)
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
         suspended_at = record.offboarding_since or int(self.clock())
         erased = self._erase_until_quiet(table, suspended_at)
@@ -146,13 +154,13 @@ class Offboarding:
                 f"{tenant_id}: data and users erased; its record stays SUSPENDED until {until} (ID tokens issued "
                 "before its users were deleted stay valid until then): run the command again after that to erase it"
             )
-            return Outcome(tenant_id, users, erased, f"kept until {until}")
+            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted)
         erased += self._erase_pass(table, suspended_at)
         record_deleted = self._delete_record(table, record)
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
             erased += record_deleted
         self.progress.note(f"{tenant_id}: offboarded, nothing of it is left")
-        return Outcome(tenant_id, users, erased, "erased")
+        return Outcome(tenant_id, users, erased, "erased", key_deleted)
 
     # ------------------------------------------------------------ 1. suspend
     def _suspend(self, tenant_id: str) -> TenantConfig:
@@ -199,6 +207,15 @@ class Offboarding:
         if doomed:
             self.progress.note(f"{tenant_id}: {len(doomed)} user(s) signed out and deleted")
         return len(doomed)
+
+    def _delete_api_key(self, tenant_id: str, record: TenantConfig) -> bool:
+        if self.api_keys is None:
+            self.progress.note("warning: no usage plans known for this stack: API key not deleted")
+            return False
+        deleted = self.api_keys.delete(tenant_id, record.api_key_id)
+        if deleted:
+            self.progress.note(f"{tenant_id}: API key deleted")
+        return deleted
 
     # ------------------------------------------------------------ 3. data
     def _erase_until_quiet(self, table: TenantTable, suspended_at: int) -> int:
@@ -321,7 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         admin = TenantAdmin(target.dynamodb, target.table_name, progress=progress.note)
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
-        offboarding = Offboarding(target, admin, settle_seconds=args.settle, progress=progress)
+        try:
+            api_keys: ApiKeys | None = api_keys_target(args)
+        except TargetError as exc:
+            progress.note(f"warning: {exc}")
+            api_keys = None
+        offboarding = Offboarding(target, admin, settle_seconds=args.settle, progress=progress, api_keys=api_keys)
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds
         outcome = offboarding.run(args.tenant, args.confirm)

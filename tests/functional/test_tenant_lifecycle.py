@@ -17,6 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ops import export, offboard, tenants
+from ops.api_keys import ApiKeys
 from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
 from ops.tenant_data import Progress
@@ -199,8 +200,30 @@ def offboarding(
     target = Target(dynamodb, table_name, pool[0], pool[1], audit_retention_days=400)
     admin = TenantAdmin(dynamodb, table_name, phase_seconds=35, sleep=clock.sleep, clock=clock)
     return Offboarding(
-        target, admin, grace_seconds=grace, sleep=clock.sleep, clock=clock, progress=Progress("erased", io.StringIO())
+        target,
+        admin,
+        grace_seconds=grace,
+        sleep=clock.sleep,
+        clock=clock,
+        progress=Progress("erased", io.StringIO()),
+        api_keys=stack_api_keys(),
     )
+
+
+def stack_api_keys() -> ApiKeys:
+    """The API keys of the mocked stack: its three plans (made once per test)."""
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    plans = {plan["name"]: plan["id"] for plan in apigateway.get_usage_plans()["items"]}
+    for tier in ("basic", "standard", "premium"):
+        if tier not in plans:
+            plans[tier] = apigateway.create_usage_plan(name=tier)["id"]
+    return ApiKeys(apigateway, plans, "st")
+
+
+def api_key_plans(keys_of_stack: ApiKeys, tenant: str) -> set[str] | None:
+    """The plans holding the tenant's key; None when it has no key."""
+    found = keys_of_stack.find(tenant)
+    return None if found is None else keys_of_stack.plans_of(found[0])
 
 
 # ---------------------------------------------------------------- offboarding
@@ -210,8 +233,12 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
     table_name: str,
     pool: tuple[CognitoIdentityProviderClient, str],
 ) -> None:
+    stack_keys = stack_api_keys()
     for tenant in ("1", "10", "1-a"):
         populate(tenant, 4)
+        stack_keys.place(stack_keys.ensure(tenant)[0], "basic")
+    keys_before = {tenant: api_key_plans(stack_keys, tenant) for tenant in ("1", "10", "1-a")}
+    assert all(keys_before.values())
     mine = items_of(dynamodb, table_name, "1")
     kinds = {item["pk"]["S"].split("|", 1)[1].split("#", 1)[0] for item in mine}
     assert kinds == {"TICKET", "HISTORY", "AUDIT", "AGGREGATE", "IDEMPOTENCY", "CONFIG"}, kinds
@@ -230,6 +257,12 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
         assert items_of(dynamodb, table_name, tenant) == before, tenant
     assert users_of(pool) == {name: tenant for name, tenant in users_before.items() if tenant != "1"}
     assert outcome.users_deleted == 2
+    # Its API key is gone; its neighbours' keys are still in their plans
+    assert outcome.api_key_deleted
+    assert api_key_plans(stack_keys, "1") is None
+    assert {tenant: api_key_plans(stack_keys, tenant) for tenant in ("10", "1-a")} == {
+        tenant: keys_before[tenant] for tenant in ("10", "1-a")
+    }
     # And it waited for every function to see the suspension before erasing
     assert clock.now >= 1_795_000_000 + 35
 
@@ -243,6 +276,9 @@ def test_offboarding_is_resumable_and_idempotent(
 ) -> None:
     populate("1", 6)
     populate("10", 2)
+    stack_keys = stack_api_keys()
+    for tenant in ("1", "10"):
+        stack_keys.place(stack_keys.ensure(tenant)[0], "basic")
     neighbour = items_of(dynamodb, table_name, "10")
     total = len(items_of(dynamodb, table_name, "1"))
     # Given a run interrupted after a few deletions
@@ -265,8 +301,10 @@ def test_offboarding_is_resumable_and_idempotent(
     assert offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1").record == "erased"
     assert items_of(dynamodb, table_name, "1") == []
     again = offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
-    assert (again.items_erased, again.users_deleted) == (0, 0)
+    assert (again.items_erased, again.users_deleted, again.api_key_deleted) == (0, 0, False)
     assert items_of(dynamodb, table_name, "10") == neighbour
+    assert api_key_plans(stack_keys, "1") is None
+    assert api_key_plans(stack_keys, "10") == {stack_keys.plan_id("basic")}
 
 
 def test_the_record_stays_suspended_until_the_last_tokens_expire(
