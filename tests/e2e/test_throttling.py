@@ -13,9 +13,6 @@ within the same second), and the steady tenant sends at most one request per
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from local_stack.state import STATE_FILE
-from local_stack.template import PROJECT_ROOT
-from tests.e2e.conftest import Response, RunningStack, new_tenant_id, start_stack, stop_stack
+from tests.e2e.conftest import Response, RunningStack, new_tenant_id, python_module, start_stack, stop_stack
 
 BASIC_RATE, BASIC_BURST = 2, 4
 STANDARD_QUOTA = 6
@@ -58,17 +54,8 @@ def small_tiers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSta
 
 def make_tenant(stack: RunningStack, tenant: str, tier: str) -> None:
     """`make tenant TENANT=<t> TIER=<tier>` against this stack (its state file)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT / "layers" / "shared"), str(PROJECT_ROOT)])}
     state = str(Path(stack.state_dir) / STATE_FILE)
-    completed = subprocess.run(  # noqa: S603 - our interpreter and module
-        [sys.executable, "-m", "ops.tenants", "--tenant", tenant, "--tier", tier, "--local", "--local-state", state],
-        capture_output=True,
-        text=True,
-        cwd=PROJECT_ROOT,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    completed = python_module("ops.tenants", "--tenant", tenant, "--tier", tier, "--local", "--local-state", state)
     assert completed.returncode == 0, completed.stderr
     assert f'"tier": "{tier}"' in completed.stdout
 

@@ -7,10 +7,13 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 
+from support_tickets.tenant_registry import TIERS
 from tests.conftest import all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
 
@@ -76,3 +79,35 @@ def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[
 
     yield read
     handler.stream = previous
+
+
+STACK_NAME = "st"
+
+
+def stack_usage_plans() -> dict[str, str]:
+    """The mocked stack's usage plan per tier (created on first use, as the
+    template creates them)."""
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    plans = {plan["name"]: plan["id"] for plan in apigateway.get_usage_plans()["items"]}
+    for tier in TIERS:
+        if tier not in plans:
+            plans[tier] = apigateway.create_usage_plan(name=tier)["id"]
+    return {tier: plans[tier] for tier in TIERS}
+
+
+def local_state_file(directory: Path, table_name: str) -> Path:
+    """What `make dev` writes to ``.local/stack.json``, for the mocked stack:
+    operator commands run with ``--local --local-state <it>`` find its table,
+    usage plans and stack name there."""
+    state = directory / "stack.json"
+    state.write_text(
+        json.dumps(
+            {
+                "emulator_url": None,
+                "table_name": table_name,
+                "usage_plan_ids": stack_usage_plans(),
+                "stack_name": STACK_NAME,
+            }
+        )
+    )
+    return state

@@ -24,6 +24,7 @@ from support_tickets.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.ticket_repository import TicketRepository
 from tests.conftest import all_items, mocked_aws, random_tenant_id, tenant_table
 from tests.functional.api_harness import Api, User, sample_request
+from tests.functional.conftest import local_state_file, stack_usage_plans
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -366,12 +367,8 @@ def test_cli_bad_values_are_a_one_line_error_and_exit_1(
 def test_cli_prints_the_record_and_changes_it_with_options(
     aws: None, dynamodb: DynamoDBClient, table_name: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    apigateway = boto3.client("apigateway", region_name="us-east-1")
-    plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
-    state = tmp_path / "stack.json"
-    state.write_text(
-        json.dumps({"emulator_url": None, "table_name": table_name, "usage_plan_ids": plans, "stack_name": "st"})
-    )
+    state = local_state_file(tmp_path, table_name)
+    apigateway, plans = boto3.client("apigateway", region_name="us-east-1"), stack_usage_plans()
     local = ["--local", "--local-state", str(state), "--phase-seconds", "0"]
     assert main(["--tenant", "acme", *local]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -29,7 +29,7 @@ from support_tickets.table import OwnClient, TenantTable
 from support_tickets.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
 from tests.conftest import REGION, all_items, random_tenant_id
 from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
-from tests.functional.conftest import Snapshot
+from tests.functional.conftest import STACK_NAME, Snapshot, local_state_file, stack_usage_plans
 from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
@@ -105,12 +105,7 @@ def test_a_suspension_reaches_a_warm_container_within_the_ttl_at_no_cost_per_req
 def test_the_status_command_changes_it_says_how_long_it_takes_and_refuses_bad_values(
     aws: None, dynamodb: DynamoDBClient, table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    apigateway = boto3.client("apigateway", region_name="us-east-1")
-    plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
-    state = tmp_path / "stack.json"
-    state.write_text(
-        json.dumps({"emulator_url": None, "table_name": table_name, "usage_plan_ids": plans, "stack_name": "st"})
-    )
+    state = local_state_file(tmp_path, table_name)
     local = ["--local", "--local-state", str(state)]
     assert tenants.main(["--tenant", "acme", "--status", "SUSPENDED", *local]) == 0
     out, err = capsys.readouterr()
@@ -211,13 +206,8 @@ def offboarding(
 
 
 def stack_api_keys() -> ApiKeys:
-    """The API keys of the mocked stack: its three plans (made once per test)."""
-    apigateway = boto3.client("apigateway", region_name="us-east-1")
-    plans = {plan["name"]: plan["id"] for plan in apigateway.get_usage_plans()["items"]}
-    for tier in ("basic", "standard", "premium"):
-        if tier not in plans:
-            plans[tier] = apigateway.create_usage_plan(name=tier)["id"]
-    return ApiKeys(apigateway, plans, "st")
+    """The API keys of the mocked stack, in its three plans."""
+    return ApiKeys(boto3.client("apigateway", region_name="us-east-1"), stack_usage_plans(), STACK_NAME)
 
 
 def api_key_plans(keys_of_stack: ApiKeys, tenant: str) -> set[str] | None:
