@@ -46,7 +46,7 @@ METHOD = (
 AGGREGATION_NOTE = (
     "Ours applies a batch in transactions of up to 99 (tenant, status) pairs: one ADD per pair whose count moved, "
     "plus one journal item listing the batch's records (exactly-once under redelivery, see "
-    "`support_tickets.aggregation`); the naive design writes once per count change and double-counts on any "
+    "`support_tickets.streams.aggregation`); the naive design writes once per count change and double-counts on any "
     "redelivery. Transactional writes cost twice the WRU of standard ones; the journal grows with the batch size "
     "(about 45 bytes a record), never with the change rate."
 )

@@ -30,8 +30,8 @@ from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
 from local_stack.lambda_runtime import FunctionSpec, LambdaContext, environment, load_handler
-from support_tickets import keys
-from support_tickets.aggregation import aggregator_client
+from support_tickets.core import keys
+from support_tickets.streams.aggregation import aggregator_client
 
 AGGREGATOR = "AggregateCountsFunction"
 STATUSES = ("OPEN", "IN_PROGRESS", "CLOSED")

@@ -8,7 +8,7 @@ expires as client SDKs do, or at expiry. A virtual clock runs the whole day in
 milliseconds: only the *number* of calls depends on the caching logic, and
 that is what is counted, with the real code wherever it exists:
 
-- ours: one :class:`support_tickets.session.CredentialCache` per container
+- ours: one :class:`support_tickets.data.session.CredentialCache` per container
   (the production class) against a Cognito stub that counts ``GetId`` and
   ``GetCredentialsForIdentity``; credentials last an hour, as Cognito's do.
 - before (the design issue 13 replaced): per container, one ``AssumeRole``
@@ -37,9 +37,9 @@ from typing import Any
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.roles import role_arn
-from support_tickets.identity import IdToken
-from support_tickets.session import CredentialCache
-from support_tickets.settings import Settings
+from support_tickets.core.identity import IdToken
+from support_tickets.core.settings import Settings
+from support_tickets.data.session import CredentialCache
 
 CREDENTIAL_SECONDS = 3600  # Cognito's enhanced flow; the old AssumeRole's DurationSeconds
 OLD_RENEW_BEFORE_SECONDS = 300  # what the replaced per-tenant cache used

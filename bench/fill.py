@@ -14,10 +14,10 @@ from typing import Any
 
 from bench.stackproc import StackProcess
 from bench.warm import progress
-from support_tickets import keys
-from support_tickets.ids import new_id
-from support_tickets.models import TicketItem
-from support_tickets.table import to_item
+from support_tickets.core import keys
+from support_tickets.core.ids import new_id
+from support_tickets.core.models import TicketItem
+from support_tickets.data.table import to_item
 
 BATCH = 25  # BatchWriteItem's maximum
 STATUSES = list(keys.TicketStatus)

@@ -5,7 +5,7 @@ partition.
 One simulated second of a hot tenant's traffic (``CREATES_PER_SECOND``
 idempotent creates and ``STATUS_CHANGES_PER_SECOND`` status changes, scaled
 down by ``fraction`` and the rates scaled back up) runs through the real
-domain code (``support_tickets.tickets``: tenant session, tenant record,
+domain code (``support_tickets.domain.tickets``: tenant session, tenant record,
 repositories), then the real stream aggregator over the stream records it
 produced, all in-process over moto with the table from ``template.yaml``.
 Every DynamoDB write is recorded with botocore hooks and sized as DynamoDB
@@ -34,7 +34,7 @@ from bench.warm import progress, quiet_stdout
 
 if TYPE_CHECKING:
     from local_stack.identity_pool import SigningUserPool
-    from support_tickets.identity import Caller
+    from support_tickets.core.identity import Caller
 
 CREATES_PER_SECOND = 3000
 STATUS_CHANGES_PER_SECOND = 1000
@@ -92,10 +92,10 @@ FUNCTION_ENVIRONMENT = {
 @contextmanager
 def _functions_environment(table_name: str) -> Iterator[None]:
     """The functions' environment and fresh container caches, for one simulation."""
-    from support_tickets.aggregation import aggregator_client
-    from support_tickets.session import credential_cache
-    from support_tickets.settings import get_settings
-    from support_tickets.tenant_registry import tenant_configs
+    from support_tickets.core.settings import get_settings
+    from support_tickets.data.session import credential_cache
+    from support_tickets.data.tenant_registry import tenant_configs
+    from support_tickets.streams.aggregation import aggregator_client
 
     environment = {**FUNCTION_ENVIRONMENT, "TABLE_NAME": table_name}
     saved = {name: os.environ.get(name) for name in environment}
@@ -114,9 +114,9 @@ def _functions_environment(table_name: str) -> Iterator[None]:
 
 def _requests(rng: random.Random, fraction: float, pool: list[str], seed: int) -> None:
     """One (scaled) second of the hot tenant's API traffic, through the domain code."""
-    from support_tickets import tickets
-    from support_tickets.keys import TicketStatus
-    from support_tickets.models import CreateTicketRequest, UpdateTicketRequest
+    from support_tickets.core.keys import TicketStatus
+    from support_tickets.core.models import CreateTicketRequest, UpdateTicketRequest
+    from support_tickets.domain import tickets
 
     users = [_caller(f"agent{n}") for n in range(20)]
     statuses = [TicketStatus.IN_PROGRESS, TicketStatus.CLOSED, TicketStatus.OPEN]
@@ -144,7 +144,7 @@ def _caller(username: str) -> Caller:
     """A caller of the hot tenant with a token of the in-process user pool (its
     credentials come from the in-process identity pool, as in production)."""
     from local_stack.events import authorizer_context
-    from support_tickets.identity import caller_from_context, token_payload
+    from support_tickets.core.identity import caller_from_context, token_payload
 
     token = _user_pool().id_token(TENANT, username)
     context = authorizer_context(token_payload(token) or {})
@@ -171,8 +171,8 @@ def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
     from local_stack.stream_source import lambda_record
     from local_stack.template import table_definition
     from ops.tenants import TenantAdmin
-    from support_tickets import tickets
-    from support_tickets.models import CreateTicketRequest
+    from support_tickets.core.models import CreateTicketRequest
+    from support_tickets.domain import tickets
 
     moto_fixes.apply()
     rng = random.Random(seed)

@@ -26,11 +26,12 @@ import boto3
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from support_tickets import keys, tickets
-from support_tickets.aggregation import ledger_record_from_stream
-from support_tickets.identity import IdToken
-from support_tickets.session import BOTO_CONFIG, logins
-from support_tickets.settings import Settings, get_settings
+from support_tickets.core import keys
+from support_tickets.core.identity import IdToken
+from support_tickets.core.settings import Settings, get_settings
+from support_tickets.data.session import BOTO_CONFIG, logins
+from support_tickets.domain import tickets
+from support_tickets.streams.aggregation import ledger_record_from_stream
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -100,7 +101,7 @@ class _OneRequestsClient:
 
 class Designs:
     """Swaps the credentials the domain layer uses: ``ours`` is production's
-    cached :func:`support_tickets.session.credential_cache`, ``naive`` the
+    cached :func:`support_tickets.data.session.credential_cache`, ``naive`` the
     above. Everything else (handlers, events, emulator) is shared."""
 
     def __init__(self) -> None:

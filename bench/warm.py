@@ -30,7 +30,7 @@ from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.lambda_runtime import FunctionSpec, environment
-from support_tickets.session import credential_cache
+from support_tickets.data.session import credential_cache
 
 DESIGNS = ("ours", "naive")
 MAX_ATTEMPTS = 3

@@ -32,7 +32,7 @@ from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
     from ops.tenants import TenantAdmin
-from support_tickets.keys import InvalidTenantId
+from support_tickets.core.keys import InvalidTenantId
 
 EXIT_USAGE = 2
 

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from support_tickets.authorizer import caller_context
-from support_tickets.identity import SUBJECT_CLAIM, token_payload
+from support_tickets.auth.authorizer import caller_context
+from support_tickets.core.identity import SUBJECT_CLAIM, token_payload
 
 # The app client of the sample events (events/) and of the in-process tests'
 # claims: what ALLOWED_CLIENT_IDS names wherever such events are invoked.

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from support_tickets.identity import ADMIN_GROUP, TENANT_CLAIM
-from support_tickets.keys import RESOLVER_PATTERN, validate_tenant_id
+from support_tickets.core.identity import ADMIN_GROUP, TENANT_CLAIM
+from support_tickets.core.keys import RESOLVER_PATTERN, validate_tenant_id
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient

@@ -27,8 +27,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from support_tickets.keys import validate_tenant_id
-from support_tickets.tenant_registry import TIERS
+from support_tickets.core.keys import validate_tenant_id
+from support_tickets.data.tenant_registry import TIERS
 
 
 class ApiKeyError(RuntimeError):

@@ -29,13 +29,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
 from ops.tenant_data import Progress, ticket_ids
-from support_tickets import keys
-from support_tickets.audit_repository import AuditRepository
-from support_tickets.comment_repository import CommentRepository
-from support_tickets.errors import ApiError, TicketNotFound
-from support_tickets.models import AuditEvent, Comment
-from support_tickets.table import OwnClient, TenantTable
-from support_tickets.tenant_registry import TenantStatus, read_tenant_config
+from support_tickets.core import keys
+from support_tickets.core.errors import ApiError, TicketNotFound
+from support_tickets.core.models import AuditEvent, Comment
+from support_tickets.data.audit_repository import AuditRepository
+from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantStatus, read_tenant_config
 
 PAGE_SIZE = 100
 

@@ -63,12 +63,13 @@ from ops.api_keys import ApiKeys
 from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin
-from support_tickets import keys
-from support_tickets.audit import RecentKeys, iso_time
-from support_tickets.errors import ApiError
-from support_tickets.identity import TENANT_CLAIM
-from support_tickets.table import OwnClient, TenantTable, error_code
-from support_tickets.tenant_registry import TenantConfig, TenantStatus
+from support_tickets.core import keys
+from support_tickets.core.errors import ApiError
+from support_tickets.core.identity import TENANT_CLAIM
+from support_tickets.data.audit_items import iso_time
+from support_tickets.data.table import OwnClient, TenantTable, error_code
+from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
+from support_tickets.streams.audit_writer import RecentKeys
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient

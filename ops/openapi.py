@@ -3,7 +3,7 @@
 Each REST function of `template.yaml` is loaded the way the local stack loads it
 (its own ``app`` module, from its ``CodeUri``), and its Powertools resolver's
 ``get_openapi_schema()`` describes its one route from the pydantic models and the
-route's declared responses (``support_tickets.api.openapi_responses``). The
+route's declared responses (``support_tickets.api.resolver.openapi_responses``). The
 documents are merged into one, with the Cognito bearer security scheme and
 server placeholders. Powertools' own 422 validation response is dropped: our
 validation errors are the 400 ``ErrorResponse`` each route already declares.

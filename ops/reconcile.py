@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ops.stack_target import add_target_arguments, dynamodb_target
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.table import OwnClient, TenantTable
-from support_tickets.tenant_registry import TenantConfig, read_tenant_config
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantConfig, read_tenant_config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

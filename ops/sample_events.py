@@ -11,7 +11,7 @@ caller's ID token; the stream event is a DynamoDB Streams batch
 Everything is fixed (ids, times), so regenerating gives the same files.
 
 A REST event does nothing without a real token: the function exchanges the
-header's token for its tenant's credentials (``support_tickets.session``).
+header's token for its tenant's credentials (``support_tickets.data.session``).
 :func:`write_local` writes the same events with fresh tokens of the local
 user pool's users (``make dev`` does, into ``.local/events/``; ``make events``
 refreshes them), for ``sam local invoke <Function> -e .local/events/<file>``.
@@ -189,7 +189,7 @@ def rest_events() -> dict[str, dict[str, Any]]:
 def _summary_image(
     ticket_id: str, status: str, version: int, resolver: str = "johnd", updated_by: str = "alice"
 ) -> dict[str, Any]:
-    """A ticket summary as stored (see support_tickets.models.TicketItem), in DynamoDB JSON."""
+    """A ticket summary as stored (see support_tickets.core.models.TicketItem), in DynamoDB JSON."""
     prefix = f"TENANT#{TENANT}|"
     return {
         "pk": {"S": f"{prefix}TICKET#{ticket_id}"},

@@ -53,7 +53,7 @@ def api_keys_target(args: argparse.Namespace) -> ApiKeys:
     import boto3
 
     from ops.api_keys import ApiKeys
-    from support_tickets.tenant_registry import TIERS
+    from support_tickets.data.tenant_registry import TIERS
 
     if args.local:
         state = _local_state(args)

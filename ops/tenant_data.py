@@ -14,7 +14,7 @@ module name, or that another of its items names:
 - fixed partitions: counts, the aggregator's 16 journals, the 64
   idempotency partitions, and the tenant record.
 
-Rows are read through the operator's client (:class:`~support_tickets.table.OwnClient`)
+Rows are read through the operator's client (:class:`~support_tickets.data.table.OwnClient`)
 and checked to be the tenant's own: GSI keys are not confined by IAM, so a
 row whose item is another tenant's is skipped.
 """
@@ -26,9 +26,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final, TextIO
 
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.table import TenantTable, from_item
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.data.table import TenantTable, from_item
 
 ALL_SHARD_COUNTS: Final = range(1, keys.MAX_SHARDS + 1)
 

@@ -57,11 +57,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
 from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
-from support_tickets.table import OwnClient, TenantTable, to_item
-from support_tickets.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
+from support_tickets.data.table import OwnClient, TenantTable, to_item
+from support_tickets.data.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

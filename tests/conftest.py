@@ -33,17 +33,17 @@ from moto import mock_aws
 from local_stack import identity_pool, moto_fixes
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
-from support_tickets import tickets
-from support_tickets.aggregation import aggregator_client
-from support_tickets.audit import audit_client, audit_writer
-from support_tickets.comment_repository import CommentRepository
-from support_tickets.identity import Caller, caller_from_context, token_payload
-from support_tickets.session import credential_cache
-from support_tickets.settings import get_settings
-from support_tickets.stream import failure_queue_client
-from support_tickets.table import TenantTable
-from support_tickets.tenant_registry import tenant_configs
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core.identity import Caller, caller_from_context, token_payload
+from support_tickets.core.settings import get_settings
+from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.session import credential_cache
+from support_tickets.data.table import TenantTable
+from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.domain import tickets
+from support_tickets.streams.aggregation import aggregator_client
+from support_tickets.streams.audit_writer import audit_client, audit_writer
+from support_tickets.streams.records import failure_queue_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

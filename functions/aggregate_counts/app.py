@@ -6,7 +6,7 @@ BatchProcessor reads each record into count changes; the ledger applies the
 delivery exactly once, in order, and says how many leading records are done:
 the rest are reported as batch item failures, so Lambda retries from the first
 of them. Why that is exact under any redelivery, with bookkeeping bounded by
-the batch size, is explained in ``support_tickets.aggregation``.
+the batch size, is explained in ``support_tickets.streams.aggregation``.
 """
 
 import os
@@ -18,9 +18,9 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.aggregation import CountLedger, LedgerRecord, aggregator_client, ledger_record_from_stream
-from support_tickets.stream import report_poison
-from support_tickets.tracing import make_tracer
+from support_tickets.core.tracing import make_tracer
+from support_tickets.streams.aggregation import CountLedger, LedgerRecord, aggregator_client, ledger_record_from_stream
+from support_tickets.streams.records import report_poison
 
 logger = Logger()
 tracer = make_tracer()

@@ -5,7 +5,7 @@ The event source (template.yaml) delivers only ticket-summary records and
 comment inserts (FilterCriteria), never those of an item an offboarding
 erases. Powertools' BatchProcessor runs each record on its own: the record
 becomes at most one event, written with a condition keyed by the record
-(``support_tickets.audit``), so a redelivered record writes nothing again
+(``support_tickets.streams.audit_events``), so a redelivered record writes nothing again
 and records need no order. A record that fails (throttling...) is reported in
 ``batchItemFailures``; Lambda retries from the first one reported, and the
 records after it that were written are found written. A poison record goes
@@ -20,9 +20,10 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.audit import audit_record_from_stream, audit_writer
-from support_tickets.stream import PoisonRecord, report_poison
-from support_tickets.tracing import make_tracer
+from support_tickets.core.tracing import make_tracer
+from support_tickets.streams.audit_events import audit_record_from_stream
+from support_tickets.streams.audit_writer import audit_writer
+from support_tickets.streams.records import PoisonRecord, report_poison
 
 logger = Logger()
 tracer = make_tracer()

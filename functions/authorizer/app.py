@@ -1,5 +1,5 @@
 """The API's Lambda authorizer (TOKEN): the caller's ID token verified, the
-tenant's API key named for its tier's usage plan (support_tickets.authorizer).
+tenant's API key named for its tier's usage plan (support_tickets.auth.authorizer).
 
 API Gateway answers 401 (its ``UNAUTHORIZED`` gateway response) when this
 function raises ``Exception("Unauthorized")``, 403 (``ACCESS_DENIED``) for a
@@ -17,13 +17,13 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
-from support_tickets.errors import Unauthorized
-from support_tickets.jwks import Jwks
-from support_tickets.session import BOTO_CONFIG
-from support_tickets.settings import get_settings
-from support_tickets.tenant_registry import tenant_configs
-from support_tickets.tracing import make_tracer
+from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
+from support_tickets.auth.jwks import Jwks
+from support_tickets.core.errors import Unauthorized
+from support_tickets.core.settings import get_settings
+from support_tickets.core.tracing import make_tracer
+from support_tickets.data.session import BOTO_CONFIG
+from support_tickets.data.tenant_registry import tenant_configs
 
 logger = Logger()
 tracer = make_tracer()

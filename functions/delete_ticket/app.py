@@ -7,9 +7,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.errors import TicketNotFound
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.core.errors import TicketNotFound
+from support_tickets.domain import tickets
 
 app = create_app()
 

@@ -6,10 +6,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.errors import InvalidCursor, TicketNotFound
-from support_tickets.models import AuditPage
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.core.errors import InvalidCursor, TicketNotFound
+from support_tickets.core.models import AuditPage
+from support_tickets.domain import tickets
 
 app = create_app()
 

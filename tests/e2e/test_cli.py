@@ -16,8 +16,8 @@ from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import LambdaContext, environment, function_specs, load_handler
 from local_stack.state import EVENTS_DIR
 from local_stack.template import PROJECT_ROOT
-from support_tickets.session import credential_cache
-from support_tickets.settings import get_settings
+from support_tickets.core.settings import get_settings
+from support_tickets.data.session import credential_cache
 from tests.e2e.conftest import (
     ENV_FILE,
     START_TIMEOUT_S,

@@ -20,8 +20,8 @@ from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import LambdaContext, load_handler
 from local_stack.roles import function_role, role_arn
 from local_stack.users import UserPool, id_token
-from support_tickets.session import credential_cache
-from support_tickets.settings import get_settings
+from support_tickets.core.settings import get_settings
+from support_tickets.data.session import credential_cache
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_gateway import MOTOS_BUNDLED_KEY, claims_of, sign
 

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from local_stack.events import authorizer_context, rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
-from support_tickets.identity import token_payload
+from support_tickets.core.identity import token_payload
 from tests.conftest import tenant_claims, token_for_claims
 
 TICKET = "/tickets/{ticket_id}"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from support_tickets.tenant_registry import TIERS
+from support_tickets.data.tenant_registry import TIERS
 from tests.conftest import all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
 
@@ -66,7 +66,7 @@ def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[
     """The JSON lines the functions printed (Powertools Logger lines and EMF
     metric blobs). The shared Logger's handler keeps the stdout of the moment
     it was created, so for the test it writes to the current one instead."""
-    from support_tickets.api import logger
+    from support_tickets.api.resolver import logger
 
     handler = logger.registered_handler
     assert isinstance(handler, logging.StreamHandler)

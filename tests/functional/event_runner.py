@@ -129,7 +129,7 @@ def main() -> None:
     pool_of_the_tests = identity_pool.in_process(**job["identity_pool"])
     # The authorizer fetches the user pool's JWKS over HTTPS (urllib, which moto
     # does not intercept): the tests' pool's keys, and no network.
-    import support_tickets.jwks
+    import support_tickets.auth.jwks
 
     jwks_url = (
         f"https://cognito-idp.us-east-1.amazonaws.com/{job['identity_pool']['user_pool_id']}/.well-known/jwks.json"
@@ -141,7 +141,7 @@ def main() -> None:
         jwks: dict[str, Any] = job["identity_pool"]["jwks"]
         return jwks
 
-    support_tickets.jwks.fetch_json = fetch_jwks
+    support_tickets.auth.jwks.fetch_json = fetch_jwks
 
     for case in job["cases"]:
         if case["name"] not in handlers:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from local_stack.lambda_runtime import LambdaContext, function_specs, load_handler
 from local_stack.stream_source import lambda_record, stream_source
 from ops.reconcile import recount, stored_counts
-from support_tickets.keys import TicketStatus
+from support_tickets.core.keys import TicketStatus
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -15,19 +15,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from local_stack.stream_source import stream_source
-from support_tickets import keys
-from support_tickets.aggregation import (
+from support_tickets.core import keys
+from support_tickets.core.errors import TicketNotFound
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import CreateTicketRequest
+from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.domain.tickets import create_ticket
+from support_tickets.streams.aggregation import (
     CountLedger,
     LedgerRecord,
     aggregator_client,
     ledger_record,
 )
-from support_tickets.comment_repository import CommentRepository
-from support_tickets.errors import TicketNotFound
-from support_tickets.keys import TicketStatus
-from support_tickets.models import CreateTicketRequest
-from support_tickets.ticket_repository import TicketRepository
-from support_tickets.tickets import create_ticket
 from tests.conftest import (
     FAILURE_QUEUE_URL,
     REGION,
@@ -424,7 +424,7 @@ def test_a_delivery_longer_than_a_chunk_is_journaled_in_bounded_pieces(
 ) -> None:
     """Whatever Lambda delivers at once (the bench sends 1,000 records), no journal
     lists more than MAX_CHUNK_RECORDS, so none passes 40 KB; the counts stay exact."""
-    from support_tickets.aggregation import MAX_CHUNK_RECORDS
+    from support_tickets.streams.aggregation import MAX_CHUNK_RECORDS
 
     records = [change_record("acme", n, None, OPEN) for n in range(1000)]
     ledger = CountLedger(table_name=table_name, client=dynamodb, on_poison=_no_poison)

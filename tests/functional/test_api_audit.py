@@ -13,8 +13,10 @@ from typing import Any
 import boto3
 import pytest
 
-from support_tickets import keys
-from support_tickets.audit import audit_record, audit_writer, epoch_of, iso_time
+from support_tickets.core import keys
+from support_tickets.data.audit_items import epoch_of, iso_time
+from support_tickets.streams.audit_events import audit_record
+from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import REGION, random_tenant_id
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot

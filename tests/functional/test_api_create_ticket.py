@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from support_tickets import keys
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core import keys
+from support_tickets.data.ticket_repository import TicketRepository
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot, ticket_items
 

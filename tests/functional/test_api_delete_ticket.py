@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from support_tickets import keys
+from support_tickets.core import keys
 from tests.conftest import all_items, token_for_claims
 from tests.functional.api_harness import Api, User, assert_error, aws_calls
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
@@ -137,7 +137,7 @@ def test_a_comment_racing_a_delete_never_survives_it(
     """After the 204 the ticket has no comment left: the delete removes the
     summary before it lists the comments, so a comment racing it either landed
     before (and is listed and deleted) or is refused (404)."""
-    from support_tickets.table import TenantTable
+    from support_tickets.data.table import TenantTable
 
     ticket = api.new_ticket(user)["ticket_id"]
     api.comment(user, ticket, {"body": "before"})

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from support_tickets import keys
+from support_tickets.core import keys
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
 

@@ -15,8 +15,9 @@ from botocore.exceptions import ClientError
 
 from local_stack.stream_source import stream_source
 from ops.tenants import TenantAdmin
-from support_tickets import keys
-from support_tickets.audit import audit_client, audit_record
+from support_tickets.core import keys
+from support_tickets.streams.audit_events import audit_record
+from support_tickets.streams.audit_writer import audit_client
 from tests.conftest import FAILURE_QUEUE_URL, REGION, all_items, random_tenant_id
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.stream_harness import Record, StreamHarness
@@ -239,7 +240,7 @@ def test_a_record_that_fails_is_reported_and_its_retry_writes_it_once(
                 raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException"}}, "PutItem")
             return real.put_item(**kwargs)
 
-    writer_module = sys.modules["support_tickets.audit"]
+    writer_module = sys.modules["support_tickets.streams.audit_writer"]
     monkeypatch.setattr(writer_module, "audit_client", Throttling)
     writer_module.audit_writer.cache_clear()
     # Then the batch reports it (and only it) failed

@@ -32,10 +32,10 @@ from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.template import PROJECT_ROOT, table_definition
 from ops import sample_events
-from support_tickets import keys
-from support_tickets.models import TicketItem
-from support_tickets.table import to_item
-from support_tickets.tenant_registry import TenantConfig
+from support_tickets.core import keys
+from support_tickets.core.models import TicketItem
+from support_tickets.data.table import to_item
+from support_tickets.data.tenant_registry import TenantConfig
 from tests.conftest import (
     IDENTITY_POOL_ID,
     SIGNING_KEY,

@@ -11,9 +11,9 @@ import boto3
 import pytest
 
 from ops.reconcile import main, reconcile
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.models import CreateTicketRequest
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import CreateTicketRequest
 from tests.conftest import REGION, RepoFactory, random_tenant_id
 from tests.functional.stream_harness import StreamHarness
 

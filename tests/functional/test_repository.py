@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from support_tickets import keys
-from support_tickets.aggregate_repository import AggregateRepository
-from support_tickets.comment_repository import CommentRepository
-from support_tickets.errors import InvalidCursor, TicketNotFound, VersionMismatch
-from support_tickets.keys import TicketStatus
-from support_tickets.models import CreateTicketRequest
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core import keys
+from support_tickets.core.errors import InvalidCursor, TicketNotFound, VersionMismatch
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import CreateTicketRequest
+from support_tickets.data.aggregate_repository import AggregateRepository
+from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import RepoFactory, all_items, random_tenant_id
 
 if TYPE_CHECKING:

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ops.tenants import TenantAdmin, TenantRecordError, main
-from support_tickets import keys
-from support_tickets.errors import InvalidCursor
-from support_tickets.keys import TicketStatus
-from support_tickets.models import CreateTicketRequest
-from support_tickets.session import credential_cache
-from support_tickets.tenant_registry import TenantConfig, tenant_configs
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core import keys
+from support_tickets.core.errors import InvalidCursor
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import CreateTicketRequest
+from support_tickets.data.session import credential_cache
+from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import all_items, mocked_aws, random_tenant_id, tenant_table
 from tests.functional.api_harness import Api, User, sample_request
 from tests.functional.conftest import local_state_file, stack_usage_plans
@@ -217,7 +217,7 @@ def test_a_foreign_row_in_the_callers_index_key_is_dropped_and_reported(
 def test_the_default_report_is_a_security_log_line_and_a_metric(caplog: pytest.LogCaptureFixture) -> None:
     from aws_lambda_powertools import Metrics
 
-    from support_tickets.ticket_repository import FOREIGN_INDEX_ROW_METRIC, _report_foreign_row
+    from support_tickets.data.ticket_repository import FOREIGN_INDEX_ROW_METRIC, _report_foreign_row
 
     metrics = Metrics(namespace="SupportTickets", service="support-tickets")
     _report_foreign_row({"pk": "TENANT#x|TICKET#1"})

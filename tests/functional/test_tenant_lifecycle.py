@@ -22,11 +22,13 @@ from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
 from ops.tenant_data import Progress
 from ops.tenants import TenantAdmin
-from support_tickets import keys
-from support_tickets.audit import audit_record, audit_writer, epoch_of, iso_time
-from support_tickets.identity import TENANT_CLAIM
-from support_tickets.table import OwnClient, TenantTable
-from support_tickets.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
+from support_tickets.core import keys
+from support_tickets.core.identity import TENANT_CLAIM
+from support_tickets.data.audit_items import epoch_of, iso_time
+from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
+from support_tickets.streams.audit_events import audit_record
+from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import REGION, all_items, random_tenant_id
 from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
 from tests.functional.conftest import STACK_NAME, Snapshot, local_state_file, stack_usage_plans
@@ -65,7 +67,7 @@ def test_a_suspended_tenant_is_403_on_every_route_with_its_data_untouched(
     other = User("1" if user.tenant_id != "1" else "10")
     theirs = api.new_ticket(other)["ticket_id"]
     api_fresh = Api()
-    from support_tickets.tenant_registry import tenant_configs
+    from support_tickets.data.tenant_registry import tenant_configs
 
     tenant_configs.cache_clear()  # a container that reads the record now (or after the TTL)
     before = snapshot()
@@ -85,7 +87,7 @@ def test_a_suspension_reaches_a_warm_container_within_the_ttl_at_no_cost_per_req
 ) -> None:
     clock = FakeClock()
     cache = TenantConfigCache(30, clock=clock)
-    import support_tickets.tickets as domain
+    import support_tickets.domain.tickets as domain
 
     monkeypatch.setattr(domain, "tenant_configs", lambda: cache)
     ticket_id = api.new_ticket(user)["ticket_id"]
@@ -312,7 +314,7 @@ def test_the_record_stays_suspended_until_the_last_tokens_expire(
     (record,) = items_of(dynamodb, table_name, "1")
     assert record["sk"]["S"] == "CONFIG"
     assert record["status"]["S"] == "SUSPENDED"
-    from support_tickets.tenant_registry import tenant_configs
+    from support_tickets.data.tenant_registry import tenant_configs
 
     tenant_configs.cache_clear()
     assert_error(api.create(User("1", "alice-1"), {"title": "back from the dead?"}), 403, "TENANT_SUSPENDED")

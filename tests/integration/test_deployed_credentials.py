@@ -22,7 +22,7 @@ def provider(deployed: DeployedStack) -> str:
 
 
 def exchange(deployed: DeployedStack, token: str) -> dict[str, Any]:
-    """Exactly what the functions do (support_tickets.session): GetId, then
+    """Exactly what the functions do (support_tickets.data.session): GetId, then
     GetCredentialsForIdentity with the token."""
     pool = deployed.session.client("cognito-identity")
     logins = {provider(deployed): token}

@@ -22,9 +22,9 @@ import pytest
 from local_stack.lambda_runtime import LambdaContext
 from local_stack.poller import StreamPoller
 from local_stack.stream_source import stream_source
-from support_tickets.aggregation import aggregator_client
-from support_tickets.keys import TicketStatus
-from support_tickets.models import CreateTicketRequest
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import CreateTicketRequest
+from support_tickets.streams.aggregation import aggregator_client
 from tests.conftest import REGION, RepoFactory, random_tenant_id
 from tests.functional.stream_harness import StreamHarness, aggregator
 

@@ -23,8 +23,8 @@ import boto3
 import pytest
 
 from local_stack.template import table_definition
-from support_tickets import keys
-from support_tickets.cursor import encode_cursor, query_fingerprint
+from support_tickets.core import keys
+from support_tickets.data.cursor import encode_cursor, query_fingerprint
 from tests.conftest import REGION, all_items, mocked_aws, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 

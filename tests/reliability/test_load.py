@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ops.reconcile import recount
-from support_tickets.keys import TicketStatus
+from support_tickets.core.keys import TicketStatus
 from tests.e2e.conftest import Response, RunningStack, new_tenant_id
 from tests.reliability.conftest import report
 

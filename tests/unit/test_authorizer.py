@@ -1,4 +1,4 @@
-"""The API's Lambda authorizer (functions/authorizer, support_tickets.authorizer):
+"""The API's Lambda authorizer (functions/authorizer, support_tickets.auth.authorizer):
 every kind of bad token is API Gateway's 401, a good one is an Allow for the
 whole stage with the caller's context and its tenant's API key."""
 
@@ -19,9 +19,9 @@ from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.identity_pool import SigningUserPool
 from local_stack.lambda_runtime import LambdaContext, load_handler
 from local_stack.template import PROJECT_ROOT, table_definition
-from support_tickets import jwks
-from support_tickets.table import to_item
-from support_tickets.tenant_registry import TenantConfig
+from support_tickets.auth import jwks
+from support_tickets.data.table import to_item
+from support_tickets.data.tenant_registry import TenantConfig
 from tests.conftest import REGION, USER_POOL, USER_POOL_PROVIDER, mocked_aws
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/GET/tickets"

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from support_tickets.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.errors import InvalidCursor
+from support_tickets.core.errors import InvalidCursor
+from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
 
 ATTRS = frozenset({"pk", "sk"})
 KEY = {"pk": "TENANT#a|TICKET#1", "sk": "COMMENT#x"}

@@ -102,7 +102,7 @@ def test_index_and_table_only() -> None:
 @pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1"), ("a", "a-b")])
 @pytest.mark.parametrize("shard", [None, 0, 3, 63])
 def test_sharded_index_keys_are_the_tenants_own_and_no_one_elses(tenant: str, other: str, shard: int | None) -> None:
-    from support_tickets import keys
+    from support_tickets.core import keys
 
     own = keys.tenant_status(tenant, "OPEN", shard)
     foreign = keys.tenant_status(other, "OPEN", shard)
@@ -149,7 +149,7 @@ def test_aggregator_role_reaches_only_aggregate_items_and_the_stream() -> None:
 @pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
 @pytest.mark.parametrize("tenant", ["1", "10"])
 def test_tenant_credentials_can_read_but_never_write_the_audit_trail(action: str, tenant: str) -> None:
-    from support_tickets import keys
+    from support_tickets.core import keys
 
     for key in (keys.history_pk(tenant, "T1"), keys.audit_day_pk(tenant, "2026-11-21", 3), keys.audit_days_pk(tenant)):
         assert decide(TENANT_ROLE, tenant_request("Query", [key], tenant)) is iam.Decision.ALLOW
@@ -157,7 +157,7 @@ def test_tenant_credentials_can_read_but_never_write_the_audit_trail(action: str
 
 
 def test_audit_role_only_puts_audit_items_and_reads_the_stream() -> None:
-    from support_tickets import keys
+    from support_tickets.core import keys
 
     def writer(action: str, keys_: list[str] | None, resource: str = TABLE_ARN) -> iam.Decision:
         context = {"dynamodb:LeadingKeys": keys_} if keys_ is not None else {}

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from support_tickets.authorizer import caller_context
-from support_tickets.errors import Forbidden, Unauthorized
-from support_tickets.identity import IdToken, bound_token, check_id_token, parse_groups
-from support_tickets.identity import caller_from_context as caller_of
-from support_tickets.identity import caller_from_event as caller_of_event
-from support_tickets.settings import ConfigurationError, get_settings
+from support_tickets.auth.authorizer import caller_context
+from support_tickets.core.errors import Forbidden, Unauthorized
+from support_tickets.core.identity import IdToken, bound_token, check_id_token, parse_groups
+from support_tickets.core.identity import caller_from_context as caller_of
+from support_tickets.core.identity import caller_from_event as caller_of_event
+from support_tickets.core.settings import ConfigurationError, get_settings
 from tests.conftest import jwt_shaped
 
 CLIENT = "ourclient"

@@ -1,4 +1,4 @@
-"""RS256 verification with the standard library (support_tickets.jwks), against
+"""RS256 verification with the standard library (support_tickets.auth.jwks), against
 tokens signed by joserfc (what the local user pool signs with) and tampered ones."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from local_stack.cognito import public_jwks
-from support_tickets.jwks import InvalidToken, Jwks, RsaPublicKey, b64url_decode, split_token
+from support_tickets.auth.jwks import InvalidToken, Jwks, RsaPublicKey, b64url_decode, split_token
 
 KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})
 OTHER_KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})

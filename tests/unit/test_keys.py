@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from support_tickets import keys
-from support_tickets.keys import InvalidTenantId, TicketStatus
+from support_tickets.core import keys
+from support_tickets.core.keys import InvalidTenantId, TicketStatus
 
 VALID_TENANTS = st.from_regex(r"\A[a-z0-9-]{1,63}\Z")
 

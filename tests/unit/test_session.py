@@ -14,10 +14,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from support_tickets.errors import Throttled, Unauthorized, Unavailable
-from support_tickets.identity import IdToken
-from support_tickets.session import CredentialCache
-from support_tickets.settings import get_settings
+from support_tickets.core.errors import Throttled, Unauthorized, Unavailable
+from support_tickets.core.identity import IdToken
+from support_tickets.core.settings import get_settings
+from support_tickets.data.session import CredentialCache
 from tests.conftest import IDENTITY_POOL_ID, USER_POOL_PROVIDER
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -173,7 +173,7 @@ def test_invalidate_forces_a_new_exchange(cognito: Stubber, cache: CredentialCac
 def test_the_token_cache_is_a_bounded_lru(
     cognito: Stubber, cache: CredentialCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("support_tickets.session.MAX_CACHED_TOKENS", 2)
+    monkeypatch.setattr("support_tickets.data.session.MAX_CACHED_TOKENS", 2)
     tokens = {user: id_token(user) for user in ("a", "b", "c")}
     for user in ("a", "b"):
         exchange_expected(cognito, tokens[user], START + timedelta(hours=1), user)
@@ -190,7 +190,7 @@ def test_the_token_cache_is_a_bounded_lru(
 def test_the_identity_cache_is_bounded_too(
     cognito: Stubber, cache: CredentialCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("support_tickets.session.MAX_CACHED_IDENTITIES", 1)
+    monkeypatch.setattr("support_tickets.data.session.MAX_CACHED_IDENTITIES", 1)
     alice, bob = id_token("alice"), id_token("bob")
     exchange_expected(cognito, alice, START + timedelta(hours=1), "alice")
     exchange_expected(cognito, bob, START + timedelta(hours=1), "bob")

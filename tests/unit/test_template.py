@@ -140,7 +140,7 @@ def test_usage_plans_meter_the_key_the_authorizer_names() -> None:
 
 
 def test_one_usage_plan_per_tier_from_the_parameters() -> None:
-    from support_tickets.tenant_registry import TIERS
+    from support_tickets.data.tenant_registry import TIERS
 
     plans = resources("AWS::ApiGateway::UsagePlan")
     assert set(plans) == {f"UsagePlan{tier.capitalize()}" for tier in TIERS}
@@ -386,7 +386,7 @@ def test_the_principal_tag_is_the_tokens_tenant_and_nothing_else() -> None:
 
 
 def test_functions_know_the_identity_pool_and_nothing_to_assume() -> None:
-    from support_tickets.settings import Settings
+    from support_tickets.core.settings import Settings
 
     aliases = {field.alias for field in Settings.model_fields.values()}
     assert {"IDENTITY_POOL_ID", "USER_POOL_PROVIDER_NAME"} <= aliases
@@ -600,7 +600,7 @@ def test_replay_horizon_outlives_the_oldest_redelivery() -> None:
 def test_a_whole_batch_fits_one_journal() -> None:
     """A batch of the template's BatchSize is one chunk (one transaction) unless it
     touches more than 99 (tenant, status) pairs; longer deliveries take several."""
-    from support_tickets.aggregation import MAX_CHUNK_RECORDS
+    from support_tickets.streams.aggregation import MAX_CHUNK_RECORDS
 
     assert int(mapping_of("AggregateCountsFunction")["BatchSize"]) <= MAX_CHUNK_RECORDS
 
@@ -619,8 +619,8 @@ def test_traces_hold_no_response_bodies_and_no_exception_objects() -> None:
 
 
 def test_functions_accept_id_tokens_of_the_stacks_app_client_only() -> None:
-    # The authorizer checks aud against this list (support_tickets.authorizer),
-    # and the functions check the header's token again (support_tickets.identity).
+    # The authorizer checks aud against this list (support_tickets.auth.authorizer),
+    # and the functions check the header's token again (support_tickets.core.identity).
     functions = resources("AWS::Lambda::Function")
     for name in [*API_FUNCTIONS, "AuthorizerFunction"]:
         variables = functions[name]["Properties"]["Environment"]["Variables"]

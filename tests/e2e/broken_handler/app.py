@@ -2,7 +2,7 @@
 
 Both make the mistake the design forbids, take the tenant from the request
 body, and both reach DynamoDB the only way handler code can: with credentials
-of the caller's own token (``support_tickets.session``). The IAM guard has to
+of the caller's own token (``support_tickets.data.session``). The IAM guard has to
 stop them: no foreign item comes back, none is written.
 
 - ``POST /leak``: builds the other tenant's *keys* (a repository for that
@@ -21,20 +21,20 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from support_tickets import tickets
-from support_tickets.api import create_app, current_caller, handle
-from support_tickets.keys import TicketStatus
-from support_tickets.models import (
+from support_tickets.api.resolver import create_app, current_caller, handle
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import (
     AddCommentRequest,
     BatchStatusRequest,
     CreateTicketRequest,
     Ticket,
     UpdateTicketRequest,
 )
-from support_tickets.session import credential_cache
-from support_tickets.settings import get_settings
-from support_tickets.table import TenantTable
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core.settings import get_settings
+from support_tickets.data.session import credential_cache
+from support_tickets.data.table import TenantTable
+from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.domain import tickets
 
 app = create_app()
 

@@ -64,9 +64,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.stream import PoisonRecord, own_client, record_fields
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.streams.records import PoisonRecord, own_client, record_fields
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord

@@ -7,7 +7,7 @@ reach a key (see :func:`validate_tenant_id`), so no delimiter or IAM wildcard
 can be smuggled in through one.
 
 Sharding (hot tenants): a tenant's GSI1 status lists are spread over its
-shard count (its tenant record, :mod:`support_tickets.tenant_registry`). With
+shard count (its tenant record, :mod:`support_tickets.data.tenant_registry`). With
 1 shard a ticket's ``tenant_status`` is the anchor blog's
 ``TENANT#<t>|<STATUS>`` exactly; with n > 1 it is ``TENANT#<t>|<STATUS>#<k>``,
 ``k = ticket_shard(ticket_id, n)``: derived from the ticket id alone, so no
@@ -18,7 +18,7 @@ reader that covers several shard counts read each key once
 :data:`IDEMPOTENCY_BUCKETS` keys per tenant and aggregate counts over
 :data:`AGGREGATE_SLOTS` items per status, whatever the shard count.
 
-Audit trail (written from the stream, :mod:`support_tickets.audit`): every
+Audit trail (written from the stream, :mod:`support_tickets.streams.audit_events`): every
 event is stored twice, under the ticket's own history partition
 ``TENANT#<t>|HISTORY#<ticket id>`` (oldest first) and under the tenant's
 trail of its UTC day, ``TENANT#<t>|AUDIT#<YYYY-MM-DD>#<k>``, ``k`` one of

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
 
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Description = Annotated[str, StringConstraints(max_length=10_000)]
@@ -187,7 +187,7 @@ class TicketItem(BaseModel):
     updated_at: str
     version: int
     # Who made the last change (the stream's images name the actor of each
-    # change: support_tickets.audit); absent on items written before it existed.
+    # change: support_tickets.streams.audit_events); absent on items written before it existed.
     updated_by: str | None = None
 
     @property

@@ -3,7 +3,7 @@
 Every repository (tickets, comments, aggregates, the tenant record, the
 idempotency store) is bound to one :class:`TenantTable`: one tenant (whose
 keys it builds, from the caller's verified claims), one table, and the
-clients of one caller (:mod:`support_tickets.session`: credentials bound to
+clients of one caller (:mod:`support_tickets.data.session`: credentials bound to
 the caller's token, which IAM confines to the token's tenant whatever tenant
 the keys name). All their calls
 go through :meth:`TenantTable.call`, the one place that maps AWS errors:
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from support_tickets import keys
-from support_tickets.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unavailable
-from support_tickets.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
+from support_tickets.core import keys
+from support_tickets.core.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unavailable
+from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

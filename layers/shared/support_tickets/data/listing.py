@@ -1,7 +1,7 @@
 """Scatter-gather over a tenant's GSI1 shards: one page, one cursor.
 
 ``GET /tickets`` asks every GSI1 key the tenant's tickets of a status can be
-under (:func:`support_tickets.keys.status_partitions`) in parallel, and merges
+under (:func:`support_tickets.core.keys.status_partitions`) in parallel, and merges
 the rows into one page, ordered by resolver (unassigned first: ``#UNASSIGNED``
 sorts before every user name), ties by partition (unsharded key first, then
 shard 0, 1, …), then in each partition's own index order. Each partition is read
@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from support_tickets import keys
-from support_tickets.errors import InvalidCursor
+from support_tickets.core import keys
+from support_tickets.core.errors import InvalidCursor
 
 MAX_CURSOR_LENGTH: Final = 8192
 MAX_CURSOR_JSON_BYTES: Final = 32 * 1024

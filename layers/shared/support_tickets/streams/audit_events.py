@@ -3,13 +3,13 @@
 The audit writer (``functions/audit_trail``) receives, through its
 FilterCriteria, the INSERT, MODIFY and REMOVE records of ticket summaries and
 the INSERT records of comments, and turns each record into at most one
-:class:`~support_tickets.models.AuditEvent`:
+:class:`~support_tickets.core.models.AuditEvent`:
 
 - a summary INSERT is ``created``; a REMOVE is ``deleted``; a MODIFY is
   ``updated`` when title, status or resolver differ (old and new values) or
   the description changed (noted, never copied), and nothing otherwise: a
   reshard move (only ``tenant_status``'s shard suffix changes,
-  :func:`support_tickets.keys.status_from_tenant_status` strips it) and the
+  :func:`support_tickets.core.keys.status_from_tenant_status` strips it) and the
   delete's ``deleted_by`` mark record nothing;
 - a comment INSERT is ``comment_added`` (the comment id, never its body).
 
@@ -32,7 +32,7 @@ a redelivered record finds its items and writes nothing. Records are
 independent of each other, so any redelivery shape (the same batch again, a
 suffix, bisected halves, shards interleaving) ends with each event written
 once. Each event is stored twice (the ticket's history, the tenant's trail of
-the day: :mod:`support_tickets.keys`); a record that failed between the two
+the day: :mod:`support_tickets.core.keys`); a record that failed between the two
 puts is retried and completes the second.
 
 Records of items an offboarding erases (marked ``erasing``) record nothing:
@@ -41,35 +41,21 @@ the FilterCriteria keep them away, and should one arrive anyway it is skipped.
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from support_tickets import keys
-from support_tickets.errors import ApiError
-from support_tickets.models import AuditEvent, AuditEventType, FieldChange
-from support_tickets.stream import PoisonRecord, own_client, record_fields
-from support_tickets.table import OwnClient, TenantTable, error_code, to_item
+from support_tickets.core import keys
+from support_tickets.core.models import AuditEvent, AuditEventType, FieldChange
+from support_tickets.data.audit_items import epoch_of, iso_time
+from support_tickets.streams.records import PoisonRecord, record_fields
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
-    from mypy_boto3_dynamodb import DynamoDBClient
 
-DEFAULT_RETENTION_DAYS: Final = 400
 MAX_CLOCK_SKEW_SECONDS: Final = 15 * 60
-# A day's index entry outlives every event of that day (their retention counts
-# from their stream time, at most a skew past the day's end).
-DAY_INDEX_MARGIN_SECONDS: Final = 2 * 86_400
-MAX_REMEMBERED_DAYS: Final = 4096
 MAX_ACTOR_LENGTH: Final = 256
 TRACKED_FIELDS: Final = ("title", "status", "resolver")
 _TIME = re.compile(rf"^{keys.AUDIT_TIME_PATTERN}$")
@@ -141,14 +127,6 @@ def _state(image: Mapping[str, Any] | None, tenant_id: str) -> _TicketState | No
         deleted_by=_text(image.get("deleted_by")),
         deleted_at=_text(image.get("deleted_at")),
     )
-
-
-def iso_time(epoch_seconds: float) -> str:
-    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def epoch_of(at: str) -> float:
-    return datetime.fromisoformat(at).timestamp()
 
 
 def _when(written: str | None, recorded_at: float | None) -> str:
@@ -303,113 +281,3 @@ def _epoch_seconds(value: object) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds < 253_402_300_800 else None  # before year 10000
-
-
-def stored_item(event: AuditEvent, sequence_number: str, pk: str, expiration: int) -> dict[str, Any]:
-    """An event as stored under ``pk`` (DynamoDB JSON)."""
-    return to_item(
-        {
-            "pk": pk,
-            "sk": keys.audit_sk(event.at, sequence_number, event.event_id),
-            **event.model_dump(mode="json"),
-            "expiration": expiration,
-        }
-    )
-
-
-def event_from_item(item: Mapping[str, Any]) -> AuditEvent:
-    """A stored event (deserialized) as the API shows it."""
-    return AuditEvent.model_validate({name: item.get(name) for name in AuditEvent.model_fields})
-
-
-class RecentKeys:
-    """A bounded set of recently seen keys (oldest forgotten first), thread-safe."""
-
-    def __init__(self, capacity: int = MAX_REMEMBERED_DAYS) -> None:
-        self._capacity = capacity
-        self._keys: OrderedDict[Hashable, None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def seen(self, key: Hashable) -> bool:
-        """Whether ``key`` was seen (and remember it now)."""
-        with self._lock:
-            if key in self._keys:
-                self._keys.move_to_end(key)
-                return True
-            self._keys[key] = None
-            if len(self._keys) > self._capacity:
-                self._keys.popitem(last=False)
-            return False
-
-    def forget(self, key: Hashable) -> None:
-        with self._lock:
-            self._keys.pop(key, None)
-
-
-@dataclass(frozen=True, slots=True)
-class AuditWriter:
-    """Writes a record's event, once, under the ticket's history and the tenant's trail."""
-
-    table_name: str
-    client: DynamoDBClient
-    retention_days: int = DEFAULT_RETENTION_DAYS
-    # Days this container already listed in a tenant's day index: one put per
-    # tenant and day and container, not one per event.
-    indexed_days: RecentKeys = field(default_factory=RecentKeys)
-
-    def write(self, record: AuditRecord) -> int:
-        """How many of the event's two items this call wrote (0 on a redelivery)."""
-        event = record.event
-        if event is None or record.tenant_id is None:
-            return 0
-        table = TenantTable(record.tenant_id, self.table_name, OwnClient(self.client))
-        recorded = record.recorded_at if record.recorded_at is not None else epoch_of(event.at)
-        expiration = int(recorded) + self.retention_days * 86_400
-        day = event.at[:10]
-        # The day's index entry first: every event an offboarding must find is under a listed day.
-        self._index_day(table, day)
-        partitions = (
-            keys.history_pk(record.tenant_id, event.ticket_id),
-            keys.audit_day_pk(record.tenant_id, day, keys.audit_shard(event.event_id)),
-        )
-        items = [stored_item(event, record.sequence_number, pk, expiration) for pk in partitions]
-        return sum(self._put_once(table, item) for item in items)
-
-    def _index_day(self, table: TenantTable, day: str) -> None:
-        if self.indexed_days.seen((table.tenant_id, day)):
-            return
-        day_end = epoch_of(f"{day}T00:00:00.000Z") + 86_400
-        expiration = int(day_end) + self.retention_days * 86_400 + DAY_INDEX_MARGIN_SECONDS
-        item = to_item({"pk": keys.audit_days_pk(table.tenant_id), "sk": day, "expiration": expiration})
-        try:
-            self._put_once(table, item)
-        except (ApiError, ClientError, BotoCoreError):
-            self.indexed_days.forget((table.tenant_id, day))  # not listed: the next event tries again
-            raise
-
-    def _put_once(self, table: TenantTable, item: dict[str, Any]) -> int:
-        """1 if this put wrote ``item``, 0 if an earlier delivery had."""
-        try:
-            table.call("put_item", TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)")
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return 0
-        return 1
-
-
-@cache
-def audit_client() -> DynamoDBClient:
-    """The audit writer's own client (its execution role: audit items only)."""
-    client: DynamoDBClient = own_client("dynamodb")
-    return client
-
-
-@cache
-def audit_writer() -> AuditWriter:
-    """The container's writer, configured from the function's environment at cold start."""
-    return AuditWriter(
-        table_name=os.environ["TABLE_NAME"],
-        client=audit_client(),
-        retention_days=int(os.environ.get("AUDIT_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)),
-    )

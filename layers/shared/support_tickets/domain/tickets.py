@@ -6,7 +6,7 @@ repositories.
 
 Every operation starts at :func:`table_for`, which refuses a suspended tenant
 (``403 TENANT_SUSPENDED``) from its tenant record, read through the
-container's cache (:mod:`support_tickets.tenant_registry`): a warm request
+container's cache (:mod:`support_tickets.data.tenant_registry`): a warm request
 adds no DynamoDB call, and a suspension or a reactivation reaches every
 container within ``TENANT_CONFIG_TTL_SECONDS`` (30 s).
 """
@@ -17,13 +17,10 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from support_tickets.aggregate_repository import AggregateRepository
-from support_tickets.audit_repository import AuditRepository
-from support_tickets.comment_repository import CommentRepository
-from support_tickets.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
-from support_tickets.identity import Caller
-from support_tickets.keys import TicketStatus, idempotency_pk
-from support_tickets.models import (
+from support_tickets.core.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
+from support_tickets.core.identity import Caller
+from support_tickets.core.keys import TicketStatus, idempotency_pk
+from support_tickets.core.models import (
     AddCommentRequest,
     AggregatesResponse,
     AuditPage,
@@ -36,11 +33,14 @@ from support_tickets.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.session import credential_cache
-from support_tickets.settings import get_settings
-from support_tickets.table import TenantTable
-from support_tickets.tenant_registry import TenantStatus, tenant_configs
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core.settings import get_settings
+from support_tickets.data.aggregate_repository import AggregateRepository
+from support_tickets.data.audit_repository import AuditRepository
+from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.session import credential_cache
+from support_tickets.data.table import TenantTable
+from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
+from support_tickets.data.ticket_repository import TicketRepository
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -8,7 +8,7 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-# How stale a container's copy of a tenant record may be (support_tickets.tenant_registry);
+# How stale a container's copy of a tenant record may be (support_tickets.data.tenant_registry);
 # resharding (ops.tenants) waits this long between its phases.
 DEFAULT_TENANT_CONFIG_TTL_SECONDS = 30
 # Cognito's ClientId: 1-128 word characters or "+".
@@ -28,7 +28,7 @@ class Settings(BaseModel):
     # The app clients whose ID tokens the API accepts (comma-separated): API
     # Gateway's Cognito authorizer checks neither the audience nor the token use.
     allowed_client_ids: frozenset[str] = Field(alias="ALLOWED_CLIENT_IDS", min_length=1)
-    # Where a caller's ID token becomes tenant credentials (support_tickets.session):
+    # Where a caller's ID token becomes tenant credentials (support_tickets.data.session):
     # the identity pool, and the Logins key of the user pool that issued the token.
     identity_pool_id: str = Field(alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern)
     user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)

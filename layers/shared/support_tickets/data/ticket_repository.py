@@ -1,11 +1,11 @@
 """Tickets of one tenant: create, read, update, change status in bulk, delete, list.
 
-Keys come from :mod:`support_tickets.keys`, every call goes through the
-tenant's :class:`~support_tickets.table.TenantTable`. Where a ticket sits in
+Keys come from :mod:`support_tickets.core.keys`, every call goes through the
+tenant's :class:`~support_tickets.data.table.TenantTable`. Where a ticket sits in
 GSI1 depends on the tenant's shard count (its tenant record, read through a
 short per-container cache): writers place a ticket with the record's
 ``shards``, lists read every key of its ``read_shards``
-(:mod:`support_tickets.listing`).
+(:mod:`support_tickets.data.listing`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from support_tickets import keys, listing
-from support_tickets.clock import utc_now_iso
-from support_tickets.cursor import query_fingerprint
-from support_tickets.errors import ApiError, TicketNotFound, VersionMismatch
-from support_tickets.ids import new_id
-from support_tickets.keys import TicketStatus
-from support_tickets.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
-from support_tickets.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
-from support_tickets.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.core import keys
+from support_tickets.core.clock import utc_now_iso
+from support_tickets.core.errors import ApiError, TicketNotFound, VersionMismatch
+from support_tickets.core.ids import new_id
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
+from support_tickets.data import listing
+from support_tickets.data.cursor import query_fingerprint
+from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
+from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 
 logger = Logger(child=True)
 
@@ -301,7 +302,7 @@ class TicketRepository:
         self, status: TicketStatus, resolver: str | None, limit: int, cursor: str | None
     ) -> TicketPage:
         """Every GSI1 key of ``status`` the tenant's shard counts use, queried in
-        parallel and merged (:mod:`support_tickets.listing`), optionally for one
+        parallel and merged (:mod:`support_tickets.data.listing`), optionally for one
         ``resolver``.
 
         While a reshard migrates tickets from the keys of the old shard count

@@ -15,14 +15,14 @@ from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
-from support_tickets import keys
-from support_tickets.clock import utc_now_iso
-from support_tickets.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.errors import TicketNotFound
-from support_tickets.ids import new_id
-from support_tickets.models import Comment, CommentItem, TicketItem, TicketWithComments
-from support_tickets.table import TenantTable, cancellation_codes, error_code, to_item
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core import keys
+from support_tickets.core.clock import utc_now_iso
+from support_tickets.core.errors import TicketNotFound
+from support_tickets.core.ids import new_id
+from support_tickets.core.models import Comment, CommentItem, TicketItem, TicketWithComments
+from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.data.table import TenantTable, cancellation_codes, error_code, to_item
+from support_tickets.data.ticket_repository import TicketRepository
 
 COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
 # Exactly what comment_sk() writes: a start key of any other shape never reaches DynamoDB.

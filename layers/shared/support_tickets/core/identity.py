@@ -1,6 +1,6 @@
 """Who is calling, from the context the API's Lambda authorizer returned.
 
-The authorizer (:mod:`support_tickets.authorizer`) verified the request's ID
+The authorizer (:mod:`support_tickets.auth.authorizer`) verified the request's ID
 token (signature, issuer, app client, token use, expiry) before any function
 ran, and passed the caller on as flat strings under
 ``requestContext.authorizer``: ``tenant_id`` (the token's
@@ -12,7 +12,7 @@ a tenant or a user is a 401, a malformed tenant id a 403: there is no default
 tenant.
 
 The caller also carries its :class:`IdToken`, the ``Authorization`` header's
-token the context came from: :mod:`support_tickets.session` exchanges it with
+token the context came from: :mod:`support_tickets.data.session` exchanges it with
 the identity pool for the only credentials that reach the table, tagged by
 Cognito with the token's tenant. A request whose header holds no token, or
 another token than the context's (another ``jti``, ``sub`` or tenant), or not
@@ -30,8 +30,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from support_tickets.errors import Forbidden, Unauthorized
-from support_tickets.keys import InvalidTenantId, validate_tenant_id
+from support_tickets.core.errors import Forbidden, Unauthorized
+from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
 
 TENANT_CLAIM = "custom:tenant_id"
 USERNAME_CLAIM = "cognito:username"
@@ -43,7 +43,7 @@ JTI_CLAIM = "jti"
 SUBJECT_CLAIM = "sub"
 EXPIRY_CLAIM = "exp"
 ID_TOKEN_USE = "id"  # noqa: S105 - a claim value, not a secret
-# Names of the authorizer's context (support_tickets.authorizer.caller_context).
+# Names of the authorizer's context (support_tickets.auth.authorizer.caller_context).
 CONTEXT_TENANT = "tenant_id"
 CONTEXT_USERNAME = "username"
 CONTEXT_GROUPS = "groups"

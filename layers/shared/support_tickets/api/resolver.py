@@ -5,7 +5,7 @@ Order of checks for a request (see :func:`handle`): body size (413), identity
 from the authorizer claims (401/403), a JSON ``Content-Type`` for a body (400),
 then Powertools' pydantic validation of path, query, headers and body (400),
 query parameters the route does not declare (400), then the route. Everything that goes wrong
-after that is an :class:`~support_tickets.errors.ApiError` raised by the domain
+after that is an :class:`~support_tickets.core.errors.ApiError` raised by the domain
 and turned into a response here, never in a handler.
 """
 
@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.errors import (
+from support_tickets.core.errors import (
     ApiError,
     Forbidden,
     InvalidJson,
@@ -38,10 +38,10 @@ from support_tickets.errors import (
     Unavailable,
     ValidationFailed,
 )
-from support_tickets.identity import Caller, caller_from_event
-from support_tickets.models import ErrorResponse
-from support_tickets.settings import get_settings
-from support_tickets.tracing import make_tracer
+from support_tickets.core.identity import Caller, caller_from_event
+from support_tickets.core.models import ErrorResponse
+from support_tickets.core.settings import get_settings
+from support_tickets.core.tracing import make_tracer
 
 logger = Logger()
 tracer = make_tracer()

@@ -53,7 +53,7 @@ def own_client(service: str) -> Any:
     its role's credentials, in one process."""
     import boto3
 
-    from support_tickets.session import BOTO_CONFIG
+    from support_tickets.data.session import BOTO_CONFIG
 
     return boto3.session.Session().client(  # type: ignore[call-overload]
         service,

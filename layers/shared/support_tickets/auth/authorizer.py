@@ -5,7 +5,7 @@ function runs, and caches its answer per header value for the template's
 ``ReauthorizeEvery`` (300 s). It accepts only an ID token of this stack's user
 pool and app client, checked as Cognito's own authorizer checks it and more:
 
-- the RS256 signature, by a key of the pool's JWKS (:mod:`support_tickets.jwks`,
+- the RS256 signature, by a key of the pool's JWKS (:mod:`support_tickets.auth.jwks`,
   fetched once per container);
 - ``iss`` = the pool, ``aud`` = one of ``ALLOWED_CLIENT_IDS`` (the template's
   app client: an ID token another app client of the pool obtained, even one
@@ -24,7 +24,7 @@ every route the same token calls), names the tenant's API key as
 Gateway meters and throttles that key by its usage plan, i.e. the tenant's
 tier) and passes the caller to the functions as its context: flat strings, as
 authorizer contexts must be (:func:`caller_context`; read back by
-:func:`support_tickets.identity.caller_from_event`).
+:func:`support_tickets.core.identity.caller_from_event`).
 
 The key comes from the tenant record (``TENANT#<t>|CONFIG``), read with the
 authorizer's own role, which may GetItem those items and nothing else, and
@@ -45,8 +45,9 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
     APIGatewayAuthorizerTokenEvent,
 )
 
-from support_tickets.errors import Unauthorized
-from support_tickets.identity import (
+from support_tickets.auth.jwks import InvalidToken, Jwks
+from support_tickets.core.errors import Unauthorized
+from support_tickets.core.identity import (
     AUDIENCE_CLAIM,
     CONTEXT_GROUPS,
     CONTEXT_JTI,
@@ -63,15 +64,14 @@ from support_tickets.identity import (
     USERNAME_CLAIM,
     bearer_token,
 )
-from support_tickets.jwks import InvalidToken, Jwks
-from support_tickets.keys import InvalidTenantId, validate_tenant_id
-from support_tickets.tenant_registry import TenantConfig, TenantConfigCache
+from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
+from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 ISSUER_CLAIM: Final = "iss"
-# The tenant's tier, for the functions' logs (the names of the others: support_tickets.identity).
+# The tenant's tier, for the functions' logs (the names of the others: support_tickets.core.identity).
 CONTEXT_TIER: Final = "tier"
 # Cognito user pool ids: <region>_<id>.
 _POOL_ID = re.compile(r"[\w-]+_[0-9a-zA-Z]+")
@@ -202,7 +202,7 @@ class TenantAuthorizer:
         self._records = records
 
     def record(self, tenant_id: str) -> TenantConfig:
-        from support_tickets.table import TenantTable
+        from support_tickets.data.table import TenantTable
 
         return self._records.get(TenantTable(tenant_id, self._table_name, self._clients))
 

@@ -10,7 +10,7 @@ describe, until their TTL (``AuditRetentionDays`` after the change).
   one and an impossible id are the same 404. A deleted ticket's history stays
   readable (it ends with its ``deleted`` event) for the retention period.
 - **The tenant's trail** of a time window, newest first: for each UTC day of
-  the window, newest day first, the :data:`~support_tickets.keys.AUDIT_SHARDS`
+  the window, newest day first, the :data:`~support_tickets.core.keys.AUDIT_SHARDS`
   partitions of that day are queried in parallel and merged by time. The
   cursor holds the day and each partition's position (and the window, so that
   a window ending "now" stays the same window from page to page); it is bound
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
-from support_tickets import keys
-from support_tickets.audit import event_from_item
-from support_tickets.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.errors import InvalidCursor, TicketNotFound, ValidationFailed
-from support_tickets.models import AuditEvent, AuditPage
-from support_tickets.table import TenantTable, to_item
-from support_tickets.ticket_repository import TicketRepository
+from support_tickets.core import keys
+from support_tickets.core.errors import InvalidCursor, TicketNotFound, ValidationFailed
+from support_tickets.core.models import AuditEvent, AuditPage
+from support_tickets.data.audit_items import event_from_item
+from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.data.table import TenantTable, to_item
+from support_tickets.data.ticket_repository import TicketRepository
 
 MAX_WINDOW: Final = timedelta(days=31)
 DEFAULT_WINDOW: Final = timedelta(days=1)

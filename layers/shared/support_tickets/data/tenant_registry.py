@@ -25,8 +25,8 @@ from typing import Any, Final, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from support_tickets import keys
-from support_tickets.table import TenantTable, from_item
+from support_tickets.core import keys
+from support_tickets.data.table import TenantTable, from_item
 
 MAX_CACHED_TENANTS: Final = 1024
 TIERS: Final = ("basic", "standard", "premium")
@@ -165,6 +165,6 @@ class TenantConfigCache:
 @cache
 def tenant_configs() -> TenantConfigCache:
     """The container-wide cache (created on first use, not at import)."""
-    from support_tickets.settings import get_settings
+    from support_tickets.core.settings import get_settings
 
     return TenantConfigCache(get_settings().tenant_config_ttl_seconds)

@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 
-from support_tickets.errors import InvalidCursor
+from support_tickets.core.errors import InvalidCursor
 
 MAX_CURSOR_LENGTH = 2048
 KeyCheck = Callable[[Mapping[str, str]], bool]

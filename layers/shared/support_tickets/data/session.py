@@ -2,7 +2,7 @@
 
 Credentials come from the caller's own ID token, never from a tenant id. The
 token API Gateway's authorizer verified (the request's ``Authorization``
-header, :class:`~support_tickets.identity.IdToken`) is exchanged with the
+header, :class:`~support_tickets.core.identity.IdToken`) is exchanged with the
 stack's Cognito identity pool: ``GetId`` (the caller's identity), then
 ``GetCredentialsForIdentity`` (``Logins`` = the user pool's provider name →
 the token). Cognito verifies the token itself (signature, issuer, app client,
@@ -46,9 +46,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from support_tickets.errors import Throttled, Unauthorized, Unavailable
-from support_tickets.identity import IdToken
-from support_tickets.settings import Settings, get_settings
+from support_tickets.core.errors import Throttled, Unauthorized, Unavailable
+from support_tickets.core.identity import IdToken
+from support_tickets.core.settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -209,7 +209,7 @@ class CredentialCache:
 
 
 class CallerClients:
-    """The :class:`~support_tickets.table.ClientProvider` of one request: the
+    """The :class:`~support_tickets.data.table.ClientProvider` of one request: the
     DynamoDB client of its caller's token, obtained once per request (the
     parallel queries of a list share it) and renewed on :meth:`invalidate`."""
 

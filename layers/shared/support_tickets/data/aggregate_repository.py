@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from support_tickets import keys
-from support_tickets.keys import TicketStatus
-from support_tickets.models import AggregatesResponse
-from support_tickets.table import TenantTable
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.core.models import AggregatesResponse
+from support_tickets.data.table import TenantTable
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""Foundations every other folder may import: errors, keys, ids, clock, settings, tracing, models, identity."""
