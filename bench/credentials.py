@@ -11,7 +11,7 @@ that is what is counted, with the real code wherever it exists:
 - ours: one :class:`support_tickets.data.session.CredentialCache` per container
   (the production class) against a Cognito stub that counts ``GetId`` and
   ``GetCredentialsForIdentity``; credentials last an hour, as Cognito's do.
-- before (the design issue 13 replaced): per container, one ``AssumeRole``
+- before (the design the token exchange replaced): per container, one ``AssumeRole``
   with the tag ``TenantId`` per tenant, cached until 300 s before its one-hour
   expiry (:class:`PerTenantAssumeRole`, that logic as it was).
 - the naive designs of the public samples: an exchange (ours) or an

@@ -81,7 +81,7 @@ class FunctionRuntime:
     its keys), so even two different functions at once would share it. Only
     moto's requests must be serialized (:data:`local_stack.moto_fixes.MOTO_LOCK`),
     but running functions concurrently needs a process per execution
-    environment, as Lambda has. That was built and measured (issue 12): on the
+    environment, as Lambda has. That was built and measured: on the
     2-core reference machine the load test's throughput stayed within noise
     (39 to 57 requests/s against 44 to 51 in-process; the first run lower, paying
     the environments' cold starts), because the emulator's process (moto, the

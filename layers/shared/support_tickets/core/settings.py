@@ -33,7 +33,7 @@ class Settings(BaseModel):
     identity_pool_id: str = Field(alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern)
     user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)
     region: str = Field(default="us-east-1", alias="AWS_REGION")
-    # Local development only (see README "sam local"): empty when deployed.
+    # Local development only (docs/local-stack.md, sam local): empty when deployed.
     endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
     # Cached credentials are given up this long before they (or the token they
     # came from) expire: longer than the longest function timeout (29 s), so
