@@ -15,6 +15,10 @@ STAMP       := $(VENV)/.installed-$(shell cat $(REQUIREMENTS) | cksum | cut -d' 
 # on the import path after the layer, where Lambda has /var/lang/lib/python3.13/site-packages.
 RUNTIME_DIR := .aws-sam/lambda-runtime
 RUNTIME     := $(RUNTIME_DIR)/.installed-$(shell cat layers/shared/lambda-runtime.txt | cksum | cut -d' ' -f1)
+# The tests' independent IAM engine (tests/oracle: iam-simulate, AGPL-3.0, a
+# test-time tool only), installed from its lockfile once per lockfile.
+ORACLE_DIR  := tests/oracle
+ORACLE      := $(ORACLE_DIR)/node_modules/.installed-$(shell cat $(ORACLE_DIR)/package-lock.json | cksum | cut -d' ' -f1)
 # sam build looks for python3.13 on PATH: the venv's interpreter is exactly that.
 export PATH := $(abspath $(BIN)):$(PATH)
 export SAM_CLI_TELEMETRY := 0
@@ -22,7 +26,7 @@ export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
 .PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant export offboard openapi integration clean
+        bench reconcile onboard tenant export offboard openapi integration oracle clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -36,6 +40,12 @@ $(STAMP): $(REQUIREMENTS) .python-version
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
+
+$(ORACLE): $(ORACLE_DIR)/package.json $(ORACLE_DIR)/package-lock.json
+	cd $(ORACLE_DIR) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+oracle: $(ORACLE) ## install the tests' IAM oracle (npm ci in tests/oracle, from its lockfile)
 
 dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker); Ctrl-C stops it
 	$(PY) -m local_stack serve --port $(PORT) $(ARGS)
@@ -63,10 +73,10 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 
 # The template checks (cfn-lint, sam validate --lint) are tests too
 # (tests/unit/test_template.py): make test runs them once, there, in parallel.
-test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
+test: lint-code build $(ORACLE) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	$(BIN)/pytest -n auto --dist loadfile
 
-test-fast: $(STAMP) ## tests only, against the current build
+test-fast: $(STAMP) $(ORACLE) ## tests only, against the current build
 	$(BIN)/pytest -x -q
 
 lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
@@ -114,4 +124,4 @@ openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
 	$(PY) -m ops.openapi > docs/openapi.json
 
 clean: ## remove build output and the venv
-	rm -rf .aws-sam .local $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .aws-sam .local $(VENV) .pytest_cache .mypy_cache .ruff_cache $(ORACLE_DIR)/node_modules

@@ -319,7 +319,14 @@ class _KeyReader:
         return Question("dynamodb:Query", resource, tuple(dict.fromkeys(values)))
 
 
+# Actions IAM authorizes on "*" only (no resource type in the Service Authorization
+# Reference), although their requests may name a table to filter by.
+_ON_ANY_RESOURCE = frozenset({"ListStreams", "ListBackups", "ListContributorInsights"})
+
+
 def _resource_of(operation: str, body: Mapping[str, Any], region: str) -> str:
+    if operation in _ON_ANY_RESOURCE:
+        return "*"
     if isinstance(body.get("TableName"), str):
         resource = table_arn(region, body["TableName"])
         index = body.get("IndexName")

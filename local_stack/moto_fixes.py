@@ -1,48 +1,55 @@
-"""Where moto differs from AWS in ways this project observes.
+"""Where moto differs from AWS in ways this project observes, and the fixes.
 
-moto's backends are plain Python objects without locks: two requests served
-at once can corrupt each other (``TransactWriteItems`` deep-copies every
-table while another thread appends to one: "dictionary changed size during
-iteration"). AWS serves each request atomically, so the fix is to make every
-moto request atomic: the emulator's server holds :data:`MOTO_LOCK` around each
-request, and :func:`apply` makes moto's in-process dispatcher (``mock_aws``,
-used by the tests beside threads such as the stream poller) take the same lock.
-Code between requests (handlers, the poller, the aggregator) still runs
-concurrently.
+Each fix is a :class:`Fix`: the few moto 5.2.5 methods it replaces, written so
+that it could be offered upstream, with its own test in
+``tests/functional/test_moto_fixes.py`` that shows the bug in plain moto
+(:meth:`Fix.removed`) and its absence with the fix. None is fixed by a newer
+moto: 5.2.5 is the latest release, and getmoto/moto's main branch still has
+each of these code paths as 5.2.5 does.
+
+- :data:`ATOMIC_REQUESTS`. moto's backends are plain Python objects without
+  locks: two requests served at once can corrupt each other
+  (``TransactWriteItems`` deep-copying every table while another thread
+  appends to one: "dictionary changed size during iteration"). AWS serves each
+  request atomically, so every moto request is: the emulator's server holds
+  :data:`MOTO_LOCK` around each request, and this fix makes moto's in-process
+  dispatcher (``mock_aws``, used by the tests beside threads such as the
+  stream poller) take the same lock. Code between requests (handlers, the
+  poller, the aggregator) still runs concurrently.
+- :data:`TRANSACTIONS_UNDO_WHAT_THEY_WROTE`. moto deep-copies every table a
+  ``TransactWriteItems`` names, to swap the copies back in if it is
+  cancelled: each transaction costs time proportional to the whole table
+  (365 ms for a comment and 2.3 s for a 10-ticket status change once the
+  benchmark's table held a few thousand items, against 12 ms for a PATCH),
+  and a cancelled one left its records in the stream for iterators opened
+  before it (the copy had its own copy of the stream shard) while the next
+  records reused their sequence numbers. :func:`transact_write_items` is
+  moto's method with one change: before each operation it snapshots only the
+  item that operation targets (as it was, or "absent"; a copy only where moto
+  changes the stored item in place) and the length of its table's stream; on
+  cancellation it puts those items back, newest first, and drops the stream
+  records the transaction appended. Tables and other items are never copied.
+- :data:`QUERIES_READ_THEIR_PARTITION`. moto's ``Table.query`` collects its
+  candidates from ``all_items()``, which sorts every item of the table, and
+  keeps those of the queried partition: every ``GET /tickets/{id}`` and every
+  ``GET /tickets`` (a GSI1 query: 851 ms p50 with 10,000 tickets, against 37
+  ms for a GetItem) paid for the whole table. A base-table query now gets its
+  partition's items (``table.items[hash_key]``); a global secondary index
+  query gets its index partition's, from :class:`_IndexPartitions`: each
+  index's items by partition-key value, built on the index's first query and
+  kept current by every write moto makes (``Table.put_item`` and
+  ``delete_item``, which batches, transactions and PartiQL use too,
+  ``update_item``, which changes an item in place, and a cancelled
+  transaction's undo). Upstream, ``Table.query`` would read these instead of
+  ``all_items()``; here the method is too long to copy, so ``all_items`` is
+  shadowed on the table for the duration of the call, which
+  :data:`MOTO_LOCK` makes safe. A local secondary index query is unchanged
+  (this project has none).
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
 fixed credentials for any identity, unchecked: :mod:`local_stack.identity_pool`
 answers instead.
-
-``TransactWriteItems`` costs what it touches. moto 5.2.5 deep-copies every
-table a transaction names before applying it, so that it can swap the copies
-back in if the transaction is cancelled: each transaction costs time
-proportional to the whole table (365 ms for a comment and 2.3 s for a 10-ticket
-status change once the benchmark's table held a few thousand items, against
-12 ms for a PATCH). :func:`transact_write_items` is moto's method with one
-change, written so that it could be offered upstream: before each operation it
-snapshots only the item that operation targets (as it was, or "absent"; a copy
-only where moto changes the stored item in place) and the length of its table's
-stream; on cancellation it puts those
-items back, newest first, and drops the stream records the transaction appended.
-The tables, their stream shards and every other item are never copied or
-replaced.
-
-That also keeps what the previous fix here ensured: a cancelled transaction
-leaves no trace in the stream. (moto's swap put back a copy of the table with
-its own copy of the stream shard, so the cancelled records stayed visible to
-iterators opened before and the next records reused their sequence numbers.)
-
-A ``Query`` on the table reads its partition only. moto's ``Table.query``
-collects a base-table query's candidates from ``all_items()``, which sorts every
-item of the table, and keeps those of the partition: every ``GET
-/tickets/{id}`` paid for the whole table. :func:`apply` gives such a query the
-partition's items instead (upstream, a one-line change in ``Table.query``; the
-method is too long to copy here, so ``all_items`` is shadowed on the table for
-the duration of the call, which :data:`MOTO_LOCK` makes safe). Index queries
-are unchanged: moto keeps no index structure, so a GSI query still reads the
-whole table.
 
 :func:`apply` is idempotent and applied by the emulator and by the tests' moto
 fixtures.
@@ -53,6 +60,10 @@ from __future__ import annotations
 import copy
 import functools
 import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from moto.core.botocore_stubber import BotocoreStubber
@@ -67,59 +78,87 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
-from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
 
 from local_stack import cognito, identity_pool
 
-_applied = False
 # moto's backends are not thread-safe: every request, in-process or through the
 # emulator's server, holds it while moto serves it.
 MOTO_LOCK = threading.RLock()
 
 
+@dataclass
+class Patch:
+    """One method of moto replaced by ``wrap(moto's method)``."""
+
+    owner: type
+    name: str
+    wrap: Callable[[Any], Any]
+    original: Any = None
+    replacement: Any = None
+
+    def install(self) -> None:
+        self.original = self.owner.__dict__[self.name]
+        self.replacement = self.wrap(self.original)
+        setattr(self.owner, self.name, self.replacement)
+
+
+@dataclass
+class Fix:
+    description: str
+    patches: Sequence[Patch]
+    # Forgets what the fix kept while moto ran without it (writes it did not see).
+    reset: Callable[[], None] = lambda: None
+    installed: bool = field(default=False, init=False)
+
+    def install(self) -> None:
+        if not self.installed:
+            for patch in self.patches:
+                patch.install()
+            self.installed = True
+
+    @contextmanager
+    def removed(self) -> Iterator[None]:
+        """Plain moto meanwhile: for the tests that show what the fix fixes."""
+        assert self.installed, "the fix is not installed"
+        for patch in self.patches:
+            setattr(patch.owner, patch.name, patch.original)
+        try:
+            yield
+        finally:
+            for patch in self.patches:
+                setattr(patch.owner, patch.name, patch.replacement)
+            self.reset()
+
+
 def apply() -> None:
-    global _applied  # noqa: PLW0603 - patch once per process
-    if _applied:
-        return
-    _serialize_in_process_requests()
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    _query_reads_only_its_partition()
+    for fix in FIXES:
+        fix.install()
     cognito.install()
     identity_pool.install()
-    _applied = True
 
 
-def _serialize_in_process_requests() -> None:
+# ---------------------------------------------------------------- atomic requests
+def _serialized(original: Callable[..., Any]) -> Callable[..., Any]:
     """``mock_aws`` serves a request in the calling thread; hold :data:`MOTO_LOCK`
     meanwhile, as the emulator's server does for its requests."""
-    original = BotocoreStubber.process_request
 
     @functools.wraps(original)
     def process_request(self: BotocoreStubber, request: Any) -> Any:
         with MOTO_LOCK:
             return original(self, request)
 
-    BotocoreStubber.process_request = process_request  # type: ignore[method-assign]
+    return process_request
 
 
+# ---------------------------------------------------------------- queries read their partition
 _INDEX_NAME_POSITION = 7  # Table.query(hash_key, ..., projection_expressions, index_name, ...)
+Primary = tuple[DynamoType, DynamoType | None]
 
 
-def _query_reads_only_its_partition() -> None:
-    original = Table.query
-
-    @functools.wraps(original)
-    def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
-        index_name = args[_INDEX_NAME_POSITION - 1] if len(args) >= _INDEX_NAME_POSITION else kwargs.get("index_name")
-        if index_name or hash_key is None:
-            return original(self, hash_key, *args, **kwargs)
-        self.all_items = functools.partial(_partition_items, self, hash_key)  # type: ignore[method-assign]
-        try:
-            return original(self, hash_key, *args, **kwargs)
-        finally:
-            del self.all_items
-
-    Table.query = query  # type: ignore[method-assign]
+def _all_items_order(item: Item) -> Any:
+    """The order of moto's ``Table.all_items()``, which query relies on for ties."""
+    return (item.hash_key, item.range_key) if item.range_key else item.hash_key
 
 
 def _partition_items(table: Table, hash_key: DynamoType) -> list[Item]:
@@ -129,7 +168,128 @@ def _partition_items(table: Table, hash_key: DynamoType) -> list[Item]:
         return []
     if table.range_key_attr is None:
         return [stored]  # type: ignore[list-item]
-    return sorted(stored.values(), key=lambda item: item.range_key)
+    return sorted(stored.values(), key=_all_items_order)
+
+
+class _IndexPartitions:
+    """A global secondary index's items by the values of its partition-key
+    attributes; an item without all of them is not in the index."""
+
+    def __init__(self, table: Table, index: GlobalSecondaryIndex) -> None:
+        self.attributes = [key["AttributeName"] for key in index.schema if key["KeyType"] == "HASH"]
+        self.partitions: dict[tuple[DynamoType, ...], dict[Primary, Item]] = {}
+        self.partition_of: dict[Primary, tuple[DynamoType, ...]] = {}
+        for item in table.all_items():
+            self.put((item.hash_key, item.range_key), item)
+
+    def put(self, primary: Primary, item: Item | None) -> None:
+        """The item now stored under ``primary`` (``None``: none is)."""
+        before = self.partition_of.pop(primary, None)
+        if before is not None:
+            members = self.partitions[before]
+            del members[primary]
+            if not members:
+                del self.partitions[before]
+        values = tuple(item.attrs.get(name) for name in self.attributes) if item is not None else ()
+        if item is None or any(value is None for value in values):
+            return
+        partition: tuple[DynamoType, ...] = values  # type: ignore[assignment]
+        self.partitions.setdefault(partition, {})[primary] = item
+        self.partition_of[primary] = partition
+
+    def items(self, partition: tuple[DynamoType, ...]) -> list[Item]:
+        return sorted(self.partitions.get(partition, {}).values(), key=_all_items_order)
+
+
+# Built on an index's first query, then kept current; per table object, so a
+# table replaced (restored from a backup, recreated) starts without any.
+_INDEXES: weakref.WeakKeyDictionary[Table, dict[str, _IndexPartitions]] = weakref.WeakKeyDictionary()
+
+
+def _index_items(
+    table: Table, index_name: str, conditions: Sequence[tuple[str, DynamoType]] | None
+) -> list[Item] | None:
+    """The candidates of a query on a global secondary index: its partition's
+    items, or ``None`` for a query this can't narrow (moto then reads the table)."""
+    index = next((gsi for gsi in table.global_indexes or [] if gsi.name == index_name), None)
+    if index is None:
+        return None
+    indexes = _INDEXES.setdefault(table, {})
+    if index_name not in indexes:
+        indexes[index_name] = _IndexPartitions(table, index)
+    partitions = indexes[index_name]
+    wanted = dict(conditions or [])
+    if set(wanted) != set(partitions.attributes):
+        return None
+    return partitions.items(tuple(wanted[name] for name in partitions.attributes))
+
+
+def _reindex(table: Table, hash_key: DynamoType, range_key: DynamoType | None) -> None:
+    """Tell the table's built indexes what is stored under this key now."""
+    indexes = _INDEXES.get(table)
+    if not indexes:
+        return
+    stored: Any = table.items.get(hash_key)
+    if stored is not None and table.range_key_attr is not None:
+        stored = stored.get(range_key)
+    for partitions in indexes.values():
+        partitions.put((hash_key, range_key), stored)
+
+
+def _query(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def query(self: Table, hash_key: DynamoType | None, *args: Any, **kwargs: Any) -> Any:
+        index_name = args[_INDEX_NAME_POSITION - 1] if len(args) >= _INDEX_NAME_POSITION else kwargs.get("index_name")
+        if index_name:
+            candidates = _index_items(self, index_name, kwargs.get("hash_key_conditions"))
+        else:
+            candidates = None if hash_key is None else _partition_items(self, hash_key)
+        if candidates is None:
+            return original(self, hash_key, *args, **kwargs)
+        self.all_items = lambda: candidates  # type: ignore[method-assign]
+        try:
+            return original(self, hash_key, *args, **kwargs)
+        finally:
+            del self.all_items
+
+    return query
+
+
+def _indexed_put(original: Callable[..., Item]) -> Callable[..., Item]:
+    @functools.wraps(original)
+    def put_item(self: Table, *args: Any, **kwargs: Any) -> Item:
+        item = original(self, *args, **kwargs)
+        _reindex(self, item.hash_key, item.range_key)
+        return item
+
+    return put_item
+
+
+def _indexed_delete(original: Callable[..., Item | None]) -> Callable[..., Item | None]:
+    @functools.wraps(original)
+    def delete_item(self: Table, hash_key: DynamoType, range_key: DynamoType | None = None) -> Item | None:
+        try:
+            return original(self, hash_key, range_key)
+        finally:
+            _reindex(self, hash_key, range_key)
+
+    return delete_item
+
+
+def _indexed_update(original: Callable[..., Item]) -> Callable[..., Item]:
+    """``update_item`` changes the stored item in place (or creates it)."""
+
+    @functools.wraps(original)
+    def update_item(self: DynamoDBBackend, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Item:
+        try:
+            return original(self, table_name, key, *args, **kwargs)
+        finally:
+            table = self.tables.get(table_name)
+            if table is not None and isinstance(key, dict) and table.hash_key_attr in key:
+                range_key = key.get(table.range_key_attr) if table.range_key_attr is not None else None
+                _reindex(table, DynamoType(key[table.hash_key_attr]), DynamoType(range_key) if range_key else None)
+
+    return update_item
 
 
 class _Snapshot:
@@ -159,23 +319,30 @@ class _Snapshot:
 
     def restore(self) -> None:
         for table, hash_key, range_key, before, had_hash_key in reversed(self._items):
-            if range_key is None:
-                if before is None:
-                    table.items.pop(hash_key, None)
-                else:
-                    table.items[hash_key] = before  # type: ignore[assignment]
-                continue
-            if before is not None:
-                table.items[hash_key][range_key] = before
-                continue
-            collection = table.items.get(hash_key)
-            if collection is not None:
-                collection.pop(range_key, None)
-                if not collection and not had_hash_key:
-                    del table.items[hash_key]
+            self._put_back(table, hash_key, range_key, before, had_hash_key)
+            _reindex(table, hash_key, range_key)
         for table, length in self._streams.values():
             if table.stream_shard is not None:
                 del table.stream_shard.items[length:]
+
+    @staticmethod
+    def _put_back(
+        table: Table, hash_key: DynamoType, range_key: DynamoType | None, before: Item | None, had_hash_key: bool
+    ) -> None:
+        if range_key is None:
+            if before is None:
+                table.items.pop(hash_key, None)
+            else:
+                table.items[hash_key] = before  # type: ignore[assignment]
+            return
+        if before is not None:
+            table.items[hash_key][range_key] = before
+            return
+        collection = table.items.get(hash_key)
+        if collection is not None:
+            collection.pop(range_key, None)
+            if not collection and not had_hash_key:
+                del table.items[hash_key]
 
 
 Reason = tuple[str | None, str | None, dict[str, Any] | None]  # (code, message, item): a cancellation reason
@@ -254,3 +421,24 @@ def _key(table: Table, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
     if table.range_key_attr is not None:
         key[table.range_key_attr] = attrs[table.range_key_attr]
     return key
+
+
+# ---------------------------------------------------------------- the fixes
+ATOMIC_REQUESTS = Fix(
+    "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
+)
+TRANSACTIONS_UNDO_WHAT_THEY_WROTE = Fix(
+    "a transaction snapshots the items it writes, not its tables",
+    [Patch(DynamoDBBackend, "transact_write_items", lambda _original: transact_write_items)],
+)
+QUERIES_READ_THEIR_PARTITION = Fix(
+    "a query reads its partition of the table or of the global secondary index only",
+    [
+        Patch(Table, "query", _query),
+        Patch(Table, "put_item", _indexed_put),
+        Patch(Table, "delete_item", _indexed_delete),
+        Patch(DynamoDBBackend, "update_item", _indexed_update),
+    ],
+    reset=_INDEXES.clear,
+)
+FIXES = (ATOMIC_REQUESTS, TRANSACTIONS_UNDO_WHAT_THEY_WROTE, QUERIES_READ_THEIR_PARTITION)

@@ -1,31 +1,38 @@
-"""local_stack.moto_fixes: every in-process moto request is atomic, and a
-TransactWriteItems costs what it touches.
+"""local_stack.moto_fixes: each fix's bug shown in plain moto (the fix
+removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
 
-moto's backends have no locks of their own. The stream poller (a thread) and
-the code under test (the main thread) both call the in-process moto, and a
-``TransactWriteItems`` deep-copying the tables while the other thread wrote one
-raised "dictionary changed size during iteration". These tests hold
-a request inside moto and show that no other request can start meanwhile.
-
-moto deep-copied every table a transaction named, to roll back a cancelled one
-(a comment took hundreds of milliseconds once the table held a few thousand items).
-The tests below fail on any deep copy of a table and check that a transaction
-still applies all its writes, and that a cancelled one restores exactly the
-items it wrote and leaves no stream record.
+- Atomic requests: a thread inside moto, and another thread's request runs
+  meanwhile in plain moto; with the fix it has to wait for the lock.
+- Transactions: plain moto deep-copies the table a transaction names, and a
+  cancelled one leaves its records for a stream iterator opened before it
+  while the next record reuses a sequence number; with the fix no table is
+  copied, every write lands and a cancelled one restores exactly what it wrote.
+- Queries: plain moto examines every item of the table for a query of one
+  partition, of the table or of GSI1; with the fix only that partition's items
+  are examined, and the answers (pages, order, after every kind of write) are
+  plain moto's.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 
-from local_stack.moto_fixes import MOTO_LOCK
+from local_stack import moto_fixes
+from local_stack.moto_fixes import (
+    ATOMIC_REQUESTS,
+    MOTO_LOCK,
+    QUERIES_READ_THEIR_PARTITION,
+    TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
+)
+from support_tickets.core import keys
 from tests.conftest import REGION, all_items
 
 if TYPE_CHECKING:
@@ -60,22 +67,42 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldInsideMoto]:
     holder.release.set()
 
 
-def test_no_request_can_start_while_another_thread_is_inside_moto(
-    dynamodb: DynamoDBClient, table_name: str, held: HeldInsideMoto
-) -> None:
-    # Given a thread whose GetItem is being served by the in-process moto
-    errors: list[BaseException] = []
-
+def _read_in_a_thread(table_name: str, errors: list[BaseException]) -> threading.Thread:
     def read() -> None:
         try:
             boto3.client("dynamodb", region_name=REGION).get_item(
                 TableName=table_name, Key={"pk": {"S": "TENANT#a|X"}, "sk": {"S": "SUMMARY"}}
             )
-        except BaseException as exc:  # pragma: no cover - reported by the assertion below
+        except BaseException as exc:  # pragma: no cover - reported by the assertions
             errors.append(exc)
 
     reader = threading.Thread(target=read)
     reader.start()
+    return reader
+
+
+def test_in_plain_moto_a_request_runs_while_another_thread_is_inside_moto(
+    dynamodb: DynamoDBClient, table_name: str, held: HeldInsideMoto
+) -> None:
+    errors: list[BaseException] = []
+    with ATOMIC_REQUESTS.removed():
+        # Given a thread whose GetItem is being served by the in-process moto
+        reader = _read_in_a_thread(table_name, errors)
+        assert held.inside.wait(WAIT_S)
+        # When this thread writes meanwhile, then plain moto serves it inside the other request
+        dynamodb.put_item(TableName=table_name, Item={"pk": {"S": "TENANT#a|Y"}, "sk": {"S": "SUMMARY"}})
+        assert reader.is_alive()
+        held.release.set()
+        reader.join(WAIT_S)
+    assert errors == []
+
+
+def test_no_request_can_start_while_another_thread_is_inside_moto(
+    dynamodb: DynamoDBClient, table_name: str, held: HeldInsideMoto
+) -> None:
+    # Given a thread whose GetItem is being served by the in-process moto
+    errors: list[BaseException] = []
+    reader = _read_in_a_thread(table_name, errors)
     assert held.inside.wait(WAIT_S)
 
     # When this thread wants moto meanwhile, then it has to wait for the lock
@@ -105,20 +132,90 @@ def _stream_records(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str,
 
 
 @pytest.fixture
-def no_table_copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Fails any deep copy of a table (what moto did in every TransactWriteItems)."""
+def table_copies(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables deep-copied meanwhile (by name), copied as before."""
     copied: list[str] = []
 
     def deepcopy(table: Table, memo: dict[int, Any]) -> Table:
         copied.append(table.name)
-        raise AssertionError(f"table {table.name} was deep-copied")
+        clone = cast("Table", Table.__new__(Table))
+        memo[id(table)] = clone
+        clone.__dict__.update(copy.deepcopy(table.__dict__, memo))
+        return clone
 
     monkeypatch.setattr(Table, "__deepcopy__", deepcopy, raising=False)
     return copied
 
 
+def _streams() -> Any:
+    return boto3.client("dynamodbstreams", region_name=REGION)
+
+
+def _iterator(dynamodb: DynamoDBClient, table_name: str) -> str:
+    arn = dynamodb.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
+    (shard,) = _streams().describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = _streams().get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON")
+    return str(iterator["ShardIterator"])
+
+
+def _cancelled_transaction(dynamodb: DynamoDBClient, table_name: str) -> None:
+    """A put of a new item, then a put whose condition fails: cancelled."""
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": table_name, "Item": _item("TENANT#a|NEW", "SUMMARY")}},
+                {
+                    "Put": {
+                        "TableName": table_name,
+                        "Item": _item("TENANT#a|X", "OLD"),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+
+def test_in_plain_moto_a_transaction_copies_its_table_and_a_cancelled_one_stays_in_the_stream(
+    dynamodb: DynamoDBClient, table_name: str, table_copies: list[str]
+) -> None:
+    # Given a table, and a stream iterator opened before a transaction
+    for number in range(20):
+        dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|BULK", f"ITEM#{number:03}"))
+    dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|X", "OLD"))
+    iterator = _iterator(dynamodb, table_name)
+    with TRANSACTIONS_UNDO_WHAT_THEY_WROTE.removed():
+        # When plain moto runs a transaction of one item, then it copies the whole table
+        dynamodb.transact_write_items(
+            TransactItems=[{"Put": {"TableName": table_name, "Item": _item("TENANT#a|X", "NEW")}}]
+        )
+        assert table_copies == [table_name]
+        # And a cancelled transaction's put is still read by the iterator opened before it
+        _cancelled_transaction(dynamodb, table_name)
+        dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|X", "AFTER"))
+    records = _streams().get_records(ShardIterator=iterator)["Records"]
+    assert "TENANT#a|NEW" in [record["dynamodb"]["Keys"]["pk"]["S"] for record in records]
+    # ...while a new reader finds the next write under the cancelled record's sequence number
+    fresh = _stream_records(dynamodb, table_name)
+    assert fresh[-1]["dynamodb"]["Keys"]["sk"]["S"] == "AFTER"
+    assert fresh[-1]["dynamodb"]["SequenceNumber"] in [record["dynamodb"]["SequenceNumber"] for record in records]
+
+
+def test_a_cancelled_transaction_is_not_in_the_stream_for_an_iterator_opened_before_it(
+    dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|X", "OLD"))
+    iterator = _iterator(dynamodb, table_name)
+    _cancelled_transaction(dynamodb, table_name)
+    dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|X", "AFTER"))
+    records = _streams().get_records(ShardIterator=iterator)["Records"]
+    assert [(r["dynamodb"]["Keys"]["pk"]["S"], r["dynamodb"]["Keys"]["sk"]["S"]) for r in records] == [
+        ("TENANT#a|X", "OLD"),
+        ("TENANT#a|X", "AFTER"),
+    ]
+
+
 def test_a_transaction_copies_no_table_and_applies_every_write(
-    dynamodb: DynamoDBClient, table_name: str, no_table_copies: list[str]
+    dynamodb: DynamoDBClient, table_name: str, table_copies: list[str]
 ) -> None:
     # Given a table with items the transaction does not touch
     for number in range(50):
@@ -151,7 +248,7 @@ def test_a_transaction_copies_no_table_and_applies_every_write(
     )
 
     # Then no table was copied, every write landed and streamed, in order
-    assert no_table_copies == []
+    assert table_copies == []
     items = dynamodb.query(
         TableName=table_name,
         KeyConditionExpression="pk = :pk",
@@ -167,7 +264,7 @@ def test_a_transaction_copies_no_table_and_applies_every_write(
 
 
 def test_a_cancelled_transaction_restores_exactly_the_items_it_wrote_and_streams_nothing(
-    dynamodb: DynamoDBClient, table_name: str, no_table_copies: list[str]
+    dynamodb: DynamoDBClient, table_name: str, table_copies: list[str]
 ) -> None:
     # Given items, some of which a transaction will write before it is cancelled
     dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|X", "OLD", v="1"))
@@ -212,7 +309,7 @@ def test_a_cancelled_transaction_restores_exactly_the_items_it_wrote_and_streams
     after = _stream_records(dynamodb, table_name)[len(records_before) :]
     assert [(r["eventName"], r["dynamodb"]["Keys"]["sk"]["S"]) for r in after] == [("INSERT", "AFTER")]
     assert int(after[0]["dynamodb"]["SequenceNumber"]) > int(records_before[-1]["dynamodb"]["SequenceNumber"])
-    assert no_table_copies == []
+    assert table_copies == []
 
 
 def test_a_transaction_naming_one_item_twice_is_a_validation_error_and_changes_nothing(
@@ -231,18 +328,83 @@ def test_a_transaction_naming_one_item_twice_is_a_validation_error_and_changes_n
 
 
 # ---------------------------------------------------------------- a Query reads its partition only
-def test_a_query_reads_only_its_partition_in_order_with_pages_either_way(
-    dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def examined(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many items each query was given to examine: plain moto's
+    ``Table.all_items()``, or the partition the fix gives it instead."""
+    counts: list[int] = []
+
+    def counted(function: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            items = function(*args, **kwargs)
+            counts.append(len(items))
+            return items
+
+        return wrapper
+
+    monkeypatch.setattr(Table, "all_items", counted(Table.all_items))
+    monkeypatch.setattr(moto_fixes, "_partition_items", counted(moto_fixes._partition_items))
+    monkeypatch.setattr(moto_fixes._IndexPartitions, "items", counted(moto_fixes._IndexPartitions.items))
+    return counts
+
+
+def _ticket(tenant: str, number: int, status: str, resolver: str = keys.UNASSIGNED_RESOLVER) -> dict[str, Any]:
+    return {
+        **_item(keys.ticket_pk(tenant, f"T{number:03}"), keys.SUMMARY_SK),
+        "tenant_status": {"S": keys.tenant_status(tenant, status)},
+        "resolver": {"S": resolver},
+    }
+
+
+def _index_query(
+    dynamodb: DynamoDBClient, table_name: str, partition: str, **kwargs: Any
+) -> tuple[list[str], dict[str, Any] | None]:
+    found = dynamodb.query(
+        TableName=table_name,
+        IndexName=keys.GSI1_NAME,
+        KeyConditionExpression="tenant_status = :s",
+        ExpressionAttributeValues={":s": {"S": partition}},
+        **kwargs,
+    )
+    return [item["pk"]["S"] for item in found["Items"]], found.get("LastEvaluatedKey")
+
+
+@pytest.fixture
+def tickets(dynamodb: DynamoDBClient, table_name: str) -> int:
+    """Tickets of tenants 1 and 10 in two statuses, with comments (not in GSI1): the item count."""
+    count = 0
+    for tenant in ("1", "10"):
+        for number in range(12):
+            status = "OPEN" if number % 3 else "CLOSED"
+            dynamodb.put_item(TableName=table_name, Item=_ticket(tenant, number, status, f"user{number % 4}"))
+            dynamodb.put_item(TableName=table_name, Item=_item(keys.ticket_pk(tenant, f"T{number:03}"), "COMMENT#1"))
+            count += 2
+    return count
+
+
+def test_in_plain_moto_a_query_examines_every_item_of_the_table(
+    dynamodb: DynamoDBClient, table_name: str, tickets: int, examined: list[int]
+) -> None:
+    with QUERIES_READ_THEIR_PARTITION.removed():
+        examined.clear()
+        dynamodb.query(
+            TableName=table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": keys.ticket_pk("1", "T001")}},
+        )
+        assert examined == [tickets]
+        examined.clear()
+        _index_query(dynamodb, table_name, keys.tenant_status("1", "OPEN"))
+        assert examined == [tickets]
+
+
+def test_a_table_query_examines_its_partition_only_in_order_with_pages_either_way(
+    dynamodb: DynamoDBClient, table_name: str, examined: list[int]
 ) -> None:
     # Given a partition among others
     for number in range(7):
         dynamodb.put_item(TableName=table_name, Item=_item("TENANT#a|P", f"C#{number}"))
         dynamodb.put_item(TableName=table_name, Item=_item(f"TENANT#a|Q{number}", "SUMMARY"))
-
-    def every_item(table: Table) -> list[Any]:
-        raise AssertionError("a base-table Query read every item of the table")
-
-    monkeypatch.setattr(Table, "all_items", every_item)
 
     def page(**kwargs: Any) -> tuple[list[str], dict[str, Any] | None]:
         found = dynamodb.query(
@@ -255,15 +417,18 @@ def test_a_query_reads_only_its_partition_in_order_with_pages_either_way(
         return [item["sk"]["S"] for item in found["Items"]], found.get("LastEvaluatedKey")
 
     # When it is read in pages, forwards and backwards, then every item comes once, in key order
+    examined.clear()
     for forward, expected in ((True, [f"C#{n}" for n in range(7)]), (False, [f"C#{n}" for n in reversed(range(7))])):
         seen: list[str] = []
         start: dict[str, Any] | None = None
         while True:
-            keys, start = page(ScanIndexForward=forward, **({"ExclusiveStartKey": start} if start else {}))
-            seen += keys
+            keys_, start = page(ScanIndexForward=forward, **({"ExclusiveStartKey": start} if start else {}))
+            seen += keys_
             if start is None:
                 break
         assert seen == expected
+    # And each page examined the partition's 7 items, never the table's 14
+    assert set(examined) == {7}
     # And a partition that does not exist is empty
     empty = dynamodb.query(
         TableName=table_name,
@@ -271,3 +436,138 @@ def test_a_query_reads_only_its_partition_in_order_with_pages_either_way(
         ExpressionAttributeValues={":pk": {"S": "TENANT#a|NONE"}},
     )
     assert empty["Items"] == []
+
+
+def test_an_index_query_examines_its_index_partition_only_with_pages_either_way(
+    dynamodb: DynamoDBClient, table_name: str, tickets: int, examined: list[int]
+) -> None:
+    open_1 = keys.tenant_status("1", "OPEN")
+    with QUERIES_READ_THEIR_PARTITION.removed():
+        expected = {
+            forward: _index_query(dynamodb, table_name, open_1, ScanIndexForward=forward)[0]
+            for forward in (True, False)
+        }
+    # The index's first query builds its partitions from the table, once
+    _index_query(dynamodb, table_name, keys.tenant_status("10", "CLOSED"))
+    examined.clear()
+    for forward in (True, False):
+        seen: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            extra = {"ExclusiveStartKey": start} if start else {}
+            page, start = _index_query(dynamodb, table_name, open_1, Limit=3, ScanIndexForward=forward, **extra)
+            seen += page
+            if start is None:
+                break
+        # Every ticket of tenant 1's OPEN partition once, in plain moto's order, none of tenant 10's
+        assert seen == expected[forward]
+        assert len(seen) == 8
+        assert all(pk.startswith(keys.tenant_prefix("1")) for pk in seen)
+    # And each page examined that partition's 8 items, not the table's
+    assert set(examined) == {8}
+    assert _index_query(dynamodb, table_name, keys.tenant_status("1", "IN_PROGRESS"))[0] == []
+
+
+def _moto_table(table_name: str) -> Table:
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    table: Table = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_table(table_name)
+    return table
+
+
+def _answers_agree(table: Table, partitions: list[str]) -> None:
+    """The fixed query and plain moto's give the same items, counts and last
+    keys for every partition, both ways, on moto's model (no index reset)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    plain_query = QUERIES_READ_THEIR_PARTITION.patches[0].original
+    for partition in partitions:
+        for forward in (True, False):
+            for limit in (1000, 2):
+                args: tuple[Any, ...] = (None, None, [], limit, None, forward, None, keys.GSI1_NAME)
+                conditions: dict[str, Any] = {"hash_key_conditions": [("tenant_status", DynamoType({"S": partition}))]}
+                fixed_items, fixed_count, fixed_last = table.query(*args, **conditions)
+                plain_items, plain_count, plain_last = plain_query(table, *args, **conditions)
+                assert [item.to_json() for item in fixed_items] == [item.to_json() for item in plain_items], partition
+                assert (fixed_count, fixed_last) == (plain_count, plain_last)
+
+
+def test_index_partitions_follow_every_kind_of_write(dynamodb: DynamoDBClient, table_name: str, tickets: int) -> None:
+    table = _moto_table(table_name)
+    partitions = [keys.tenant_status(tenant, status) for tenant in ("1", "10") for status in ("OPEN", "CLOSED")]
+    _index_query(dynamodb, table_name, partitions[0])  # builds the index
+    _answers_agree(table, partitions)
+    key_1 = {"pk": {"S": keys.ticket_pk("1", "T001")}, "sk": {"S": keys.SUMMARY_SK}}
+    closed = {":s": {"S": keys.tenant_status("1", "CLOSED")}}
+
+    def update(key: dict[str, Any], expression: str, values: dict[str, Any] | None = None) -> None:
+        extra: dict[str, Any] = {"ExpressionAttributeValues": values} if values else {}
+        dynamodb.update_item(TableName=table_name, Key=key, UpdateExpression=expression, **extra)
+
+    # An update moves a ticket between partitions in place; another takes one out of the index
+    update(key_1, "SET tenant_status = :s", closed)
+    update({**key_1, "pk": {"S": keys.ticket_pk("1", "T002")}}, "REMOVE tenant_status")
+    _answers_agree(table, partitions)
+    # An update of a missing item creates it in a partition; a put replaces an item under another status
+    update(
+        {"pk": {"S": keys.ticket_pk("10", "T900")}, "sk": {"S": "SUMMARY"}},
+        "SET tenant_status = :s, resolver = :r",
+        {":s": {"S": keys.tenant_status("10", "OPEN")}, ":r": {"S": "user9"}},
+    )
+    dynamodb.put_item(TableName=table_name, Item=_ticket("10", 4, "CLOSED"))
+    dynamodb.delete_item(TableName=table_name, Key={"pk": {"S": keys.ticket_pk("10", "T005")}, "sk": {"S": "SUMMARY"}})
+    _answers_agree(table, partitions)
+    # A batch puts and deletes
+    dynamodb.batch_write_item(
+        RequestItems={
+            table_name: [
+                {"PutRequest": {"Item": _ticket("1", 50, "OPEN")}},
+                {"DeleteRequest": {"Key": {"pk": {"S": keys.ticket_pk("1", "T004")}, "sk": {"S": "SUMMARY"}}}},
+            ]
+        }
+    )
+    _answers_agree(table, partitions)
+    # A transaction moves a ticket; a cancelled one moves another and is undone
+    key_7 = {"pk": {"S": keys.ticket_pk("1", "T007")}, "sk": {"S": keys.SUMMARY_SK}}
+    dynamodb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": table_name,
+                    "Key": key_7,
+                    "UpdateExpression": "SET tenant_status = :s",
+                    "ExpressionAttributeValues": closed,
+                }
+            }
+        ]
+    )
+    key_8 = {"pk": {"S": keys.ticket_pk("1", "T008")}, "sk": {"S": keys.SUMMARY_SK}}
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table_name,
+                        "Key": key_8,
+                        "UpdateExpression": "SET tenant_status = :s",
+                        "ExpressionAttributeValues": closed,
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": table_name,
+                        "Item": _ticket("1", 50, "CLOSED"),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {"Delete": {"TableName": table_name, "Key": key_1}},
+            ]
+        )
+    _answers_agree(table, partitions)
+    # PartiQL writes through the table too
+    dynamodb.execute_statement(
+        Statement=f'UPDATE "{table_name}" SET tenant_status = ? WHERE pk = ? AND sk = ?',  # noqa: S608 - the test's table
+        Parameters=[closed[":s"], {"S": keys.ticket_pk("10", "T007")}, {"S": "SUMMARY"}],
+    )
+    _answers_agree(table, partitions)

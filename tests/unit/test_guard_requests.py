@@ -166,6 +166,12 @@ def test_keyless_operations_have_no_leading_keys() -> None:
     assert questions("GetRecords", {"ShardIterator": f"{stream}|1|abc"}) == [Question("dynamodb:GetRecords", stream)]
 
 
+@pytest.mark.parametrize("operation", ["ListStreams", "ListBackups", "ListContributorInsights"])
+def test_actions_without_a_resource_type_are_asked_on_any_resource_whatever_table_they_name(operation: str) -> None:
+    # IAM has no resource type for them: a policy granting them on a table's ARN grants nothing.
+    assert questions(operation, {"TableName": "SupportTicket"}) == [Question(f"dynamodb:{operation}", "*")]
+
+
 @pytest.mark.parametrize(
     ("operation", "body"),
     [

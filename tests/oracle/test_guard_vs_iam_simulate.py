@@ -1,0 +1,161 @@
+"""The guard's IAM decisions against an independent engine, iam-simulate.
+
+Thousands of DynamoDB requests (:mod:`tests.oracle.cases`) built from the
+template's SAM-translated roles: every role, the item, batch, transaction and
+index calls the code makes and the calls it must never make, keys of tenants
+``1``, ``10``, ``a``, ``a-b`` of every kind, session tags right, wrong and
+wild, ``aws:SourceVpce`` right, wrong and absent. The guard judges each from
+its body alone (:func:`local_stack.guard.authorize_dynamodb`); iam-simulate
+judges the questions AWS asks for it. Their verdicts must be the same, down to
+which question is refused and whether by an explicit deny. The one difference
+the guard keeps on purpose (the partition keys of a Query's start key, see
+docs/local-stack.md) has its own test: there the guard is only ever stricter,
+and the oracle agrees with it on the questions the guard asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pytest
+
+from local_stack.guard import TableKeys
+from local_stack.roles import RoleDefinition, roles_from_template
+from local_stack.template import table_definition
+from tests.oracle import cases as generator
+from tests.oracle.engines import Outcome, Verdict, guard_outcome, oracle_outcome, simulate
+from tests.oracle.policies import OracleRole, condition_values, local_values, template_roles
+
+MIN_REQUESTS = 5_000
+SHOWN = 20
+
+
+@dataclass(frozen=True)
+class Run:
+    cases: list[generator.Case]
+    verdicts: Mapping[str, Verdict]
+    guard_roles: Mapping[str, RoleDefinition]
+    tables: Mapping[str, TableKeys]
+
+    def guard(self, case: generator.Case) -> Outcome:
+        return guard_outcome(case, self.guard_roles, self.tables)
+
+    def oracle(self, case: generator.Case, *, as_the_guard_asks: bool = False) -> Outcome:
+        questions = case.call.guard_questions if as_the_guard_asks else case.call.questions
+        assert questions is not None
+        return oracle_outcome(case, questions, self.verdicts)
+
+
+def _tables() -> dict[str, TableKeys]:
+    """The table's keys as the emulator gives them to the guard."""
+    definition = table_definition(local_values())
+
+    def hash_key(schema: list[dict[str, str]]) -> str:
+        return next(part["AttributeName"] for part in schema if part["KeyType"] == "HASH")
+
+    indexes = {index["IndexName"]: hash_key(index["KeySchema"]) for index in definition["GlobalSecondaryIndexes"]}
+    name = definition["TableName"]
+    return {name: TableKeys(name, hash_key(definition["KeySchema"]), indexes)}
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    roles: dict[str, OracleRole] = template_roles()
+    values = local_values()
+    stream_arn = str(values.attributes["SupportTicketTable.StreamArn"])
+    routes = generator.routes(condition_values(roles))
+    all_cases = generator.cases(roles, routes, stream_arn)
+    asked = [(case, question) for case in all_cases for question in case.call.questions]
+    asked += [(case, question) for case in all_cases for question in case.call.guard_questions or ()]
+    return Run(all_cases, simulate(asked), roles_from_template(values), _tables())
+
+
+def _report(disagreements: list[str]) -> str:
+    shown = "\n".join(disagreements[:SHOWN])
+    return f"{len(disagreements)} disagreements, the first {min(SHOWN, len(disagreements))}:\n{shown}"
+
+
+def _describe(case: generator.Case, guard: Outcome, oracle: Outcome) -> str:
+    return (
+        f"{case.role.name} tags={dict(case.tags)} route={dict(case.route)} {case.call.operation} "
+        f"{dict(case.call.body)}: guard {guard}, iam-simulate {oracle}"
+    )
+
+
+def test_the_guard_and_the_oracle_read_the_same_roles(run: Run) -> None:
+    assert set(run.guard_roles) == set(template_roles())
+
+
+def test_the_guard_decides_as_iam_simulate_on_every_request(run: Run) -> None:
+    compared = [case for case in run.cases if case.call.limit is None]
+    assert len(compared) >= MIN_REQUESTS
+    disagreements = []
+    for case in compared:
+        guard, oracle = run.guard(case), run.oracle(case)
+        if case.call.unmodelled:
+            # The guard refuses what it does not model: only the verdict is comparable.
+            guard, oracle = Outcome(guard.allowed), Outcome(oracle.allowed)
+        if guard != oracle:
+            disagreements.append(_describe(case, guard, oracle))
+    assert disagreements == [], _report(disagreements)
+
+
+def test_where_the_guard_asks_about_a_start_key_it_is_only_stricter(run: Run) -> None:
+    limited = [case for case in run.cases if case.call.limit == generator.START_KEY]
+    assert limited
+    stricter = 0
+    for case in limited:
+        guard, aws = run.guard(case), run.oracle(case)
+        # The guard's own questions (the start key's partition keys in
+        # dynamodb:LeadingKeys) are judged as iam-simulate judges them...
+        assert guard == run.oracle(case, as_the_guard_asks=True), _describe(case, guard, aws)
+        # ...and it never allows what AWS refuses.
+        assert aws.allowed or not guard.allowed, _describe(case, guard, aws)
+        stricter += aws.allowed and not guard.allowed
+    # The difference is real (a tenant's index query with another tenant's ticket as its start key).
+    assert stricter > 0
+
+
+def test_the_oracle_uses_every_key_of_every_question(run: Run) -> None:
+    """A key iam-simulate drops as not applicable to the action is one AWS does
+    not send for it either: the generated questions would be wrong."""
+    ignored = {
+        (question_key, key)
+        for question_key, verdict in run.verdicts.items()
+        for key in verdict.ignored
+        if key.lower().startswith("dynamodb:")
+    }
+    assert ignored == set()
+
+
+def test_the_requests_cover_what_the_issue_names(run: Run) -> None:
+    roles = {case.role.name for case in run.cases}
+    assert roles == set(template_roles())
+    tenant_cases = [case for case in run.cases if case.role.name == "TenantAccessRole"]
+    assert {tuple(sorted(case.tags.items())) for case in tenant_cases} == {
+        tuple(sorted(tags.items())) for tags in generator.TAG_SETS
+    }
+    pairs = {(tuple(sorted(case.tags.items())), tuple(sorted(case.route.items()))) for case in tenant_cases}
+    assert len(pairs) == len(generator.TAG_SETS) * len({tuple(sorted(c.route.items())) for c in run.cases})
+    vpces = {case.route.get(generator.SOURCE_VPCE) for case in run.cases}
+    assert None in vpces
+    assert generator.WRONG in vpces
+    assert len(vpces) >= 3
+    operations = {case.call.operation for case in run.cases}
+    used = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem", "TransactWriteItems"}
+    never = {"Scan", "DescribeTable", "DeleteTable", "BatchGetItem", "TransactGetItems", "ExecuteStatement"}
+    streams = {"DescribeStream", "GetShardIterator", "GetRecords", "ListStreams"}
+    assert used | never | streams <= operations
+    multi = [
+        case
+        for case in run.cases
+        if any(len(q.context.get("dynamodb:LeadingKeys", ())) > 1 for q in case.call.questions)
+    ]
+    assert multi
+    index = [case for case in run.cases if any(q.resource == generator.INDEX_ARN for q in case.call.questions)]
+    assert index
+    outcomes = [run.oracle(case) for case in tenant_cases]
+    assert any(outcome.allowed for outcome in outcomes)
+    assert any(outcome.explicit for outcome in outcomes)
+    assert any(not outcome.allowed and not outcome.explicit for outcome in outcomes)
