@@ -62,7 +62,7 @@ class NaiveCredentials:
     def new_client(self, token: IdToken) -> DynamoDBClient:
         started = time.perf_counter_ns()
         identity = self._cognito.get_id(
-            IdentityPoolId=self._settings.identity_pool_id, Logins=logins(self._settings, token)
+            IdentityPoolId=str(self._settings.identity_pool_id), Logins=logins(self._settings, token)
         )["IdentityId"]
         credentials = self._cognito.get_credentials_for_identity(
             IdentityId=identity, Logins=logins(self._settings, token)

@@ -116,7 +116,7 @@ def run_warm(
     results: list[dict[str, Any]] = []
     try:
         with environment(env), quiet_stdout():
-            fixtures = Fixtures(invoker, tenant_prefix, stack.token)
+            fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
             deletes = 2 * (warmup + runs + 1) + 10  # spares for retried requests
             progress(f"warm path: creating test data ({deletes} tickets to delete)")
             routes = fixtures.routes(deletes)

@@ -32,6 +32,7 @@ from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
     from ops.tenants import TenantAdmin
+    from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.keys import InvalidTenantId
 
 EXIT_USAGE = 2
@@ -215,10 +216,16 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _events(args: argparse.Namespace) -> int:
+    from local_stack.users import tenant_credentials
     from ops.sample_events import write_local
 
-    pool = _local_pool(_running_state(args.state_dir))
-    for path in write_local(args.state_dir / EVENTS_DIR, pool):
+    state = _running_state(args.state_dir)
+    identity_pool = operator_client(state["emulator_url"], "cognito-identity", state["region"])
+
+    def credentials_for(token: str) -> TenantCredentials:
+        return tenant_credentials(identity_pool, state["identity_pool_id"], state["user_pool_provider_name"], token)
+
+    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for):
         shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         sys.stdout.write(f"{shown}\n")
     return 0

@@ -18,8 +18,9 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from local_stack.events import authorizer_context, rest_event
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
-from support_tickets.core.identity import token_payload
-from tests.conftest import tenant_claims, token_for_claims
+from support_tickets.core.errors import ApiError
+from support_tickets.core.identity import TenantCredentials, token_payload
+from tests.conftest import credentials_for_token, tenant_claims, token_for_claims
 
 TICKET = "/tickets/{ticket_id}"
 
@@ -82,6 +83,15 @@ def _handler(logical_id: str) -> Handler:
     return load_handler(spec.code_uri, spec.handler)
 
 
+def _exchanged(token: str) -> TenantCredentials | None:
+    """The credentials the authorizer would pass for ``token``; none for a token
+    the identity pool refuses (the authorizer would have refused it first)."""
+    try:
+        return credentials_for_token(token)
+    except (ApiError, KeyError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Route:
     function: str
@@ -135,7 +145,7 @@ class Api:
             given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
             token = given.removeprefix("Bearer ") if given else token_for_claims(claims)
             if authorizer is None:
-                authorizer = authorizer_context(token_payload(token) or {})
+                authorizer = authorizer_context(token_payload(token) or {}, credentials=_exchanged(token))
             if given is None:
                 # API Gateway passes the verified token on: the token the context came from.
                 headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
