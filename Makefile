@@ -7,7 +7,8 @@ PORT        ?= 3000
 STACK_NAME  ?= support-tickets
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
-REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt
+REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt \
+                functions/authorizer/requirements.txt
 STAMP       := $(VENV)/.installed-$(shell cat $(REQUIREMENTS) | cksum | cut -d' ' -f1)
 # A stand-in for what the python3.13 runtime provides (boto3 and its
 # dependencies, byte-compiled as the runtime's are): tests and benchmarks put it

@@ -68,7 +68,7 @@ def markdown(result: dict[str, Any]) -> list[str]:
     miss, cost = result["miss_ms"], result["cost_per_million_requests_usd"]
     invocation = result["cost_per_million_invocations_usd"]
     return [
-        "### The Lambda authorizer (issue 14)",
+        "### The Lambda authorizer",
         "",
         "| API Gateway's authorizer cache | Lambda invocations | p50 / p95 ms added | USD per million |",
         "|---|---:|---:|---:|",

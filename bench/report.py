@@ -7,10 +7,12 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from bench.authorizer import markdown as authorizer_markdown
 from bench.capacity import ASSUMPTIONS
+from bench.charts import CHART_TITLES
 from bench.heat import markdown as heat_markdown
 
 
@@ -153,8 +155,8 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         f"tokens renewed hourly, {mix['hours']} hours",
         "",
         "Simulated with a virtual clock (`bench/credentials.py`): ours is the production `CredentialCache`, one per "
-        "container, against a Cognito stub that counts calls; before is the per-tenant AssumeRole cache issue 13 "
-        "replaced. Steady state = after the first hour (every container has seen every user).",
+        "container, against a Cognito stub that counts calls; before is the per-tenant AssumeRole cache "
+        "the token exchange replaced. Steady state = after the first hour (every container has seen every user).",
         "",
         "| clients renew their token | design | GetId | GetCredentialsForIdentity | AssumeRole | credential calls "
         "per request | steady state: per request | per user-hour |",
@@ -194,7 +196,8 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
     return lines
 
 
-def markdown(results: dict[str, Any]) -> str:
+def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
+    """results.md: every figure of the run (the README and docs/ only link here), its charts embedded."""
     where = results["machine"]
     lines = [
         "# Benchmark results",
@@ -204,6 +207,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         results["method"],
         "",
+        *(line for name in charts for line in (f"![{CHART_TITLES.get(name, name)}]({name})", "")),
     ]
     warm = results["warm"]
     runs = results["parameters"]

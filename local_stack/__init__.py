@@ -1,5 +1,5 @@
 """The local stack: `template.yaml` served on one machine, no AWS, no Docker.
 
-See README "Run it locally". ``template`` reads the SAM template; the rest
+See docs/local-stack.md. ``template`` reads the SAM template; the rest
 (emulator, IAM guard, API Gateway emulation, stream poller) builds on it.
 """

@@ -188,7 +188,7 @@ def quickstart(stack: LocalStack, state_dir: Path) -> str:
 Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
   AWS emulator {stack.emulator.url} (moto + IAM guard, identity pool)
   sam local invoke <Function> -e {env_file.parent / EVENTS_DIR}/<file>.json --env-vars {env_file}
-    (README: "sam local against the local stack"; make events: new tokens)
+    (docs/local-stack.md: "sam local invoke against the local stack"; make events: new tokens)
   demo tenants: {demo or "none (--no-seed)"}
 
 Try it (in another terminal):

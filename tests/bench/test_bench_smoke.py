@@ -40,7 +40,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert (out / "results.md").read_text().startswith("# Benchmark results")
-    # The charts the README embeds, as PNG images, and progress on stderr while it ran.
+    # The charts results.md embeds, as PNG images, and progress on stderr while it ran.
     for chart in ("cold_start.png", "warm_latency.png", "partition_heat.png"):
         assert (out / chart).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", chart
     assert "phase 5/5: partition heat" in completed.stderr

@@ -82,7 +82,7 @@ def test_a_sharded_tenant_resharded_while_in_use(stack: RunningStack, tenant_pai
             with lock:
                 expected = {ticket for ticket, status in statuses[hot.tenant_id].items() if status == "OPEN"}
             # One request sees every ticket, whichever phase it lands in (paging through
-            # while the migration moves tickets may see one twice or miss it: see the README).
+            # while the migration moves tickets may see one twice or miss it: see docs/architecture.md).
             seen = listed(stack, hot.token, "OPEN", limit=100)
             if len(seen) != len(set(seen)) or not expected <= set(seen):
                 problems.append(f"list incomplete or repeated during the reshard: {sorted(expected - set(seen))}")

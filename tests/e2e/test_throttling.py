@@ -1,4 +1,4 @@
-"""Noisy neighbours (issue 14): each tenant is throttled by its own tier's usage
+"""Noisy neighbours: each tenant is throttled by its own tier's usage
 plan, through the local stack exactly as `make dev` runs it (the template's
 authorizer function, its API key, usage plans in the emulator's API Gateway),
 with small tiers given as template parameters, as `sam deploy

@@ -1,5 +1,6 @@
 """What `sam build` ships (``.aws-sam/build``): bytecode for every module, the
-layer's pinned requirements and nothing else, no second SDK, a bounded size.
+layer's pinned requirements and nothing else, no second SDK, a bounded size;
+the authorizer's own requirements (PyJWT, cryptography) with the authorizer only.
 
 Lambda's code directories are read-only: a module shipped without valid
 bytecode is compiled from source on every cold start. These tests fail when the
@@ -17,12 +18,17 @@ from pathlib import Path
 import pytest
 
 from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.template import PROJECT_ROOT
+from local_stack.template import PROJECT_ROOT, template
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
 REQUIREMENTS = PROJECT_ROOT / "layers" / "shared" / "requirements.txt"
 RUNTIME_REQUIREMENTS = PROJECT_ROOT / "layers" / "shared" / "lambda-runtime.txt"
+# The one function with dependencies of its own, and what they are.
+AUTHORIZER = "AuthorizerFunction"
+AUTHORIZER_REQUIREMENTS = PROJECT_ROOT / "functions" / "authorizer" / "requirements.txt"
+# What would cost every function's cold start if it reached the layer.
+AUTHORIZER_ONLY = {"cryptography", "jwt", "cffi", "_cffi_backend", "pycparser"}
 # The layer measured 17 MB unzipped when this bound was set; the SDK alone would add 25 MB.
 MAX_LAYER_BYTES = 24 * 1024 * 1024
 PYC_TAG = "cpython-313"
@@ -78,19 +84,56 @@ def test_bytecode_is_for_the_runtime_python() -> None:
     assert sys.version_info[:2] == (3, 13)
 
 
+def installed(directory: Path) -> dict[str, str]:
+    """``name -> version`` of the distributions pip installed into ``directory``."""
+    found = {}
+    for dist_info in directory.glob("*.dist-info"):
+        name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+        found[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return found
+
+
+def top_level_names(directory: Path) -> set[str]:
+    """Importable names at the top of ``directory`` (``_rust.abi3.so`` -> ``_rust``)."""
+    return {path.name.split(".", 1)[0] for path in directory.iterdir() if not path.name.endswith(".dist-info")}
+
+
+def authorizer_architectures() -> list[str]:
+    resources, globals_ = template()["Resources"], template()["Globals"]["Function"]
+    architectures: list[str] = resources[AUTHORIZER]["Properties"].get("Architectures", globals_["Architectures"])
+    return architectures
+
+
 def test_each_function_ships_its_handler_and_nothing_else(specs: dict[str, FunctionSpec]) -> None:
     for name, spec in specs.items():
+        if name == AUTHORIZER:
+            continue
         shipped = sorted(str(path.relative_to(BUILD_DIR / name)) for path in (BUILD_DIR / name).rglob("*"))
         module = spec.handler.rpartition(".")[0]
         assert shipped == ["__pycache__", f"__pycache__/{module}.{PYC_TAG}.pyc", f"{module}.py"], name
 
 
+def test_the_authorizer_ships_its_handler_and_exactly_its_pinned_requirements(specs: dict[str, FunctionSpec]) -> None:
+    directory = BUILD_DIR / AUTHORIZER
+    assert installed(directory) == pinned(AUTHORIZER_REQUIREMENTS)
+    assert (directory / f"{specs[AUTHORIZER].handler.rpartition('.')[0]}.py").is_file()
+    assert top_level_names(directory) >= AUTHORIZER_ONLY
+    # Linux x86_64 extension modules, as the template's Architectures asks.
+    assert (directory / "cryptography" / "hazmat" / "bindings" / "_rust.abi3.so").read_bytes()[:4] == b"\x7fELF"
+    # The Makefile's wheels are x86_64: a template that moves the authorizer to arm64 must move them too.
+    assert authorizer_architectures() == ["x86_64"]
+
+
+def test_the_authorizers_crypto_reaches_no_other_function_and_not_the_layer(specs: dict[str, FunctionSpec]) -> None:
+    assert top_level_names(LAYER_DIR).isdisjoint(AUTHORIZER_ONLY), sorted(top_level_names(LAYER_DIR) & AUTHORIZER_ONLY)
+    assert not set(pinned(REQUIREMENTS)) & {"cryptography", "pyjwt", "cffi", "pycparser"}
+    for name in specs:
+        if name != AUTHORIZER:
+            assert top_level_names(BUILD_DIR / name).isdisjoint(AUTHORIZER_ONLY), name
+
+
 def test_the_layer_ships_exactly_its_pinned_requirements_and_no_sdk(specs: dict[str, FunctionSpec]) -> None:
-    installed = {}
-    for dist_info in LAYER_DIR.glob("*.dist-info"):
-        name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
-        installed[re.sub(r"[-_.]+", "-", name).lower()] = version
-    assert installed == pinned(REQUIREMENTS)
+    assert installed(LAYER_DIR) == pinned(REQUIREMENTS)
     runtime = set(pinned(RUNTIME_REQUIREMENTS))
     assert {"boto3", "botocore"} <= runtime
     top_level = {re.sub(r"[-_.]+", "-", path.name.removesuffix(".py")).lower() for path in LAYER_DIR.iterdir()}

@@ -4,11 +4,11 @@ TransactWriteItems costs what it touches.
 moto's backends have no locks of their own. The stream poller (a thread) and
 the code under test (the main thread) both call the in-process moto, and a
 ``TransactWriteItems`` deep-copying the tables while the other thread wrote one
-raised "dictionary changed size during iteration" (issue 16). These tests hold
+raised "dictionary changed size during iteration". These tests hold
 a request inside moto and show that no other request can start meanwhile.
 
 moto deep-copied every table a transaction named, to roll back a cancelled one
-(issue 12: a comment took 365 ms once the table held a few thousand items).
+(a comment took hundreds of milliseconds once the table held a few thousand items).
 The tests below fail on any deep copy of a table and check that a transaction
 still applies all its writes, and that a cancelled one restores exactly the
 items it wrote and leaves no stream record.

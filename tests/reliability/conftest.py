@@ -1,4 +1,4 @@
-"""Fixtures for the reliability tests (issue 7): faults injected on the wire,
+"""Fixtures for the reliability tests: faults injected on the wire,
 hostile input, fuzzing and load.
 
 The in-process fixtures (``api``, ``user``, ``admin``, ``snapshot``) and the

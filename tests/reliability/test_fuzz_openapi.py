@@ -9,8 +9,7 @@ request must get a 2xx/404/409..."). The document can't say everything the API
 checks, so schema-valid requests it rightly answers 400 would fail it: opaque
 cursors (any string is schema-valid), distinct ``ticket_ids``, the
 ``Idempotency-Key`` (1-255 printable ASCII) and ``If-Match`` (a version
-number) formats. The last three could be expressed in the document (noted in
-the issue-7 report); 400 is documented for every operation either way.
+number) formats. The last three could be expressed in the document; 400 is documented for every operation either way.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""RS256 verification with the standard library (support_tickets.auth.jwks), against
-tokens signed by joserfc (what the local user pool signs with) and tampered ones."""
+"""ID token verification (support_tickets.auth.jwks: PyJWT), against tokens
+signed by joserfc (what the local user pool signs with) and tampered ones."""
 
 from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -14,11 +15,21 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from local_stack.cognito import public_jwks
-from support_tickets.auth.jwks import InvalidToken, Jwks, RsaPublicKey, b64url_decode, split_token
+from support_tickets.auth import jwks as jwks_module
+from support_tickets.auth.jwks import InvalidToken, Jwks, signing_key
 
 KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})
 OTHER_KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})
-PAYLOAD = {"sub": "s", "custom:tenant_id": "acme", "exp": 2_000_000_000}
+ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE"
+AUDIENCE = "app-client"
+PAYLOAD = {
+    "sub": "s",
+    "custom:tenant_id": "acme",
+    "iss": ISSUER,
+    "aud": AUDIENCE,
+    "iat": 1_700_000_000,
+    "exp": 2_000_000_000,
+}
 
 
 def sign(payload: dict[str, Any] = PAYLOAD, key: RSAKey = KEY, header: dict[str, Any] | None = None) -> str:
@@ -40,21 +51,26 @@ class Fetches:
 
 
 class Clock:
-    def __init__(self) -> None:
+    """``time.monotonic``, moved by hand: PyJWT's key-set cache and refetch
+    cooldown read it in several of its modules."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
 
 
-def jwks(*documents: dict[str, Any], clock: Clock | None = None) -> tuple[Jwks, Fetches]:
+def jwks(*documents: dict[str, Any]) -> tuple[Jwks, Fetches]:
     fetch = Fetches(*(documents or (public_jwks(KEY),)))
-    return Jwks("https://issuer/.well-known/jwks.json", fetch=fetch, clock=clock or Clock()), fetch
+    return Jwks("https://issuer/.well-known/jwks.json", fetch=fetch), fetch
+
+
+def verify(verifier: Jwks, token: str, issuer: str = ISSUER, audience: str = AUDIENCE) -> dict[str, Any]:
+    return verifier.verify(token, issuer=issuer, audience=[audience])
 
 
 def test_a_token_signed_by_the_pools_key_verifies() -> None:
     verifier, _ = jwks()
-    assert verifier.verify(sign()) == PAYLOAD
+    assert verify(verifier, sign()) == PAYLOAD
 
 
 @pytest.mark.parametrize(
@@ -74,12 +90,19 @@ def test_a_token_signed_by_the_pools_key_verifies() -> None:
         pytest.param(part({"alg": "RS256", "kid": "k1"}) + ".!!!." + "c2ln", id="not-base64url"),
         pytest.param(part({"alg": "RS256", "kid": "k1"}) + "." + part({"a": 1}) + "=.c2ln", id="padded"),
         pytest.param("W10." + part(PAYLOAD) + ".c2ln", id="header-not-an-object"),
+        pytest.param(sign({**PAYLOAD, "iss": ISSUER + "x"}), id="another-issuer"),
+        pytest.param(sign({**PAYLOAD, "aud": "another-client"}), id="another-audience"),
+        pytest.param(sign({**PAYLOAD, "exp": 1_700_000_100}), id="expired"),
+        *(
+            pytest.param(sign({name: value for name, value in PAYLOAD.items() if name != claim}), id=f"no-{claim}")
+            for claim in ("exp", "iat", "iss", "aud", "sub")
+        ),
     ],
 )
 def test_anything_else_is_refused(token: str) -> None:
     verifier, _ = jwks()
     with pytest.raises(InvalidToken):
-        verifier.verify(token)
+        verify(verifier, token)
 
 
 def test_a_changed_payload_breaks_the_signature() -> None:
@@ -87,7 +110,7 @@ def test_a_changed_payload_breaks_the_signature() -> None:
     forged = f"{header}.{part({**PAYLOAD, 'custom:tenant_id': 'globex'})}.{signature}"
     verifier, _ = jwks()
     with pytest.raises(InvalidToken):
-        verifier.verify(forged)
+        verify(verifier, forged)
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,55 +118,81 @@ def test_a_changed_payload_breaks_the_signature() -> None:
 def test_any_flipped_bit_of_the_signature_is_refused(position: int, bit: int) -> None:
     token = sign()
     head, _, signature = token.rpartition(".")
-    raw = bytearray(b64url_decode(signature))
+    raw = bytearray(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)))
     raw[position % len(raw)] ^= 1 << bit
     tampered = f"{head}.{base64.urlsafe_b64encode(bytes(raw)).decode().rstrip('=')}"
     verifier, _ = jwks()
     with pytest.raises(InvalidToken):
-        verifier.verify(tampered)
+        verify(verifier, tampered)
 
 
 def test_weak_or_foreign_keys_are_never_loaded() -> None:
     small = RSAKey.generate_key(1024, parameters={"kid": "small"})
     with pytest.raises(InvalidToken):
-        RsaPublicKey.from_jwk(public_jwks(small)["keys"][0])
+        signing_key(public_jwks(small)["keys"][0])
     with pytest.raises(InvalidToken):
-        RsaPublicKey.from_jwk({**public_jwks(KEY)["keys"][0], "kty": "EC"})
+        signing_key({**public_jwks(KEY)["keys"][0], "kty": "EC"})
     with pytest.raises(InvalidToken):
-        RsaPublicKey.from_jwk({**public_jwks(KEY)["keys"][0], "alg": "RS512"})
-    # A JWKS whose only key is too small verifies nothing signed with it.
+        signing_key({**public_jwks(KEY)["keys"][0], "alg": "RS512"})
+    with pytest.raises(InvalidToken):
+        signing_key({**public_jwks(KEY)["keys"][0], "use": "enc"})
+    # A JWKS whose only key is too small verifies nothing signed with it, nor does
+    # a set whose small key sits next to a good one.
     verifier, _ = jwks(public_jwks(small))
     with pytest.raises(InvalidToken):
-        verifier.verify(sign(key=small))
+        verify(verifier, sign(key=small))
+    verifier, _ = jwks({"keys": [*public_jwks(KEY)["keys"], *public_jwks(small)["keys"]]})
+    assert verify(verifier, sign()) == PAYLOAD
+    with pytest.raises(InvalidToken):
+        verify(verifier, sign(key=small))
 
 
-def test_the_key_set_is_fetched_once_per_container() -> None:
+def test_the_key_set_is_fetched_once_within_its_lifespan(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(monkeypatch)
     verifier, fetches = jwks()
     for _ in range(5):
-        verifier.verify(sign())
+        verify(verifier, sign())
+        clock.now += 100
     assert fetches.urls == ["https://issuer/.well-known/jwks.json"]
+    assert verifier.fetches == 1
 
 
-def test_an_unknown_kid_refetches_once_then_waits() -> None:
+def test_a_key_the_pool_withdraws_stops_verifying_after_the_lifespan(monkeypatch: pytest.MonkeyPatch) -> None:
     rotated = RSAKey.generate_key(2048, parameters={"kid": "k2", "alg": "RS256", "use": "sig"})
-    clock = Clock()
-    verifier, fetches = jwks(
-        public_jwks(KEY), {"keys": [*public_jwks(KEY)["keys"], *public_jwks(rotated)["keys"]]}, clock=clock
-    )
-    verifier.verify(sign())  # first fetch
+    clock = Clock(monkeypatch)
+    verifier, fetches = jwks(public_jwks(KEY), public_jwks(rotated))
+    verify(verifier, sign())
+    clock.now += jwks_module.KEY_SET_LIFESPAN_SECONDS - 1
+    verify(verifier, sign())  # still the cached set
+    clock.now += 2
+    with pytest.raises(InvalidToken):
+        verify(verifier, sign())  # k1 is gone from the refetched set
+    assert len(fetches.urls) == 2
+    assert verify(verifier, sign(key=rotated)) == PAYLOAD
+
+
+def test_an_unknown_kid_refetches_once_then_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    rotated = RSAKey.generate_key(2048, parameters={"kid": "k2", "alg": "RS256", "use": "sig"})
+    clock = Clock(monkeypatch)
+    verifier, fetches = jwks(public_jwks(KEY), {"keys": [*public_jwks(KEY)["keys"], *public_jwks(rotated)["keys"]]})
+    verify(verifier, sign())  # first fetch
     # Right after a fetch, an unknown kid costs nothing: no fetch per made-up kid.
     with pytest.raises(InvalidToken):
-        verifier.verify(sign(key=rotated))
+        verify(verifier, sign(key=rotated))
     assert len(fetches.urls) == 1
     clock.now += 61
-    assert verifier.verify(sign(key=rotated)) == PAYLOAD  # one refetch finds the rotated key
+    assert verify(verifier, sign(key=rotated)) == PAYLOAD  # one refetch finds the rotated key
     assert len(fetches.urls) == 2
     for _ in range(3):
         with pytest.raises(InvalidToken):
-            verifier.verify(sign(header={"alg": "RS256", "kid": "made-up"}))
+            verify(verifier, sign(header={"alg": "RS256", "kid": "made-up"}))
     assert len(fetches.urls) == 2  # within the interval: no more fetches
 
 
-def test_split_token_decodes_without_verifying() -> None:
-    header, payload, signing_input, signature = split_token(sign())
-    assert (header["kid"], payload, signing_input.count(b"."), len(signature)) == ("k1", PAYLOAD, 1, 256)
+def test_a_key_set_outage_is_an_error_not_a_refused_token() -> None:
+    def unreachable(url: str) -> dict[str, Any]:
+        raise OSError("connection refused")
+
+    verifier = Jwks("https://issuer/.well-known/jwks.json", fetch=unreachable)
+    with pytest.raises(OSError, match="connection refused"):
+        verify(verifier, sign())

@@ -128,7 +128,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     settings = authorizer["x-amazon-apigateway-authorizer"]
     assert settings["type"] == "token"
     assert "AuthorizerFunction" in json.dumps(settings["authorizerUri"])
-    # The README's revocation window is this cache's TTL.
+    # The revocation window docs/isolation.md states is this cache's TTL.
     assert settings["authorizerResultTtlInSeconds"] == 300
     assert not any(scheme.get("x-amazon-apigateway-authtype") == "cognito_user_pools" for scheme in schemes.values())
     assert methods == {}  # no method defined outside the authorized OpenAPI body

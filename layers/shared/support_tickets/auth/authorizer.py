@@ -135,7 +135,7 @@ class TokenVerifier:
         if token is None:
             raise Unauthorized()
         try:
-            claims = self._jwks.verify(token)
+            claims = self._jwks.verify(token, issuer=self._issuer, audience=self._clients)
         except InvalidToken as exc:
             raise Unauthorized() from exc
         expires = claims.get(EXPIRY_CLAIM)

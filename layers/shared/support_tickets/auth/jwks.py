@@ -1,113 +1,51 @@
-"""RS256 JSON Web Tokens verified against a Cognito user pool's JWKS, with the
-standard library only.
+"""ID tokens (RS256 JWTs) verified against a Cognito user pool's key set, by PyJWT.
 
-Why no JWT library: the layer would need one *and* a crypto package
-(``cryptography``, a compiled wheel of several MB whose import every cold
-start of every function would pay) to do what takes one modular
-exponentiation. Verifying an RSASSA-PKCS1-v1_5 signature (RFC 8017, 8.2.2)
-needs no secret and no constant-time arithmetic: ``s^e mod n`` is re-encoded
-and compared, byte for byte, with the one encoding the SHA-256 digest of the
-signed input can have (EMSA-PKCS1-v1_5, 9.2). Nothing is parsed out of the
-decrypted block, so the classic forgeries against lenient parsers
-(Bleichenbacher's 2006 attack on ``e = 3`` keys) have nothing to exploit; keys
-under 2048 bits are refused. ``tests/unit/test_jwks.py`` checks it against
-tokens signed by ``joserfc`` (the local user pool's signer) and tampered ones.
+PyJWT and ``cryptography`` ship with the authorizer function only
+(``functions/authorizer/requirements.txt``), never in the shared layer: no
+other function pays their import on its cold start. This module is in the
+layer with the rest of the authorizer's logic, so it imports :mod:`jwt` only
+when a key set is built (:class:`Jwks`), which only the authorizer does.
 
-:class:`Jwks` keeps a pool's key set for the life of the container: fetched
-on first use, fetched again (once, at most every :data:`REFETCH_INTERVAL_SECONDS`)
-when a token names a key id it does not hold (Cognito rotating its keys), so a
-flood of tokens with made-up key ids costs one fetch, not one per token.
+What verifies, and nothing else:
+
+- a compact JWS whose header has ``alg`` RS256 (``none``, HMAC and every other
+  algorithm are refused before any key is looked up), a ``kid``, and no
+  ``crit`` (Cognito sets none; PyJWT would honour ``b64``);
+- signed by a key of the pool's set that is an RSA signing key for RS256 of at
+  least 2048 bits (any other key of the document is dropped when it is read);
+- ``iss`` and ``aud`` equal to what the caller pins, and ``exp``, ``iat``,
+  ``iss``, ``aud`` and ``sub`` present, checked by ``jwt.decode``.
+
+The key set is PyJWT's :class:`jwt.PyJWKClient` cache: fetched on first use,
+kept for :data:`KEY_SET_LIFESPAN_SECONDS` (a key Cognito withdraws stops
+verifying within that time), and fetched again, at most once every
+:data:`REFETCH_INTERVAL_SECONDS`, when a token names a key id it does not hold
+(Cognito rotating its keys): a flood of tokens with made-up key ids costs one
+fetch, not one per token. A fetch that fails is an error, never a refused token.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import json
-import re
-import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
-# DER of DigestInfo{sha256, NULL} without the digest (RFC 8017, 9.2, note 1).
-_SHA256_DIGEST_INFO: Final = bytes.fromhex("3031300d060960864801650304020105000420")
+if TYPE_CHECKING:
+    from jwt import PyJWK, PyJWKClient
+
+ALGORITHM: Final = "RS256"
 MIN_MODULUS_BITS: Final = 2048
+KEY_SET_LIFESPAN_SECONDS: Final = 600.0
 REFETCH_INTERVAL_SECONDS: Final = 60.0
 FETCH_TIMEOUT_SECONDS: Final = 3.0
 MAX_TOKEN_LENGTH: Final = 16 * 1024
-_SEGMENT = re.compile(r"[A-Za-z0-9_-]*")
+REQUIRED_CLAIMS: Final = ("exp", "iat", "iss", "aud", "sub")
 
 
 class InvalidToken(ValueError):
     """Not a token this verifier accepts (the reason is for logs, never for the caller)."""
-
-
-def b64url_decode(segment: str) -> bytes:
-    """Strict base64url without padding (RFC 7515, 2): any other character is refused."""
-    if not _SEGMENT.fullmatch(segment) or len(segment) % 4 == 1:
-        raise InvalidToken("not base64url")
-    try:
-        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidToken("not base64url") from exc
-
-
-def _uint(value: object) -> int:
-    if not isinstance(value, str) or not value:
-        raise InvalidToken("key parameter")
-    return int.from_bytes(b64url_decode(value), "big")
-
-
-@dataclass(frozen=True, slots=True)
-class RsaPublicKey:
-    n: int
-    e: int
-
-    @classmethod
-    def from_jwk(cls, jwk: Mapping[str, Any]) -> RsaPublicKey:
-        if jwk.get("kty") != "RSA" or jwk.get("alg", "RS256") != "RS256" or jwk.get("use", "sig") != "sig":
-            raise InvalidToken("not an RS256 signing key")
-        key = cls(n=_uint(jwk.get("n")), e=_uint(jwk.get("e")))
-        if key.n.bit_length() < MIN_MODULUS_BITS or key.e < 3 or key.e % 2 == 0:
-            raise InvalidToken("weak key")
-        return key
-
-    def verify(self, signing_input: bytes, signature: bytes) -> bool:
-        """RSASSA-PKCS1-v1_5 with SHA-256 (RFC 8017, 8.2.2)."""
-        size = (self.n.bit_length() + 7) // 8
-        if len(signature) != size:
-            return False
-        s = int.from_bytes(signature, "big")
-        if s >= self.n:
-            return False
-        encoded = pow(s, self.e, self.n).to_bytes(size, "big")
-        t = _SHA256_DIGEST_INFO + hashlib.sha256(signing_input).digest()
-        expected = b"\x00\x01" + b"\xff" * (size - len(t) - 3) + b"\x00" + t
-        return hmac.compare_digest(encoded, expected)
-
-
-def split_token(token: str) -> tuple[dict[str, Any], dict[str, Any], bytes, bytes]:
-    """``(header, payload, signing input, signature)`` of a compact JWS; nothing verified."""
-    if len(token) > MAX_TOKEN_LENGTH:
-        raise InvalidToken("too long")
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise InvalidToken("not a compact JWS")
-    decoded = []
-    for part in parts[:2]:
-        try:
-            value = json.loads(b64url_decode(part))
-        except (ValueError, RecursionError) as exc:
-            raise InvalidToken("not JSON") from exc
-        if not isinstance(value, dict):
-            raise InvalidToken("not a JSON object")
-        decoded.append(value)
-    return decoded[0], decoded[1], f"{parts[0]}.{parts[1]}".encode("ascii"), b64url_decode(parts[2])
 
 
 Fetch = Callable[[str], Mapping[str, Any]]
@@ -123,57 +61,94 @@ def fetch_json(url: str) -> Mapping[str, Any]:
     return loaded
 
 
+def signing_key(jwk: Mapping[str, Any]) -> PyJWK:
+    """``jwk`` as a key this module verifies with, or :class:`InvalidToken`."""
+    from jwt import PyJWK, PyJWTError
+
+    if jwk.get("kty") != "RSA" or jwk.get("alg", ALGORITHM) != ALGORITHM or jwk.get("use", "sig") != "sig":
+        raise InvalidToken("not an RS256 signing key")
+    try:
+        key = PyJWK(dict(jwk), algorithm=ALGORITHM)
+    except (PyJWTError, ValueError) as exc:  # cryptography refuses an even or tiny exponent
+        raise InvalidToken("key parameters") from exc
+    if key.key.key_size < MIN_MODULUS_BITS:
+        raise InvalidToken("weak key")
+    return key
+
+
+def _usable(jwk: object) -> bool:
+    if not isinstance(jwk, dict) or not isinstance(jwk.get("kid"), str):
+        return False
+    try:
+        signing_key(jwk)
+    except InvalidToken:
+        return False
+    return True
+
+
+def _key_set_client(url: str, fetch: Fetch | None, lifespan: float, refetch_interval: float) -> PyJWKClient:
+    from jwt import PyJWKClient
+
+    class KeySetClient(PyJWKClient):
+        """PyJWT's key-set cache over our fetch, keeping only the keys we accept."""
+
+        fetches = 0
+
+        def fetch_data(self) -> Any:
+            # PyJWKClient documents fetch_data as the one step a subclass replaces:
+            # its caches and refetch cooldown stay the library's.
+            document = (fetch or fetch_json)(self.uri)
+            keys = document.get("keys")
+            usable = {"keys": [jwk for jwk in keys if _usable(jwk)] if isinstance(keys, list) else []}
+            self.fetches += 1
+            if self.jwk_set_cache is not None:
+                self.jwk_set_cache.put(usable)
+            self._last_successful_fetch = time.monotonic()
+            return usable
+
+    return KeySetClient(url, lifespan=lifespan, cooldown_duration=refetch_interval, timeout=FETCH_TIMEOUT_SECONDS)
+
+
 class Jwks:
-    """A user pool's signing keys, cached per container."""
+    """A user pool's signing keys, cached per container, and the tokens they signed."""
 
     def __init__(
         self,
         url: str,
         *,
         fetch: Fetch | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        lifespan: float = KEY_SET_LIFESPAN_SECONDS,
         refetch_interval: float = REFETCH_INTERVAL_SECONDS,
     ) -> None:
         self.url = url
-        self._fetch = fetch
-        self._clock = clock
-        self._refetch_interval = refetch_interval
-        self._keys: dict[str, RsaPublicKey] | None = None
-        self._fetched_at = 0.0
-        self._lock = threading.Lock()
-        self.fetches = 0
+        self._client = _key_set_client(url, fetch, lifespan, refetch_interval)
 
-    def key(self, kid: str) -> RsaPublicKey:
-        with self._lock:
-            if self._keys is None or (
-                kid not in self._keys and self._clock() - self._fetched_at >= self._refetch_interval
-            ):
-                self._load()
-            assert self._keys is not None
-            found = self._keys.get(kid)
-        if found is None:
-            raise InvalidToken("unknown key id")
-        return found
+    @property
+    def fetches(self) -> int:
+        return int(getattr(self._client, "fetches", 0))
 
-    def _load(self) -> None:
-        document = (self._fetch or fetch_json)(self.url)
-        self.fetches += 1
-        self._fetched_at = self._clock()
-        keys: dict[str, RsaPublicKey] = {}
-        for jwk in document.get("keys") or []:
-            if not isinstance(jwk, dict) or not isinstance(jwk.get("kid"), str):
-                continue
-            try:
-                keys[jwk["kid"]] = RsaPublicKey.from_jwk(jwk)
-            except InvalidToken:
-                continue  # a key we would never accept a signature from
-        self._keys = keys
+    def verify(self, token: str, *, issuer: str, audience: Collection[str]) -> dict[str, Any]:
+        """The claims of ``token`` if a key of this set signed it with RS256 for
+        ``issuer`` and one of ``audience``; :class:`InvalidToken` otherwise."""
+        import jwt
 
-    def verify(self, token: str) -> dict[str, Any]:
-        """The payload of ``token`` if a key of this set signed it with RS256."""
-        header, payload, signing_input, signature = split_token(token)
-        if header.get("alg") != "RS256" or not isinstance(header.get("kid"), str) or "crit" in header:
-            raise InvalidToken("header")
-        if not self.key(header["kid"]).verify(signing_input, signature):
-            raise InvalidToken("signature")
-        return payload
+        if len(token) > MAX_TOKEN_LENGTH:
+            raise InvalidToken("too long")
+        try:
+            header = jwt.get_unverified_header(token)
+            if header.get("alg") != ALGORITHM or not isinstance(header.get("kid"), str) or "crit" in header:
+                raise InvalidToken("header")
+            key = self._client.get_signing_key(header["kid"])
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                issuer=issuer,
+                audience=list(audience),
+                options={"require": list(REQUIRED_CLAIMS), "enforce_minimum_key_length": True},
+            )
+        except jwt.PyJWKClientConnectionError:
+            raise  # an outage of the key set is an error (API Gateway's 500), never a 401
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(type(exc).__name__) from exc
+        return claims

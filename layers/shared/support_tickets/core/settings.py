@@ -38,7 +38,7 @@ class Settings(BaseModel):
     )
     user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)
     region: str = Field(default="us-east-1", alias="AWS_REGION")
-    # Local development only (see README "sam local"): empty when deployed.
+    # Local development only (docs/local-stack.md, sam local): empty when deployed.
     endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
     # The authorizer gives cached credentials up this long before they (or the
     # token they came from) expire: longer than API Gateway's authorizer cache
