@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--emulator-host", default="127.0.0.1", help="bind address of the AWS emulator")
     serve.add_argument("--emulator-port", type=int, default=0, help="0: a free port")
+    serve.add_argument(
+        "--vpc-endpoint-port",
+        type=int,
+        default=0,
+        help="port of the listener that stands for the stack's DynamoDB gateway endpoint (0: a free port)",
+    )
     serve.add_argument("--env-endpoint", help="AWS_ENDPOINT_OVERRIDE written to env.json (default: the emulator's URL)")
     serve.add_argument("--no-seed", action="store_true", help="don't create the demo tenants")
     serve.add_argument(
@@ -130,6 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         emulator_host=args.emulator_host,
         emulator_port=args.emulator_port,
+        vpc_endpoint_port=args.vpc_endpoint_port,
         state_dir=args.state_dir,
         env_endpoint=args.env_endpoint,
         seed=not args.no_seed,

@@ -184,6 +184,8 @@ class StackOptions:
     port: int = 3000
     emulator_host: str = "127.0.0.1"
     emulator_port: int = 0
+    # The listener standing for the stack's DynamoDB gateway endpoint (the VPC functions' way in).
+    vpc_endpoint_port: int = 0
     state_dir: Path = DEFAULT_STATE_DIR
     # AWS_ENDPOINT_OVERRIDE in env.json (how a sam local container reaches the emulator).
     env_endpoint: str | None = None
@@ -201,7 +203,12 @@ class StackOptions:
 class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
-        self.emulator = Emulator(self.options.emulator_host, self.options.emulator_port, control=self._control)
+        self.emulator = Emulator(
+            self.options.emulator_host,
+            self.options.emulator_port,
+            control=self._control,
+            endpoint_port=self.options.vpc_endpoint_port,
+        )
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.authorizer: LambdaAuthorizer | None = None
