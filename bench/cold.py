@@ -206,14 +206,15 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     api_env = stack.function_environment(all_specs["CreateTicketFunction"])
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
-        fixtures = Fixtures(invoker, tenant_prefix, stack.token)
+        fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
         routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
         floor_ticket = fixtures.create(floor_tenant, f"{floor_tenant}-user", "Printer on fire")
     environments = {name: stack.function_environment(spec) for name, spec in specs.items()}
     floor_env = {
         "TABLE_NAME": str(stack.state["table_name"]),
-        "AWS_ENDPOINT_OVERRIDE": stack.emulator_url,
+        # Tenant credentials work only through the stack's gateway endpoint.
+        "AWS_ENDPOINT_OVERRIDE": str(stack.state["vpc_endpoint_url"]),
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
         **stack.tenant_credentials(stack.token(floor_tenant, f"{floor_tenant}-user")),

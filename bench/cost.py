@@ -33,6 +33,60 @@ PRICES: dict[str, Any] = {
 }
 
 
+# Hourly prices of what a VPC-attached function might need to reach AWS services
+# (us-east-1): https://aws.amazon.com/privatelink/pricing/ and
+# https://aws.amazon.com/vpc/pricing/ (NAT gateway). Gateway endpoints, VPCs,
+# subnets, route tables, security groups and Lambda's VPC interfaces are free.
+NETWORK_PRICES: dict[str, float] = {
+    "interface_endpoint_per_az_hour_usd": 0.01,
+    "nat_gateway_per_hour_usd": 0.045,
+}
+HOURS_PER_MONTH = 730
+
+
+def perimeter_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The perimeter's fixed monthly cost as deployed (from the template's own
+    resources), against the two ways the functions could have kept calling
+    Cognito from inside the VPC (an interface endpoint, or a NAT gateway, in
+    each of the two AZs)."""
+    from local_stack.template import load_template
+
+    resources = (template or load_template())["Resources"].values()
+    kinds = [resource["Type"] for resource in resources]
+    zones = sum(kind == "AWS::EC2::Subnet" for kind in kinds)
+    interface = sum(
+        resource["Type"] == "AWS::EC2::VPCEndpoint" and resource["Properties"].get("VpcEndpointType") == "Interface"
+        for resource in resources
+    )
+    nat = kinds.count("AWS::EC2::NatGateway")
+    hours = HOURS_PER_MONTH
+    endpoint_month = NETWORK_PRICES["interface_endpoint_per_az_hour_usd"] * hours
+    nat_month = NETWORK_PRICES["nat_gateway_per_hour_usd"] * hours
+    ours = interface * zones * endpoint_month + nat * nat_month
+    return {
+        "region": PRICES["region"],
+        "hours_per_month": hours,
+        "designs": [
+            {
+                "design": "ours: DynamoDB gateway endpoint, the token exchange in the authorizer",
+                "resources": f"VPC, {zones} private subnets, 1 gateway endpoint, {interface} interface endpoints, "
+                f"{nat} NAT gateways",
+                "usd_per_month": round(ours, 2),
+            },
+            {
+                "design": "the functions exchange tokens through a Cognito interface endpoint",
+                "resources": f"+ 1 interface endpoint in {zones} AZs (plus $0.01 per GB)",
+                "usd_per_month": round(ours + zones * endpoint_month, 2),
+            },
+            {
+                "design": "the functions reach Cognito through NAT gateways",
+                "resources": f"+ {zones} NAT gateways and public subnets (plus $0.045 per GB)",
+                "usd_per_month": round(ours + zones * nat_month, 2),
+            },
+        ],
+    }
+
+
 def per_million(
     *, duration_ms: float, memory_mb: int, rru: float, wru: float, api_gateway: bool = True
 ) -> dict[str, float]:

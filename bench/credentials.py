@@ -8,12 +8,19 @@ expires as client SDKs do, or at expiry. A virtual clock runs the whole day in
 milliseconds: only the *number* of calls depends on the caching logic, and
 that is what is counted, with the real code wherever it exists:
 
-- ours: one :class:`support_tickets.data.session.CredentialCache` per container
-  (the production class) against a Cognito stub that counts ``GetId`` and
-  ``GetCredentialsForIdentity``; credentials last an hour, as Cognito's do.
-- before (the design the token exchange replaced): per container, one ``AssumeRole``
-  with the tag ``TenantId`` per tenant, cached until 300 s before its one-hour
-  expiry (:class:`PerTenantAssumeRole`, that logic as it was).
+- ours: API Gateway's authorizer cache (one answer per token for
+  ``ReauthorizeEvery`` = 300 s, credentials included) in front of the
+  authorizer's warm containers, each with one
+  :class:`support_tickets.data.session.CredentialCache` (the production class)
+  against a Cognito stub that counts ``GetId`` and
+  ``GetCredentialsForIdentity``; credentials last an hour, as Cognito's do. The
+  API functions make no credential call at all.
+- functions: the same cache in every API function container, each exchanging
+  the tokens it sees (the design before the data perimeter).
+- per tenant: per container, one ``AssumeRole`` with the tag ``TenantId`` per
+  tenant, cached until 300 s before its one-hour expiry
+  (:class:`PerTenantAssumeRole`): fewer calls, but the function, not IAM, would
+  choose the tenant.
 - the naive designs of the public samples: an exchange (ours) or an
   AssumeRole (before) on every request.
 
@@ -42,6 +49,7 @@ from support_tickets.core.settings import Settings
 from support_tickets.data.session import CredentialCache
 
 CREDENTIAL_SECONDS = 3600  # Cognito's enhanced flow; the old AssumeRole's DurationSeconds
+AUTHORIZER_CACHE_SECONDS = 300  # the template's ReauthorizeEvery
 OLD_RENEW_BEFORE_SECONDS = 300  # what the replaced per-tenant cache used
 # Identity pools' default request-rate quotas, per account and Region (Cognito
 # developer guide, "Quotas": adjustable; the minimum across Regions).
@@ -167,10 +175,17 @@ def simulate(mix: Mix) -> dict[str, Any]:
     }
     clock = _Clock()
     cognito = _CountingCognito(clock)
-    ours = [
+    authorizers = [
         CredentialCache(_settings(), cognito_client=cognito, boto3_session=_NoBoto3(), clock=clock)  # type: ignore[arg-type]
         for _ in range(mix.containers)
     ]
+    gateway_cache: dict[str, datetime] = {}
+    functions_cognito = _CountingCognito(clock)
+    functions = [
+        CredentialCache(_settings(), cognito_client=functions_cognito, boto3_session=_NoBoto3(), clock=clock)  # type: ignore[arg-type]
+        for _ in range(mix.containers)
+    ]
+    tokens: set[str] = set()
     before_calls: Counter[str] = Counter()
     before = [PerTenantAssumeRole(clock, before_calls) for _ in range(mix.containers)]
     steady_from = START + timedelta(hours=1)
@@ -178,19 +193,31 @@ def simulate(mix: Mix) -> dict[str, Any]:
     steady_requests = 0
     for request in requests:
         if request.at >= steady_from and not at_steady:
-            at_steady = {"ours": Counter(cognito.calls), "before": Counter(before_calls)}
+            at_steady = {
+                "ours": Counter(cognito.calls),
+                "functions": Counter(functions_cognito.calls),
+                "before": Counter(before_calls),
+            }
         steady_requests += request.at >= steady_from
         clock.now = request.at
-        ours[request.container].dynamodb(_token_at(mix, request.user, phases[request.user], request.at))
+        token = _token_at(mix, request.user, phases[request.user], request.at)
+        tokens.add(token.value)
+        cached_until = gateway_cache.get(token.value)
+        if cached_until is None or request.at >= cached_until:
+            # API Gateway's cache missed: one authorizer invocation, on some warm container.
+            authorizers[request.container].credentials(token)
+            gateway_cache[token.value] = request.at + timedelta(seconds=AUTHORIZER_CACHE_SECONDS)
+        functions[request.container].credentials(token)
         before[request.container].request(request.tenant)
     users = mix.tenants * mix.users_per_tenant
-    total = {"ours": dict(cognito.calls), "before": dict(before_calls)}
+    total = {"ours": dict(cognito.calls), "functions": dict(functions_cognito.calls), "before": dict(before_calls)}
     steady = {design: dict(Counter(total[design]) - at_steady.get(design, Counter())) for design in total}
     steady_hours = mix.hours - 1
     rows = {}
     for design, label in (
-        ("ours", "ours: per token (identity per user)"),
-        ("before", "before: per tenant (AssumeRole)"),
+        ("ours", "ours: the authorizer, behind API Gateway's cache (per token)"),
+        ("functions", "every API function container, per token"),
+        ("before", "per tenant (AssumeRole)"),
     ):
         calls = sum(total[design].values())
         steady_calls = sum(steady[design].values())
@@ -201,6 +228,7 @@ def simulate(mix: Mix) -> dict[str, Any]:
             "steady_calls": steady[design],
             "steady_calls_per_request": round(steady_calls / max(1, steady_requests), 4),
             "steady_calls_per_user_hour": round(steady_calls / (users * steady_hours), 3),
+            "calls_per_token": round(calls / len(tokens), 3),
         }
     rows["naive"] = {
         "label": "naive, ours: GetId + GetCredentialsForIdentity every request",

@@ -4,7 +4,9 @@ production code).
 - :class:`NaiveCredentials`: every request exchanges the caller's token with
   the identity pool (GetId and GetCredentialsForIdentity, as the samples call
   ``CognitoIdentityCredentials`` per request) and builds a new DynamoDB client
-  from the credentials. Generous to the baseline: its Cognito client is built
+  from the credentials. Inside the data perimeter a function could only do
+  that through a Cognito interface endpoint (the emulator's main listener
+  stands for one here). Generous to the baseline: its Cognito client is built
   once and reused, the DynamoDB client comes from boto3's default session
   (whose loaders cache the service model), as ``boto3.client(...)`` in a
   handler would, and it is reused for the rest of the request (one exchange
@@ -27,7 +29,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from support_tickets.core import keys
-from support_tickets.core.identity import IdToken
+from support_tickets.core.identity import Caller, IdToken
 from support_tickets.core.settings import Settings, get_settings
 from support_tickets.data.session import BOTO_CONFIG, logins
 from support_tickets.domain import tickets
@@ -56,13 +58,13 @@ class NaiveCredentials:
         self._cognito = cognito
         self._timings = timings
 
-    def for_token(self, token: IdToken) -> _OneRequestsClient:
-        return _OneRequestsClient(self, token)
+    def for_caller(self, caller: Caller) -> _OneRequestsClient:
+        return _OneRequestsClient(self, caller.token)
 
     def new_client(self, token: IdToken) -> DynamoDBClient:
         started = time.perf_counter_ns()
         identity = self._cognito.get_id(
-            IdentityPoolId=self._settings.identity_pool_id, Logins=logins(self._settings, token)
+            IdentityPoolId=str(self._settings.identity_pool_id), Logins=logins(self._settings, token)
         )["IdentityId"]
         credentials = self._cognito.get_credentials_for_identity(
             IdentityId=identity, Logins=logins(self._settings, token)
@@ -101,11 +103,13 @@ class _OneRequestsClient:
 
 class Designs:
     """Swaps the credentials the domain layer uses: ``ours`` is production's
-    cached :func:`support_tickets.data.session.credential_cache`, ``naive`` the
-    above. Everything else (handlers, events, emulator) is shared."""
+    :func:`support_tickets.data.session.tenant_clients` (the authorizer's
+    credentials, a client per key), ``naive`` the above. Everything else
+    (handlers, events, emulator) is shared."""
 
-    def __init__(self) -> None:
-        self._ours: Callable[[], Any] = vars(tickets)["credential_cache"]
+    def __init__(self, cognito_endpoint_url: str | None) -> None:
+        self._ours: Callable[[], Any] = vars(tickets)["tenant_clients"]
+        self._cognito_endpoint_url = cognito_endpoint_url
         self._cognito: CognitoIdentityClient | None = None
         self.timings = NaiveTimings()
 
@@ -118,14 +122,17 @@ class Designs:
         settings = get_settings()
         if self._cognito is None:  # generous to the baseline: one Cognito client, reused
             self._cognito = boto3.client(
-                "cognito-identity", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
+                "cognito-identity",
+                region_name=settings.region,
+                endpoint_url=self._cognito_endpoint_url,
+                config=BOTO_CONFIG,
             )
         naive = NaiveCredentials(settings, self._cognito, self.timings)
-        vars(tickets)["credential_cache"] = lambda: naive
+        vars(tickets)["tenant_clients"] = lambda: naive
         try:
             yield
         finally:
-            vars(tickets)["credential_cache"] = self._ours
+            vars(tickets)["tenant_clients"] = self._ours
 
 
 class NaiveAggregator:

@@ -13,6 +13,7 @@ from typing import Any
 from bench.authorizer import markdown as authorizer_markdown
 from bench.capacity import ASSUMPTIONS
 from bench.charts import CHART_TITLES
+from bench.cost import perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
 
 
@@ -154,13 +155,15 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         f"{mix['containers']} warm containers, {mix['requests_per_user_per_hour']:g} requests per user-hour, "
         f"tokens renewed hourly, {mix['hours']} hours",
         "",
-        "Simulated with a virtual clock (`bench/credentials.py`): ours is the production `CredentialCache`, one per "
-        "container, against a Cognito stub that counts calls; before is the per-tenant AssumeRole cache "
-        "the token exchange replaced. Steady state = after the first hour (every container has seen every user).",
+        "Simulated with a virtual clock (`bench/credentials.py`): ours is API Gateway's authorizer cache (one answer "
+        "per token for 300 s) in front of the authorizer's warm containers, each with the production "
+        "`CredentialCache`, against a Cognito stub that counts calls (the API functions, inside the data perimeter, "
+        "make none); the others exchange in every API function container, or assume the role per tenant. Steady "
+        "state = after the first hour (every container has seen every user).",
         "",
         "| clients renew their token | design | GetId | GetCredentialsForIdentity | AssumeRole | credential calls "
-        "per request | steady state: per request | per user-hour |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "per request | steady state: per request | per user-hour | per token |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for result in credentials["mixes"]:
         when = result["mix"]["renew_before_minutes"]
@@ -171,15 +174,16 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
                 f"| {renew} | {row['label']} | {calls.get('GetId', '-')} | "
                 f"{calls.get('GetCredentialsForIdentity', '-')} | {calls.get('AssumeRole', '-')} "
                 f"| {row['credential_calls_per_request']:g} | {row['steady_calls_per_request']:g} "
-                f"| {row['steady_calls_per_user_hour']:g} |"
+                f"| {row['steady_calls_per_user_hour']:g} | {row.get('calls_per_token', '-')} |"
             )
     exchange = credentials["exchange"]
     lines += [
         "",
         f"Requests: {first['requests']:,} ({first['steady_requests']:,} in the steady state). Ours exchanges a "
-        f"user's token at most once per container per token (GetCredentialsForIdentity), and asks for the user's "
-        f"identity once per container (GetId); before, a container assumed the role once per tenant per "
-        f"55 minutes, whoever the users. At {first['exchanges_per_user_hour']:g} exchanges per user-hour the default "
+        f"user's token only on API Gateway's cache misses, at most once per authorizer container per token "
+        f"(GetCredentialsForIdentity), and asks for the user's identity once per container (GetId); per tenant, a "
+        f"container would assume the role once per tenant per 55 minutes, whoever the users, but the function, not "
+        f"IAM, would choose the tenant. At {first['exchanges_per_user_hour']:g} exchanges per user-hour the default "
         f"quota of {first['quota_rps']['GetCredentialsForIdentity']} GetCredentialsForIdentity/s per account and "
         f"Region carries about {first['users_at_quota']:,} active users; GetId's default "
         f"{first['quota_rps']['GetId']}/s bounds how fast new containers warm up (one GetId per user each).",
@@ -187,12 +191,30 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         f"One exchange against the local stack (median of {exchange['samples']}): GetId "
         f"{exchange['get_id_ms']['median']:.1f} ms + GetCredentialsForIdentity "
         f"{exchange['get_credentials_for_identity_ms']['median']:.1f} ms = {exchange['exchange_ms']['median']:.1f} ms, "
-        f"against {exchange['assume_role_ms']['median']:.1f} ms for the AssumeRole the replaced design made "
-        f"({exchange['exchange_over_assume_role']:.2f}x): two round trips instead of one on a cold container's first "
-        "request of a user, one on each of its new tokens. In AWS both are network calls to regional endpoints "
-        "(Cognito calls STS itself); quote the counts, not the emulator's milliseconds.",
+        f"against {exchange['assume_role_ms']['median']:.1f} ms for an AssumeRole "
+        f"({exchange['exchange_over_assume_role']:.2f}x): two round trips on an authorizer container's first "
+        "token of a user, one on each new token, none in the functions. In AWS both are network calls to regional "
+        "endpoints (Cognito calls STS itself); quote the counts, not the emulator's milliseconds.",
         "",
     ]
+    return lines + perimeter_markdown()
+
+
+def perimeter_markdown() -> list[str]:
+    """What the data perimeter costs a month, from the template's resources."""
+    fixed = perimeter_fixed_cost()
+    lines = [
+        "## The data perimeter's fixed monthly cost",
+        "",
+        f"From `template.yaml` ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
+        "public price pages): what the stack runs whether or not anyone calls it.",
+        "",
+        "| design | resources | USD a month |",
+        "|---|---|---:|",
+    ]
+    for row in fixed["designs"]:
+        lines.append(f"| {row['design']} | {row['resources']} | {row['usd_per_month']:.2f} |")
+    lines.append("")
     return lines
 
 

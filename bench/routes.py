@@ -11,6 +11,7 @@ from typing import Any
 
 from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
+from support_tickets.core.identity import TenantCredentials
 
 COMMENTS_PER_TICKET = 5
 SETUP_RETRIES: list[str] = []
@@ -84,16 +85,20 @@ class Fixtures:
     """Each route gets its own tenant and data, created through the real
     handlers (ours) before anything is measured."""
 
-    def __init__(self, invoker: Invoker, tenant_prefix: str, tokens: Tokens) -> None:
+    def __init__(
+        self, invoker: Invoker, tenant_prefix: str, tokens: Tokens, credentials: Callable[[str], TenantCredentials]
+    ) -> None:
         self.invoker = invoker
         self.prefix = tenant_prefix
         self.tokens = tokens
+        self.credentials = credentials
 
     def event(
         self, method: str, resource: str, tenant_id: str, user: str, *, admin: bool = False, **kwargs: Any
     ) -> dict[str, Any]:
         """A request of ``user`` of ``tenant_id``, as API Gateway passes it on."""
-        return with_token(rest_event(method, resource, **kwargs), self.tokens(tenant_id, user, admin))
+        token = self.tokens(tenant_id, user, admin)
+        return with_token(rest_event(method, resource, **kwargs), token, self.credentials(token))
 
     def tenant(self, route: str) -> tuple[str, str]:
         # User names are global to the pool: one per tenant.

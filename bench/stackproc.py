@@ -28,7 +28,8 @@ from local_stack.roles import function_role, role_arn
 from local_stack.stack import lambda_environment
 from local_stack.state import STATE_FILE, operator_client
 from local_stack.template import PROJECT_ROOT
-from local_stack.users import UserPool, ensure_user, id_token
+from local_stack.users import UserPool, ensure_user, id_token, tenant_credentials
+from support_tickets.core.identity import TenantCredentials
 
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
@@ -40,6 +41,7 @@ class StackProcess:
     state_dir: Path
     state: dict[str, Any]
     _tokens: dict[tuple[str, str, bool], str] = field(default_factory=dict)
+    _credentials: dict[str, TenantCredentials] = field(default_factory=dict)
 
     @property
     def emulator_url(self) -> str:
@@ -75,16 +77,25 @@ class StackProcess:
         """The identity pool's unsigned API, as the functions call it."""
         return boto3.client("cognito-identity", region_name=str(self.state["region"]), endpoint_url=self.emulator_url)
 
+    def authorizer_credentials(self, token: str) -> TenantCredentials:
+        """What the API's authorizer passes for ``token`` (once per token, as
+        API Gateway's authorizer cache does)."""
+        if token not in self._credentials:
+            self._credentials[token] = tenant_credentials(
+                self.identity_pool(),
+                str(self.state["identity_pool_id"]),
+                str(self.state["user_pool_provider_name"]),
+                token,
+            )
+        return self._credentials[token]
+
     def tenant_credentials(self, token: str) -> dict[str, str]:
         """``AWS_*`` variables of the credentials the identity pool gives ``token``."""
-        pool = self.identity_pool()
-        logins = {str(self.state["user_pool_provider_name"]): token}
-        identity = pool.get_id(IdentityPoolId=self.state["identity_pool_id"], Logins=logins)["IdentityId"]
-        credentials = pool.get_credentials_for_identity(IdentityId=identity, Logins=logins)["Credentials"]
+        credentials = self.authorizer_credentials(token)
         return {
-            "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": credentials["SecretKey"],
-            "AWS_SESSION_TOKEN": credentials["SessionToken"],
+            "AWS_ACCESS_KEY_ID": credentials.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": credentials.secret_access_key,
+            "AWS_SESSION_TOKEN": credentials.session_token,
         }
 
     def drain(self, timeout: float = 60.0) -> None:
@@ -98,10 +109,12 @@ class StackProcess:
         """The environment the local stack gives ``spec`` (template variables,
         Lambda's own, the execution role's credentials), pointed at the emulator."""
         credentials = self.role_credentials(function_role(spec.logical_id), f"bench-{spec.logical_id}")
-        environment = lambda_environment(spec, self.emulator_url, credentials, f"bench-{spec.logical_id}")
+        endpoint = str(self.state["vpc_endpoint_url"]) if spec.in_vpc else self.emulator_url
+        environment = lambda_environment(spec, endpoint, credentials, f"bench-{spec.logical_id}")
         # The template's references, as the running stack resolved them.
         environment["TABLE_NAME"] = str(self.state["table_name"])
-        environment["IDENTITY_POOL_ID"] = str(self.state["identity_pool_id"])
+        if "IDENTITY_POOL_ID" in spec.environment:
+            environment["IDENTITY_POOL_ID"] = str(self.state["identity_pool_id"])
         environment["USER_POOL_PROVIDER_NAME"] = str(self.state["user_pool_provider_name"])
         environment["ALLOWED_CLIENT_IDS"] = str(self.state["user_pool_client_id"])
         return environment

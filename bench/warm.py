@@ -30,7 +30,7 @@ from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.lambda_runtime import FunctionSpec, environment
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import tenant_clients
 
 DESIGNS = ("ours", "naive")
 MAX_ATTEMPTS = 3
@@ -104,19 +104,19 @@ def run_warm(
     """``routes``: per route, both designs; ``naive_overhead``: where the naive
     design's extra time went (the token exchange, building the client)."""
     invoker = Invoker(specs)
-    designs = Designs()
+    designs = Designs(cognito_endpoint_url=stack.emulator_url)
     recorder = CallRecorder()
     recorder.install()
     # Sessions made before the hooks were installed (an earlier phase ran the
     # handlers) would go uncounted: start from a fresh container's state.
     boto3.DEFAULT_SESSION = None
-    credential_cache.cache_clear()
+    tenant_clients.cache_clear()
     meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
     env = stack.function_environment(specs["CreateTicketFunction"])
     results: list[dict[str, Any]] = []
     try:
         with environment(env), quiet_stdout():
-            fixtures = Fixtures(invoker, tenant_prefix, stack.token)
+            fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
             deletes = 2 * (warmup + runs + 1) + 10  # spares for retried requests
             progress(f"warm path: creating test data ({deletes} tickets to delete)")
             routes = fixtures.routes(deletes)

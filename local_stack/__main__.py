@@ -32,6 +32,7 @@ from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
     from ops.tenants import TenantAdmin
+    from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.keys import InvalidTenantId
 
 EXIT_USAGE = 2
@@ -47,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--emulator-host", default="127.0.0.1", help="bind address of the AWS emulator")
     serve.add_argument("--emulator-port", type=int, default=0, help="0: a free port")
+    serve.add_argument(
+        "--vpc-endpoint-port",
+        type=int,
+        default=0,
+        help="port of the listener that stands for the stack's DynamoDB gateway endpoint (0: a free port)",
+    )
     serve.add_argument("--env-endpoint", help="AWS_ENDPOINT_OVERRIDE written to env.json (default: the emulator's URL)")
     serve.add_argument("--no-seed", action="store_true", help="don't create the demo tenants")
     serve.add_argument(
@@ -129,6 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         emulator_host=args.emulator_host,
         emulator_port=args.emulator_port,
+        vpc_endpoint_port=args.vpc_endpoint_port,
         state_dir=args.state_dir,
         env_endpoint=args.env_endpoint,
         seed=not args.no_seed,
@@ -215,10 +223,16 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _events(args: argparse.Namespace) -> int:
+    from local_stack.users import tenant_credentials
     from ops.sample_events import write_local
 
-    pool = _local_pool(_running_state(args.state_dir))
-    for path in write_local(args.state_dir / EVENTS_DIR, pool):
+    state = _running_state(args.state_dir)
+    identity_pool = operator_client(state["emulator_url"], "cognito-identity", state["region"])
+
+    def credentials_for(token: str) -> TenantCredentials:
+        return tenant_credentials(identity_pool, state["identity_pool_id"], state["user_pool_provider_name"], token)
+
+    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for):
         shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         sys.stdout.write(f"{shown}\n")
     return 0

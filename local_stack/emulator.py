@@ -15,6 +15,15 @@ half at ``/<pool id>/.well-known/jwks.json``.
 The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
 emulated account's administrator, see :mod:`local_stack.guard`), never with
 credentials from your environment, and always go to the emulator's endpoint.
+
+The data perimeter has its own way in: a second listener,
+:attr:`Emulator.endpoint_url`, stands for the stack's DynamoDB gateway
+endpoint. Only the functions the template puts in its VPC are pointed at it
+(:func:`local_stack.stack.lambda_environment`), and only DynamoDB answers
+there, as only DynamoDB is routed through the gateway endpoint. Requests that
+arrive through it carry ``aws:SourceVpce`` = the endpoint's id
+(:data:`local_stack.template.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
+to the main listener carry none, like requests from anywhere but the VPC.
 """
 
 from __future__ import annotations
@@ -31,11 +40,17 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack import cognito, identity_pool, moto_fixes
-from local_stack.guard import Guard, Session, TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, Session, TableKeys, json_error
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
-from local_stack.template import Resolver, local_resolver, table_definition, template
+from local_stack.template import (
+    LOCAL_VPC_ENDPOINT_ID,
+    Resolver,
+    local_resolver,
+    table_definition,
+    template,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -90,12 +105,17 @@ class Provisioned:
 class Emulator:
     """moto server + guard on ``host:port`` (0: a free port)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, control: Control | None = None) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, control: Control | None = None, endpoint_port: int = 0
+    ) -> None:
         self._host = host
         self._port = port
+        self._endpoint_port = endpoint_port
         self._control = control
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._endpoint_server: BaseWSGIServer | None = None
+        self._endpoint_thread: threading.Thread | None = None
         self.guard: Guard | None = None
         self.provisioned: Provisioned | None = None
 
@@ -119,6 +139,13 @@ class Emulator:
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
         self._thread.start()
+        self._endpoint_server = make_server(
+            self._host, self._endpoint_port, self._endpoint_app, threaded=True, request_handler=_QuietHandler
+        )
+        self._endpoint_thread = threading.Thread(
+            target=self._endpoint_server.serve_forever, name="emulator-vpc-endpoint", daemon=True
+        )
+        self._endpoint_thread.start()
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if self._control is not None:
@@ -130,14 +157,30 @@ class Emulator:
         with MOTO_LOCK:
             return self.guard(environ, start_response)
 
+    def _endpoint_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The gateway endpoint: DynamoDB only, with the endpoint's id for the guard."""
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if not target.startswith("DynamoDB_20120810."):
+            # In AWS the VPC has no route to any other service: the call never arrives.
+            status, headers, body = json_error(
+                "UnreachableFromVpcException",
+                "Only DynamoDB is reachable from the stack's VPC (its gateway endpoint); nothing else has a route.",
+            )
+            start_response(status, headers)
+            return [body]
+        environ[SOURCE_VPCE_ENVIRON] = LOCAL_VPC_ENDPOINT_ID
+        return self._app(environ, start_response)
+
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._server = None
-        self._thread = None
+        for server in (self._server, self._endpoint_server):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        for thread in (self._thread, self._endpoint_thread):
+            if thread is not None:
+                thread.join(timeout=10)
+        self._server = self._endpoint_server = None
+        self._thread = self._endpoint_thread = None
 
     @property
     def port(self) -> int:
@@ -146,8 +189,21 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self._host in ("0.0.0.0", "") else self._host  # noqa: S104 - a URL, not a bind
-        return f"http://{host}:{self.port}"
+        return f"http://{self._url_host}:{self.port}"
+
+    @property
+    def endpoint_port(self) -> int:
+        assert self._endpoint_server is not None, "start() first"
+        return int(self._endpoint_server.server_port)
+
+    @property
+    def endpoint_url(self) -> str:
+        """The stack's DynamoDB gateway endpoint: the VPC functions' only way out."""
+        return f"http://{self._url_host}:{self.endpoint_port}"
+
+    @property
+    def _url_host(self) -> str:
+        return "127.0.0.1" if self._host in ("0.0.0.0", "") else self._host  # noqa: S104 - a URL, not a bind
 
     # ------------------------------------------------------------ clients
     def client(self, service: str, **credentials: str) -> Any:

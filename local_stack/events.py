@@ -1,9 +1,10 @@
 """API Gateway REST (v1 proxy) events, shaped exactly as API Gateway sends them
 behind the API's Lambda authorizer: its context (flat strings: tenant,
-username, groups as a JSON array, sub, jti, tier) plus ``principalId`` and
-``integrationLatency`` under ``requestContext.authorizer``, and the
-``Authorization`` header (the authorizer's identity source) passed through with
-the token the context came from."""
+username, groups as a JSON array, sub, jti, tier, and the tenant credentials it
+obtained for the token) plus ``principalId`` and ``integrationLatency`` under
+``requestContext.authorizer``, and the ``Authorization`` header (the
+authorizer's identity source) passed through with the token the context came
+from."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from support_tickets.auth.authorizer import caller_context
-from support_tickets.core.identity import SUBJECT_CLAIM, token_payload
+from support_tickets.core.identity import SUBJECT_CLAIM, TenantCredentials, token_payload
 
 # The app client of the sample events (events/) and of the in-process tests'
 # claims: what ALLOWED_CLIENT_IDS names wherever such events are invoked.
@@ -91,21 +92,27 @@ def rest_event(
     }
 
 
-def authorizer_context(claims: Mapping[str, Any], tier: str | None = "basic") -> dict[str, Any]:
+def authorizer_context(
+    claims: Mapping[str, Any], tier: str | None = "basic", credentials: TenantCredentials | None = None
+) -> dict[str, Any]:
     """``requestContext.authorizer`` as API Gateway passes the API's Lambda
-    authorizer's answer for a token with these claims (its payload)."""
+    authorizer's answer for a token with these claims (its payload) and the
+    tenant credentials it obtained for that token (none: what a broken
+    authorizer would pass, a 401 in every function)."""
     return {
         **caller_context(claims, tier),
+        **(credentials.as_context() if credentials is not None else {}),
         "principalId": str(claims.get(SUBJECT_CLAIM, "")),
         "integrationLatency": 0,
     }
 
 
-def with_token(event: Mapping[str, Any], token: str) -> dict[str, Any]:
+def with_token(event: Mapping[str, Any], token: str, credentials: TenantCredentials | None) -> dict[str, Any]:
     """``event`` as API Gateway would send it for a request bearing ``token``:
     the ``Authorization`` header (single- and multi-value) and the authorizer's
-    context for that token. Its payload is decoded, not verified: the caller vouches for it
-    (a token of the local user pool, or the tests' signing key)."""
+    context for that token, with the ``credentials`` it obtained for it. Its
+    payload is decoded, not verified: the caller vouches for it (a token of the
+    local user pool, or the tests' signing key)."""
     payload = token_payload(token)
     if payload is None:
         raise ValueError("not a JWT")
@@ -116,5 +123,5 @@ def with_token(event: Mapping[str, Any], token: str) -> dict[str, Any]:
         del authorized["multiValueHeaders"][name]
     authorized.setdefault("headers", {})["Authorization"] = f"Bearer {token}"
     authorized.setdefault("multiValueHeaders", {})["Authorization"] = [f"Bearer {token}"]
-    authorized["requestContext"]["authorizer"] = authorizer_context(payload)
+    authorized["requestContext"]["authorizer"] = authorizer_context(payload, credentials=credentials)
     return authorized

@@ -109,6 +109,8 @@ _REFUSED_STS_ACTIONS = frozenset(
 )
 _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
 _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
+# Set by the emulator's gateway-endpoint listener only (a WSGI key no client header can become).
+SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
 
@@ -411,16 +413,25 @@ def _query_partition_value(body: Mapping[str, Any], attribute: str) -> str:
 
 
 def authorize_dynamodb(
-    session: Session, operation: str, body: Mapping[str, Any], *, region: str, tables: Mapping[str, TableKeys]
+    session: Session,
+    operation: str,
+    body: Mapping[str, Any],
+    *,
+    region: str,
+    tables: Mapping[str, TableKeys],
+    source_vpce: str | None = None,
 ) -> str | None:
     """``None`` when AWS would allow the call for ``session``, else the
-    AccessDeniedException message."""
+    AccessDeniedException message. ``source_vpce``: the VPC endpoint the
+    request came through (``aws:SourceVpce``), ``None`` from anywhere else."""
     try:
         questions = dynamodb_requests(operation, body, region=region, tables=tables)
     except iam.NotUnderstood:
         return denial_message(session.arn, f"dynamodb:{operation}", _resource_of(operation, body, region), None)
     for question in questions:
         context: dict[str, Sequence[str]] = dict(session.context())
+        if source_vpce is not None:
+            context["aws:SourceVpce"] = [source_vpce]
         if question.leading_keys is not None:
             context["dynamodb:LeadingKeys"] = question.leading_keys
         decision = session.decide(iam.Request(question.action, question.resource, context))
@@ -708,7 +719,14 @@ class Guard:
             except ValueError:
                 payload = None
             message = (
-                authorize_dynamodb(session, operation, payload, region=region, tables=self.tables)
+                authorize_dynamodb(
+                    session,
+                    operation,
+                    payload,
+                    region=region,
+                    tables=self.tables,
+                    source_vpce=environ.get(SOURCE_VPCE_ENVIRON),
+                )
                 if isinstance(payload, dict)
                 else denial_message(session.arn, f"dynamodb:{operation}", "*", None)
             )
@@ -809,6 +827,12 @@ def _json_denial(
         ("Content-Length", str(len(body))),
     ]
     return _Response(status, headers, body)
+
+
+def json_error(error_type: str, message: str) -> tuple[str, list[tuple[str, str]], bytes]:
+    """A JSON error answer as ``(status, headers, body)`` for a WSGI app."""
+    response = _json_denial(error_type, message)
+    return response.status, response.headers, response.body
 
 
 def _xml_denial(message: str) -> _Response:

@@ -42,6 +42,8 @@ class FunctionSpec:
     timeout_s: int
     routes: tuple[ApiRoute, ...] = ()
     events: dict[str, Any] = field(default_factory=dict)
+    # In the stack's VPC (VpcConfig): reaches DynamoDB through its gateway endpoint only.
+    in_vpc: bool = False
 
 
 def function_specs(resolver: Resolver | None = None) -> dict[str, FunctionSpec]:
@@ -74,6 +76,7 @@ def function_specs(resolver: Resolver | None = None) -> dict[str, FunctionSpec]:
             timeout_s=int(props.get("Timeout", 3)),
             routes=routes,
             events=events,
+            in_vpc="VpcConfig" in props,
         )
     return specs
 

@@ -36,8 +36,10 @@ from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, S
 from local_stack.stream_source import stream_functions, stream_source
 from local_stack.template import LOCAL_API_ID, PROJECT_ROOT, template
 from local_stack.usage import KeyDirectory, UsageMeter
-from local_stack.users import UserPool, ensure_user, id_token
+from local_stack.users import UserPool, ensure_user, id_token, tenant_credentials
 from ops import sample_events
+from support_tickets.core.identity import TenantCredentials
+from support_tickets.core.settings import get_settings
 
 log = logging.getLogger("local_stack")
 
@@ -87,7 +89,10 @@ class FunctionRuntime:
     the environments' cold starts), because the emulator's process (moto, the
     IAM guard, the HTTP servers) and the clients already use both cores. So the
     simpler in-process runtime stays. The shared layer's caches are shared by
-    the functions of this process (they all read the same Globals).
+    the functions of this process, except the settings: each function reads
+    its own environment (the API functions' endpoint is the gateway
+    endpoint's, the authorizer's is not), so they are read again whenever
+    another function runs.
     """
 
     def __init__(self, specs: dict[str, FunctionSpec], environments: dict[str, dict[str, str]]) -> None:
@@ -95,12 +100,18 @@ class FunctionRuntime:
         self._environments = environments
         self._handlers: dict[str, Handler] = {}
         self._lock = threading.Lock()
+        self._last_function: str | None = None
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
 
     def invoke(self, spec: FunctionSpec, event: dict[str, Any]) -> Any:
         with self._lock, environment(self._environments[spec.logical_id]):
+            if spec.logical_id != self._last_function:
+                # Each function reads its own environment at its cold start (in Lambda, its
+                # own container): the VPC functions' endpoint is not the authorizer's.
+                get_settings.cache_clear()
+                self._last_function = spec.logical_id
             handler = self._handlers.get(spec.logical_id)
             if handler is None:
                 handler = load_handler(spec.code_uri, spec.handler, module_name=f"_lambda_{spec.logical_id}")
@@ -151,14 +162,19 @@ def lambda_environment(
     }
 
 
-def sam_env_vars(specs: Iterable[FunctionSpec], endpoint: str) -> dict[str, dict[str, str]]:
+def sam_env_vars(specs: Iterable[FunctionSpec], endpoint: str, vpc_endpoint: str) -> dict[str, dict[str, str]]:
     """The ``--env-vars`` file for ``sam local``: per function, the variables the
-    template declares (sam local overrides no others), pointed at the emulator.
-    ``sam local invoke`` has no authorizer: the event carries the claims and the
-    token (``.local/events/``, with tokens of the local pool's demo users), and
-    the function exchanges that token with the local identity pool as it would
-    with Cognito's."""
-    return {spec.logical_id: {**spec.environment, "AWS_ENDPOINT_OVERRIDE": endpoint} for spec in specs}
+    template declares (sam local overrides no others), pointed at the emulator:
+    the functions in the stack's VPC at its gateway endpoint's listener
+    (``vpc_endpoint``), the others at the emulator. ``sam local invoke`` has no
+    authorizer: the event carries what the authorizer would have passed
+    (``.local/events/``: the claims, a token of the local pool's demo users and
+    the tenant credentials the authorizer got for it from the local identity
+    pool)."""
+    return {
+        spec.logical_id: {**spec.environment, "AWS_ENDPOINT_OVERRIDE": vpc_endpoint if spec.in_vpc else endpoint}
+        for spec in specs
+    }
 
 
 # ---------------------------------------------------------------- the stack
@@ -168,6 +184,8 @@ class StackOptions:
     port: int = 3000
     emulator_host: str = "127.0.0.1"
     emulator_port: int = 0
+    # The listener standing for the stack's DynamoDB gateway endpoint (the VPC functions' way in).
+    vpc_endpoint_port: int = 0
     state_dir: Path = DEFAULT_STATE_DIR
     # AWS_ENDPOINT_OVERRIDE in env.json (how a sam local container reaches the emulator).
     env_endpoint: str | None = None
@@ -185,7 +203,12 @@ class StackOptions:
 class LocalStack:
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
-        self.emulator = Emulator(self.options.emulator_host, self.options.emulator_port, control=self._control)
+        self.emulator = Emulator(
+            self.options.emulator_host,
+            self.options.emulator_port,
+            control=self._control,
+            endpoint_port=self.options.vpc_endpoint_port,
+        )
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.authorizer: LambdaAuthorizer | None = None
@@ -220,7 +243,10 @@ class LocalStack:
             if role.logical_id not in role_credentials:
                 role_credentials[role.logical_id] = self.emulator.assume(role, f"local-{role.logical_id}")
             environments[logical_id] = lambda_environment(
-                spec, self.emulator.url, role_credentials[role.logical_id], f"local-{logical_id}"
+                spec,
+                self.emulator.endpoint_url if spec.in_vpc else self.emulator.url,
+                role_credentials[role.logical_id],
+                f"local-{logical_id}",
             )
         runtime = self.runtime = FunctionRuntime(specs, environments)
 
@@ -346,6 +372,16 @@ class LocalStack:
         self.onboard(tenant_id)
         return id_token(pool, username)
 
+    def tenant_credentials(self, token: str) -> TenantCredentials:
+        """What the API's authorizer obtains for ``token`` from the local identity pool."""
+        assert self.provisioned is not None
+        return tenant_credentials(
+            self.emulator.client("cognito-identity"),
+            self.provisioned.identity_pool_id,
+            self.provisioned.user_pool_provider_name,
+            token,
+        )
+
     def wait_for_stream(self, timeout: float = 30.0) -> bool:
         """True once every stream record written before the call was processed,
         by every stream function."""
@@ -361,6 +397,7 @@ class LocalStack:
             "pid": os.getpid(),
             "api_url": self.api_url,
             "emulator_url": self.emulator.url,
+            "vpc_endpoint_url": self.emulator.endpoint_url,
             "control_url": f"{self.emulator.url}/_local",
             "region": REGION,
             "user_pool_id": self.provisioned.user_pool_id,
@@ -416,10 +453,14 @@ class LocalStack:
         directory = self.options.state_dir
         directory.mkdir(parents=True, exist_ok=True)
         endpoint = self.options.env_endpoint or self.emulator.url
-        write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint))
+        # The gateway endpoint's listener, on the host the containers reach the emulator by.
+        vpc_endpoint = urllib.parse.urlsplit(endpoint)._replace(
+            netloc=f"{urllib.parse.urlsplit(endpoint).hostname}:{self.emulator.endpoint_port}"
+        )
+        write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint, vpc_endpoint.geturl()))
         self._wrote_state = True
         if self.options.seed:
-            sample_events.write_local(directory / EVENTS_DIR, self.user_pool())
+            sample_events.write_local(directory / EVENTS_DIR, self.user_pool(), self.tenant_credentials)
         write_json(directory / STATE_FILE, self.state())
 
     def _remove_state(self) -> None:

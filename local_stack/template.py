@@ -149,6 +149,12 @@ def template() -> dict[str, Any]:
 LOCAL_API_ID = "local"
 
 
+# The id the local stack gives the template's DynamoDB gateway endpoint (its
+# Ref, hence TenantAccessRole's aws:SourceVpce condition): what requests to the
+# emulator's endpoint listener carry.
+LOCAL_VPC_ENDPOINT_ID = "vpce-0dd0000000000000a"
+
+
 class UnknownParameter(ValueError):
     pass
 
@@ -169,6 +175,7 @@ def local_resolver(parameters: Mapping[str, str] | None = None, **attributes: An
     # SAM's Api: its Ref is the RestApi's id, <Api>.Stage the stage's name.
     resolver.refs["TicketsApi"] = LOCAL_API_ID
     resolver.refs["TicketsApi.Stage"] = resolver.ref("StageName")
+    resolver.refs["DynamoDbEndpoint"] = LOCAL_VPC_ENDPOINT_ID
     resolver.attributes.update({name.replace("__", "."): value for name, value in attributes.items()})
     return resolver
 

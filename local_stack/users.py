@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from support_tickets.core.identity import ADMIN_GROUP, TENANT_CLAIM
+from support_tickets.core.identity import ADMIN_GROUP, TENANT_CLAIM, TenantCredentials
 from support_tickets.core.keys import RESOLVER_PATTERN, validate_tenant_id
 
 if TYPE_CHECKING:
+    from mypy_boto3_cognito_identity import CognitoIdentityClient
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
 
 _USERNAME = re.compile(RESOLVER_PATTERN)
@@ -125,3 +126,21 @@ def id_token(pool: UserPool, username: str) -> str:
     if not token:
         raise UserPoolError(f"no ID token for {username!r}")
     return str(token)
+
+
+def tenant_credentials(
+    cognito_identity: CognitoIdentityClient, identity_pool_id: str, provider_name: str, token: str
+) -> TenantCredentials:
+    """What the API's authorizer gets for ``token`` from the identity pool
+    (``GetId``, then ``GetCredentialsForIdentity``): the credentials it passes
+    to the functions in its context. For events that stand for the authorizer's
+    answer (``sam local invoke``, in-process runs)."""
+    logins = {provider_name: token}
+    identity = cognito_identity.get_id(IdentityPoolId=identity_pool_id, Logins=logins)["IdentityId"]
+    issued = cognito_identity.get_credentials_for_identity(IdentityId=identity, Logins=logins)["Credentials"]
+    return TenantCredentials(
+        access_key_id=issued["AccessKeyId"],
+        secret_access_key=issued["SecretKey"],
+        session_token=issued["SessionToken"],
+        expires_at=int(issued["Expiration"].timestamp()),
+    )

@@ -30,6 +30,7 @@ from typing import Any
 from local_stack.events import SAMPLE_CLIENT_ID, authorizer_context, rest_event, with_token
 from local_stack.template import PROJECT_ROOT
 from local_stack.users import UserPool, ensure_user, id_token
+from support_tickets.core.identity import TenantCredentials
 
 EVENTS_DIR = PROJECT_ROOT / "events"
 TENANT = "acme"
@@ -80,6 +81,13 @@ class SampleUser:
 MEMBER = SampleUser("alice")
 ADMIN = SampleUser("ada", admin=True)
 PLACEHOLDER_TOKEN = "<Cognito ID token>"  # noqa: S105 - a placeholder, not a secret
+# What the authorizer passes: AWS's documented example keys, never real ones.
+PLACEHOLDER_CREDENTIALS = TenantCredentials(
+    access_key_id="ASIAIOSFODNN7EXAMPLE",
+    secret_access_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # noqa: S106 - AWS's documented example
+    session_token="<session token of TenantAccessRole from the identity pool>",  # noqa: S106 - a placeholder
+    expires_at=1795003600,
+)
 
 
 def _rest(
@@ -108,7 +116,10 @@ def _rest(
             **(headers or {}),
         },
         body=json.dumps(body) if body is not None else None,
-        authorizer={**authorizer_context(user.claims()), "integrationLatency": 212},
+        authorizer={
+            **authorizer_context(user.claims(), credentials=PLACEHOLDER_CREDENTIALS),
+            "integrationLatency": 212,
+        },
         request_id=f"c6af9ac6-7b61-11e6-9a41-{sum(map(ord, name)):012d}",
     )
     context = event["requestContext"]
@@ -315,10 +326,13 @@ def write(directory: Path = EVENTS_DIR, events: Mapping[str, Mapping[str, Any]] 
     return paths
 
 
-def with_fresh_tokens(token_for: Callable[[str, bool], str]) -> dict[str, dict[str, Any]]:
+def with_fresh_tokens(
+    token_for: Callable[[str, bool], str], credentials_for: Callable[[str], TenantCredentials]
+) -> dict[str, dict[str, Any]]:
     """The sample events, each REST event with a token of its user
-    (``token_for(username, admin)``) and that token's claims, as API Gateway
-    passes both; the stream event as it is."""
+    (``token_for(username, admin)``), that token's claims and the tenant
+    credentials the authorizer gets for it (``credentials_for(token)``), as API
+    Gateway passes them; the stream event as it is."""
     events = sample_events()
     for stem, event in events.items():
         if event.get("type") == "TOKEN":
@@ -327,19 +341,21 @@ def with_fresh_tokens(token_for: Callable[[str, bool], str]) -> dict[str, dict[s
         context = (event.get("requestContext") or {}).get("authorizer")
         if context:
             admin = "admin" in json.loads(context.get("groups", "[]"))
-            events[stem] = with_token(event, token_for(context["username"], admin))
+            token = token_for(context["username"], admin)
+            events[stem] = with_token(event, token, credentials_for(token))
     return events
 
 
-def write_local(directory: Path, pool: UserPool) -> list[Path]:
+def write_local(directory: Path, pool: UserPool, credentials_for: Callable[[str], TenantCredentials]) -> list[Path]:
     """The sample events with fresh ID tokens of the local pool's users (created
-    in tenant acme if needed): what ``sam local invoke`` runs against ``make dev``."""
+    in tenant acme if needed) and the local identity pool's credentials for them:
+    what ``sam local invoke`` runs against ``make dev``."""
 
     def token_for(username: str, admin: bool) -> str:
         ensure_user(pool, username, TENANT, admin=admin)
         return id_token(pool, username)
 
-    return write(directory, with_fresh_tokens(token_for))
+    return write(directory, with_fresh_tokens(token_for, credentials_for))
 
 
 if __name__ == "__main__":

@@ -33,10 +33,10 @@ from moto import mock_aws
 from local_stack import identity_pool, moto_fixes
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition
-from support_tickets.core.identity import Caller, caller_from_context, token_payload
+from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload
 from support_tickets.core.settings import get_settings
 from support_tickets.data.comment_repository import CommentRepository
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import credential_cache, tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
@@ -89,7 +89,7 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
-    caches = (get_settings, credential_cache, tenant_configs)
+    caches = (get_settings, credential_cache, tenant_clients, tenant_configs)
     for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
         cached.cache_clear()
 
@@ -183,12 +183,20 @@ def token_for_claims(claims: Mapping[str, str], *, groups: list[str] | None = No
     return token
 
 
+def credentials_for_token(token: str) -> TenantCredentials:
+    """What the API's authorizer obtains for ``token``: the in-process identity
+    pool's credentials, through the authorizer's own credential cache."""
+    payload = token_payload(token) or {}
+    return credential_cache().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+
+
 def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) -> Caller:
     """A caller of the in-process pool, as the layer builds it from a request."""
     from local_stack.events import authorizer_context
 
     token = token_for_claims(tenant_claims(tenant_id, username, admin=admin))
-    return caller_from_context(authorizer_context(token_payload(token) or {}), {SAMPLE_CLIENT_ID}, f"Bearer {token}")
+    context = authorizer_context(token_payload(token) or {}, credentials=credentials_for_token(token))
+    return caller_from_context(context, {SAMPLE_CLIENT_ID}, f"Bearer {token}")
 
 
 def tenant_table(tenant_id: str) -> TenantTable:

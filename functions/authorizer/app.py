@@ -22,7 +22,7 @@ from support_tickets.auth.jwks import Jwks
 from support_tickets.core.errors import Unauthorized
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
-from support_tickets.data.session import BOTO_CONFIG
+from support_tickets.data.session import BOTO_CONFIG, credential_cache
 from support_tickets.data.tenant_registry import tenant_configs
 
 logger = Logger()
@@ -45,7 +45,7 @@ def authorizer() -> TenantAuthorizer:
             "dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
         )
 
-    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs())
+    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), credential_cache().credentials)
 
 
 @logger.inject_lambda_context(clear_state=True)

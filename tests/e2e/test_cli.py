@@ -174,14 +174,17 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     finally:
         code = stop_stack(running)
 
-    # Then: env.json has one entry per function of the template, pointed at the emulator and its identity pool
+    # Then: env.json has one entry per function of the template, pointed at the emulator (the VPC
+    # functions at its gateway endpoint's listener) and its identity pool (the authorizer's)
     specs = function_specs()
     assert set(env_vars) == set(specs)
+    assert {name for name, spec in specs.items() if spec.in_vpc} >= {"CreateTicketFunction", "GetAuditTrailFunction"}
     for name, variables in env_vars.items():
         assert set(variables) == set(specs[name].environment)
-        assert variables["AWS_ENDPOINT_OVERRIDE"] == state["emulator_url"]
+        endpoint = state["vpc_endpoint_url"] if specs[name].in_vpc else state["emulator_url"]
+        assert variables["AWS_ENDPOINT_OVERRIDE"] == endpoint, name
         assert variables["TABLE_NAME"] == state["table_name"]
-        assert variables["IDENTITY_POOL_ID"] == state["identity_pool_id"]
+        assert variables.get("IDENTITY_POOL_ID", state["identity_pool_id"]) == state["identity_pool_id"]
         assert variables["USER_POOL_PROVIDER_NAME"] == state["user_pool_provider_name"]
         assert variables["ALLOWED_CLIENT_IDS"] == state["user_pool_client_id"]
     # every sample event is there; the REST ones with a token of the local pool and its claims
@@ -198,6 +201,8 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
         assert claims["aud"] == state["user_pool_client_id"], name
         assert event["requestContext"]["authorizer"]["jti"] == claims["jti"], name
         assert event["requestContext"]["authorizer"]["tenant_id"] == "acme", name
+        # and the credentials the authorizer would pass: the local identity pool's, not the placeholder
+        assert event["requestContext"]["authorizer"]["access_key_id"] not in ("", "ASIAIOSFODNN7EXAMPLE"), name
     assert created["statusCode"] == 201, created
     assert json.loads(created["body"])["created_by"] == "alice"
     assert refused["statusCode"] == 403, refused

@@ -7,6 +7,7 @@ role, the operator) can obtain tenant credentials any other way."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,9 @@ from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import LambdaContext, load_handler
 from local_stack.roles import function_role, role_arn
 from local_stack.users import UserPool, id_token
+from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import tenant_clients
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_gateway import MOTOS_BUNDLED_KEY, claims_of, sign
 
@@ -61,9 +63,12 @@ def role_credentials(stack: RunningStack, role: str, **tags: str) -> dict[str, s
     }
 
 
-def client_with(stack: RunningStack, service: str, credentials: dict[str, str]) -> Any:
+def client_with(stack: RunningStack, service: str, credentials: dict[str, str], *, in_vpc: bool = False) -> Any:
+    """A client signing with ``credentials``; ``in_vpc``: through the stack's
+    DynamoDB gateway endpoint, as the API functions call, else from outside."""
+    endpoint = stack.state["vpc_endpoint_url"] if in_vpc else stack.state["emulator_url"]
     session = boto3.Session(**credentials, region_name=stack.state["region"])  # type: ignore[arg-type]
-    return session.client(service, endpoint_url=stack.state["emulator_url"])  # type: ignore[call-overload]
+    return session.client(service, endpoint_url=endpoint)  # type: ignore[call-overload]
 
 
 def identity_pool(stack: RunningStack) -> Any:
@@ -92,8 +97,10 @@ def exchange(stack: RunningStack, token: str) -> dict[str, str]:
 
 def tenant_client(stack: RunningStack, tenant_id: str) -> Any:
     """A DynamoDB client on TenantAccessRole credentials, obtained the way the
-    layer gets them: a token of a user of the tenant, exchanged."""
-    return client_with(stack, "dynamodb", exchange(stack, stack.token(tenant_id, f"u-{tenant_id}")))
+    authorizer gets them (a token of a user of the tenant, exchanged) and used
+    the way the functions use them (through the stack's gateway endpoint)."""
+    credentials = exchange(stack, stack.token(tenant_id, f"u-{tenant_id}"))
+    return client_with(stack, "dynamodb", credentials, in_vpc=True)
 
 
 def assert_denied(call: Callable[[], Any]) -> ClientError:
@@ -117,27 +124,34 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
         "AWS_ACCESS_KEY_ID": credentials["aws_access_key_id"],
         "AWS_SECRET_ACCESS_KEY": credentials["aws_secret_access_key"],
         "AWS_SESSION_TOKEN": credentials["aws_session_token"],
-        "AWS_ENDPOINT_OVERRIDE": stack.state["emulator_url"],
+        # In the stack's VPC, like every API function: DynamoDB through the gateway endpoint.
+        "AWS_ENDPOINT_OVERRIDE": stack.state["vpc_endpoint_url"],
         "TABLE_NAME": stack.state["table_name"],
-        "IDENTITY_POOL_ID": stack.state["identity_pool_id"],
         "USER_POOL_PROVIDER_NAME": stack.state["user_pool_provider_name"],
         "ALLOWED_CLIENT_IDS": stack.state["user_pool_client_id"],
         "POWERTOOLS_METRICS_DISABLED": "true",
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
-    credential_cache.cache_clear()
+    tenant_clients.cache_clear()
     handler = load_handler(BROKEN_HANDLER, "app.lambda_handler")
 
     def invoke(caller_tenant: str, body: dict[str, Any], path: str = "/leak") -> dict[str, Any]:
         token = stack.token(caller_tenant, f"u-{caller_tenant}")
-        event = with_token(rest_event("POST", path, body=json.dumps(body)), token)
+        credentials = exchange(stack, token)  # what the authorizer passes for the token
+        tenant_credentials = TenantCredentials(
+            credentials["aws_access_key_id"],
+            credentials["aws_secret_access_key"],
+            credentials["aws_session_token"],
+            int(time.time()) + 3600,
+        )
+        event = with_token(rest_event("POST", path, body=json.dumps(body)), token, tenant_credentials)
         response: dict[str, Any] = handler(event, LambdaContext(function_name="BrokenFunction"))
         return response
 
     yield invoke
     get_settings.cache_clear()
-    credential_cache.cache_clear()
+    tenant_clients.cache_clear()
 
 
 def refused_with_nothing_leaked(response: dict[str, Any], *secrets: str) -> None:

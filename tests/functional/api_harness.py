@@ -17,9 +17,13 @@ import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from local_stack.events import authorizer_context, rest_event
+from local_stack.gateway import GatewayResponses
 from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
-from support_tickets.core.identity import token_payload
-from tests.conftest import tenant_claims, token_for_claims
+from local_stack.template import local_resolver
+from support_tickets.core.errors import ApiError, Unauthorized
+from support_tickets.core.identity import TENANT_CLAIM, TenantCredentials, token_payload
+from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
+from tests.conftest import credentials_for_token, tenant_claims, token_for_claims
 
 TICKET = "/tickets/{ticket_id}"
 
@@ -82,6 +86,38 @@ def _handler(logical_id: str) -> Handler:
     return load_handler(spec.code_uri, spec.handler)
 
 
+def _exchanged(token: str) -> TenantCredentials | None:
+    """The credentials the authorizer would pass for ``token`` (through the
+    authorizer's own credential cache); none for a token that is no JWT of the
+    pool at all (the authorizer would have refused it before any exchange)."""
+    try:
+        return credentials_for_token(token)
+    except (KeyError, ValueError):
+        return None
+
+
+def _valid_tenant(token: str) -> bool:
+    try:
+        validate_tenant_id((token_payload(token) or {}).get(TENANT_CLAIM))
+    except InvalidTenantId:
+        return False
+    return True
+
+
+def _authorizer_failed(exc: ApiError, request_id: str) -> ApiResponse:
+    """API Gateway's answer when the authorizer's exchange failed: a refused
+    token is its ``UNAUTHORIZED`` response (401), anything else made the
+    authorizer fail (``AUTHORIZER_FAILURE``, the template's 503)."""
+    kind = "UNAUTHORIZED" if isinstance(exc, Unauthorized) else "AUTHORIZER_FAILURE"
+    status, headers, body = _gateway_responses().render(kind, "Unauthorized" if kind == "UNAUTHORIZED" else "")
+    return parse_response({"statusCode": status, "headers": dict(headers), "body": body.decode()}, request_id)
+
+
+@cache
+def _gateway_responses() -> GatewayResponses:
+    return GatewayResponses.from_template(local_resolver())
+
+
 @dataclass(frozen=True)
 class Route:
     function: str
@@ -124,8 +160,11 @@ class Api:
         context: Mapping[str, Any] | None = None,
     ) -> ApiResponse:
         """``claims``: the caller's token's (its user's by default); the
-        authorizer's context is what the API's authorizer makes of that token,
-        unless ``context`` is given (what a broken or bypassed authorizer would pass)."""
+        authorizer's context is what the API's authorizer makes of that token
+        (the caller and the identity pool's credentials for it; if the exchange
+        fails, API Gateway's answer for a refused token or a failed authorizer,
+        and no function runs), unless ``context`` is given (what a broken or
+        bypassed authorizer would pass)."""
         spec = ROUTES[route]
         request_id = str(uuid.uuid4())
         claims = claims if claims is not None else (user.claims() if user else None)
@@ -135,7 +174,18 @@ class Api:
             given = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
             token = given.removeprefix("Bearer ") if given else token_for_claims(claims)
             if authorizer is None:
-                authorizer = authorizer_context(token_payload(token) or {})
+                try:
+                    credentials = _exchanged(token)
+                except ApiError as exc:
+                    if not _valid_tenant(token):
+                        # The authorizer would refuse this token before any exchange; what
+                        # the function does with such a context (a bypassed authorizer) is the test.
+                        credentials = None
+                    else:
+                        response = _authorizer_failed(exc, request_id)
+                        self.invocations.append(response)
+                        return response
+                authorizer = authorizer_context(token_payload(token) or {}, credentials=credentials)
             if given is None:
                 # API Gateway passes the verified token on: the token the context came from.
                 headers = {**(headers or {}), "Authorization": f"Bearer {token}"}

@@ -93,6 +93,24 @@ def clear_layer_caches() -> None:
                     value.cache_clear()
 
 
+def authorize(event: dict[str, Any]) -> None:
+    """What the API's authorizer adds to a REST event: the tenant credentials of
+    its token, exchanged now with the identity pool of this mock (the event
+    file's placeholder credentials stand for them)."""
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
+    if "access_key_id" not in context:
+        return
+    from support_tickets.core.identity import IdToken, bearer_token, token_payload
+    from support_tickets.data.session import credential_cache
+
+    authorization = next(value for name, value in event["headers"].items() if name.lower() == "authorization")
+    token, payload = bearer_token(authorization), token_payload(authorization)
+    assert token is not None, "a REST event without a token"
+    assert payload is not None, "a REST event without a token"
+    credentials = credential_cache().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+    context.update(credentials.as_context())
+
+
 def main() -> None:
     job = json.load(sys.stdin)
     build_root = os.path.abspath(job["build_root"])
@@ -155,6 +173,7 @@ def main() -> None:
                 client.put_item(TableName=job["table"]["TableName"], Item=item)
             identity_pool.register(pool_of_the_tests)
             try:
+                authorize(case["event"])
                 result = handlers[case["name"]](case["event"], LambdaContext(case["function"]))
                 report["results"][case["name"]] = {"response": result}
             except Exception:

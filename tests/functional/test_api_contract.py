@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from local_stack.events import SAMPLE_CLIENT_ID
-from tests.conftest import random_tenant_id
+from tests.functional import api_harness
 from tests.functional.api_harness import (
     ROUTES,
     Api,
     ApiResponse,
     User,
     assert_error,
+    aws_calls,
     aws_fails,
     client_error,
     connection_error,
@@ -220,29 +221,19 @@ def test_dynamodb_failing_is_503_with_retry_after(
     assert snapshot() == before
 
 
-COGNITO_FAILURES = {
-    "TooManyRequestsException": (429, "THROTTLED"),
-    "InternalErrorException": (503, "UNAVAILABLE"),
-    "ResourceNotFoundException": (503, "UNAVAILABLE"),
-    "NotAuthorizedException": (401, "UNAUTHORIZED"),
-}
-
-
-@pytest.mark.parametrize(("route", "code"), every_route_and_each_variant(list(COGNITO_FAILURES)))
-def test_no_credentials_means_no_data(api: Api, snapshot: Snapshot, route: str, code: str) -> None:
-    status, error_code = COGNITO_FAILURES[code]
-    # Given a user whose token this container has never exchanged
-    user = User(random_tenant_id())
+@pytest.mark.parametrize("route", ALL_ROUTES)
+def test_no_credentials_in_the_context_means_no_data(
+    api: Api, user: User, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    # Given what a broken authorizer would pass: the caller without its tenant credentials
+    monkeypatch.setattr(api_harness, "_exchanged", lambda token: None)
     before = snapshot()
-    # When the identity pool refuses the exchange
-    with aws_fails("cognito-identity", client_error(code)) as attempted:
+    # When the request reaches the function
+    with aws_calls() as calls:
         response = sample_request(api, route, user, "01JD3ZZZZZZZZZZZZZZZZZZZZZ")
-    # Then the request fails (429 or 503 with Retry-After, 401 for a refused
-    # token) without touching the table: no other credentials are tried
-    assert attempted == ["GetId"]
-    assert_error(response, status, error_code)
-    if status != 401:
-        assert response.header("Retry-After") == "1"
+    # Then it is a 401 that touched nothing and tried no other credentials (the functions never call Cognito)
+    assert_error(response, 401, "UNAUTHORIZED")
+    assert calls == []
     assert snapshot() == before
 
 

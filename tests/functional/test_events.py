@@ -162,7 +162,9 @@ def report(specs: dict[str, FunctionSpec], tmp_path_factory: pytest.TempPathFact
     workdir = tmp_path_factory.mktemp("events")
     cases = []
     authorized = sample_events.with_fresh_tokens(
-        lambda username, admin: token_for_claims(tenant_claims(sample_events.TENANT, username, admin=admin))
+        lambda username, admin: token_for_claims(tenant_claims(sample_events.TENANT, username, admin=admin)),
+        # The runner exchanges each token in its own mock, as the authorizer would.
+        lambda token: sample_events.PLACEHOLDER_CREDENTIALS,
     )
     for event_file in EVENT_FILES:
         spec = function_for(event_file, specs)

@@ -12,7 +12,7 @@ import pytest
 from local_stack import iam
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role
 from local_stack.roles import RoleDefinition, function_role, roles_from_template
-from local_stack.template import offline_resolver
+from local_stack.template import LOCAL_VPC_ENDPOINT_ID, offline_resolver
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"
 INDEX_ARN = f"{TABLE_ARN}/index/GSI1"
@@ -36,8 +36,18 @@ AGGREGATOR_ROLE = ROLES[function_role("AggregateCountsFunction")]
 AUDIT_ROLE = ROLES[function_role("AuditTrailFunction")]
 
 
-def tenant_request(action: str, keys: Sequence[str] | None, tenant: str | None = "1", resource: str = TABLE_ARN) -> Any:
+def tenant_request(
+    action: str,
+    keys: Sequence[str] | None,
+    tenant: str | None = "1",
+    resource: str = TABLE_ARN,
+    source_vpce: str | None = LOCAL_VPC_ENDPOINT_ID,
+) -> Any:
+    """A request with tenant credentials; by default from inside the stack
+    (through its gateway endpoint, as the API functions call)."""
     context: dict[str, Sequence[str]] = {}
+    if source_vpce is not None:
+        context["aws:SourceVpce"] = [source_vpce]
     if tenant is not None:
         context["aws:PrincipalTag/TenantId"] = [tenant]
     if keys is not None:
@@ -68,6 +78,24 @@ def decide(role: RoleDefinition, request: iam.Request) -> iam.Decision:
 def test_tenant_policy_allows_exactly_the_tenant_prefix(tenant: str, key: str, allowed: bool) -> None:
     decision = decide(TENANT_ROLE, tenant_request("GetItem", [key], tenant))
     assert (decision is iam.Decision.ALLOW) == allowed
+
+
+# ---------------------------------------------------------------- the data perimeter
+@pytest.mark.parametrize(
+    "action",
+    ["GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "ConditionCheckItem"],
+)
+@pytest.mark.parametrize("resource", [TABLE_ARN, INDEX_ARN])
+@pytest.mark.parametrize("source_vpce", [None, "vpce-0123456789abcdef0", LOCAL_VPC_ENDPOINT_ID.upper()])
+def test_tenant_credentials_reach_nothing_but_through_the_stacks_endpoint(
+    action: str, resource: str, source_vpce: str | None
+) -> None:
+    # The tenant's own key, every action the role allows: from outside (no endpoint),
+    # through another VPC's endpoint, or an id that only looks like ours, nothing.
+    own = tenant_request(action, ["TENANT#1|TICKET#a"], "1", resource)
+    assert decide(TENANT_ROLE, own) is iam.Decision.ALLOW
+    elsewhere = tenant_request(action, ["TENANT#1|TICKET#a"], "1", resource, source_vpce=source_vpce)
+    assert decide(TENANT_ROLE, elsewhere) is iam.Decision.IMPLICIT_DENY
 
 
 def test_every_key_of_a_request_must_be_the_tenants() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role, authorize_dynamodb
 from local_stack.iam import Decision
+from local_stack.template import LOCAL_VPC_ENDPOINT_ID
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 
@@ -39,8 +40,18 @@ def owned(tenant: str, key: str) -> bool:
     return key.startswith(f"TENANT#{tenant}|")
 
 
-def decide(tenant: str, operation: str, body: dict[str, Any]) -> bool:
-    return authorize_dynamodb(session(tenant), operation, body, region="us-east-1", tables=TABLES) is None
+def decide(tenant: str, operation: str, body: dict[str, Any], source_vpce: str | None = LOCAL_VPC_ENDPOINT_ID) -> bool:
+    """Whether the guard lets tenant credentials make this request; by default
+    through the stack's gateway endpoint (the functions' way)."""
+    allowed = authorize_dynamodb(
+        session(tenant), operation, body, region="us-east-1", tables=TABLES, source_vpce=source_vpce
+    )
+    # The data perimeter: from anywhere else, whatever the request, nothing.
+    assert (
+        source_vpce is None
+        or authorize_dynamodb(session(tenant), operation, body, region="us-east-1", tables=TABLES) is not None
+    )
+    return allowed is None
 
 
 def item(pk: str) -> dict[str, Any]:

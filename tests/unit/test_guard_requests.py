@@ -17,6 +17,7 @@ from local_stack.guard import (
     dynamodb_requests,
     parse_assume_role,
 )
+from local_stack.template import LOCAL_VPC_ENDPOINT_ID
 from tests.unit.test_guard_policy import INDEX_ARN, TABLE_ARN, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}
@@ -192,10 +193,16 @@ def test_requests_it_cannot_read_are_not_understood(operation: str, body: dict[s
 
 def test_authorize_denies_in_dynamodbs_words() -> None:
     session = Session("ASIAX", TENANT_ROLE, "tenant-1", {"TenantId": "1"})
+    own_item = {"TableName": "SupportTicket", "Key": key("TENANT#1|A")}
     allowed = authorize_dynamodb(
-        session, "GetItem", {"TableName": "SupportTicket", "Key": key("TENANT#1|A")}, region="us-east-1", tables=TABLES
+        session, "GetItem", own_item, region="us-east-1", tables=TABLES, source_vpce=LOCAL_VPC_ENDPOINT_ID
     )
     assert allowed is None
+    outside = authorize_dynamodb(session, "GetItem", own_item, region="us-east-1", tables=TABLES)
+    assert outside == (
+        "User: arn:aws:sts::123456789012:assumed-role/TenantAccessRole/tenant-1 is not authorized to perform: "
+        f"dynamodb:GetItem on resource: {TABLE_ARN} because no identity-based policy allows the dynamodb:GetItem action"
+    )
     message = authorize_dynamodb(session, "Scan", {"TableName": "SupportTicket"}, region="us-east-1", tables=TABLES)
     assert message == (
         "User: arn:aws:sts::123456789012:assumed-role/TenantAccessRole/tenant-1 is not authorized to perform: "

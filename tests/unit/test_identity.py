@@ -10,13 +10,14 @@ import pytest
 
 from support_tickets.auth.authorizer import caller_context
 from support_tickets.core.errors import Forbidden, Unauthorized
-from support_tickets.core.identity import IdToken, bound_token, check_id_token, parse_groups
+from support_tickets.core.identity import IdToken, TenantCredentials, bound_token, check_id_token, parse_groups
 from support_tickets.core.identity import caller_from_context as caller_of
 from support_tickets.core.identity import caller_from_event as caller_of_event
 from support_tickets.core.settings import ConfigurationError, get_settings
 from tests.conftest import jwt_shaped
 
 CLIENT = "ourclient"
+CREDENTIALS = TenantCredentials("ASIAEXAMPLEEXAMPLE", "secret-of-the-credentials", "session-token-of-them", 1795258000)
 OTHER_CLIENT = "anotherclientofthepool"
 EXPIRES = 1795258800
 
@@ -36,6 +37,11 @@ def claims(**overrides: Any) -> dict[str, Any]:
     return {key: value for key, value in base.items() if value is not None}
 
 
+def context_of(payload: dict[str, Any], tier: str | None = None) -> dict[str, str]:
+    """The authorizer's context for a token with ``payload``: the caller and its tenant credentials."""
+    return {**caller_context(payload, tier), **CREDENTIALS.as_context()}
+
+
 def bearer(payload: dict[str, Any], **token_changes: Any) -> str:
     """The Authorization header with a token of this payload (plus changes)."""
     token = {**payload, **token_changes}
@@ -45,7 +51,7 @@ def bearer(payload: dict[str, Any], **token_changes: Any) -> str:
 def caller_from(payload: dict[str, Any], **token_changes: Any) -> Any:
     """The caller of a request whose token has ``payload`` (the authorizer's
     context made from it), its header's token with ``token_changes``."""
-    return caller_of(caller_context(payload, "basic"), {CLIENT}, bearer(payload, **token_changes))
+    return caller_of(context_of(payload, "basic"), {CLIENT}, bearer(payload, **token_changes))
 
 
 def caller_from_event(event: dict[str, Any]) -> Any:
@@ -112,7 +118,7 @@ def test_no_other_group_name_is_admin(groups: list[str]) -> None:
 def test_a_request_without_its_token_is_unauthorized(authorization: str | None) -> None:
     # Its token is what the layer exchanges for credentials: without it, nothing.
     with pytest.raises(Unauthorized):
-        caller_of(caller_context(claims()), {CLIENT}, authorization)
+        caller_of(context_of(claims()), {CLIENT}, authorization)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +145,7 @@ def test_the_header_token_must_be_the_verified_one(changes: dict[str, Any]) -> N
 
 def test_a_context_without_a_jti_or_sub_binds_no_token() -> None:
     for missing in ("jti", "sub"):
-        context = {key: value for key, value in caller_context(claims()).items() if key != missing}
+        context = {key: value for key, value in context_of(claims()).items() if key != missing}
         with pytest.raises(Unauthorized):
             caller_of(context, {CLIENT}, bearer(claims()))
 
@@ -148,18 +154,47 @@ def test_the_caller_carries_its_token_never_in_a_repr() -> None:
     payload = claims()
     authorization = bearer(payload)
     token = authorization.removeprefix("Bearer ")
-    caller = caller_of(caller_context(payload), {CLIENT}, authorization)
+    caller = caller_of(context_of(payload), {CLIENT}, authorization)
     assert caller.token == IdToken(value=token, subject="0c1b5f3a-7d2e", expires_at=EXPIRES)
     assert caller.token.digest == hashlib.sha256(token.encode()).hexdigest()
     assert token not in repr(caller)
     assert token not in repr(caller.token)
     # a bare token, as the authorizer also accepts
-    assert bound_token(token, caller_context(payload), {CLIENT}) == caller.token
+    assert bound_token(token, context_of(payload), {CLIENT}) == caller.token
+
+
+def test_the_caller_carries_the_contexts_credentials_never_their_secrets_in_a_repr() -> None:
+    caller = caller_from(claims())
+    assert caller.credentials == CREDENTIALS
+    assert "ASIAEXAMPLEEXAMPLE" in repr(caller.credentials)
+    for secret in ("secret-of-the-credentials", "session-token-of-them"):
+        assert secret not in repr(caller)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"access_key_id": None},
+        {"secret_access_key": None},
+        {"session_token": None},
+        {"credentials_expire_at": None},
+        {"access_key_id": ""},
+        {"credentials_expire_at": "soon"},
+        {"credentials_expire_at": "1.5"},
+    ],
+    ids=lambda broken: "-".join(f"{key}={value}" for key, value in broken.items()),
+)
+def test_a_context_without_usable_credentials_is_unauthorized(broken: dict[str, Any]) -> None:
+    # What a misconfigured authorizer (or an old cached answer) would pass: no data, a 401.
+    context = {**context_of(claims()), **broken}
+    context = {key: value for key, value in context.items() if value is not None}
+    with pytest.raises(Unauthorized):
+        caller_of(context, {CLIENT}, bearer(claims()))
 
 
 def test_the_header_is_found_in_the_event_in_any_letter_case() -> None:
     payload = claims(**{"cognito:groups": ["support", "admin"]})
-    event = {"headers": {"authorization": bearer(payload)}, "requestContext": {"authorizer": caller_context(payload)}}
+    event = {"headers": {"authorization": bearer(payload)}, "requestContext": {"authorizer": context_of(payload)}}
     assert caller_from_event(event).is_admin
 
 
@@ -203,9 +238,9 @@ def test_only_id_tokens_of_an_allowed_app_client_are_accepted(changes: dict[str,
 
 def test_any_of_several_allowed_clients() -> None:
     other = claims(aud=OTHER_CLIENT)
-    assert caller_of(caller_context(other), {CLIENT, OTHER_CLIENT}, bearer(other)).tenant_id == "acme"
+    assert caller_of(context_of(other), {CLIENT, OTHER_CLIENT}, bearer(other)).tenant_id == "acme"
     with pytest.raises(Unauthorized):
-        caller_of(caller_context(claims()), set(), bearer(claims()))
+        caller_of(context_of(claims()), set(), bearer(claims()))
 
 
 @pytest.mark.parametrize(
@@ -252,7 +287,7 @@ def test_the_tenant_is_read_from_the_authorizer_only() -> None:
         "body": '{"tenant_id": "evil"}',
         "queryStringParameters": {"tenant_id": "evil"},
         "headers": {"X-Tenant-Id": "evil", "Authorization": bearer(claims())},
-        "requestContext": {"authorizer": caller_context(claims())},
+        "requestContext": {"authorizer": context_of(claims())},
     }
     assert caller_from_event(event).tenant_id == "acme"
     assert json.loads(caller_context(claims())["groups"]) == []

@@ -21,8 +21,9 @@ from moto import mock_aws
 from local_stack import identity_pool
 from local_stack.cognito import public_jwks
 from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.guard import Guard, TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, TableKeys
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
+from local_stack.template import LOCAL_VPC_ENDPOINT_ID
 from tests.conftest import IDENTITY_POOL_ID, REGION, SIGNING_KEY, USER_POOL_ID, USER_POOL_PROVIDER, sign_token
 from tests.unit.test_guard_policy import ROLES, TENANT_ROLE
 
@@ -80,7 +81,9 @@ def guard(moto: Moto, pool: LocalIdentityPool) -> Guard:
     return Guard(moto, roles=ROLES, tables=TABLES, identity_pool=pool)
 
 
-def send(guard: Guard, target: str, body: dict[str, Any], *, signed_by: str | None = None) -> tuple[int, Any]:
+def send(
+    guard: Guard, target: str, body: dict[str, Any], *, signed_by: str | None = None, source_vpce: str | None = None
+) -> tuple[int, Any]:
     raw = json.dumps(body).encode()
     environ: dict[str, Any] = {
         "REQUEST_METHOD": "POST",
@@ -91,6 +94,8 @@ def send(guard: Guard, target: str, body: dict[str, Any], *, signed_by: str | No
         "wsgi.input": io.BytesIO(raw),
         "HTTP_X_AMZ_TARGET": target,
     }
+    if source_vpce is not None:  # as the emulator's gateway-endpoint listener marks it
+        environ[SOURCE_VPCE_ENVIRON] = source_vpce
     if signed_by is not None:
         service = "dynamodb" if target.startswith("DynamoDB") else "cognito-identity"
         environ["HTTP_AUTHORIZATION"] = (
@@ -128,9 +133,12 @@ def refused(answer: tuple[int, Any], code: str, message: str) -> None:
     assert message in body["message"]
 
 
-def get_item(guard: Guard, access_key: str, pk: str) -> tuple[int, Any]:
+def get_item(guard: Guard, access_key: str, pk: str, *, in_vpc: bool = True) -> tuple[int, Any]:
+    """A GetItem with tenant credentials: by default the way the functions
+    call (through the stack's gateway endpoint), else from anywhere else."""
     body = {"TableName": "SupportTicket", "Key": {"pk": {"S": pk}, "sk": {"S": "SUMMARY"}}}
-    return send(guard, "DynamoDB_20120810.GetItem", body, signed_by=access_key)
+    source_vpce = LOCAL_VPC_ENDPOINT_ID if in_vpc else None
+    return send(guard, "DynamoDB_20120810.GetItem", body, signed_by=access_key, source_vpce=source_vpce)
 
 
 # ---------------------------------------------------------------- what it issues
@@ -148,6 +156,10 @@ def test_a_token_of_the_pool_gets_credentials_of_its_tenant_only(guard: Guard, m
     # Its own tenant's items are forwarded to DynamoDB (moto); tenant "10"'s never.
     assert get_item(guard, key, "TENANT#1|TICKET#a")[0] == 200
     status, denial = get_item(guard, key, "TENANT#10|TICKET#a")
+    assert status == 400
+    assert denial["__type"].endswith("AccessDeniedException")
+    # The same credentials, held by the user itself outside the stack's VPC: its own item neither.
+    status, denial = get_item(guard, key, "TENANT#1|TICKET#a", in_vpc=False)
     assert status == 400
     assert denial["__type"].endswith("AccessDeniedException")
     assert moto.forwarded == ["DynamoDB_20120810.GetItem"]

@@ -239,7 +239,16 @@ def test_api_function_roles_cannot_touch_dynamodb_items() -> None:
     # Logs and traces only (managed policies); no permission of its own at all.
     assert all_role_statements(role) == []
     granted = {action for statement in role_grants("ApiFunctionRole") for action in as_list(statement["Action"])}
-    assert {action.split(":", 1)[0] for action in granted} == {"logs", "xray"}
+    assert {action.split(":", 1)[0] for action in granted} == {"logs", "xray", "ec2"}
+    # ec2: only what Lambda needs for the functions' network interfaces in the VPC.
+    assert {action for action in granted if action.startswith("ec2:")} <= {
+        "ec2:CreateNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSubnets",
+        "ec2:DeleteNetworkInterface",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+    }
     managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
     assert "AWSLambdaBasicExecutionRole" in managed
     assert "Dynamo" not in managed
@@ -385,19 +394,89 @@ def test_the_principal_tag_is_the_tokens_tenant_and_nothing_else() -> None:
     assert tags["PrincipalTags"] == {"TenantId": "custom:tenant_id"}
 
 
-def test_functions_know_the_identity_pool_and_nothing_to_assume() -> None:
+def test_only_the_authorizer_knows_the_identity_pool_and_nothing_has_a_role_to_assume() -> None:
     from support_tickets.core.settings import Settings
 
     aliases = {field.alias for field in Settings.model_fields.values()}
     assert {"IDENTITY_POOL_ID", "USER_POOL_PROVIDER_NAME"} <= aliases
     functions = resources("AWS::Lambda::Function")
+    authorizer = functions["AuthorizerFunction"]
+    variables = authorizer["Properties"]["Environment"]["Variables"]
+    assert variables["IDENTITY_POOL_ID"] == {"Ref": "IdentityPool"}
+    assert variables["USER_POOL_PROVIDER_NAME"] == {"Fn::GetAtt": ["UserPool", "ProviderName"]}
+    # Deployed after the pool can issue tagged credentials.
+    assert {"IdentityPoolRoles", "IdentityPoolTenantTag"} <= set(authorizer.get("DependsOn", []))
     for name in API_FUNCTIONS:
         variables = functions[name]["Properties"]["Environment"]["Variables"]
-        assert variables["IDENTITY_POOL_ID"] == {"Ref": "IdentityPool"}, name
-        assert variables["USER_POOL_PROVIDER_NAME"] == {"Fn::GetAtt": ["UserPool", "ProviderName"]}, name
+        # The functions never call Cognito (they can't: their VPC reaches DynamoDB only).
+        assert "IDENTITY_POOL_ID" not in variables, name
         assert "TENANT_ROLE_ARN" not in variables, name
-        # Deployed after the pool can issue tagged credentials.
-        assert {"IdentityPoolRoles", "IdentityPoolTenantTag"} <= set(functions[name].get("DependsOn", [])), name
+
+
+# ---------------------------------------------------------------- the data perimeter
+def test_every_allow_of_the_tenant_role_holds_only_through_the_stacks_gateway_endpoint() -> None:
+    allows = [statement for statement in all_role_statements(tenant_role()) if statement["Effect"] == "Allow"]
+    assert allows
+    for statement in allows:
+        assert statement["Condition"]["StringEquals"]["aws:SourceVpce"] == {"Ref": "DynamoDbEndpoint"}, statement
+
+
+def test_the_gateway_endpoint_is_dynamodbs_in_the_stacks_vpc_and_only_for_this_table() -> None:
+    endpoint = single("AWS::EC2::VPCEndpoint")
+    assert endpoint["VpcEndpointType"] == "Gateway"
+    assert endpoint["ServiceName"] == {"Fn::Sub": "com.amazonaws.${AWS::Region}.dynamodb"}
+    assert endpoint["VpcId"] == {"Ref": "Vpc"}
+    assert endpoint["RouteTableIds"] == [{"Ref": "PrivateRouteTable"}]
+    (policy,) = statements(endpoint["PolicyDocument"])
+    assert policy["Effect"] == "Allow"
+    assert set(policy["Action"]) == ITEM_ACTIONS
+    assert policy["Resource"] == [
+        {"Fn::GetAtt": ["SupportTicketTable", "Arn"]},
+        {"Fn::Sub": "${SupportTicketTable.Arn}/index/GSI1"},
+    ]
+
+
+def test_the_api_functions_run_in_two_private_subnets_whose_only_way_out_is_the_endpoint() -> None:
+    subnets = resources("AWS::EC2::Subnet")
+    assert set(subnets) == {"PrivateSubnetA", "PrivateSubnetB"}
+    zones = [subnet["Properties"]["AvailabilityZone"] for subnet in subnets.values()]
+    assert zones == [{"Fn::Select": [0, {"Fn::GetAZs": ""}]}, {"Fn::Select": [1, {"Fn::GetAZs": ""}]}]
+    assert all(subnet["Properties"]["MapPublicIpOnLaunch"] is False for subnet in subnets.values())
+    associations = resources("AWS::EC2::SubnetRouteTableAssociation").values()
+    assert {json.dumps(a["Properties"]["SubnetId"]) for a in associations} == {
+        json.dumps({"Ref": name}) for name in subnets
+    }
+    assert all(a["Properties"]["RouteTableId"] == {"Ref": "PrivateRouteTable"} for a in associations)
+    # No route anywhere else: no internet gateway, no NAT, no route, no other endpoint.
+    kinds = {resource["Type"] for resource in translated()["Resources"].values()}
+    assert not kinds & {
+        "AWS::EC2::InternetGateway",
+        "AWS::EC2::NatGateway",
+        "AWS::EC2::Route",
+        "AWS::EC2::VPCGatewayAttachment",
+        "AWS::EC2::EgressOnlyInternetGateway",
+    }
+    assert len(resources("AWS::EC2::VPCEndpoint")) == 1
+    group = single("AWS::EC2::SecurityGroup")
+    assert "SecurityGroupIngress" not in group
+    functions = resources("AWS::Lambda::Function")
+    in_vpc = {name for name, function in functions.items() if "VpcConfig" in function["Properties"]}
+    assert in_vpc == API_FUNCTIONS  # the authorizer and the stream functions call Cognito, SQS: outside
+    for name in API_FUNCTIONS:
+        vpc = functions[name]["Properties"]["VpcConfig"]
+        assert vpc["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name
+        assert vpc["SecurityGroupIds"] == [{"Ref": "ApiFunctionSecurityGroup"}], name
+
+
+def test_credentials_outlive_the_authorizers_cache_and_the_longest_request() -> None:
+    from support_tickets.core.settings import DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS
+
+    cache_seconds = load_template()["Resources"]["TicketsApi"]["Properties"]["Auth"]["Authorizers"]["TenantAuthorizer"][
+        "Identity"
+    ]["ReauthorizeEvery"]
+    functions = resources("AWS::Lambda::Function")
+    longest = max(int(functions[name]["Properties"].get("Timeout", 3)) for name in API_FUNCTIONS)
+    assert cache_seconds + longest < DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS
 
 
 def role_of(function: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from support_tickets.core.models import (
     UpdateTicketRequest,
 )
 from support_tickets.core.settings import get_settings
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.domain import tickets
@@ -47,7 +47,7 @@ class LeakRequest(BaseModel):
 @app.post("/leak")
 def leak(request: Annotated[LeakRequest, Body()]) -> Ticket:
     caller = current_caller(app)
-    clients = credential_cache().for_token(caller.token)
+    clients = tenant_clients().for_caller(caller)
     repository = TicketRepository(TenantTable(request.tenant_id, get_settings().table_name, clients))
     if request.ticket_id is not None:
         return repository.get_ticket_summary(request.ticket_id)

@@ -29,6 +29,15 @@ authorizer contexts must be (:func:`caller_context`; read back by
 The key comes from the tenant record (``TENANT#<t>|CONFIG``), read with the
 authorizer's own role, which may GetItem those items and nothing else, and
 kept per container for ``TENANT_CONFIG_TTL_SECONDS`` like every function's copy.
+
+An allowed caller's context also carries its tenant credentials: the
+authorizer (outside the VPC, where Cognito is reachable) exchanges the
+verified token at the stack's identity pool
+(:class:`support_tickets.data.session.CredentialCache`), and the functions
+(inside the VPC, which reaches DynamoDB only) use them through the stack's
+gateway endpoint, the only place ``TenantAccessRole``'s policy admits them.
+API Gateway caches them with the answer, so a cached token costs no Cognito
+call at all; a denied caller gets none.
 """
 
 from __future__ import annotations
@@ -62,6 +71,8 @@ from support_tickets.core.identity import (
     TENANT_CLAIM,
     TOKEN_USE_CLAIM,
     USERNAME_CLAIM,
+    IdToken,
+    TenantCredentials,
     bearer_token,
 )
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
@@ -95,6 +106,7 @@ def jwks_url(user_pool_provider_name: str, endpoint_url: str | None = None) -> s
 
 @dataclass(frozen=True, slots=True)
 class VerifiedToken:
+    token: IdToken
     claims: dict[str, Any]
     tenant_id: str
     username: str
@@ -148,7 +160,13 @@ class TokenVerifier:
         groups = claims.get(GROUPS_CLAIM, [])
         if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
             raise Unauthorized()
-        return VerifiedToken(claims=claims, tenant_id=tenant_id, username=username, groups=tuple(groups))
+        return VerifiedToken(
+            token=IdToken(value=token, subject=subject, expires_at=int(expires)),
+            claims=claims,
+            tenant_id=tenant_id,
+            username=username,
+            groups=tuple(groups),
+        )
 
 
 def caller_context(claims: Mapping[str, Any], tier: str | None = None) -> dict[str, str]:
@@ -195,8 +213,10 @@ class TenantAuthorizer:
         table_name: str,
         client_factory: Callable[[], DynamoDBClient],
         records: TenantConfigCache,
+        exchange: Callable[[IdToken], TenantCredentials],
     ) -> None:
         self._verifier = verifier
+        self._exchange = exchange
         self._table_name = table_name
         self._clients = _RoleClients(client_factory)
         self._records = records
@@ -210,13 +230,16 @@ class TenantAuthorizer:
         verified = self._verifier.verify(event.authorization_token)
         record = self.record(verified.tenant_id)
         arn = event.parsed_arn
+        context = caller_context(verified.claims, record.tier)
+        if record.api_key:
+            context.update(self._exchange(verified.token).as_context())
         response = APIGatewayAuthorizerResponse(
             principal_id=str(verified.claims[SUBJECT_CLAIM]),
             region=arn.region,
             aws_account_id=arn.aws_account_id,
             api_id=arn.api_id,
             stage=arn.stage,
-            context=caller_context(verified.claims, record.tier),
+            context=context,
             usage_identifier_key=record.api_key,
         )
         if record.api_key:

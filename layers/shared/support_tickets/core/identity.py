@@ -12,13 +12,16 @@ a tenant or a user is a 401, a malformed tenant id a 403: there is no default
 tenant.
 
 The caller also carries its :class:`IdToken`, the ``Authorization`` header's
-token the context came from: :mod:`support_tickets.data.session` exchanges it with
-the identity pool for the only credentials that reach the table, tagged by
-Cognito with the token's tenant. A request whose header holds no token, or
-another token than the context's (another ``jti``, ``sub`` or tenant), or not
-an ID token of an allowed app client, is a 401: it could only get credentials
-of another caller. (The header's payload is only decoded here: the authorizer
-verified it, and the identity pool verifies it again before it issues anything.)
+token the context came from, and the :class:`TenantCredentials` the
+authorizer obtained for exactly that token from the stack's Cognito identity
+pool (:mod:`support_tickets.data.session`): the only credentials that reach
+the table, tagged by Cognito with the token's tenant, and usable only through
+the stack's VPC endpoint (the data perimeter). A request whose header holds no
+token, or another token than the context's (another ``jti``, ``sub`` or
+tenant), or not an ID token of an allowed app client, or whose context carries
+no credentials, is a 401. (The header's payload is only decoded here: the
+authorizer verified it, and the identity pool verified it again before it
+issued the credentials.)
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ CONTEXT_USERNAME = "username"
 CONTEXT_GROUPS = "groups"
 CONTEXT_SUBJECT = "sub"
 CONTEXT_JTI = "jti"
+# The tenant credentials the authorizer obtained for the token (flat strings, as contexts must be).
+CONTEXT_ACCESS_KEY_ID = "access_key_id"
+CONTEXT_SECRET_ACCESS_KEY = "secret_access_key"  # noqa: S105 - a context key, not a secret
+CONTEXT_SESSION_TOKEN = "session_token"  # noqa: S105 - a context key, not a secret
+CONTEXT_CREDENTIALS_EXPIRE_AT = "credentials_expire_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +75,50 @@ class IdToken:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantCredentials:
+    """Credentials of ``TenantAccessRole`` for one caller's token, as the
+    identity pool issued them (session tag ``TenantId`` = the token's tenant).
+    The secret parts are never in a repr or a log line."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str = field(repr=False)
+    expires_at: int  # epoch seconds
+
+    def as_context(self) -> dict[str, str]:
+        """Under ``requestContext.authorizer``: API Gateway passes the
+        authorizer's context to the integration only, never to the client."""
+        return {
+            CONTEXT_ACCESS_KEY_ID: self.access_key_id,
+            CONTEXT_SECRET_ACCESS_KEY: self.secret_access_key,
+            CONTEXT_SESSION_TOKEN: self.session_token,
+            CONTEXT_CREDENTIALS_EXPIRE_AT: str(self.expires_at),
+        }
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> TenantCredentials:
+        """The credentials of an authorizer context, or :class:`Unauthorized`."""
+        values = [
+            context.get(name) for name in (CONTEXT_ACCESS_KEY_ID, CONTEXT_SECRET_ACCESS_KEY, CONTEXT_SESSION_TOKEN)
+        ]
+        expires_at = context.get(CONTEXT_CREDENTIALS_EXPIRE_AT)
+        if not all(isinstance(value, str) and value for value in values):
+            raise Unauthorized()
+        try:
+            expiry = int(str(expires_at), 10)
+        except ValueError:
+            raise Unauthorized() from None
+        access_key_id, secret_access_key, session_token = (str(value) for value in values)
+        return cls(access_key_id, secret_access_key, session_token, expiry)
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     tenant_id: str
     username: str
     is_admin: bool
     token: IdToken
+    credentials: TenantCredentials
 
     def require_admin(self) -> None:
         if not self.is_admin:
@@ -162,8 +209,15 @@ def caller_from_context(
     except InvalidTenantId as exc:
         raise Forbidden("The token does not carry a valid tenant.") from exc
     token = bound_token(authorization, context, allowed_client_ids)
+    credentials = TenantCredentials.from_context(context)
     groups = parse_groups(context.get(CONTEXT_GROUPS))
-    return Caller(tenant_id=tenant_id, username=username, is_admin=ADMIN_GROUP in groups, token=token)
+    return Caller(
+        tenant_id=tenant_id,
+        username=username,
+        is_admin=ADMIN_GROUP in groups,
+        token=token,
+        credentials=credentials,
+    )
 
 
 def caller_from_event(event: Mapping[str, Any], allowed_client_ids: Collection[str]) -> Caller:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 # How stale a container's copy of a tenant record may be (support_tickets.data.tenant_registry);
 # resharding (ops.tenants) waits this long between its phases.
 DEFAULT_TENANT_CONFIG_TTL_SECONDS = 30
+DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS = 600
 # Cognito's ClientId: 1-128 word characters or "+".
 _CLIENT_ID = re.compile(r"[\w+]{1,128}", re.ASCII)
 # Cognito's IdentityPoolId: <region>:<GUID> (API reference: [\w-]+:[0-9a-f-]+, at most 55).
@@ -28,17 +29,25 @@ class Settings(BaseModel):
     # The app clients whose ID tokens the API accepts (comma-separated): API
     # Gateway's Cognito authorizer checks neither the audience nor the token use.
     allowed_client_ids: frozenset[str] = Field(alias="ALLOWED_CLIENT_IDS", min_length=1)
-    # Where a caller's ID token becomes tenant credentials (support_tickets.data.session):
-    # the identity pool, and the Logins key of the user pool that issued the token.
-    identity_pool_id: str = Field(alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern)
+    # Where the authorizer turns a caller's ID token into tenant credentials
+    # (support_tickets.data.session): the identity pool (the authorizer's
+    # environment only: the API functions never call Cognito), and the Logins
+    # key of the user pool that issued the token.
+    identity_pool_id: str | None = Field(
+        default=None, alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern
+    )
     user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)
     region: str = Field(default="us-east-1", alias="AWS_REGION")
     # Local development only (docs/local-stack.md, sam local): empty when deployed.
     endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
-    # Cached credentials are given up this long before they (or the token they
-    # came from) expire: longer than the longest function timeout (29 s), so
-    # they never expire in the middle of a request.
-    credentials_renew_before_seconds: int = Field(default=60, alias="CREDENTIALS_RENEW_BEFORE_SECONDS", ge=30, le=900)
+    # The authorizer gives cached credentials up this long before they (or the
+    # token they came from) expire: longer than API Gateway's authorizer cache
+    # (ReauthorizeEvery, 300 s) plus the longest function timeout (29 s), so
+    # credentials API Gateway serves from its cache never expire during a
+    # request (tests/unit/test_template.py holds the template to it).
+    credentials_renew_before_seconds: int = Field(
+        default=DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS, alias="CREDENTIALS_RENEW_BEFORE_SECONDS", ge=30, le=1800
+    )
     tenant_config_ttl_seconds: float = Field(
         default=DEFAULT_TENANT_CONFIG_TTL_SECONDS, alias="TENANT_CONFIG_TTL_SECONDS", ge=0, le=300
     )

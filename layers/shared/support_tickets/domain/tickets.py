@@ -37,7 +37,7 @@ from support_tickets.core.settings import get_settings
 from support_tickets.data.aggregate_repository import AggregateRepository
 from support_tickets.data.audit_repository import AuditRepository
 from support_tickets.data.comment_repository import CommentRepository
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
@@ -54,9 +54,10 @@ _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 def table_for(caller: Caller) -> TenantTable:
     """The caller's tenant's view of the table, every repository works through
-    it, with credentials of the caller's own token (never of a tenant id); a
-    suspended tenant gets no further (its data stays as it is)."""
-    table = TenantTable(caller.tenant_id, get_settings().table_name, credential_cache().for_token(caller.token))
+    it, with the credentials the authorizer obtained for the caller's own token
+    (never for a tenant id); a suspended tenant gets no further (its data stays
+    as it is)."""
+    table = TenantTable(caller.tenant_id, get_settings().table_name, tenant_clients().for_caller(caller))
     if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
         raise TenantSuspended()
     return table
