@@ -26,7 +26,7 @@ from tests.conftest import REGION, USER_POOL, USER_POOL_PROVIDER, mocked_aws
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/GET/tickets"
 JWKS_URL = f"https://{USER_POOL_PROVIDER}/.well-known/jwks.json"
-Invoke = Callable[[str], dict[str, Any]]
+Invoke = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
@@ -58,8 +58,8 @@ def store(client: Any, tenant: str, api_key: str | None = None, tier: str = "bas
 def invoke(fetches: list[str], records: Any) -> Invoke:
     handler = load_handler(PROJECT_ROOT / "functions" / "authorizer", "app.lambda_handler")
 
-    def call(authorization: str) -> dict[str, Any]:
-        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": METHOD_ARN}
+    def call(authorization: str, method_arn: str = METHOD_ARN) -> dict[str, Any]:
+        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": method_arn}
         result: dict[str, Any] = handler(event, LambdaContext("AuthorizerFunction"))
         return result
 
@@ -103,6 +103,18 @@ def test_a_good_token_gets_an_allow_for_the_stage_with_its_tenants_key(invoke: I
     assert answer["principalId"] == context["sub"]
     # A bare token works too, as Cognito's authorizer accepts it.
     assert invoke(token)["usageIdentifierKey"] == "acme-key-0123456789012345"
+
+
+@pytest.mark.parametrize(("partition", "region"), [("aws-cn", "cn-north-1"), ("aws-us-gov", "us-gov-west-1")])
+def test_the_policy_names_the_partition_of_the_method_arn(
+    invoke: Invoke, records: Any, partition: str, region: str
+) -> None:
+    store(records, "acme", "acme-key-0123456789012345")
+    method_arn = f"arn:{partition}:execute-api:{region}:123456789012:a1b2c3d4e5/v1/GET/tickets"
+    answer = invoke(f"Bearer {USER_POOL.id_token('acme', 'alice')}", method_arn)
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == [f"arn:{partition}:execute-api:{region}:123456789012:a1b2c3d4e5/v1/*/*"]
 
 
 OTHER_POOL = SigningUserPool("us-east-1_OTHER", SAMPLE_CLIENT_ID, REGION)

@@ -212,6 +212,8 @@ class TenantAuthorizer:
         arn = event.parsed_arn
         response = APIGatewayAuthorizerResponse(
             principal_id=str(verified.claims[SUBJECT_CLAIM]),
+            # aws-cn and aws-us-gov too: a policy of another partition matches no method.
+            partition=arn.partition,
             region=arn.region,
             aws_account_id=arn.aws_account_id,
             api_id=arn.api_id,
