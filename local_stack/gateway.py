@@ -32,7 +32,8 @@ For each request, in API Gateway's order:
    (the template's ``DEFAULT_5XX`` body).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
-template with ``$context.error.messageString``, headers). One log line per
+template with ``$context.error.messageString`` and ``$context.authorizer.<key>``
+(the Deny's context), headers). One log line per
 request: method, path, status, milliseconds.
 """
 
@@ -276,6 +277,9 @@ def resolve_route(routes: Iterable[Route], method: str, path: str) -> tuple[Rout
 
 
 # ---------------------------------------------------------------- gateway responses
+_AUTHORIZER_VARIABLE = re.compile(r"\$context\.authorizer\.([A-Za-z0-9_]+)")
+
+
 @dataclass(frozen=True)
 class GatewayResponses:
     """The API's ``GatewayResponses`` from the template."""
@@ -288,7 +292,11 @@ class GatewayResponses:
         return cls(resolver.resolve(props.get("GatewayResponses", {})))
 
     def render(
-        self, response_type: str, message: str, headers: Mapping[str, str] | None = None
+        self,
+        response_type: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        authorizer: Mapping[str, str] | None = None,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         status = _DEFAULT_STATUS.get(response_type, 500)
         family = "DEFAULT_4XX" if status < 500 else "DEFAULT_5XX"
@@ -304,6 +312,8 @@ class GatewayResponses:
             body = template_text.replace("$context.error.messageString", json.dumps(message)).replace(
                 "$context.error.message", message
             )
+            # As API Gateway substitutes them: the authorizer's context value, empty when it has none.
+            body = _AUTHORIZER_VARIABLE.sub(lambda found: (authorizer or {}).get(found[1], ""), body)
         out = [("Content-Type", "application/json")]
         parameters = spec.get("ResponseParameters") or fallback.get("ResponseParameters") or {}
         overrides = {name.lower(): value for name, value in (headers or {}).items()}
@@ -400,7 +410,9 @@ class Gateway:
         except AuthorizerRefused as refused:
             return self._responses.render(refused.response_type, refused.message)
         if not authorized.allows(method_arn):
-            return self._responses.render("ACCESS_DENIED", "User is not authorized to access this resource")
+            return self._responses.render(
+                "ACCESS_DENIED", "User is not authorized to access this resource", authorizer=authorized.context
+            )
         decision = self._meter.admit(authorized.usage_identifier_key)
         if decision.outcome == "INVALID_API_KEY":
             return self._responses.render("INVALID_API_KEY", "Forbidden")

@@ -4,6 +4,7 @@ the Lambda authorizer's invocation, cache and policy, gateway responses.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -178,3 +179,15 @@ def test_gateway_responses_come_from_the_template() -> None:
     assert b'"QUOTA_EXCEEDED"' in body
     status, _, body = responses.render("INVALID_API_KEY", "Forbidden")
     assert (status, b'"FORBIDDEN"' in body) == (403, True)
+
+
+def test_a_deny_names_its_reason_in_the_access_denied_body() -> None:
+    """The template's ACCESS_DENIED body takes the code and message from the
+    Deny's context (``$context.authorizer.<key>``), as API Gateway substitutes them."""
+    responses = GatewayResponses.from_template(local_resolver())
+    denied = {"error_code": "TENANT_SUSPENDED", "error_message": "This tenant is suspended; contact your provider."}
+    status, _, body = responses.render("ACCESS_DENIED", "User is not authorized", authorizer=denied)
+    assert status == 403
+    assert json.loads(body) == {
+        "error": {"code": "TENANT_SUSPENDED", "message": "This tenant is suspended; contact your provider."}
+    }

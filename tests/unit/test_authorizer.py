@@ -174,6 +174,34 @@ def test_a_tenant_without_an_api_key_is_denied(invoke: Invoke, records: Any) -> 
     answer = invoke(f"Bearer {USER_POOL.id_token('nobody-onboarded', 'u')}")
     assert "usageIdentifierKey" not in answer
     assert [statement["Effect"] for statement in answer["policyDocument"]["Statement"]] == ["Deny"]
+    assert answer["context"]["error_code"] == "FORBIDDEN"
+
+
+def store_suspended(client: Any, tenant: str, api_key: str) -> None:
+    record = TenantConfig(tenant_id=tenant, api_key_id="id-" + tenant, api_key=api_key, status="SUSPENDED", version=2)
+    client.put_item(TableName=table_definition()["TableName"], Item=to_item(record.item()))
+
+
+@pytest.mark.parametrize(("suspended", "active"), [("1", "10"), ("10", "1")])
+def test_a_suspended_tenant_is_denied_unmetered_and_its_neighbour_allowed(
+    invoke: Invoke, records: Any, suspended: str, active: str
+) -> None:
+    store_suspended(records, suspended, f"key-of-tenant-{suspended}-0123456789")
+    store(records, active, f"key-of-tenant-{active}-0123456789")
+    answer = invoke(f"Bearer {USER_POOL.id_token(suspended, 'ada')}")
+    # Denied for every route (the answer is cached per token), with the reason for the gateway response's body
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Resource"]) == ("Deny", [METHOD_ARN.rsplit("/", 2)[0] + "/*/*"])
+    assert (answer["context"]["error_code"], answer["context"]["error_message"]) == (
+        "TENANT_SUSPENDED",
+        "This tenant is suspended; contact your provider.",
+    )
+    # and not metered: no usage plan key is named
+    assert "usageIdentifierKey" not in answer
+    allowed = invoke(f"Bearer {USER_POOL.id_token(active, 'bob')}")
+    assert [statement["Effect"] for statement in allowed["policyDocument"]["Statement"]] == ["Allow"]
+    assert allowed["usageIdentifierKey"] == f"key-of-tenant-{active}-0123456789"
+    assert "error_code" not in allowed["context"]
 
 
 def test_tenants_1_and_10_get_their_own_keys(invoke: Invoke, records: Any) -> None:

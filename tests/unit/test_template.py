@@ -19,6 +19,7 @@ from samtranslator.translator.transform import transform
 
 from local_stack import managed_policies
 from local_stack.template import TEMPLATE_PATH, load_template
+from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE
 
 API_FUNCTIONS = {
     "CreateTicketFunction",
@@ -174,7 +175,8 @@ def gateway_responses() -> dict[str, Any]:
     ("response_type", "status", "code", "retry_after"),
     [
         ("UNAUTHORIZED", 401, "UNAUTHORIZED", None),
-        ("ACCESS_DENIED", 403, "FORBIDDEN", None),
+        # the authorizer's Deny says which (FORBIDDEN or TENANT_SUSPENDED): test_access_denied_…
+        ("ACCESS_DENIED", 403, f"$context.authorizer.{CONTEXT_ERROR_CODE}", None),
         ("INVALID_API_KEY", 403, "FORBIDDEN", None),
         ("THROTTLED", 429, "THROTTLED", "'1'"),
         ("QUOTA_EXCEEDED", 429, "QUOTA_EXCEEDED", "'3600'"),
@@ -195,6 +197,16 @@ def test_gateway_responses_carry_our_error_shape(
     assert body["error"]["message"]
     # Gateway response headers are literals (or request parameters): a fixed Retry-After.
     assert response.get("responseParameters", {}).get("gatewayresponse.header.Retry-After") == retry_after
+
+
+def test_access_denied_takes_code_and_message_from_the_authorizers_deny() -> None:
+    body = json.loads(gateway_responses()["ACCESS_DENIED"]["responseTemplates"]["application/json"])
+    assert body == {
+        "error": {
+            "code": f"$context.authorizer.{CONTEXT_ERROR_CODE}",
+            "message": f"$context.authorizer.{CONTEXT_ERROR_MESSAGE}",
+        }
+    }
 
 
 def test_the_authorizer_role_reads_only_tenant_records() -> None:
