@@ -14,9 +14,10 @@ For each request, in API Gateway's order:
    from the template (its function, run in-process like the others, with its
    own role's credentials), called with the ``Authorization`` header as a
    TOKEN event; its answer is cached per header value for the template's
-   ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, or
-   the function raising ``Unauthorized``: the ``UNAUTHORIZED`` gateway
-   response (401); a policy that does not allow this method: ``ACCESS_DENIED``
+   ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, a
+   header the template's ``ValidationExpression`` does not match (checked
+   before the function runs), or the function raising ``Unauthorized``: the
+   ``UNAUTHORIZED`` gateway response (401); a policy that does not allow this method: ``ACCESS_DENIED``
    (403); any other failure: ``AUTHORIZER_FAILURE``.
 4. **Usage plan** (:mod:`local_stack.usage`): the answer's
    ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
@@ -141,6 +142,7 @@ class AuthorizerSpec:
     function_logical_id: str
     ttl_seconds: int
     header: str
+    validation_expression: str | None = None
 
 
 def authorizer_spec() -> AuthorizerSpec:
@@ -156,7 +158,10 @@ def authorizer_spec() -> AuthorizerSpec:
     identity = spec.get("Identity", {})
     # SAM's default ReauthorizeEvery is 300 s.
     return AuthorizerSpec(
-        logical_id, int(identity.get("ReauthorizeEvery", 300)), identity.get("Header", "Authorization")
+        logical_id,
+        int(identity.get("ReauthorizeEvery", 300)),
+        identity.get("Header", "Authorization"),
+        identity.get("ValidationExpression"),
     )
 
 
@@ -169,10 +174,12 @@ class LambdaAuthorizer:
         invoke: Invoke,
         ttl_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
+        validation_expression: str | None = None,
     ) -> None:
         self.function = function
         self._invoke = invoke
         self.ttl_seconds = ttl_seconds
+        self._validation = re.compile(validation_expression) if validation_expression else None
         self._monotonic = monotonic
         self._cache: dict[str, tuple[float, Authorized]] = {}
         self._lock = threading.Lock()
@@ -183,6 +190,8 @@ class LambdaAuthorizer:
         spent in the function (0 when cached); :class:`AuthorizerRefused` when
         API Gateway would answer itself."""
         if not authorization or not authorization.strip():
+            raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized")
+        if self._validation is not None and not self._validation.fullmatch(authorization):
             raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized")
         now = self._monotonic()
         with self._lock:

@@ -4,6 +4,7 @@ whole stage with the caller's context and its tenant's API key."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -101,8 +102,6 @@ def test_a_good_token_gets_an_allow_for_the_stage_with_its_tenants_key(invoke: I
     assert (context["tenant_id"], context["username"], context["tier"]) == ("acme", "alice", "premium")
     assert json.loads(context["groups"]) == ["support", "admin"]
     assert answer["principalId"] == context["sub"]
-    # A bare token works too, as Cognito's authorizer accepts it.
-    assert invoke(token)["usageIdentifierKey"] == "acme-key-0123456789012345"
 
 
 @pytest.mark.parametrize(("partition", "region"), [("aws-cn", "cn-north-1"), ("aws-us-gov", "us-gov-west-1")])
@@ -170,6 +169,44 @@ def test_headers_without_a_bearer_token_are_unauthorized(invoke: Invoke, header:
         invoke(header)
 
 
+def same_bytes_other_spelling(segment: str) -> str:
+    """The segment with its unused trailing bits set: another base64url
+    spelling that decodes to the very same bytes."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    unused = {2: 4, 3: 2}[len(segment) % 4]  # a 256-byte RS256 signature: 342 characters, 4 unused bits
+    last = alphabet.index(segment[-1])
+    spelled = segment[:-1] + alphabet[last | ((1 << unused) - 1)]
+    assert spelled != segment
+    assert base64.urlsafe_b64decode(spelled + "==") == base64.urlsafe_b64decode(segment + "==")
+    return spelled
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        pytest.param(lambda token: token, id="bare"),
+        pytest.param(lambda token: f"bearer {token}", id="lower-case-scheme"),
+        pytest.param(lambda token: f"Bearer  {token}", id="two-spaces"),
+        pytest.param(lambda token: f" Bearer {token} ", id="surrounding-spaces"),
+        pytest.param(lambda token: f"Bearer {token}==", id="padded-signature"),
+        pytest.param(
+            lambda token: f"Bearer {token.rsplit('.', 1)[0]}.{same_bytes_other_spelling(token.rsplit('.', 1)[1])}",
+            id="signature-trailing-bits",
+        ),
+    ],
+)
+def test_one_token_has_one_header_the_others_are_unauthorized(
+    invoke: Invoke, records: Any, respell: Callable[[str], str]
+) -> None:
+    """API Gateway caches answers per header value: every other spelling of a
+    token would be another authorizer run, so only ``Bearer <canonical JWT>`` passes."""
+    store(records, "acme", "acme-key-0123456789012345")
+    token = USER_POOL.sign(payload())
+    assert invoke(f"Bearer {token}")["usageIdentifierKey"]
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        invoke(respell(token))
+
+
 def test_a_tenant_without_an_api_key_is_denied(invoke: Invoke, records: Any) -> None:
     answer = invoke(f"Bearer {USER_POOL.id_token('nobody-onboarded', 'u')}")
     assert "usageIdentifierKey" not in answer
@@ -207,8 +244,8 @@ def test_a_suspended_tenant_is_denied_unmetered_and_its_neighbour_allowed(
 def test_tenants_1_and_10_get_their_own_keys(invoke: Invoke, records: Any) -> None:
     store(records, "1", "key-of-tenant-1-0123456789")
     store(records, "10", "key-of-tenant-10-012345678")
-    assert invoke(USER_POOL.id_token("1", "a"))["usageIdentifierKey"] == "key-of-tenant-1-0123456789"
-    assert invoke(USER_POOL.id_token("10", "b"))["usageIdentifierKey"] == "key-of-tenant-10-012345678"
+    assert invoke(f"Bearer {USER_POOL.id_token('1', 'a')}")["usageIdentifierKey"] == "key-of-tenant-1-0123456789"
+    assert invoke(f"Bearer {USER_POOL.id_token('10', 'b')}")["usageIdentifierKey"] == "key-of-tenant-10-012345678"
 
 
 def test_the_jwks_and_the_record_are_read_once_per_container(
@@ -225,6 +262,6 @@ def test_the_jwks_and_the_record_are_read_once_per_container(
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
     for username in ("a", "b", "c"):
-        invoke(USER_POOL.id_token("acme", username))
+        invoke(f"Bearer {USER_POOL.id_token('acme', username)}")
     assert fetches == [JWKS_URL]
     assert reads == ["TENANT#acme|CONFIG"]

@@ -20,6 +20,7 @@ from samtranslator.translator.transform import transform
 from local_stack import managed_policies
 from local_stack.template import TEMPLATE_PATH, load_template
 from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE
+from support_tickets.core.identity import BEARER_HEADER
 
 API_FUNCTIONS = {
     "CreateTicketFunction",
@@ -131,6 +132,8 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     assert "AuthorizerFunction" in json.dumps(settings["authorizerUri"])
     # The README's revocation window is this cache's TTL.
     assert settings["authorizerResultTtlInSeconds"] == 300
+    # The cache is per header value: one spelling per token reaches the authorizer, the rest is a 401.
+    assert settings["identityValidationExpression"] == f"^{BEARER_HEADER}$"
     assert not any(scheme.get("x-amazon-apigateway-authtype") == "cognito_user_pools" for scheme in schemes.values())
     assert methods == {}  # no method defined outside the authorized OpenAPI body
 

@@ -126,8 +126,8 @@ class TokenVerifier:
         self._clock = clock
 
     def verify(self, authorization: str | None) -> VerifiedToken:
-        """The caller of ``authorization`` (``Bearer <token>`` or the bare
-        token), or :class:`Unauthorized`, whatever is wrong with it."""
+        """The caller of ``authorization`` (``Bearer <token>``, exactly), or
+        :class:`Unauthorized`, whatever is wrong with it."""
         token = bearer_token(authorization)
         if token is None:
             raise Unauthorized()

@@ -48,13 +48,19 @@ class InvalidToken(ValueError):
 
 
 def b64url_decode(segment: str) -> bytes:
-    """Strict base64url without padding (RFC 7515, 2): any other character is refused."""
+    """Strict base64url without padding (RFC 7515, 2): any other character is
+    refused, and so is any encoding but the canonical one of its bytes (unused
+    trailing bits set): else one signature has several spellings, each of them a
+    new entry in API Gateway's authorizer cache."""
     if not _SEGMENT.fullmatch(segment) or len(segment) % 4 == 1:
         raise InvalidToken("not base64url")
     try:
-        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
     except (binascii.Error, ValueError) as exc:
         raise InvalidToken("not base64url") from exc
+    if base64.urlsafe_b64encode(decoded).rstrip(b"=") != segment.encode("ascii"):
+        raise InvalidToken("not canonical base64url")
+    return decoded
 
 
 def _uint(value: object) -> int:
