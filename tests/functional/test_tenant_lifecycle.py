@@ -431,6 +431,41 @@ def test_a_suspended_tenant_stays_suspended_while_offboarded(
         TenantAdmin(dynamodb, table_name).set_status("1", TenantStatus.ACTIVE)
 
 
+@pytest.mark.parametrize(
+    "change",
+    [["--tier", "premium"], ["--tier", "basic"], ["--status", "SUSPENDED"], ["--status", "ACTIVE"], ["--shards", "2"]],
+)
+def test_a_tenant_being_offboarded_cant_be_changed_nor_get_a_key_again(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    change: list[str],
+) -> None:
+    stack_keys = stack_api_keys()
+    for tenant in ("1", "10"):
+        populate(tenant, 1)
+        TenantAdmin(dynamodb, table_name, keys=stack_keys).ensure(tenant)
+    # Given tenant 1 offboarded but for its record (kept until its tokens expire): its API key is gone
+    assert offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1").api_key_deleted
+    assert stack_keys.find("1") is None
+    before = all_items(dynamodb, table_name)
+    local = ["--local", "--local-state", str(local_state_file(tmp_path, table_name)), "--phase-seconds", "0"]
+    # When an operator changes it: one line, exit 1, nothing written, no key made again
+    assert tenants.main(["--tenant", "1", *change, *local]) == 1
+    error = capsys.readouterr().err
+    assert "being offboarded" in error
+    assert error.count("\n") == 1
+    assert all_items(dynamodb, table_name) == before
+    assert stack_keys.find("1") is None
+    # Showing it still works; and its neighbour 10 changes as usual
+    assert tenants.main(["--tenant", "1", *local]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "SUSPENDED"
+    assert tenants.main(["--tenant", "10", *change, *local]) == 0
+
+
 @pytest.mark.parametrize("confirm", [None, "", "10", "1 ", "*"])
 def test_offboarding_is_refused_without_confirm_equal_to_the_tenant(
     aws: None,
