@@ -223,6 +223,51 @@ def test_a_bad_window_is_400(api: Api, admin: User, window: dict[str, str]) -> N
     assert error["details"]
 
 
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"to": "0001-01-01"},  # from defaults to a day before: before year 1
+        {"to": "0001-01-01T00:00:00.001Z"},
+        {"to": "0001-01-01T23:59:59.999999Z"},
+        {"from": "0001-01-01", "to": "0001-01-01"},
+        {"from": "0001-01-01T00:00:00Z", "to": "0001-01-01T00:00:00.000999Z"},  # empty at millisecond precision
+        {"from": "9999-12-31T23:59:59.999Z", "to": "9999-12-31T23:59:59.999999Z"},
+        {"from": "0001-01-01"},  # to defaults to now
+        {"from": "9999-12-31"},
+        {"to": "10000-01-01"},
+        {"to": "0000-12-31"},
+    ],
+)
+def test_a_window_at_the_ends_of_time_is_400_never_500(api: Api, admin: User, window: dict[str, str]) -> None:
+    response = api.audit(admin, **window)
+    error = assert_error(response, 400, "VALIDATION_ERROR")
+    assert set(response.body) == {"error"}
+    assert set(error) == {"code", "message", "details"}
+    assert {detail["field"] for detail in error["details"]} <= {"from", "to"}
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"to": "0001-01-02"},
+        {"from": "0001-01-01", "to": "0001-01-01T00:00:00.001Z"},
+        {"from": "0001-01-01", "to": "0001-02-01"},
+        {"to": "9999-12-31"},
+        {"to": "9999-12-31T23:59:59.999999Z"},
+        {"from": "9999-12-01", "to": "9999-12-31T23:59:59.999Z"},
+    ],
+)
+def test_a_window_at_the_ends_of_time_pages_to_its_end(
+    api: Api, admin: User, write_event: Writer, window: dict[str, str]
+) -> None:
+    write_event(admin.tenant_id, "2026-11-20T10:00:00.000Z")  # outside every one of them
+
+    def fetch(cursor: str | None) -> Any:
+        return api.audit(admin, limit="1", **window, **({"cursor": cursor} if cursor else {}))
+
+    assert [event for page in pages(fetch) for event in page["events"]] == []
+
+
 @pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
 def test_tenants_1_and_10_see_only_their_own_trail_and_cursors(
     api: Api, write_event: Writer, owner: str, intruder: str

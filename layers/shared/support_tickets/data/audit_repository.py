@@ -52,6 +52,10 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _millisecond(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+
+
 def parse_instant(value: str, field: str) -> datetime:
     """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time in UTC (``Z`` or ``+00:00``)."""
     try:
@@ -74,6 +78,9 @@ class AuditWindow:
 
     @classmethod
     def of(cls, start: datetime, end: datetime) -> AuditWindow:
+        # As the sort keys hold them (milliseconds): a window that is empty there is empty,
+        # and its last millisecond (last_day) is never before year 1.
+        start, end = _millisecond(start), _millisecond(end)
         if start >= end:
             raise ValidationFailed(details=[{"field": "from", "message": "must be before to"}])
         if end - start > MAX_WINDOW:
@@ -84,7 +91,13 @@ class AuditWindow:
     def from_query(cls, start: str | None, end: str | None, now: datetime) -> AuditWindow:
         """The window a request asks for: ``to`` defaults to now, ``from`` to a day before ``to``."""
         until = parse_instant(end, "to") if end is not None else now
-        since = parse_instant(start, "from") if start is not None else until - DEFAULT_WINDOW
+        if start is not None:
+            since = parse_instant(start, "from")
+        elif until - datetime.min.replace(tzinfo=UTC) < DEFAULT_WINDOW:
+            message = f"must be at least {DEFAULT_WINDOW.days} day after 0001-01-01 when from is not given"
+            raise ValidationFailed(details=[{"field": "to", "message": message}])
+        else:
+            since = until - DEFAULT_WINDOW
         return cls.of(since, until)
 
     @property
@@ -223,7 +236,7 @@ class AuditRepository:
             try:
                 window = AuditWindow.of(parse_instant(state[_FROM_KEY], "from"), parse_instant(state[_TO_KEY], "to"))
                 day = date.fromisoformat(state[_DAY_KEY])
-            except (ValidationFailed, ValueError):
+            except (ValidationFailed, ValueError, OverflowError):
                 return False
             if (window.start, window.end) != (state[_FROM_KEY], state[_TO_KEY]):
                 return False
