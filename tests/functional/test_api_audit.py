@@ -181,6 +181,41 @@ def test_the_trail_is_newest_first_across_days_and_partitions_each_event_once(
     assert {event["at"][:10] for event in events} == {"2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21"}
 
 
+@pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
+def test_a_page_reads_about_limit_events_not_limit_from_every_partition(
+    api: Api, write_event: Writer, monkeypatch: pytest.MonkeyPatch, owner: str, intruder: str
+) -> None:
+    from support_tickets.data.table import TenantTable
+
+    admin = User(owner, "root", admin=True)
+    written = [write_event(owner, f"2026-11-20T10:{n // 60:02d}:{n % 60:02d}.000Z") for n in range(160)]
+    for n in range(40):
+        write_event(intruder, f"2026-11-20T10:00:{n:02d}.500Z")
+    per_page: list[list[int]] = []
+    real_call = TenantTable.call
+
+    def counting(self: TenantTable, operation: str, **kwargs: Any) -> Any:
+        response = real_call(self, operation, **kwargs)
+        if operation == "query" and "|AUDIT#" in kwargs["ExpressionAttributeValues"][":pk"]["S"]:
+            per_page[-1].append(len(response["Items"]))
+        return response
+
+    monkeypatch.setattr(TenantTable, "call", counting)
+    window = {"from": "2026-11-20", "to": "2026-11-21"}
+
+    def fetch(cursor: str | None) -> Any:
+        per_page.append([])
+        return api.audit(admin, limit="10", **window, **({"cursor": cursor} if cursor else {}))
+
+    events = [event for page in pages(fetch) for event in page["events"]]
+    # Every event of the owner, newest first, once; none of the intruder's
+    assert [event["event_id"] for event in events] == written[::-1]
+    # and no page read much more than it returned: not 10 from each of the day's 8 partitions
+    assert len(per_page) == 16
+    assert all(sum(reads) <= 2 * 10 + keys.AUDIT_SHARDS for reads in per_page), per_page
+    assert sum(map(sum, per_page)) <= 2 * len(written)
+
+
 def test_a_sparse_window_pages_through_empty_days(api: Api, admin: User, write_event: Writer) -> None:
     first = write_event(admin.tenant_id, "2026-10-22T08:00:00.000Z")
     last = write_event(admin.tenant_id, "2026-11-21T08:00:00.000Z")
