@@ -190,8 +190,8 @@ def test_an_offboarded_tenants_record_refuses_tokens_issued_before_until_they_ex
     assert json.loads(result.stdout)["record"].startswith("kept until ")
     (record,) = tenant_items(stack, tenant)
     assert (record["sk"]["S"], record["status"]["S"]) == ("CONFIG", "SUSPENDED")
-    # a token its (deleted) member had is still a valid JWT for an hour: refused by the authorizer, the record
-    # being SUSPENDED (the functions' own gate behind it: tests/functional/test_tenant_lifecycle.py)
+    # a token its (deleted) member had is still a valid JWT for an hour: refused at the gateway, its API key
+    # being gone (the functions' TENANT_SUSPENDED gate behind it: tests/functional/test_tenant_lifecycle.py)
     response = stack.request("POST", "/tickets", token=made["member"], body={"title": "still here?"})
-    assert (response.status, response.error_code) == (403, "TENANT_SUSPENDED")
+    assert (response.status, response.error_code) == (403, "FORBIDDEN")
     assert tenant_items(stack, tenant) == [record]
