@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, STATE_FILE, operator_client, read_state
 from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
 from ops.stack_target import TargetError, api_keys_target, dynamodb_target
+from ops.tenants import TenantRecordError
 
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
@@ -100,7 +101,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "events":
             return _events(args)
         return _drain(args)
-    except (UserPoolError, InvalidTenantId, NotRunning, TargetError, ClientError, BotoCoreError) as exc:
+    except (
+        UserPoolError,
+        InvalidTenantId,
+        TenantRecordError,
+        NotRunning,
+        TargetError,
+        ClientError,
+        BotoCoreError,
+    ) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
 

@@ -14,9 +14,10 @@ For each request, in API Gateway's order:
    from the template (its function, run in-process like the others, with its
    own role's credentials), called with the ``Authorization`` header as a
    TOKEN event; its answer is cached per header value for the template's
-   ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, or
-   the function raising ``Unauthorized``: the ``UNAUTHORIZED`` gateway
-   response (401); a policy that does not allow this method: ``ACCESS_DENIED``
+   ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, a
+   header the template's ``ValidationExpression`` does not match (checked
+   before the function runs), or the function raising ``Unauthorized``: the
+   ``UNAUTHORIZED`` gateway response (401); a policy that does not allow this method: ``ACCESS_DENIED``
    (403); any other failure: ``AUTHORIZER_FAILURE``.
 4. **Usage plan** (:mod:`local_stack.usage`): the answer's
    ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
@@ -32,7 +33,8 @@ For each request, in API Gateway's order:
    (the template's ``DEFAULT_5XX`` body).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
-template with ``$context.error.messageString``, headers). One log line per
+template with ``$context.error.messageString`` and ``$context.authorizer.<key>``
+(the Deny's context), headers). One log line per
 request: method, path, status, milliseconds.
 """
 
@@ -140,6 +142,7 @@ class AuthorizerSpec:
     function_logical_id: str
     ttl_seconds: int
     header: str
+    validation_expression: str | None = None
 
 
 def authorizer_spec() -> AuthorizerSpec:
@@ -155,7 +158,10 @@ def authorizer_spec() -> AuthorizerSpec:
     identity = spec.get("Identity", {})
     # SAM's default ReauthorizeEvery is 300 s.
     return AuthorizerSpec(
-        logical_id, int(identity.get("ReauthorizeEvery", 300)), identity.get("Header", "Authorization")
+        logical_id,
+        int(identity.get("ReauthorizeEvery", 300)),
+        identity.get("Header", "Authorization"),
+        identity.get("ValidationExpression"),
     )
 
 
@@ -168,10 +174,12 @@ class LambdaAuthorizer:
         invoke: Invoke,
         ttl_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
+        validation_expression: str | None = None,
     ) -> None:
         self.function = function
         self._invoke = invoke
         self.ttl_seconds = ttl_seconds
+        self._validation = re.compile(validation_expression) if validation_expression else None
         self._monotonic = monotonic
         self._cache: dict[str, tuple[float, Authorized]] = {}
         self._lock = threading.Lock()
@@ -182,6 +190,8 @@ class LambdaAuthorizer:
         spent in the function (0 when cached); :class:`AuthorizerRefused` when
         API Gateway would answer itself."""
         if not authorization or not authorization.strip():
+            raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized")
+        if self._validation is not None and not self._validation.fullmatch(authorization):
             raise AuthorizerRefused("UNAUTHORIZED", "Unauthorized")
         now = self._monotonic()
         with self._lock:
@@ -276,6 +286,9 @@ def resolve_route(routes: Iterable[Route], method: str, path: str) -> tuple[Rout
 
 
 # ---------------------------------------------------------------- gateway responses
+_AUTHORIZER_VARIABLE = re.compile(r"\$context\.authorizer\.([A-Za-z0-9_]+)")
+
+
 @dataclass(frozen=True)
 class GatewayResponses:
     """The API's ``GatewayResponses`` from the template."""
@@ -288,7 +301,11 @@ class GatewayResponses:
         return cls(resolver.resolve(props.get("GatewayResponses", {})))
 
     def render(
-        self, response_type: str, message: str, headers: Mapping[str, str] | None = None
+        self,
+        response_type: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        authorizer: Mapping[str, str] | None = None,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         status = _DEFAULT_STATUS.get(response_type, 500)
         family = "DEFAULT_4XX" if status < 500 else "DEFAULT_5XX"
@@ -304,6 +321,8 @@ class GatewayResponses:
             body = template_text.replace("$context.error.messageString", json.dumps(message)).replace(
                 "$context.error.message", message
             )
+            # As API Gateway substitutes them: the authorizer's context value, empty when it has none.
+            body = _AUTHORIZER_VARIABLE.sub(lambda found: (authorizer or {}).get(found[1], ""), body)
         out = [("Content-Type", "application/json")]
         parameters = spec.get("ResponseParameters") or fallback.get("ResponseParameters") or {}
         overrides = {name.lower(): value for name, value in (headers or {}).items()}
@@ -400,7 +419,9 @@ class Gateway:
         except AuthorizerRefused as refused:
             return self._responses.render(refused.response_type, refused.message)
         if not authorized.allows(method_arn):
-            return self._responses.render("ACCESS_DENIED", "User is not authorized to access this resource")
+            return self._responses.render(
+                "ACCESS_DENIED", "User is not authorized to access this resource", authorizer=authorized.context
+            )
         decision = self._meter.admit(authorized.usage_identifier_key)
         if decision.outcome == "INVALID_API_KEY":
             return self._responses.render("INVALID_API_KEY", "Forbidden")

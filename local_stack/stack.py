@@ -257,6 +257,7 @@ class LocalStack:
             specs[declared.function_logical_id],
             runtime.invoke,
             ttl_seconds=declared.ttl_seconds if ttl is None else ttl,
+            validation_expression=declared.validation_expression,
         )
         keys = KeyDirectory(
             self.emulator.client("apigateway"),

@@ -1,7 +1,7 @@
 """Tenants' API keys and the tiers' usage plans, for operators.
 
-One API Gateway API key per tenant, named ``<stack>-<tenant>``, in exactly one
-usage plan of the stack: its tier's (``UsagePlanBasic``, ``UsagePlanStandard``,
+One API Gateway API key per tenant, named ``<stack>.<tenant>`` and tagged
+``stack`` and ``tenant``, in exactly one usage plan of the stack: its tier's (``UsagePlanBasic``, ``UsagePlanStandard``,
 ``UsagePlanPremium``; their ids are the stack's ``UsagePlanId<Tier>`` outputs,
 or ``usage_plan_ids`` in the local stack's state file). The tenant record holds
 the key's id and value (``TenantConfig.api_key_id``/``api_key``): the API's
@@ -12,6 +12,17 @@ the tenant's own key, by its tier's plan.
 The same calls run against a deployed stack and against the local stack's
 emulator (moto), whose API Gateway the local gateway reads the plans from.
 
+API keys belong to the account and Region, not to a stack: several stacks
+share one namespace of key names. The ``.`` can be in neither a stack name
+(``[A-Za-z][A-Za-z0-9-]*``) nor a tenant id (``[a-z0-9-]``), so no two
+(stack, tenant) pairs share a name (with ``-``, stack ``tickets`` + tenant
+``staging-acme`` and stack ``tickets-staging`` + tenant ``acme`` did). And a
+key is this stack's tenant's only if its tags say so: a key found by name or
+named by the tenant record whose tags name another stack or tenant is never
+adopted, moved or deleted. A key made before the keys were tagged with their
+stack (tagged ``tenant`` only) is still the tenant's when its own record
+names it: a key adopted by name across stacks always carries another tenant id.
+
 Moving a key between plans (a tier change) removes it from its old plan before
 adding it to the new one: API Gateway refuses a key in two plans of the same
 stage. Between the two calls (well under a second) the tenant's requests are
@@ -21,14 +32,21 @@ that was interrupted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from botocore.exceptions import ClientError
 
 from support_tickets.core.keys import validate_tenant_id
 from support_tickets.data.tenant_registry import TIERS
+
+NAME_SEPARATOR: Final = "."
+STACK_TAG: Final = "stack"
+TENANT_TAG: Final = "tenant"
+# CloudFormation's rule for stack names.
+_STACK_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
 
 
 class ApiKeyError(RuntimeError):
@@ -41,8 +59,22 @@ class ApiKeys:
     plan_ids: Mapping[str, str]  # tier -> usage plan id
     stack_name: str
 
+    def __post_init__(self) -> None:
+        if not _STACK_NAME.fullmatch(self.stack_name):
+            raise ApiKeyError(f"not a stack name: {self.stack_name!r}")
+
     def key_name(self, tenant_id: str) -> str:
-        return f"{self.stack_name}-{validate_tenant_id(tenant_id)}"
+        return f"{self.stack_name}{NAME_SEPARATOR}{validate_tenant_id(tenant_id)}"
+
+    def tags(self, tenant_id: str) -> dict[str, str]:
+        return {STACK_TAG: self.stack_name, TENANT_TAG: validate_tenant_id(tenant_id)}
+
+    def is_ours(self, key: Mapping[str, Any], tenant_id: str, *, named_by_record: bool = False) -> bool:
+        """Whether ``key`` (as API Gateway describes it) is this stack's key of the tenant, by its tags."""
+        tags = key.get("tags") or {}
+        if tags.get(TENANT_TAG) != tenant_id:
+            return False
+        return tags.get(STACK_TAG) == self.stack_name or (named_by_record and STACK_TAG not in tags)
 
     def plan_id(self, tier: str) -> str:
         if tier not in TIERS:
@@ -62,20 +94,24 @@ class ApiKeys:
             name=self.key_name(tenant_id),
             description=f"tenant {tenant_id}: identifies its usage plan (never sent by clients)",
             enabled=True,
-            tags={"tenant": tenant_id},
+            tags=self.tags(tenant_id),
         )
         return str(created["id"]), str(created["value"])
 
     def find(self, tenant_id: str, key_id: str | None = None) -> tuple[str, str] | None:
-        """The tenant's existing key ``(id, value)``: ``key_id`` if it exists,
-        else the key named for the tenant; ``None`` when there is neither."""
+        """The tenant's existing key ``(id, value)``: ``key_id`` (the record's) if
+        it exists, else the key named for the tenant; either only if its tags
+        make it this stack's key of this tenant (:meth:`is_ours`); ``None`` when
+        there is none."""
         if key_id:
             try:
                 found = self.client.get_api_key(apiKey=key_id, includeValue=True)
-                return str(found["id"]), str(found["value"])
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "NotFoundException":
                     raise
+            else:
+                if self.is_ours(found, tenant_id, named_by_record=True):
+                    return str(found["id"]), str(found["value"])
         name = self.key_name(tenant_id)
         position: str | None = None
         while True:
@@ -84,7 +120,8 @@ class ApiKeys:
                 kwargs["position"] = position
             page = self.client.get_api_keys(**kwargs)
             for item in page.get("items", []):
-                if item.get("name") == name:  # nameQuery is a prefix match
+                # nameQuery is a prefix match; a name is no proof of ownership, the tags are.
+                if item.get("name") == name and self.is_ours(item, tenant_id):
                     return str(item["id"]), str(item["value"])
             position = page.get("position")
             if not position:
@@ -92,7 +129,8 @@ class ApiKeys:
 
     def delete(self, tenant_id: str, key_id: str | None = None) -> bool:
         """Take the tenant's key out of this stack's plans and delete it (the
-        offboarding); whether there was one. Run again, it finds nothing."""
+        offboarding); whether there was one (of this stack and tenant, by its
+        tags: :meth:`find`). Run again, it finds nothing."""
         found = self.find(tenant_id, key_id)
         if found is None:
             return False

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from local_stack.template import template
-from ops.api_keys import ApiKeys
+from ops.api_keys import ApiKeyError, ApiKeys
 from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds
         outcome = offboarding.run(args.tenant, args.confirm)
-    except (TargetError, OffboardError, RecordChanged, ApiError, ClientError, BotoCoreError) as exc:
+    except (TargetError, OffboardError, RecordChanged, ApiError, ApiKeyError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"\nerror: {exc}\n")
         return 1
     json.dump(outcome.as_dict(), sys.stdout)

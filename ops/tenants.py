@@ -18,8 +18,12 @@ answers, stays the same).
 answer ``403 TENANT_SUSPENDED``, its data untouched; ``--status ACTIVE``
 restores access. Functions keep a tenant record for up to
 ``TENANT_CONFIG_TTL_SECONDS`` (30 s): that is how long a change takes to reach
-every container (the command says so on stderr). A tenant being offboarded
-can't be reactivated.
+every container (the command says so on stderr).
+
+A tenant being offboarded (its record has ``offboarding_since``) can't be
+changed at all, its tier and status included: the change would give it a new
+API key that the offboarding, which deleted the old one, never deletes. The
+command refuses (one line, exit 1, nothing written); showing the record works.
 
 **Resharding** changes where a tenant's tickets sit in GSI1 without ever
 hiding one from a list, and without a Scan. Every function keeps a tenant
@@ -99,6 +103,7 @@ class TenantAdmin:
         """The tenant's record, created with the defaults if it has none, and
         its API key in its tier's usage plan."""
         current = self.record(tenant_id)
+        _refuse_if_offboarding(current)
         if not current.version:
             current = self._write(current, {})
         return self.ensure_key(current)
@@ -107,6 +112,7 @@ class TenantAdmin:
         if tier not in TIERS:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
         current = self.record(tenant_id)
+        _refuse_if_offboarding(current)
         if current.tier != tier or not current.version:
             current = self._write(current, {"tier": tier})
         return self.ensure_key(current)
@@ -116,6 +122,7 @@ class TenantAdmin:
         record names it."""
         if self.keys is None:
             return current
+        _refuse_if_offboarding(current)
         key_id, value = self.keys.ensure(current.tenant_id, current.api_key_id)
         if self.keys.place(key_id, current.tier):
             self.progress(f"{current.tenant_id}: API key {key_id} now in the {current.tier} usage plan")
@@ -260,6 +267,15 @@ class TenantAdmin:
                 raise RecordChanged("the tenant record changed meanwhile; run the command again") from exc
             raise
         return updated
+
+
+def _refuse_if_offboarding(current: TenantConfig) -> None:
+    """An offboarding deleted (or is deleting) the tenant's API key and users:
+    a change now would make it a new key, which the offboarding never deletes."""
+    if current.offboarding_since is not None:
+        raise TenantRecordError(
+            f"tenant {current.tenant_id} is being offboarded: nothing changed (make offboard finishes it)"
+        )
 
 
 def _to_stderr(message: str) -> None:

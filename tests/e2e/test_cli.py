@@ -297,7 +297,7 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         assert (record["shards"]["N"], record["tier"]["S"], record["status"]["S"]) == ("1", "basic", "ACTIVE")
         assert "1 shard(s), tier basic, ACTIVE" in out
         # and its API key, in the basic plan, named in the record for the authorizer
-        (key,) = apigateway.get_api_keys(nameQuery="support-tickets-initech", includeValues=True)["items"]
+        (key,) = apigateway.get_api_keys(nameQuery="support-tickets.initech", includeValues=True)["items"]
         assert (record["api_key_id"]["S"], record["api_key"]["S"]) == (key["id"], key["value"])
         assert [plan["id"] for plan in apigateway.get_usage_plans(keyId=key["id"])["items"]] == [plans["basic"]]
         assert (

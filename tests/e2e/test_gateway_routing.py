@@ -4,6 +4,7 @@ the Lambda authorizer's invocation, cache and policy, gateway responses.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from local_stack.gateway import (
 )
 from local_stack.lambda_runtime import FunctionSpec, function_specs
 from local_stack.template import local_resolver
+from support_tickets.core.identity import BEARER_HEADER
 
 ROUTES = routes_from_specs(function_specs().values())
 
@@ -96,6 +98,29 @@ def authorizer(answer: Any, ttl: float = 300) -> tuple[LambdaAuthorizer, FakeAut
 def test_the_template_names_a_token_authorizer_cached_300_s() -> None:
     spec = authorizer_spec()
     assert (spec.function_logical_id, spec.ttl_seconds, spec.header) == ("AuthorizerFunction", 300, "Authorization")
+    assert spec.validation_expression == f"^{BEARER_HEADER}$"
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["x.y.z", "bearer x.y.z", "Bearer  x.y.z", "Bearer x.y.z ", "Bearer x.y.z=", "Bearer x.y", "Bearer x.y.z\n"],
+)
+def test_a_header_the_validation_expression_refuses_never_reaches_the_function(header: str) -> None:
+    function, clock = FakeAuthorizerFunction(ALLOW), Clock()
+    spec = authorizer_spec()
+    lambda_authorizer = LambdaAuthorizer(
+        function_specs()[spec.function_logical_id],
+        function,
+        ttl_seconds=300,
+        monotonic=clock,
+        validation_expression=spec.validation_expression,
+    )
+    with pytest.raises(AuthorizerRefused) as refused:
+        lambda_authorizer.authorize(header, f"{ARN}/GET/tickets")
+    assert refused.value.response_type == "UNAUTHORIZED"
+    assert function.events == []
+    answer, _ = lambda_authorizer.authorize("Bearer x.y.z", f"{ARN}/GET/tickets")  # the control
+    assert answer.usage_identifier_key == "the-key"
 
 
 def test_the_authorizer_gets_a_token_event_and_its_answer_is_cached_per_header() -> None:
@@ -178,3 +203,15 @@ def test_gateway_responses_come_from_the_template() -> None:
     assert b'"QUOTA_EXCEEDED"' in body
     status, _, body = responses.render("INVALID_API_KEY", "Forbidden")
     assert (status, b'"FORBIDDEN"' in body) == (403, True)
+
+
+def test_a_deny_names_its_reason_in_the_access_denied_body() -> None:
+    """The template's ACCESS_DENIED body takes the code and message from the
+    Deny's context (``$context.authorizer.<key>``), as API Gateway substitutes them."""
+    responses = GatewayResponses.from_template(local_resolver())
+    denied = {"error_code": "TENANT_SUSPENDED", "error_message": "This tenant is suspended; contact your provider."}
+    status, _, body = responses.render("ACCESS_DENIED", "User is not authorized", authorizer=denied)
+    assert status == 403
+    assert json.loads(body) == {
+        "error": {"code": "TENANT_SUSPENDED", "message": "This tenant is suspended; contact your provider."}
+    }

@@ -181,6 +181,41 @@ def test_the_trail_is_newest_first_across_days_and_partitions_each_event_once(
     assert {event["at"][:10] for event in events} == {"2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21"}
 
 
+@pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
+def test_a_page_reads_about_limit_events_not_limit_from_every_partition(
+    api: Api, write_event: Writer, monkeypatch: pytest.MonkeyPatch, owner: str, intruder: str
+) -> None:
+    from support_tickets.data.table import TenantTable
+
+    admin = User(owner, "root", admin=True)
+    written = [write_event(owner, f"2026-11-20T10:{n // 60:02d}:{n % 60:02d}.000Z") for n in range(160)]
+    for n in range(40):
+        write_event(intruder, f"2026-11-20T10:00:{n:02d}.500Z")
+    per_page: list[list[int]] = []
+    real_call = TenantTable.call
+
+    def counting(self: TenantTable, operation: str, **kwargs: Any) -> Any:
+        response = real_call(self, operation, **kwargs)
+        if operation == "query" and "|AUDIT#" in kwargs["ExpressionAttributeValues"][":pk"]["S"]:
+            per_page[-1].append(len(response["Items"]))
+        return response
+
+    monkeypatch.setattr(TenantTable, "call", counting)
+    window = {"from": "2026-11-20", "to": "2026-11-21"}
+
+    def fetch(cursor: str | None) -> Any:
+        per_page.append([])
+        return api.audit(admin, limit="10", **window, **({"cursor": cursor} if cursor else {}))
+
+    events = [event for page in pages(fetch) for event in page["events"]]
+    # Every event of the owner, newest first, once; none of the intruder's
+    assert [event["event_id"] for event in events] == written[::-1]
+    # and no page read much more than it returned: not 10 from each of the day's 8 partitions
+    assert len(per_page) == 16
+    assert all(sum(reads) <= 2 * 10 + keys.AUDIT_SHARDS for reads in per_page), per_page
+    assert sum(map(sum, per_page)) <= 2 * len(written)
+
+
 def test_a_sparse_window_pages_through_empty_days(api: Api, admin: User, write_event: Writer) -> None:
     first = write_event(admin.tenant_id, "2026-10-22T08:00:00.000Z")
     last = write_event(admin.tenant_id, "2026-11-21T08:00:00.000Z")
@@ -221,6 +256,51 @@ def test_the_default_window_is_the_last_day(
 def test_a_bad_window_is_400(api: Api, admin: User, window: dict[str, str]) -> None:
     error = assert_error(api.audit(admin, **window), 400, "VALIDATION_ERROR")
     assert error["details"]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"to": "0001-01-01"},  # from defaults to a day before: before year 1
+        {"to": "0001-01-01T00:00:00.001Z"},
+        {"to": "0001-01-01T23:59:59.999999Z"},
+        {"from": "0001-01-01", "to": "0001-01-01"},
+        {"from": "0001-01-01T00:00:00Z", "to": "0001-01-01T00:00:00.000999Z"},  # empty at millisecond precision
+        {"from": "9999-12-31T23:59:59.999Z", "to": "9999-12-31T23:59:59.999999Z"},
+        {"from": "0001-01-01"},  # to defaults to now
+        {"from": "9999-12-31"},
+        {"to": "10000-01-01"},
+        {"to": "0000-12-31"},
+    ],
+)
+def test_a_window_at_the_ends_of_time_is_400_never_500(api: Api, admin: User, window: dict[str, str]) -> None:
+    response = api.audit(admin, **window)
+    error = assert_error(response, 400, "VALIDATION_ERROR")
+    assert set(response.body) == {"error"}
+    assert set(error) == {"code", "message", "details"}
+    assert {detail["field"] for detail in error["details"]} <= {"from", "to"}
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"to": "0001-01-02"},
+        {"from": "0001-01-01", "to": "0001-01-01T00:00:00.001Z"},
+        {"from": "0001-01-01", "to": "0001-02-01"},
+        {"to": "9999-12-31"},
+        {"to": "9999-12-31T23:59:59.999999Z"},
+        {"from": "9999-12-01", "to": "9999-12-31T23:59:59.999Z"},
+    ],
+)
+def test_a_window_at_the_ends_of_time_pages_to_its_end(
+    api: Api, admin: User, write_event: Writer, window: dict[str, str]
+) -> None:
+    write_event(admin.tenant_id, "2026-11-20T10:00:00.000Z")  # outside every one of them
+
+    def fetch(cursor: str | None) -> Any:
+        return api.audit(admin, limit="1", **window, **({"cursor": cursor} if cursor else {}))
+
+    assert [event for page in pages(fetch) for event in page["events"]] == []
 
 
 @pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -16,9 +17,12 @@ from botocore.exceptions import ClientError
 from local_stack.stream_source import stream_source
 from ops.tenants import TenantAdmin
 from support_tickets.core import keys
+from support_tickets.core.errors import TicketNotFound
+from support_tickets.data.table import TenantTable
+from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_client
-from tests.conftest import FAILURE_QUEUE_URL, REGION, all_items, random_tenant_id
+from tests.conftest import FAILURE_QUEUE_URL, REGION, all_items, random_tenant_id, tenant_table
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.stream_harness import Record, StreamHarness
 
@@ -155,6 +159,77 @@ def test_the_deletes_mark_and_a_reshard_record_nothing_and_count_nothing(
     (event,) = history(api, alice, tickets[0])[1:]
     assert (event["type"], event["actor"]) == ("deleted", "root")
     assert counts.counts(tenant)[OPEN] == counts.truth(tenant)[OPEN] == 5
+
+
+@pytest.mark.parametrize(("tenant", "neighbour"), [("1", "10"), ("10", "1")])
+def test_two_admins_deleting_one_ticket_at_once_the_trail_names_the_delete_that_took_effect(
+    api: Api,
+    audit: StreamHarness,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tenant: str,
+    neighbour: str,
+) -> None:
+    """Interleaved with events, no sleeps: ada marks, bob marks, ada deletes, then bob deletes."""
+    ticket_id = api.new_ticket(User(tenant, "alice"), title="contested")["ticket_id"]
+    other = api.new_ticket(User(neighbour, "alice"), title="same ids elsewhere")["ticket_id"]
+    audit.deliver(audit.new_records())
+    repositories = {actor: TicketRepository(tenant_table(tenant)) for actor in ("ada", "bob")}
+    summary = {"pk": {"S": keys.ticket_pk(tenant, ticket_id)}, "sk": {"S": keys.SUMMARY_SK}}
+    ada_marked, bob_marked, ada_done = threading.Event(), threading.Event(), threading.Event()
+    removed_by: list[str] = []  # whose DeleteItem removed the summary
+    real_call = TenantTable.call
+
+    def exists() -> bool:
+        return "Item" in dynamodb.get_item(TableName=table_name, Key=summary, ConsistentRead=True)
+
+    def call(self: TenantTable, operation: str, **kwargs: Any) -> Any:
+        actor = threading.current_thread().name
+        marking = operation == "update_item" and "deleted_by" in kwargs.get("UpdateExpression", "")
+        if marking and actor == "bob":
+            assert ada_marked.wait(30)
+        if operation == "delete_item" and kwargs["Key"] == summary:
+            assert (bob_marked if actor == "ada" else ada_done).wait(30)
+            before = exists()
+            try:
+                return real_call(self, operation, **kwargs)
+            finally:
+                if before and not exists():
+                    removed_by.append(actor)
+        try:
+            return real_call(self, operation, **kwargs)
+        finally:
+            if marking:
+                (ada_marked if actor == "ada" else bob_marked).set()
+
+    monkeypatch.setattr(TenantTable, "call", call)
+    outcomes: dict[str, str] = {}
+
+    def delete(actor: str) -> None:
+        try:
+            repositories[actor].delete_ticket(ticket_id, actor)
+            outcomes[actor] = "deleted"
+        except TicketNotFound:
+            outcomes[actor] = "not found"
+        finally:
+            if actor == "ada":
+                ada_done.set()
+
+    threads = [threading.Thread(target=delete, args=(actor,), name=actor) for actor in ("ada", "bob")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    monkeypatch.undo()
+    assert len(removed_by) == 1
+    # Then the trail's "deleted" event names the admin whose delete removed the ticket
+    audit.deliver(audit.new_records())
+    deleted = history(api, User(tenant, "alice"), ticket_id)[-1]
+    assert (deleted["type"], deleted["actor"]) == ("deleted", removed_by[0])
+    assert outcomes[removed_by[0]] == "deleted"
+    # and the neighbour's ticket is untouched
+    assert [event["type"] for event in history(api, User(neighbour, "alice"), other)] == ["created"]
 
 
 def test_a_change_outside_the_api_is_recorded_without_an_actor(

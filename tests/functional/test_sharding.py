@@ -381,7 +381,7 @@ def test_cli_prints_the_record_and_changes_it_with_options(
     assert [item["pk"]["S"] for item in stored] == ["TENANT#acme|CONFIG"]
     # The tenant got its API key, in the premium plan only; the record names it (printed without its value).
     assert "api_key" not in changed
-    (key,) = apigateway.get_api_keys(nameQuery="st-acme", includeValues=True)["items"]
+    (key,) = apigateway.get_api_keys(nameQuery="st.acme", includeValues=True)["items"]
     assert changed["api_key_id"] == key["id"] == stored[0]["api_key_id"]["S"]
     assert stored[0]["api_key"]["S"] == key["value"]
     assert [plan["id"] for plan in apigateway.get_usage_plans(keyId=key["id"])["items"]] == [plans["premium"]]

@@ -26,7 +26,7 @@ from support_tickets.core import keys
 from support_tickets.core.identity import TENANT_CLAIM
 from support_tickets.data.audit_items import epoch_of, iso_time
 from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.tenant_registry import TenantConfigCache, TenantStatus, read_tenant_config
+from support_tickets.data.tenant_registry import TIERS, TenantConfigCache, TenantStatus, read_tenant_config
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import REGION, all_items, random_tenant_id
@@ -218,6 +218,73 @@ def api_key_plans(keys_of_stack: ApiKeys, tenant: str) -> set[str] | None:
     return None if found is None else keys_of_stack.plans_of(found[0])
 
 
+# ---------------------------------------------------------------- API keys
+def keys_of_another_stack(stack_name: str) -> ApiKeys:
+    """A second stack's API keys, with its own plans, in the same account and Region."""
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    plans = {tier: apigateway.create_usage_plan(name=f"{stack_name}-{tier}")["id"] for tier in TIERS}
+    return ApiKeys(apigateway, plans, stack_name)
+
+
+def key_exists(key_id: str) -> bool:
+    try:
+        boto3.client("apigateway", region_name="us-east-1").get_api_key(apiKey=key_id)
+    except ClientError:
+        return False
+    return True
+
+
+def test_api_keys_of_two_stacks_never_share_a_name_nor_adopt_each_other(aws: None) -> None:
+    # Given stack "tickets" with tenant "staging-acme", and stack "tickets-staging" with tenant "acme"
+    tickets, staging = keys_of_another_stack("tickets"), keys_of_another_stack("tickets-staging")
+    assert tickets.key_name("staging-acme") != staging.key_name("acme")
+    theirs, _ = tickets.ensure("staging-acme")
+    tickets.place(theirs, "basic")
+    # When the second stack onboards its tenant: its own key, tagged with its stack and tenant
+    mine, _ = staging.ensure("acme")
+    assert mine != theirs
+    described = boto3.client("apigateway", region_name="us-east-1").get_api_key(apiKey=mine)
+    assert described["tags"] == {"stack": "tickets-staging", "tenant": "acme"}
+    # And when it offboards the tenant, even with a record naming the other stack's key (as the
+    # name alone once made it adopt), it deletes its own key only
+    assert staging.delete("acme", theirs) is True
+    assert not key_exists(mine)
+    assert key_exists(theirs)
+    assert tickets.plans_of(theirs) == {tickets.plan_id("basic")}
+    assert staging.delete("acme", theirs) is False
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_a_key_whose_tags_are_not_the_stacks_tenants_is_never_adopted(aws: None, tenant: str, other: str) -> None:
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    stack_keys = keys_of_another_stack("tickets")
+    neighbour, _ = stack_keys.ensure(other)  # "tickets.10" starts with "tickets.1": a name query's prefix match
+    name = stack_keys.key_name(tenant)
+    impostors = [
+        apigateway.create_api_key(name=name, enabled=True, tags=tags)["id"]
+        for tags in ({"stack": "tickets-2", "tenant": tenant}, {"stack": "tickets", "tenant": other}, {})
+    ]
+    # Neither by its name nor named by the tenant record is any of them the tenant's key
+    assert stack_keys.find(tenant) is None
+    assert all(stack_keys.find(tenant, impostor) is None for impostor in impostors)
+    assert stack_keys.find(tenant, neighbour) is None
+    assert stack_keys.delete(tenant, impostors[0]) is False
+    assert all(key_exists(key) for key in [*impostors, neighbour])
+    # so the tenant gets a key of its own
+    made, _ = stack_keys.ensure(tenant, impostors[1])
+    assert made not in [*impostors, neighbour]
+
+
+def test_a_key_made_before_keys_named_their_stack_is_kept_when_its_record_names_it(aws: None) -> None:
+    apigateway = boto3.client("apigateway", region_name="us-east-1")
+    stack_keys = keys_of_another_stack("tickets")
+    legacy = apigateway.create_api_key(name="tickets-acme", enabled=True, tags={"tenant": "acme"})
+    assert stack_keys.ensure("acme", legacy["id"]) == (legacy["id"], legacy["value"])
+    # never found by a name, though (a name proves nothing)
+    assert stack_keys.find("acme") is None
+    assert stack_keys.delete("acme", legacy["id"]) is True
+
+
 # ---------------------------------------------------------------- offboarding
 def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
     populate: Callable[[str, int], None],
@@ -362,6 +429,41 @@ def test_a_suspended_tenant_stays_suspended_while_offboarded(
     offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
     with pytest.raises(tenants.TenantRecordError, match="offboarded"):
         TenantAdmin(dynamodb, table_name).set_status("1", TenantStatus.ACTIVE)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [["--tier", "premium"], ["--tier", "basic"], ["--status", "SUSPENDED"], ["--status", "ACTIVE"], ["--shards", "2"]],
+)
+def test_a_tenant_being_offboarded_cant_be_changed_nor_get_a_key_again(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    change: list[str],
+) -> None:
+    stack_keys = stack_api_keys()
+    for tenant in ("1", "10"):
+        populate(tenant, 1)
+        TenantAdmin(dynamodb, table_name, keys=stack_keys).ensure(tenant)
+    # Given tenant 1 offboarded but for its record (kept until its tokens expire): its API key is gone
+    assert offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1").api_key_deleted
+    assert stack_keys.find("1") is None
+    before = all_items(dynamodb, table_name)
+    local = ["--local", "--local-state", str(local_state_file(tmp_path, table_name)), "--phase-seconds", "0"]
+    # When an operator changes it: one line, exit 1, nothing written, no key made again
+    assert tenants.main(["--tenant", "1", *change, *local]) == 1
+    error = capsys.readouterr().err
+    assert "being offboarded" in error
+    assert error.count("\n") == 1
+    assert all_items(dynamodb, table_name) == before
+    assert stack_keys.find("1") is None
+    # Showing it still works; and its neighbour 10 changes as usual
+    assert tenants.main(["--tenant", "1", *local]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "SUSPENDED"
+    assert tenants.main(["--tenant", "10", *change, *local]) == 0
 
 
 @pytest.mark.parametrize("confirm", [None, "", "10", "1 ", "*"])

@@ -4,6 +4,7 @@ whole stage with the caller's context and its tenant's API key."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -26,7 +27,7 @@ from tests.conftest import REGION, USER_POOL, USER_POOL_PROVIDER, mocked_aws
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/GET/tickets"
 JWKS_URL = f"https://{USER_POOL_PROVIDER}/.well-known/jwks.json"
-Invoke = Callable[[str], dict[str, Any]]
+Invoke = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
@@ -58,8 +59,8 @@ def store(client: Any, tenant: str, api_key: str | None = None, tier: str = "bas
 def invoke(fetches: list[str], records: Any) -> Invoke:
     handler = load_handler(PROJECT_ROOT / "functions" / "authorizer", "app.lambda_handler")
 
-    def call(authorization: str) -> dict[str, Any]:
-        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": METHOD_ARN}
+    def call(authorization: str, method_arn: str = METHOD_ARN) -> dict[str, Any]:
+        event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": method_arn}
         result: dict[str, Any] = handler(event, LambdaContext("AuthorizerFunction"))
         return result
 
@@ -101,8 +102,18 @@ def test_a_good_token_gets_an_allow_for_the_stage_with_its_tenants_key(invoke: I
     assert (context["tenant_id"], context["username"], context["tier"]) == ("acme", "alice", "premium")
     assert json.loads(context["groups"]) == ["support", "admin"]
     assert answer["principalId"] == context["sub"]
-    # A bare token works too, as Cognito's authorizer accepts it.
-    assert invoke(token)["usageIdentifierKey"] == "acme-key-0123456789012345"
+
+
+@pytest.mark.parametrize(("partition", "region"), [("aws-cn", "cn-north-1"), ("aws-us-gov", "us-gov-west-1")])
+def test_the_policy_names_the_partition_of_the_method_arn(
+    invoke: Invoke, records: Any, partition: str, region: str
+) -> None:
+    store(records, "acme", "acme-key-0123456789012345")
+    method_arn = f"arn:{partition}:execute-api:{region}:123456789012:a1b2c3d4e5/v1/GET/tickets"
+    answer = invoke(f"Bearer {USER_POOL.id_token('acme', 'alice')}", method_arn)
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == [f"arn:{partition}:execute-api:{region}:123456789012:a1b2c3d4e5/v1/*/*"]
 
 
 OTHER_POOL = SigningUserPool("us-east-1_OTHER", SAMPLE_CLIENT_ID, REGION)
@@ -158,17 +169,83 @@ def test_headers_without_a_bearer_token_are_unauthorized(invoke: Invoke, header:
         invoke(header)
 
 
+def same_bytes_other_spelling(segment: str) -> str:
+    """The segment with its unused trailing bits set: another base64url
+    spelling that decodes to the very same bytes."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    unused = {2: 4, 3: 2}[len(segment) % 4]  # a 256-byte RS256 signature: 342 characters, 4 unused bits
+    last = alphabet.index(segment[-1])
+    spelled = segment[:-1] + alphabet[last | ((1 << unused) - 1)]
+    assert spelled != segment
+    assert base64.urlsafe_b64decode(spelled + "==") == base64.urlsafe_b64decode(segment + "==")
+    return spelled
+
+
+@pytest.mark.parametrize(
+    "respell",
+    [
+        pytest.param(lambda token: token, id="bare"),
+        pytest.param(lambda token: f"bearer {token}", id="lower-case-scheme"),
+        pytest.param(lambda token: f"Bearer  {token}", id="two-spaces"),
+        pytest.param(lambda token: f" Bearer {token} ", id="surrounding-spaces"),
+        pytest.param(lambda token: f"Bearer {token}==", id="padded-signature"),
+        pytest.param(
+            lambda token: f"Bearer {token.rsplit('.', 1)[0]}.{same_bytes_other_spelling(token.rsplit('.', 1)[1])}",
+            id="signature-trailing-bits",
+        ),
+    ],
+)
+def test_one_token_has_one_header_the_others_are_unauthorized(
+    invoke: Invoke, records: Any, respell: Callable[[str], str]
+) -> None:
+    """API Gateway caches answers per header value: every other spelling of a
+    token would be another authorizer run, so only ``Bearer <canonical JWT>`` passes."""
+    store(records, "acme", "acme-key-0123456789012345")
+    token = USER_POOL.sign(payload())
+    assert invoke(f"Bearer {token}")["usageIdentifierKey"]
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        invoke(respell(token))
+
+
 def test_a_tenant_without_an_api_key_is_denied(invoke: Invoke, records: Any) -> None:
     answer = invoke(f"Bearer {USER_POOL.id_token('nobody-onboarded', 'u')}")
     assert "usageIdentifierKey" not in answer
     assert [statement["Effect"] for statement in answer["policyDocument"]["Statement"]] == ["Deny"]
+    assert answer["context"]["error_code"] == "FORBIDDEN"
+
+
+def store_suspended(client: Any, tenant: str, api_key: str) -> None:
+    record = TenantConfig(tenant_id=tenant, api_key_id="id-" + tenant, api_key=api_key, status="SUSPENDED", version=2)
+    client.put_item(TableName=table_definition()["TableName"], Item=to_item(record.item()))
+
+
+@pytest.mark.parametrize(("suspended", "active"), [("1", "10"), ("10", "1")])
+def test_a_suspended_tenant_is_denied_unmetered_and_its_neighbour_allowed(
+    invoke: Invoke, records: Any, suspended: str, active: str
+) -> None:
+    store_suspended(records, suspended, f"key-of-tenant-{suspended}-0123456789")
+    store(records, active, f"key-of-tenant-{active}-0123456789")
+    answer = invoke(f"Bearer {USER_POOL.id_token(suspended, 'ada')}")
+    # Denied for every route (the answer is cached per token), with the reason for the gateway response's body
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Resource"]) == ("Deny", [METHOD_ARN.rsplit("/", 2)[0] + "/*/*"])
+    assert (answer["context"]["error_code"], answer["context"]["error_message"]) == (
+        "TENANT_SUSPENDED",
+        "This tenant is suspended; contact your provider.",
+    )
+    # and not metered: no usage plan key is named
+    assert "usageIdentifierKey" not in answer
+    allowed = invoke(f"Bearer {USER_POOL.id_token(active, 'bob')}")
+    assert [statement["Effect"] for statement in allowed["policyDocument"]["Statement"]] == ["Allow"]
+    assert allowed["usageIdentifierKey"] == f"key-of-tenant-{active}-0123456789"
+    assert "error_code" not in allowed["context"]
 
 
 def test_tenants_1_and_10_get_their_own_keys(invoke: Invoke, records: Any) -> None:
     store(records, "1", "key-of-tenant-1-0123456789")
     store(records, "10", "key-of-tenant-10-012345678")
-    assert invoke(USER_POOL.id_token("1", "a"))["usageIdentifierKey"] == "key-of-tenant-1-0123456789"
-    assert invoke(USER_POOL.id_token("10", "b"))["usageIdentifierKey"] == "key-of-tenant-10-012345678"
+    assert invoke(f"Bearer {USER_POOL.id_token('1', 'a')}")["usageIdentifierKey"] == "key-of-tenant-1-0123456789"
+    assert invoke(f"Bearer {USER_POOL.id_token('10', 'b')}")["usageIdentifierKey"] == "key-of-tenant-10-012345678"
 
 
 def test_the_jwks_and_the_record_are_read_once_per_container(
@@ -185,6 +262,6 @@ def test_the_jwks_and_the_record_are_read_once_per_container(
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
     for username in ("a", "b", "c"):
-        invoke(USER_POOL.id_token("acme", username))
+        invoke(f"Bearer {USER_POOL.id_token('acme', username)}")
     assert fetches == [JWKS_URL]
     assert reads == ["TENANT#acme|CONFIG"]

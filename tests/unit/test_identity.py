@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from local_stack.template import template
 from support_tickets.auth.authorizer import caller_context
 from support_tickets.core.errors import Forbidden, Unauthorized
-from support_tickets.core.identity import IdToken, TenantCredentials, bound_token, check_id_token, parse_groups
+from support_tickets.core.identity import (
+    BEARER_HEADER,
+    IdToken,
+    TenantCredentials,
+    bearer_token,
+    bound_token,
+    check_id_token,
+    parse_groups,
+)
 from support_tickets.core.identity import caller_from_context as caller_of
 from support_tickets.core.identity import caller_from_event as caller_of_event
 from support_tickets.core.settings import ConfigurationError, get_settings
@@ -159,8 +169,6 @@ def test_the_caller_carries_its_token_never_in_a_repr() -> None:
     assert caller.token.digest == hashlib.sha256(token.encode()).hexdigest()
     assert token not in repr(caller)
     assert token not in repr(caller.token)
-    # a bare token, as the authorizer also accepts
-    assert bound_token(token, context_of(payload), {CLIENT}) == caller.token
 
 
 def test_the_caller_carries_the_contexts_credentials_never_their_secrets_in_a_repr() -> None:
@@ -190,6 +198,36 @@ def test_a_context_without_usable_credentials_is_unauthorized(broken: dict[str, 
     context = {key: value for key, value in context.items() if value is not None}
     with pytest.raises(Unauthorized):
         caller_of(context, {CLIENT}, bearer(claims()))
+
+
+@pytest.mark.parametrize(
+    "spell",
+    [
+        pytest.param(lambda token: token, id="bare"),
+        pytest.param(lambda token: f"bearer {token}", id="lower-case"),
+        pytest.param(lambda token: f"BEARER {token}", id="upper-case"),
+        pytest.param(lambda token: f"Bearer  {token}", id="two-spaces"),
+        pytest.param(lambda token: f"Bearer\t{token}", id="tab"),
+        pytest.param(lambda token: f" Bearer {token}", id="leading-space"),
+        pytest.param(lambda token: f"Bearer {token} ", id="trailing-space"),
+        pytest.param(lambda token: f"Bearer {token}\n", id="trailing-newline"),
+        pytest.param(lambda token: f"Bearer {token}=", id="padded"),
+    ],
+)
+def test_only_the_one_spelling_of_the_header_carries_a_token(spell: Callable[[str], str]) -> None:
+    """The template's ValidationExpression lets only ``Bearer <JWT>`` reach the
+    authorizer; the functions' re-check agrees with it."""
+    payload = claims()
+    token = bearer(payload).removeprefix("Bearer ")
+    assert bearer_token(f"Bearer {token}") == token
+    assert bearer_token(spell(token)) is None
+    with pytest.raises(Unauthorized):
+        bound_token(spell(token), context_of(payload), {CLIENT})
+
+
+def test_the_header_pattern_is_the_templates_validation_expression() -> None:
+    (authorizer,) = template()["Resources"]["TicketsApi"]["Properties"]["Auth"]["Authorizers"].values()
+    assert authorizer["Identity"]["ValidationExpression"] == f"^{BEARER_HEADER}$"
 
 
 def test_the_header_is_found_in_the_event_in_any_letter_case() -> None:

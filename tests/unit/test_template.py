@@ -19,6 +19,8 @@ from samtranslator.translator.transform import transform
 
 from local_stack import managed_policies
 from local_stack.template import TEMPLATE_PATH, load_template
+from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE
+from support_tickets.core.identity import BEARER_HEADER
 
 API_FUNCTIONS = {
     "CreateTicketFunction",
@@ -130,6 +132,8 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     assert "AuthorizerFunction" in json.dumps(settings["authorizerUri"])
     # The revocation window docs/isolation.md states is this cache's TTL.
     assert settings["authorizerResultTtlInSeconds"] == 300
+    # The cache is per header value: one spelling per token reaches the authorizer, the rest is a 401.
+    assert settings["identityValidationExpression"] == f"^{BEARER_HEADER}$"
     assert not any(scheme.get("x-amazon-apigateway-authtype") == "cognito_user_pools" for scheme in schemes.values())
     assert methods == {}  # no method defined outside the authorized OpenAPI body
 
@@ -174,7 +178,8 @@ def gateway_responses() -> dict[str, Any]:
     ("response_type", "status", "code", "retry_after"),
     [
         ("UNAUTHORIZED", 401, "UNAUTHORIZED", None),
-        ("ACCESS_DENIED", 403, "FORBIDDEN", None),
+        # the authorizer's Deny says which (FORBIDDEN or TENANT_SUSPENDED): test_access_denied_…
+        ("ACCESS_DENIED", 403, f"$context.authorizer.{CONTEXT_ERROR_CODE}", None),
         ("INVALID_API_KEY", 403, "FORBIDDEN", None),
         ("THROTTLED", 429, "THROTTLED", "'1'"),
         ("QUOTA_EXCEEDED", 429, "QUOTA_EXCEEDED", "'3600'"),
@@ -195,6 +200,16 @@ def test_gateway_responses_carry_our_error_shape(
     assert body["error"]["message"]
     # Gateway response headers are literals (or request parameters): a fixed Retry-After.
     assert response.get("responseParameters", {}).get("gatewayresponse.header.Retry-After") == retry_after
+
+
+def test_access_denied_takes_code_and_message_from_the_authorizers_deny() -> None:
+    body = json.loads(gateway_responses()["ACCESS_DENIED"]["responseTemplates"]["application/json"])
+    assert body == {
+        "error": {
+            "code": f"$context.authorizer.{CONTEXT_ERROR_CODE}",
+            "message": f"$context.authorizer.{CONTEXT_ERROR_MESSAGE}",
+        }
+    }
 
 
 def test_the_authorizer_role_reads_only_tenant_records() -> None:

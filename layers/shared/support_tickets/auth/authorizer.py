@@ -15,8 +15,12 @@ pool and app client, checked as Cognito's own authorizer checks it and more:
 
 Anything else raises :class:`Unauthorized`, which the handler turns into
 API Gateway's ``Unauthorized`` (the ``UNAUTHORIZED`` gateway response, 401).
-A token whose tenant has no API key (a tenant nobody onboarded) gets a Deny
-policy (``ACCESS_DENIED``, 403).
+A token of a SUSPENDED tenant, or of a tenant with no API key (nobody onboarded
+it), gets a Deny policy: API Gateway answers its ``ACCESS_DENIED`` gateway
+response (403), whose body names the reason the Deny's context gives
+(``TENANT_SUSPENDED``, or ``FORBIDDEN``), and neither meters the request nor
+runs a function. The functions check the suspension again: an answer this
+authorizer gave before the suspension stays cached for ``ReauthorizeEvery``.
 
 The answer allows every method of the stage (a cached policy is reused for
 every route the same token calls), names the tenant's API key as
@@ -55,7 +59,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 
 from support_tickets.auth.jwks import InvalidToken, Jwks
-from support_tickets.core.errors import Unauthorized
+from support_tickets.core.errors import Forbidden, TenantSuspended, Unauthorized
 from support_tickets.core.identity import (
     AUDIENCE_CLAIM,
     CONTEXT_GROUPS,
@@ -76,7 +80,7 @@ from support_tickets.core.identity import (
     bearer_token,
 )
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
-from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
+from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -84,6 +88,11 @@ if TYPE_CHECKING:
 ISSUER_CLAIM: Final = "iss"
 # The tenant's tier, for the functions' logs (the names of the others: support_tickets.core.identity).
 CONTEXT_TIER: Final = "tier"
+# What a Deny says, for the ACCESS_DENIED gateway response's body (template.yaml:
+# `$context.authorizer.error_code`); fixed texts of the error classes, JSON-safe.
+CONTEXT_ERROR_CODE: Final = "error_code"
+CONTEXT_ERROR_MESSAGE: Final = "error_message"
+NO_USAGE_PLAN_MESSAGE: Final = "This tenant has no usage plan; ask an operator to onboard it."
 # Cognito user pool ids: <region>_<id>.
 _POOL_ID = re.compile(r"[\w-]+_[0-9a-zA-Z]+")
 
@@ -129,8 +138,8 @@ class TokenVerifier:
         self._clock = clock
 
     def verify(self, authorization: str | None) -> VerifiedToken:
-        """The caller of ``authorization`` (``Bearer <token>`` or the bare
-        token), or :class:`Unauthorized`, whatever is wrong with it."""
+        """The caller of ``authorization`` (``Bearer <token>``, exactly), or
+        :class:`Unauthorized`, whatever is wrong with it."""
         token = bearer_token(authorization)
         if token is None:
             raise Unauthorized()
@@ -230,21 +239,37 @@ class TenantAuthorizer:
         verified = self._verifier.verify(event.authorization_token)
         record = self.record(verified.tenant_id)
         arn = event.parsed_arn
+        refusal = _refusal(record)
         context = caller_context(verified.claims, record.tier)
-        if record.api_key:
+        if refusal is not None:
+            context[CONTEXT_ERROR_CODE], context[CONTEXT_ERROR_MESSAGE] = refusal
+        else:
+            # Only an allowed caller gets credentials: a refused one costs no Cognito call.
             context.update(self._exchange(verified.token).as_context())
         response = APIGatewayAuthorizerResponse(
             principal_id=str(verified.claims[SUBJECT_CLAIM]),
+            # aws-cn and aws-us-gov too: a policy of another partition matches no method.
+            partition=arn.partition,
             region=arn.region,
             aws_account_id=arn.aws_account_id,
             api_id=arn.api_id,
             stage=arn.stage,
             context=context,
-            usage_identifier_key=record.api_key,
+            # A refused request is neither metered nor counted against the tenant's quota.
+            usage_identifier_key=None if refusal is not None else record.api_key,
         )
-        if record.api_key:
-            # Every method: API Gateway reuses a cached policy for every route the token calls.
+        # Every method either way: API Gateway reuses a cached answer for every route the token calls.
+        if refusal is None:
             response.allow_all_routes()
         else:
             response.deny_all_routes()
         return response.asdict()
+
+
+def _refusal(record: TenantConfig) -> tuple[str, str] | None:
+    """Why the tenant's requests are denied before any function runs (code, message), if they are."""
+    if record.status is TenantStatus.SUSPENDED:
+        return TenantSuspended.code, TenantSuspended.default_message
+    if not record.api_key:
+        return Forbidden.code, NO_USAGE_PLAN_MESSAGE
+    return None

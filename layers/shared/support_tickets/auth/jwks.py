@@ -8,8 +8,11 @@ when a key set is built (:class:`Jwks`), which only the authorizer does.
 
 What verifies, and nothing else:
 
-- a compact JWS whose header has ``alg`` RS256 (``none``, HMAC and every other
-  algorithm are refused before any key is looked up), a ``kid``, and no
+- a compact JWS in canonical base64url (no padding, no other character, no
+  set unused trailing bit: else one token has many spellings, each a new entry
+  in API Gateway's authorizer cache and a new token exchange) whose header has
+  ``alg`` RS256 (``none``, HMAC and every other algorithm are refused before
+  any key is looked up), a ``kid``, and no
   ``crit`` (Cognito sets none; PyJWT would honour ``b64``);
 - signed by a key of the pool's set that is an RSA signing key for RS256 of at
   least 2048 bits (any other key of the document is dropped when it is read);
@@ -26,7 +29,10 @@ fetch, not one per token. A fetch that fails is an error, never a refused token.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Callable, Collection, Mapping
@@ -42,6 +48,7 @@ REFETCH_INTERVAL_SECONDS: Final = 60.0
 FETCH_TIMEOUT_SECONDS: Final = 3.0
 MAX_TOKEN_LENGTH: Final = 16 * 1024
 REQUIRED_CLAIMS: Final = ("exp", "iat", "iss", "aud", "sub")
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class InvalidToken(ValueError):
@@ -49,6 +56,23 @@ class InvalidToken(ValueError):
 
 
 Fetch = Callable[[str], Mapping[str, Any]]
+
+
+def check_canonical(token: str) -> None:
+    """:class:`InvalidToken` unless ``token`` is three segments of canonical
+    base64url (RFC 7515, 2): the only spelling of its bytes."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise InvalidToken("not a compact JWS")
+    for segment in parts:
+        if not _SEGMENT.fullmatch(segment) or len(segment) % 4 == 1:
+            raise InvalidToken("not base64url")
+        try:
+            decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidToken("not base64url") from exc
+        if base64.urlsafe_b64encode(decoded).rstrip(b"=") != segment.encode("ascii"):
+            raise InvalidToken("not canonical base64url")
 
 
 def fetch_json(url: str) -> Mapping[str, Any]:
@@ -134,6 +158,7 @@ class Jwks:
 
         if len(token) > MAX_TOKEN_LENGTH:
             raise InvalidToken("too long")
+        check_canonical(token)
         try:
             header = jwt.get_unverified_header(token)
             if header.get("alg") != ALGORITHM or not isinstance(header.get("kid"), str) or "crit" in header:

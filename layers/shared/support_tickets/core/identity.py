@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,14 @@ CONTEXT_ACCESS_KEY_ID = "access_key_id"
 CONTEXT_SECRET_ACCESS_KEY = "secret_access_key"  # noqa: S105 - a context key, not a secret
 CONTEXT_SESSION_TOKEN = "session_token"  # noqa: S105 - a context key, not a secret
 CONTEXT_CREDENTIALS_EXPIRE_AT = "credentials_expire_at"
+# The one form of the Authorization header the API accepts: API Gateway caches
+# the authorizer's answer per header value, so every other spelling of the same
+# token (a bare token, "bearer", more spaces) would be another cache miss, another
+# authorizer run. template.yaml's ValidationExpression is this, anchored; the
+# authorizer also refuses a non-canonical base64url segment (support_tickets.auth.jwks).
+BEARER_PREFIX = "Bearer "
+BEARER_HEADER = r"Bearer [A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"
+_BEARER_HEADER = re.compile(BEARER_HEADER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,19 +135,18 @@ class Caller:
 
 
 def bearer_token(authorization: object) -> str | None:
-    """The token of an ``Authorization`` header (``Bearer <token>`` or the bare
-    token, as API Gateway's Cognito authorizer accepts both)."""
-    if not isinstance(authorization, str):
+    """The token of an ``Authorization`` header in its one accepted form,
+    :data:`BEARER_HEADER`; ``None`` for anything else (a bare token, another
+    casing of ``Bearer``, more spaces)."""
+    if not isinstance(authorization, str) or not _BEARER_HEADER.fullmatch(authorization):
         return None
-    scheme, _, rest = authorization.strip().partition(" ")
-    token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()
-    return token or None
+    return authorization[len(BEARER_PREFIX) :]
 
 
-def token_payload(authorization: object) -> dict[str, Any] | None:
+def token_payload(token_or_header: object) -> dict[str, Any] | None:
     """The decoded (not verified) payload of a JWT, bare or in a header value."""
-    token = bearer_token(authorization)
-    parts = token.split(".") if token is not None else []
+    token = bearer_token(token_or_header) or token_or_header
+    parts = token.split(".") if isinstance(token, str) else []
     if len(parts) != 3:  # header.payload.signature
         return None
     try:

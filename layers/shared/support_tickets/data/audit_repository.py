@@ -11,7 +11,9 @@ describe, until their TTL (``AuditRetentionDays`` after the change).
   readable (it ends with its ``deleted`` event) for the retention period.
 - **The tenant's trail** of a time window, newest first: for each UTC day of
   the window, newest day first, the :data:`~support_tickets.core.keys.AUDIT_SHARDS`
-  partitions of that day are queried in parallel and merged by time. The
+  partitions of that day are merged by time, each read lazily (a share of
+  the page in parallel first, more only from a partition that runs out), so a
+  page reads about as many events as it returns. The
   cursor holds the day and each partition's position (and the window, so that
   a window ending "now" stays the same window from page to page); it is bound
   to the tenant and to the query's parameters. A request reads at most
@@ -21,9 +23,9 @@ describe, until their TTL (``AuditRetentionDays`` after the change).
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
@@ -52,6 +54,10 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _millisecond(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+
+
 def parse_instant(value: str, field: str) -> datetime:
     """``YYYY-MM-DD`` (midnight UTC) or an ISO 8601 time in UTC (``Z`` or ``+00:00``)."""
     try:
@@ -74,6 +80,9 @@ class AuditWindow:
 
     @classmethod
     def of(cls, start: datetime, end: datetime) -> AuditWindow:
+        # As the sort keys hold them (milliseconds): a window that is empty there is empty,
+        # and its last millisecond (last_day) is never before year 1.
+        start, end = _millisecond(start), _millisecond(end)
         if start >= end:
             raise ValidationFailed(details=[{"field": "from", "message": "must be before to"}])
         if end - start > MAX_WINDOW:
@@ -84,7 +93,13 @@ class AuditWindow:
     def from_query(cls, start: str | None, end: str | None, now: datetime) -> AuditWindow:
         """The window a request asks for: ``to`` defaults to now, ``from`` to a day before ``to``."""
         until = parse_instant(end, "to") if end is not None else now
-        since = parse_instant(start, "from") if start is not None else until - DEFAULT_WINDOW
+        if start is not None:
+            since = parse_instant(start, "from")
+        elif until - datetime.min.replace(tzinfo=UTC) < DEFAULT_WINDOW:
+            message = f"must be at least {DEFAULT_WINDOW.days} day after 0001-01-01 when from is not given"
+            raise ValidationFailed(details=[{"field": "to", "message": message}])
+        else:
+            since = until - DEFAULT_WINDOW
         return cls.of(since, until)
 
     @property
@@ -100,11 +115,15 @@ class AuditWindow:
         return self.start <= sk < self.end
 
 
-@dataclass(frozen=True, slots=True)
-class _ShardRead:
+@dataclass(slots=True)
+class _DayPartition:
+    """One partition of a day of the trail, read newest first a slice at a time."""
+
     shard: int
-    events: list[dict[str, Any]]
-    more: bool
+    start: str  # the sort key the next read starts after; _NOT_STARTED: from the window's end
+    from_cursor: bool  # whether ``start`` came from a client's cursor
+    buffer: deque[dict[str, Any]] = field(default_factory=deque)
+    more: bool = True  # DynamoDB may hold more events after what was read
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,46 +194,63 @@ class AuditRepository:
 
     def _read_day(self, window: AuditWindow, day: date, positions: dict[str, str], need: int) -> list[AuditEvent]:
         """Up to ``need`` of the day's newest events not read yet, across its
-        partitions; ``positions`` moves past what was taken."""
-        active = [int(shard) for shard, position in positions.items() if position != _EXHAUSTED]
-        if need <= 0 or not active:
+        partitions; ``positions`` moves past what was taken.
+
+        A k-way merge that reads each partition lazily: first a share of
+        ``need`` from every partition at once (an event's partition comes from
+        a hash of its id, so they fill evenly), then, whenever a partition
+        that may hold more has nothing left to offer, a share of what the page
+        still needs from it. A page reads about ``need`` items and at most about
+        twice as many, never ``need`` from each of the partitions."""
+        parts = [
+            _DayPartition(int(shard), position, from_cursor=position != _NOT_STARTED)
+            for shard, position in positions.items()
+            if position != _EXHAUSTED
+        ]
+        if need <= 0 or not parts:
             return []
-
-        def read_shard(shard: int) -> _ShardRead:
-            query: dict[str, Any] = {
-                "TableName": self.table.table_name,
-                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :start AND :end",
-                "ExpressionAttributeValues": {
-                    ":pk": {"S": keys.audit_day_pk(self.tenant_id, day.isoformat(), shard)},
-                    ":start": {"S": window.start},
-                    ":end": {"S": window.end},  # a sort key at `end` is `end#…`, after it: excluded
-                },
-                "ScanIndexForward": False,
-            }
-            position = positions[str(shard)]
-            if position != _NOT_STARTED:
-                query["ExclusiveStartKey"] = {"pk": query["ExpressionAttributeValues"][":pk"], "sk": {"S": position}}
-            items, more = self.table.query_up_to(query, need, from_cursor=position != _NOT_STARTED)
-            return _ShardRead(shard, items, more)
-
-        with ThreadPoolExecutor(max_workers=len(active)) as pool:
-            reads = list(pool.map(read_shard, active))
-        # Newest first across the partitions: each is already newest first.
-        merged = heapq.merge(
-            *([(item["sk"], read.shard, item) for item in read.events] for read in reads), reverse=True
-        )
+        share = -(-need // len(parts))
+        with ThreadPoolExecutor(max_workers=len(parts)) as pool:
+            list(pool.map(lambda part: self._read_partition(window, day, part, share), parts))
         taken: list[dict[str, Any]] = []
-        consumed = dict.fromkeys(active, 0)
-        for sk, shard, item in merged:
-            if len(taken) == need:
+        while len(taken) < need:
+            # Before choosing the newest head, every partition that may hold more must show its next one.
+            for part in parts:
+                if not part.buffer and part.more:
+                    open_parts = sum(1 for other in parts if other.buffer or other.more)
+                    self._read_partition(window, day, part, -(-(need - len(taken)) // open_parts))
+            heads = [part for part in parts if part.buffer]
+            if not heads:
                 break
+            newest = max(heads, key=lambda part: str(part.buffer[0]["sk"]))
+            item = newest.buffer.popleft()
             taken.append(item)
-            positions[str(shard)] = sk
-            consumed[shard] += 1
-        for read in reads:
-            if consumed[read.shard] == len(read.events) and not read.more:
-                positions[str(read.shard)] = _EXHAUSTED
+            positions[str(newest.shard)] = item["sk"]
+        for part in parts:
+            if not part.buffer and not part.more:
+                positions[str(part.shard)] = _EXHAUSTED
         return [event_from_item(item) for item in taken]
+
+    def _read_partition(self, window: AuditWindow, day: date, part: _DayPartition, want: int) -> None:
+        """The next ``want`` events of ``part`` (newest first) into its buffer."""
+        pk = {"S": keys.audit_day_pk(self.tenant_id, day.isoformat(), part.shard)}
+        query: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :start AND :end",
+            "ExpressionAttributeValues": {
+                ":pk": pk,
+                ":start": {"S": window.start},
+                ":end": {"S": window.end},  # a sort key at `end` is `end#…`, after it: excluded
+            },
+            "ScanIndexForward": False,
+        }
+        if part.start != _NOT_STARTED:
+            query["ExclusiveStartKey"] = {"pk": pk, "sk": {"S": part.start}}
+        items, part.more = self.table.query_up_to(query, want, from_cursor=part.from_cursor)
+        part.from_cursor = False
+        if items:
+            part.start = str(items[-1]["sk"])
+            part.buffer.extend(items)
 
     def _decode(self, cursor: str, fingerprint: str) -> tuple[AuditWindow, date, dict[str, str]]:
         checked: dict[str, Any] = {}
@@ -223,7 +259,7 @@ class AuditRepository:
             try:
                 window = AuditWindow.of(parse_instant(state[_FROM_KEY], "from"), parse_instant(state[_TO_KEY], "to"))
                 day = date.fromisoformat(state[_DAY_KEY])
-            except (ValidationFailed, ValueError):
+            except (ValidationFailed, ValueError, OverflowError):
                 return False
             if (window.start, window.end) != (state[_FROM_KEY], state[_TO_KEY]):
                 return False

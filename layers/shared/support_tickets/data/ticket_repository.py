@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
-from support_tickets.core.errors import ApiError, TicketNotFound, VersionMismatch
+from support_tickets.core.errors import ApiError, Conflict, TicketNotFound, VersionMismatch
 from support_tickets.core.ids import new_id
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
@@ -35,6 +35,8 @@ logger = Logger(child=True)
 # Parallel GSI1 queries of one list request: enough for 16 shards in one round
 # trip; more shards take a few rounds, within the function's timeout.
 MAX_PARALLEL_QUERIES: Final = 16
+# Deletes racing on one ticket re-mark it this often before one answers 409.
+DELETE_ATTEMPTS: Final = 5
 FOREIGN_INDEX_ROW_METRIC: Final = "ForeignIndexRow"
 
 ConfigProvider = Callable[[TenantTable], TenantConfig]
@@ -234,8 +236,12 @@ class TicketRepository:
         changes no field the API shows and not the version) is how the stream's
         REMOVE record names who deleted the ticket: DynamoDB's delete carries no
         caller. It changes no count (the status stays) and no audit event comes
-        of it (no tracked field changed). Should the delete itself fail, the
-        mark is taken back, so a failed delete leaves the ticket as it was.
+        of it (no tracked field changed). The delete is conditional on this
+        call's own mark: of two admins deleting the ticket at once, the delete
+        that takes effect is the one whose mark the summary carries, hence the
+        one the trail names (the other marks again and finds no summary).
+        Should the delete itself fail, the mark is taken back, so a failed
+        delete leaves the ticket as it was.
 
         The order summary-then-comments is what makes a racing comment safe: a
         comment is written only in a transaction that checks the summary
@@ -246,14 +252,18 @@ class TicketRepository:
         is 404."""
         pk = self.ticket_pk(ticket_id)
         key = {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}}
-        mark = self._mark_deleted(key, actor)
-        found = mark is not None
-        if mark is not None:
-            try:
-                self.table.call("delete_item", TableName=self.table_name, Key=key)
-            except (ApiError, ClientError):
-                self._unmark_deleted(key, mark)
-                raise
+        found = False
+        for _ in range(DELETE_ATTEMPTS):
+            mark = self._mark_deleted(key, actor)
+            if mark is None:
+                break
+            if self._delete_marked(key, mark):
+                found = True
+                break
+            # Another delete marked the summary after this one did: mark it again, so that the
+            # delete that takes effect is the one whose mark the REMOVE record carries.
+        else:
+            raise Conflict()
         collection = {
             "TableName": self.table_name,
             "KeyConditionExpression": "pk = :pk",
@@ -272,6 +282,27 @@ class TicketRepository:
         mark = {":actor": {"S": actor}, ":at": {"S": utc_now_iso()}}
         marked = self._update_if(key, "SET deleted_by = :actor, deleted_at = :at", "attribute_exists(pk)", mark)
         return mark if marked else None
+
+    def _delete_marked(self, key: dict[str, Any], mark: dict[str, Any]) -> bool:
+        """Delete the summary if it still carries ``mark``; False when another
+        delete's mark replaced it, or the summary is gone."""
+        try:
+            self.table.call(
+                "delete_item",
+                TableName=self.table_name,
+                Key=key,
+                ConditionExpression="deleted_by = :actor AND deleted_at = :at",
+                ExpressionAttributeValues=mark,
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            self._unmark_deleted(key, mark)
+            raise
+        except ApiError:
+            self._unmark_deleted(key, mark)
+            raise
+        return True
 
     def _unmark_deleted(self, key: dict[str, Any], mark: dict[str, Any]) -> None:
         """Best effort: only our own mark, and a failure here never hides the delete's."""
