@@ -89,7 +89,7 @@ def decoded(cursor: str) -> str:
 
 
 @pytest.fixture
-def rows_read(aws: None) -> Iterator[Callable[[TicketRepository], list[int]]]:
+def rows_read(aws: None) -> Callable[[TicketRepository], list[int]]:
     """Per Query call of a repository's client, how many rows DynamoDB returned."""
     counted: list[int] = []
 
@@ -100,7 +100,7 @@ def rows_read(aws: None) -> Iterator[Callable[[TicketRepository], list[int]]]:
         )
         return counted
 
-    yield count
+    return count
 
 
 def page_through(tickets: TicketRepository, limit: int, resolver: str | None = None) -> Iterator[Any]:
@@ -169,7 +169,8 @@ def test_a_row_that_is_not_a_ticket_of_the_caller_is_dropped_and_reported(
     assert whole.next_cursor is None
     assert sorted(one_by_one) == sorted(own)
     reported = reports.foreign if variant.startswith("foreign") else reports.malformed
-    assert reported and all(row["pk"] == planted["pk"]["S"] for row in reported)
+    assert reported
+    assert all(row["pk"] == planted["pk"]["S"] for row in reported)
     assert not (reports.malformed if variant.startswith("foreign") else reports.foreign)
 
 
@@ -264,7 +265,8 @@ def test_a_cursor_cut_short_by_planted_rows_stays_bound_to_the_tenant_and_query(
     new_ticket(tickets)
     plant(dynamodb, table_name, foreign_rows(attacker, victim, 1200))
     page = tickets.list_tickets_by_status(OPEN, None, 2, None)
-    assert page.items == [] and page.next_cursor is not None
+    assert page.items == []
+    assert page.next_cursor is not None
     payload = json.loads(decoded(page.next_cursor))
     # The position is the edge of the victim's own keys, not the planted row's key.
     assert payload["p"][""]["k"] == ""
@@ -284,9 +286,11 @@ def test_an_own_malformed_row_at_the_edge_of_a_page_is_resumed_after_by_its_own_
     broken = [summary(keys.tenant_key(tenant, f"JUNK{n:04d}"), status) for n in range(1100)]
     plant(dynamodb, table_name, broken)
     first = tickets.list_tickets_by_status(OPEN, None, 2, None)
-    assert first.items == [] and first.next_cursor is not None
+    assert first.items == []
+    assert first.next_cursor is not None
     position = json.loads(decoded(first.next_cursor))["p"][""]
-    assert position["k"].startswith("JUNK") and position["s"] == keys.SUMMARY_SK
+    assert position["k"].startswith("JUNK")
+    assert position["s"] == keys.SUMMARY_SK
     seen = [item.ticket_id for page in page_through(tickets, 2) for item in page.items]
     assert seen == [own]
 
