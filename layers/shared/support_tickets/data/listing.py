@@ -5,9 +5,12 @@ under (:func:`support_tickets.core.keys.status_partitions`) in parallel, and mer
 the rows into one page, ordered by resolver (unassigned first: ``#UNASSIGNED``
 sorts before every user name), ties by partition (unsharded key first, then
 shard 0, 1, …), then in each partition's own index order. Each partition is read
-``limit + 1`` rows deep (following ``LastEvaluatedKey`` past DynamoDB's 1 MB
-pages), so the merge never runs a partition dry while it may hold a smaller
-row than the others.
+until it gave ``limit + 1`` of the caller's tickets (following
+``LastEvaluatedKey`` past DynamoDB's 1 MB pages), so the merge never runs a
+partition dry while it may hold a smaller row than the others; rows that are
+not the caller's tickets are read past within a budget (the repository's
+``MAX_SKIPPED_ROWS``, ``MAX_QUERY_PAGES``), beyond which the partition says
+``more`` and the page stops at its last row read.
 
 The cursor holds every partition's position: where the partition resumes
 after the last row the page read from it (a partition not in the cursor starts
@@ -62,6 +65,7 @@ _TICKET_ID = re.compile(keys.TICKET_ID_PATTERN)
 
 # A key element's most bytes (DynamoDB: partition key 2,048, sort key 1,024).
 MAX_KEY_PART_BYTES: Final = 1024
+MAX_PARTITION_KEY_BYTES: Final = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +100,14 @@ class Position:
 @dataclass(frozen=True, slots=True)
 class IndexRow:
     """One GSI1 row as read: where its partition resumes after it, and the
-    ticket row when it is one of the caller's tickets (``None``: dropped)."""
+    ticket row when it is one of the caller's tickets; else ``row`` is
+    ``None`` and ``dropped`` holds what was read (``foreign``: another
+    tenant's item)."""
 
     position: Position
     row: dict[str, Any] | None
+    dropped: Mapping[str, Any] | None = None
+    foreign: bool = False
 
 
 @dataclass
@@ -119,10 +127,16 @@ class Page:
     exhausted: bool = field(default=False)
 
 
-def merge(reads: Sequence[PartitionRead], limit: int, accept: Callable[[dict[str, Any]], bool]) -> Page:
+def merge(
+    reads: Sequence[PartitionRead],
+    limit: int,
+    accept: Callable[[dict[str, Any]], bool],
+    drop: Callable[[IndexRow], None] = lambda _: None,
+) -> Page:
     """Take up to ``limit`` accepted rows from ``reads`` in merge order. Dropped
-    rows and rows that ``accept`` refuses are consumed (the cursor moves past
-    them) but not returned."""
+    rows (handed to ``drop`` as they are consumed, so each is reported once)
+    and rows that ``accept`` refuses are consumed (the cursor moves past them)
+    but not returned."""
     queues = [deque(read.rows) for read in reads]
     heap = [(queue[0].position.resolver, index) for index, queue in enumerate(queues) if queue]
     heapq.heapify(heap)
@@ -132,7 +146,9 @@ def merge(reads: Sequence[PartitionRead], limit: int, accept: Callable[[dict[str
         _, index = heapq.heappop(heap)
         entry = queues[index].popleft()
         positions[reads[index].partition] = entry.position
-        if entry.row is not None and accept(entry.row):
+        if entry.row is None:
+            drop(entry)
+        elif accept(entry.row):
             taken.append(entry.row)
         if queues[index]:
             heapq.heappush(heap, (queues[index][0].position.resolver, index))
@@ -203,7 +219,7 @@ def _unpack(value: Any, resolver_filter: str | None) -> Position:
             raise InvalidCursor()
         resolver = keys.resolver_key(resolver_filter) if resolver_filter is not None else value["r"]
         suffix, sk = value["k"], value["s"]
-        if not (_key_part(suffix, empty=True) and _key_part(sk) and _key_part(resolver)):
+        if not (_key_part(suffix, empty=True, most=MAX_PARTITION_KEY_BYTES) and _key_part(sk) and _key_part(resolver)):
             raise InvalidCursor()
         return Position(resolver, suffix, sk)
     if resolver_filter is not None:
@@ -223,12 +239,12 @@ def _valid_resolver(resolver: Any) -> bool:
     return isinstance(resolver, str) and (resolver == keys.UNASSIGNED_RESOLVER or bool(_RESOLVER.fullmatch(resolver)))
 
 
-def _key_part(value: Any, *, empty: bool = False) -> bool:
+def _key_part(value: Any, *, empty: bool = False, most: int = MAX_KEY_PART_BYTES) -> bool:
     """A string DynamoDB takes as (part of) a key: UTF-8, not too long."""
     if not isinstance(value, str) or (not value and not empty):
         return False
     try:
-        return len(value.encode()) <= MAX_KEY_PART_BYTES
+        return len(value.encode()) <= most
     except UnicodeEncodeError:  # a lone surrogate from JSON's \ud800
         return False
 

@@ -357,7 +357,12 @@ class TicketRepository:
             shown.add(str(row["ticket_id"]))
             return True
 
-        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept)
+        def drop(entry: listing.IndexRow) -> None:
+            # Reported here, on the request's thread, once per row the cursor moves past.
+            dropped = entry.dropped or {}
+            (self.on_foreign_row if entry.foreign else self.on_malformed_row)(dropped)
+
+        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept, drop=drop)
         items = [TicketItem.model_validate(row).list_item() for row in page.rows]
         if page.exhausted:
             return TicketPage(items=items, next_cursor=None)
@@ -412,22 +417,20 @@ class TicketRepository:
         """A GSI1 row and where its partition resumes after it. GSI keys are not
         confined by IAM (only the table's partition key is): a row whose item
         belongs to another tenant, or that is not a well-formed ticket summary
-        of this one, is reported and dropped, and never named in a cursor."""
+        of this one, is dropped (and reported by the merge), and never named in
+        a cursor."""
         pk, sk, resolver = (str(row.get(name, "")) for name in ("pk", "sk", "resolver"))
         suffix = keys.own_suffix(self.tenant_id, pk)
         if suffix is None:
-            self.on_foreign_row(row)
             # Derived from the caller's own key space on the row's side (listing's docstring).
             before = pk < keys.tenant_key(self.tenant_id, "")
-            return listing.IndexRow(listing.Position(resolver, past=not before), None)
+            return listing.IndexRow(listing.Position(resolver, past=not before), None, row, foreign=True)
         position = listing.Position(resolver, suffix, sk)
         ticket_id = keys.ticket_id_of_suffix(suffix)
         if ticket_id is None or sk != keys.SUMMARY_SK or row.get("ticket_id") != ticket_id:
-            self.on_malformed_row(row)
-            return listing.IndexRow(position, None)
+            return listing.IndexRow(position, None, row)
         try:
             TicketItem.model_validate(row)
         except ValidationError:
-            self.on_malformed_row(row)
-            return listing.IndexRow(position, None)
+            return listing.IndexRow(position, None, row)
         return listing.IndexRow(position, row)
