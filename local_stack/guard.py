@@ -31,9 +31,14 @@ policies (see :mod:`local_stack.roles`):
   below (the operator's pass, a session's are refused, unsigned ones too).
 - **DynamoDB and DynamoDB Streams** signed with a recorded session: every
   request is turned into the authorization questions DynamoDB asks
-  (:func:`dynamodb_requests`): the action and the table or index ARN, and
+  (:func:`dynamodb_requests`): the action and the table or index ARN,
   ``dynamodb:LeadingKeys`` = the partition-key values of every item the request
-  touches (a transaction or batch is one question per item or table). All must
+  touches (a transaction or batch is one question per item or table), and
+  ``dynamodb:Attributes`` = every top-level attribute the request (or the
+  transaction item) names: its item or key, its update, condition,
+  projection, key-condition and filter expressions, and the legacy
+  parameters (:func:`request_attributes`; not what ``ReturnValues`` returns,
+  as in DynamoDB). All must
   be allowed by the role's policies (and by the session policy, if any); the
   first refusal answers exactly as DynamoDB does: HTTP 400,
   ``AccessDeniedException``, "User: ... is not authorized to perform: ...".
@@ -63,7 +68,7 @@ policies (see :mod:`local_stack.roles`):
 Knowingly not modelled: signatures are not verified (a key id identifies the
 caller, as moto does); credential expiry is not enforced; SCPs, permission
 boundaries and resource policies other than trust policies do not exist here;
-condition keys other than ``dynamodb:LeadingKeys``, ``aws:PrincipalTag/*``,
+condition keys other than ``dynamodb:LeadingKeys``, ``dynamodb:Attributes``, ``aws:PrincipalTag/*``,
 ``aws:PrincipalArn``, ``aws:PrincipalAccount``, ``aws:RequestTag/*``,
 ``aws:TagKeys`` and ``sts:RoleSessionName`` are absent from requests (a
 policy that tests one fails closed); PartiQL is refused for role sessions.
@@ -201,11 +206,15 @@ class TableKeys:
 
 @dataclass(frozen=True)
 class Question:
-    """One authorization question a DynamoDB request asks."""
+    """One authorization question a DynamoDB request asks.
+
+    ``attributes`` is ``dynamodb:Attributes`` (:func:`request_attributes`),
+    ``None`` for an action that names no attribute (DescribeTable...)."""
 
     action: str
     resource: str
     leading_keys: tuple[str, ...] | None = None
+    attributes: tuple[str, ...] | None = field(default=None, compare=False)
 
 
 _TRANSACT_ACTIONS = {
@@ -240,7 +249,7 @@ def dynamodb_requests(
         raise iam.NotUnderstood(operation)
     reader = _KeyReader(region, tables)
     if operation in _ITEM_OPERATIONS:
-        return [reader.item(operation, body.get("TableName"), body.get(_ITEM_OPERATIONS[operation]))]
+        return [reader.item(operation, body.get("TableName"), body.get(_ITEM_OPERATIONS[operation]), body)]
     if operation in ("TransactWriteItems", "TransactGetItems"):
         return reader.transaction(body.get("TransactItems"))
     if operation in ("BatchGetItem", "BatchWriteItem"):
@@ -248,8 +257,10 @@ def dynamodb_requests(
     if operation == "Query":
         return [reader.query(body)]
     # Everything else asks about the action on a resource, without keys (Scan,
-    # DescribeTable, the Streams API...): no dynamodb:LeadingKeys in the context.
-    return [Question(f"dynamodb:{operation}", _resource_of(operation, body, region))]
+    # DescribeTable, the Streams API...): no dynamodb:LeadingKeys in the context;
+    # a Scan's projection and filter are its dynamodb:Attributes.
+    attributes = request_attributes(body) if operation == "Scan" else None
+    return [Question(f"dynamodb:{operation}", _resource_of(operation, body, region), attributes=attributes)]
 
 
 @dataclass(frozen=True)
@@ -269,9 +280,10 @@ class _KeyReader:
             raise iam.NotUnderstood("item without its partition key")
         return _scalar(item[attribute])
 
-    def item(self, action: str, table: Any, item: Any) -> Question:
+    def item(self, action: str, table: Any, item: Any, spec: Mapping[str, Any] | None = None) -> Question:
         self.keys_of(table)
-        return Question(f"dynamodb:{action}", table_arn(self.region, table), (self.leading(table, item),))
+        attributes = request_attributes(spec if spec is not None else {}, item)
+        return Question(f"dynamodb:{action}", table_arn(self.region, table), (self.leading(table, item),), attributes)
 
     def transaction(self, entries: Any) -> list[Question]:
         if not isinstance(entries, list) or not entries:
@@ -284,7 +296,7 @@ class _KeyReader:
             if kind not in _TRANSACT_ACTIONS or not isinstance(spec, Mapping):
                 raise iam.NotUnderstood(f"transaction item {kind}")
             item = spec.get("Item") if kind == "Put" else spec.get("Key")
-            questions.append(self.item(_TRANSACT_ACTIONS[kind], spec.get("TableName"), item))
+            questions.append(self.item(_TRANSACT_ACTIONS[kind], spec.get("TableName"), item, spec))
         return questions
 
     def batch(self, operation: str, request_items: Any) -> list[Question]:
@@ -294,12 +306,18 @@ class _KeyReader:
         for table, spec in request_items.items():
             if operation == "BatchGetItem":
                 items = list(spec.get("Keys", [])) if isinstance(spec, Mapping) else []
+                names = request_attributes(spec if isinstance(spec, Mapping) else {}, *items)
             else:
+                if not isinstance(spec, list):
+                    raise iam.NotUnderstood("BatchWriteItem requests")
                 items = [_write_request_item(request) for request in spec]
+                # The docs name PutItem's Item; a batch's puts are read the same
+                # way, each request's item (a delete's key) adding its names.
+                names = request_attributes({}, *items)
             values = tuple(self.leading(table, item) for item in items)
             if not values:
                 raise iam.NotUnderstood("empty batch")
-            questions.append(Question(f"dynamodb:{operation}", table_arn(self.region, table), values))
+            questions.append(Question(f"dynamodb:{operation}", table_arn(self.region, table), values, names))
         return questions
 
     def query(self, body: Mapping[str, Any]) -> Question:
@@ -318,7 +336,7 @@ class _KeyReader:
                 raise iam.NotUnderstood("ExclusiveStartKey")
             values += [_scalar(start[name]) for name in (keys.partition_key, attribute) if name in start]
         resource = table_arn(self.region, str(table)) + (f"/index/{index}" if index is not None else "")
-        return Question("dynamodb:Query", resource, tuple(dict.fromkeys(values)))
+        return Question("dynamodb:Query", resource, tuple(dict.fromkeys(values)), request_attributes(body))
 
 
 # Actions IAM authorizes on "*" only (no resource type in the Service Authorization
@@ -412,6 +430,93 @@ def _query_partition_value(body: Mapping[str, Any], attribute: str) -> str:
     return _scalar(values[found[0]])
 
 
+# ---------------------------------------------------------------- dynamodb:Attributes
+# The parameters whose names DynamoDB's developer guide lists for the key
+# ("Attributes values are named the same way and have the same meaning as the
+# parameters for certain DynamoDB API actions": AttributesToGet, AttributeUpdates,
+# Expected, Item, ScanFilter) and their expression successors: every top-level
+# attribute a request reads, writes or tests. What a request returns
+# (ReturnValues ALL_OLD/ALL_NEW, a Select of all attributes) is not in it: that
+# is why allow-list policies restrict dynamodb:ReturnValues and dynamodb:Select.
+_NAME_LISTS = ("AttributesToGet",)
+_NAME_MAPS = ("AttributeUpdates", "Expected", "KeyConditions", "QueryFilter", "ScanFilter")
+_EXPRESSIONS = (
+    "ProjectionExpression",
+    "KeyConditionExpression",
+    "FilterExpression",
+    "ConditionExpression",
+    "UpdateExpression",
+)
+_EXPRESSION_TOKEN = re.compile(
+    r"\s*(#[A-Za-z0-9_]+|:[A-Za-z0-9_]+|[A-Za-z_][A-Za-z0-9_]*|\d+|<=|>=|<>|[=<>(),.\[\]+-])"
+)
+_EXPRESSION_KEYWORDS = frozenset({"SET", "REMOVE", "ADD", "DELETE", "AND", "OR", "NOT", "BETWEEN", "IN"})
+
+
+def request_attributes(spec: Mapping[str, Any], *items: Any) -> tuple[str, ...]:
+    """``dynamodb:Attributes`` of one request (or one transaction item): the
+    names of ``items`` (an Item, a Key: the key attributes are always there), of
+    the legacy parameters, and the top-level names of its expressions
+    (``#name`` resolved: ``SET #e = :v`` with ``#e`` = ``erasing`` names
+    ``erasing``; ``a.b[0]`` names ``a``). NotUnderstood for an expression it
+    can't read (the guard then denies)."""
+    found: dict[str, None] = {}
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise iam.NotUnderstood("item")
+        found.update(dict.fromkeys(str(name) for name in item))
+    for name in _NAME_LISTS:
+        value = spec.get(name)
+        if value is not None:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise iam.NotUnderstood(name)
+            found.update(dict.fromkeys(value))
+    for name in _NAME_MAPS:
+        value = spec.get(name)
+        if value is not None:
+            if not isinstance(value, Mapping):
+                raise iam.NotUnderstood(name)
+            found.update(dict.fromkeys(str(key) for key in value))
+    names = spec.get("ExpressionAttributeNames") or {}
+    if not isinstance(names, Mapping):
+        raise iam.NotUnderstood("ExpressionAttributeNames")
+    for name in _EXPRESSIONS:
+        expression = spec.get(name)
+        if expression is not None:
+            if not isinstance(expression, str):
+                raise iam.NotUnderstood(name)
+            found.update(dict.fromkeys(_top_level_names(expression, names)))
+    return tuple(found)
+
+
+def _top_level_names(expression: str, names: Mapping[str, Any]) -> list[str]:
+    """The first element of every document path in ``expression``."""
+    tokens: list[str] = []
+    position = 0
+    while position < len(expression.rstrip()):
+        match = _EXPRESSION_TOKEN.match(expression, position)
+        if match is None:
+            raise iam.NotUnderstood("expression syntax")
+        tokens.append(match.group(1))
+        position = match.end()
+    found: list[str] = []
+    for index, token in enumerate(tokens):
+        previous = tokens[index - 1] if index else ""
+        following = tokens[index + 1] if index + 1 < len(tokens) else ""
+        if previous == "." or token.startswith(":") or token[0].isdigit():
+            continue  # a nested element, a value, a list index
+        if token.startswith("#"):
+            name = names.get(token)
+            if not isinstance(name, str):
+                raise iam.NotUnderstood(f"undefined name {token}")
+            found.append(name)
+        elif token[0].isalpha() or token[0] == "_":
+            if following == "(" or token.upper() in _EXPRESSION_KEYWORDS:
+                continue  # a function (attribute_exists, if_not_exists...) or a keyword
+            found.append(token)
+    return found
+
+
 def authorize_dynamodb(
     session: Session,
     operation: str,
@@ -434,6 +539,8 @@ def authorize_dynamodb(
             context["aws:SourceVpce"] = [source_vpce]
         if question.leading_keys is not None:
             context["dynamodb:LeadingKeys"] = question.leading_keys
+        if question.attributes is not None:
+            context["dynamodb:Attributes"] = question.attributes
         decision = session.decide(iam.Request(question.action, question.resource, context))
         if decision is not iam.Decision.ALLOW:
             return denial_message(session.arn, question.action, question.resource, decision)

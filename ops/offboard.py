@@ -8,8 +8,21 @@ comments, histories and the tenant's trail, counts, the aggregator's
 journals, idempotency records, and at last its tenant record; and deletes
 its users from the user pool (signed out first). Nothing of another tenant is
 touched: every key erased comes from a query of this tenant's own partitions
-(a foreign row met on GSI1 is skipped), and the layer refuses to batch-delete
-a key of another tenant.
+(a foreign row met on GSI1 is skipped), or from the check below (keys under
+its own prefix only), and the layer refuses to batch-delete a key of another
+tenant.
+
+Then it **proves** it: a keys-only, parallel Scan of the whole table
+(``ProjectionExpression`` ``pk, sk``, ``FilterExpression``
+``begins_with(pk, :prefix)``, :data:`VERIFY_SEGMENTS` segments, consistent
+reads) looks for any item left under ``TENANT#<t>|``, wherever it sits:
+items the walk can't find (a ticket whose GSI1 key names another tenant,
+``TENANT#<t>|SOMETHING_ELSE``...) are erased too (a ticket as the walk erases
+one, anything else deleted), and the Scan repeats until it finds nothing. The
+final message says what that check found. This is the one Scan of the
+project, the documented exception to "no Scan in production code": an
+operator's command, run rarely, reading keys only, once per pass, to make a
+destructive command's claim true.
 
 In this order, each step idempotent, so the command is resumable: run it
 again after an interruption and it continues (and a run on an erased tenant
@@ -31,13 +44,15 @@ erases nothing):
    Then, after ``--settle`` seconds, another pass, until a pass finds nothing
    (records the stream was still processing when the tenant was suspended
    may have written a count or an audit event meanwhile).
+   Then the check above (the tenant record excepted while it stays).
 4. **The record** stays, SUSPENDED, until ``erasable_at``: the users were
    deleted, but an ID token issued before stays valid until it expires
    (``IdTokenValidity``), and the stream may retry a record until
    ``MaximumRecordAgeInSeconds``; a tenant without a record would be ACTIVE
    by default, and such a token could write again. Run the command again
    after that time (it says when): it makes a last pass and deletes the
-   record. The tenant is then gone.
+   record, and the check runs again with nothing excepted. The tenant is
+   then gone.
 
 Its **API key** (``ops.api_keys``: the key the authorizer names for its
 usage plan) is taken out of its plan and deleted with its users (a request
@@ -52,6 +67,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -75,6 +91,8 @@ if TYPE_CHECKING:
     from mypy_boto3_cognito_idp import CognitoIdentityProviderClient
 
 SETTLE_SECONDS: Final = 10.0
+# Parallel segments of the final check's Scan.
+VERIFY_SEGMENTS: Final = 4
 MAX_SETTLE_ROUNDS: Final = 6
 GRACE_MARGIN_SECONDS: Final = 300
 # Ticket ids already erased in a pass, so a busy ticket's many events don't
@@ -111,6 +129,10 @@ class Outcome:
     items_erased: int
     record: str  # "erased", or "kept until <time>"
     api_key_deleted: bool = False
+    # Items the final Scan found under the tenant's prefix that the walk had
+    # not erased (then erased too), and what that Scan verified.
+    stray_items_erased: int = 0
+    verified: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -118,7 +140,9 @@ class Outcome:
             "users_deleted": self.users_deleted,
             "api_key_deleted": self.api_key_deleted,
             "items_erased": self.items_erased,
+            "stray_items_erased": self.stray_items_erased,
             "record": self.record,
+            "verified": self.verified,
         }
 
 
@@ -149,19 +173,25 @@ class Offboarding:
         if record.erasable_at is None:
             erasable_at = int(self.clock() + self.grace_seconds)
             record = self.admin.write(record, {"erasable_at": erasable_at})
+        prefix = keys.tenant_prefix(tenant_id)
         if record.erasable_at is not None and self.clock() < record.erasable_at:
+            strays = self._verify(table, keep=keys.tenant_config_key(tenant_id))
             until = datetime.fromtimestamp(record.erasable_at, UTC).isoformat(timespec="seconds")
+            verified = f"a Scan of the whole table found nothing under {prefix} but the tenant record"
             self.progress.note(
-                f"{tenant_id}: data and users erased; its record stays SUSPENDED until {until} (ID tokens issued "
-                "before its users were deleted stay valid until then): run the command again after that to erase it"
+                f"{tenant_id}: data and users erased; verified: {verified}{_strays(strays)}. Its record stays "
+                f"SUSPENDED until {until} (ID tokens issued before its users were deleted stay valid until then): "
+                "run the command again after that to erase it"
             )
-            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted)
+            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted, strays, verified)
         erased += self._erase_pass(table, suspended_at)
         record_deleted = self._delete_record(table, record)
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
             erased += record_deleted
-        self.progress.note(f"{tenant_id}: offboarded, nothing of it is left")
-        return Outcome(tenant_id, users, erased, "erased", key_deleted)
+        strays = self._verify(table, keep=None)
+        verified = f"a Scan of the whole table found nothing under {prefix}"
+        self.progress.note(f"{tenant_id}: offboarded; verified: {verified}{_strays(strays)}")
+        return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified)
 
     # ------------------------------------------------------------ 1. suspend
     def _suspend(self, tenant_id: str) -> TenantConfig:
@@ -298,6 +328,56 @@ class Offboarding:
     def _erase_partition(self, table: TenantTable, pk: str) -> int:
         return sum(table.batch_delete(page) for page in partition_pages(table, pk))
 
+    # ------------------------------------------------------------ the check
+    def _verify(self, table: TenantTable, keep: dict[str, Any] | None) -> int:
+        """Scan for anything left under the tenant's prefix (but ``keep``), erase
+        it, and scan again until nothing is found; how many items it erased."""
+        strays = 0
+        for _ in range(MAX_SETTLE_ROUNDS + 1):
+            found = [item for item in self._leftovers(table) if item != keep]
+            if not found:
+                return strays
+            self.progress.note(f"{table.tenant_id}: the check found {len(found)} item(s) the walk did not: erasing")
+            tickets: set[str] = set()
+            others: list[dict[str, Any]] = []
+            for item in found:
+                ticket_id = keys.ticket_id_of_suffix(keys.own_suffix(table.tenant_id, item["pk"]["S"]) or "")
+                if ticket_id is None:
+                    others.append(item)
+                else:
+                    tickets.add(ticket_id)
+            for ticket_id in sorted(tickets):
+                strays += self._erase_ticket(table, ticket_id)
+            strays += table.batch_delete(others)
+            # What the stream writes of these erasures lands before the next look.
+            self.sleep(self.settle_seconds)
+        raise OffboardError("items kept appearing under the tenant's prefix: run the command again later")
+
+    def _leftovers(self, table: TenantTable) -> list[dict[str, Any]]:
+        """Keys of every item under the tenant's prefix: a keys-only Scan of the
+        whole table in parallel segments (the operator's credentials)."""
+
+        def segment(number: int) -> list[dict[str, Any]]:
+            request: dict[str, Any] = {
+                "TableName": table.table_name,
+                "Segment": number,
+                "TotalSegments": VERIFY_SEGMENTS,
+                "ProjectionExpression": "pk, sk",
+                "FilterExpression": "begins_with(pk, :prefix)",
+                "ExpressionAttributeValues": {":prefix": {"S": keys.tenant_prefix(table.tenant_id)}},
+                "ConsistentRead": True,
+            }
+            found: list[dict[str, Any]] = []
+            while True:
+                page = table.call("scan", **request)
+                found.extend(page["Items"])
+                if "LastEvaluatedKey" not in page:
+                    return found
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+        with ThreadPoolExecutor(max_workers=VERIFY_SEGMENTS) as pool:
+            return [item for items in pool.map(segment, range(VERIFY_SEGMENTS)) for item in items]
+
     # ------------------------------------------------------------ 4. the record
     def _delete_record(self, table: TenantTable, record: TenantConfig) -> int:
         try:
@@ -315,6 +395,10 @@ class Offboarding:
                 raise RecordChanged("the tenant record changed meanwhile; run the command again") from exc
             raise
         return 1 if "Attributes" in deleted else 0
+
+
+def _strays(count: int) -> str:
+    return f" (after erasing {count} item(s) under it that the walk had not found)" if count else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,9 +2,14 @@
 
     python -m ops.reconcile --tenant acme [--stack support-tickets | --local] [--repair]
 
-The truth is a ``Select=COUNT`` query per status on GSI1, over every key the
-tenant's tickets of that status can be under (every shard of every shard
-count in its tenant record): no Scan, no items transferred. The stored count
+The truth is a keys-only query per status on GSI1 (``ProjectionExpression``
+``pk, sk``), over every key the tenant's tickets of that status can be under
+(every shard of every shard count in its tenant record), counting only the
+rows that are the tenant's own ticket summaries: GSI1 keys are not confined by
+IAM, so a row another tenant planted under this tenant's key (its ``pk`` is
+that tenant's) or a malformed one is not counted (``Select=COUNT`` would count
+it, and a repair would write it into this tenant's counts); the rows left out
+are reported. No Scan. The stored count
 of a status is the sum of its count items (``<STATUS>#<slot>`` written by the
 stream function, ``<STATUS>`` written by this command). Drift is what the
 stream function could not apply (records that ended in the on-failure queue,
@@ -49,6 +54,9 @@ class StatusCount:
     actual: int
     stored: int
     revisions: dict[str, str]  # count item sk -> its rev
+    # GSI1 rows under the tenant's keys that are not its ticket summaries
+    # (planted by another tenant, or malformed): not counted, reported.
+    ignored: int = 0
 
     @property
     def drift(self) -> int:
@@ -93,25 +101,46 @@ def recount(
     client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus, shard_counts: list[int] | None = None
 ) -> int:
     """Tickets of ``tenant_id`` in ``status``, counted on GSI1 over every key they
-    can be under (paginated COUNT queries)."""
+    can be under (paginated keys-only queries), the tenant's own summaries only."""
+    return recount_rows(client, table_name, tenant_id, status, shard_counts)[0]
+
+
+def recount_rows(
+    client: DynamoDBClient, table_name: str, tenant_id: str, status: TicketStatus, shard_counts: list[int] | None = None
+) -> tuple[int, int]:
+    """(the tenant's own ticket summaries, other rows under its keys) in ``status``."""
     if shard_counts is None:
         shard_counts = list(tenant_config(client, table_name, tenant_id).read_shards)
-    total = 0
+    own = others = 0
     for partition in keys.status_partitions(tenant_id, status, shard_counts):
         query: dict[str, Any] = {
             "TableName": table_name,
             "IndexName": keys.GSI1_NAME,
             "KeyConditionExpression": "tenant_status = :ts",
             "ExpressionAttributeValues": {":ts": {"S": partition}},
-            "Select": "COUNT",
+            "ProjectionExpression": "pk, sk",
         }
         while True:
             page = client.query(**query)
-            total += page["Count"]
+            for item in page["Items"]:
+                if _own_summary(tenant_id, item):
+                    own += 1
+                else:
+                    others += 1
             if "LastEvaluatedKey" not in page:
                 break
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return total
+    return own, others
+
+
+def _own_summary(tenant_id: str, item: dict[str, Any]) -> bool:
+    """What the stream function counts: a ticket summary of this tenant."""
+    suffix = keys.own_suffix(tenant_id, str(item.get("pk", {}).get("S", "")))
+    return (
+        suffix is not None
+        and keys.ticket_id_of_suffix(suffix) is not None
+        and item.get("sk", {}).get("S") == keys.SUMMARY_SK
+    )
 
 
 def stored_counts(
@@ -146,15 +175,11 @@ def stored_count(client: DynamoDBClient, table_name: str, tenant_id: str, status
 def measure(client: DynamoDBClient, table_name: str, tenant_id: str) -> list[StatusCount]:
     shard_counts = list(tenant_config(client, table_name, tenant_id).read_shards)
     stored = stored_counts(client, table_name, tenant_id)
-    return [
-        StatusCount(
-            status.value,
-            recount(client, table_name, tenant_id, status, shard_counts),
-            stored[status][0],
-            stored[status][1],
-        )
-        for status in TicketStatus
-    ]
+    counts = []
+    for status in TicketStatus:
+        own, others = recount_rows(client, table_name, tenant_id, status, shard_counts)
+        counts.append(StatusCount(status.value, own, stored[status][0], stored[status][1], others))
+    return counts
 
 
 def _repair(client: DynamoDBClient, table_name: str, tenant_id: str, count: StatusCount) -> bool:

@@ -1,5 +1,6 @@
-"""ops.reconcile: recount with Select=COUNT on GSI1, report drift, repair it
-only when it is stable and the stream function did not write meanwhile."""
+"""ops.reconcile: recount the tenant's own ticket summaries on GSI1 (keys only),
+report drift, repair it only when it is stable and the stream function did not
+write meanwhile; rows another tenant planted under its keys are never counted."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def test_repair_is_skipped_when_the_stream_writes_meanwhile(
     assert harness.counts(tenant)[TicketStatus.OPEN] == harness.truth(tenant)[TicketStatus.OPEN] + 3
 
 
-def test_recount_uses_count_queries_on_gsi1_only(
+def test_recount_uses_keys_only_queries_on_gsi1_only(
     repo_for: RepoFactory, harness: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     tenant = random_tenant_id()
@@ -104,9 +105,51 @@ def test_recount_uses_count_queries_on_gsi1_only(
     assert {name for name, _ in calls} == {"Query", "GetItem"}  # GetItem: the tenant record
     counting = [params for params in queries if "IndexName" in params]
     assert len(counting) == 3
-    assert all(params["Select"] == "COUNT" and params["IndexName"] == "GSI1" for params in counting)
+    assert all(params["ProjectionExpression"] == "pk, sk" and params["IndexName"] == "GSI1" for params in counting)
+    assert all("Select" not in params and "FilterExpression" not in params for params in counting)
     (stored,) = [params for params in queries if "IndexName" not in params]
     assert stored["ExpressionAttributeValues"] == {":pk": {"S": keys.aggregate_pk(tenant)}}
+
+
+def plant(dynamodb: DynamoDBClient, table_name: str, pk: str, tenant_status: str, sk: str = keys.SUMMARY_SK) -> None:
+    """An item whose GSI1 key is ``tenant_status``, written by the operator's client."""
+    dynamodb.put_item(
+        TableName=table_name,
+        Item={
+            "pk": {"S": pk},
+            "sk": {"S": sk},
+            "tenant_status": {"S": tenant_status},
+            "resolver": {"S": keys.UNASSIGNED_RESOLVER},
+        },
+    )
+
+
+@pytest.mark.parametrize(("victim", "attacker"), [("1", "10"), ("10", "1")])
+def test_rows_planted_under_the_tenants_keys_are_not_counted_nor_repaired_in(
+    repo_for: RepoFactory,
+    harness: StreamHarness,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    victim: str,
+    attacker: str,
+) -> None:
+    # Given the victim's tickets, counted by the stream, and rows the attacker
+    # (and a malformed own row) put under the victim's OPEN key
+    seed(repo_for, harness, victim)
+    open_key = keys.tenant_status(victim, TicketStatus.OPEN)
+    for n in range(5):
+        plant(dynamodb, table_name, keys.ticket_pk(attacker, f"planted{n}"), open_key)
+    plant(dynamodb, table_name, keys.ticket_pk(victim, "stray"), open_key, sk="COMMENT#x")
+    # When the operator reconciles and repairs the victim
+    report = reconcile(dynamodb, table_name, victim, repair=True, sleep=lambda _: None)
+    # Then nothing drifted: the planted rows are reported, never counted nor written into the counts
+    open_count = next(count for count in report.counts if count.status == "OPEN")
+    assert (open_count.actual, open_count.stored) == (3, 3)
+    assert not report.drifted
+    assert report.repaired == {}
+    assert harness.counts(victim)[TicketStatus.OPEN] == 3
+    assert open_count.ignored == 6
+    assert report.as_dict()["counts"][0]["ignored"] == 6
 
 
 def test_cli_against_the_local_stack_state_file(

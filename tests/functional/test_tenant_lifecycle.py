@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from ops import export, offboard, tenants
 from ops.api_keys import ApiKeys
-from ops.offboard import OffboardError, Offboarding
+from ops.offboard import VERIFY_SEGMENTS, OffboardError, Offboarding
 from ops.stack_target import Target
 from ops.tenant_data import Progress
 from ops.tenants import TenantAdmin
@@ -304,10 +304,23 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
     neighbours = {tenant: items_of(dynamodb, table_name, tenant) for tenant in ("10", "1-a")}
     users_before = users_of(pool)
     clock = FakeClock()
-    # When tenant 1 is offboarded (no Scan anywhere)
+    # When tenant 1 is offboarded (its walk without a Scan; the final check's
+    # Scan keys-only, filtered on its prefix, in parallel segments)
     with aws_calls() as calls:
         outcome = offboarding(dynamodb, table_name, pool, clock).run("1", "1")
-    assert not [call for call in calls if call[1] == "Scan"]
+    scans = [params for _, operation, params in calls if operation == "Scan"]
+    assert {params["Segment"] for params in scans} == set(range(VERIFY_SEGMENTS))
+    for params in scans:
+        assert params["ProjectionExpression"] == "pk, sk"
+        assert params["FilterExpression"] == "begins_with(pk, :prefix)"
+        assert params["ExpressionAttributeValues"] == {":prefix": {"S": "TENANT#1|"}}
+        assert params["TotalSegments"] == VERIFY_SEGMENTS
+    first_scan = next(index for index, call in enumerate(calls) if call[1] == "Scan")
+    assert not [
+        call for call in calls[first_scan:] if call[1] in {"Query", "GetItem"}
+    ]  # nothing but the check after it
+    assert outcome.stray_items_erased == 0
+    assert outcome.verified == "a Scan of the whole table found nothing under TENANT#1|"
     # Then nothing of 1 is left, its users are gone; 10 and 1-a are untouched, item for item
     assert items_of(dynamodb, table_name, "1") == []
     assert outcome.record == "erased"
@@ -324,6 +337,66 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
     }
     # And it waited for every function to see the suspension before erasing
     assert clock.now >= 1_795_000_000 + 35
+
+
+@pytest.mark.parametrize(("tenant", "neighbour"), [("1", "10"), ("10", "1")])
+def test_the_final_check_finds_and_erases_what_the_walk_could_not_find(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    tenant: str,
+    neighbour: str,
+) -> None:
+    populate(tenant, 2)
+    populate(neighbour, 2)
+    # Given items of the tenant that no query of its own partitions reaches: a
+    # ticket (and its comment) whose GSI1 key names its neighbour, and an item
+    # under a partition the keys module never builds
+    hidden = keys.ticket_pk(tenant, "hidden")
+    stray = [
+        {
+            "pk": {"S": hidden},
+            "sk": {"S": keys.SUMMARY_SK},
+            "tenant_status": {"S": keys.tenant_status(neighbour, "OPEN")},
+            "resolver": {"S": keys.UNASSIGNED_RESOLVER},
+            "ticket_id": {"S": "hidden"},
+        },
+        {"pk": {"S": hidden}, "sk": {"S": "COMMENT#x"}, "body": {"S": "b"}},
+        {"pk": {"S": keys.tenant_key(tenant, "SOMETHING_ELSE")}, "sk": {"S": "x"}},
+    ]
+    for item in stray:
+        dynamodb.put_item(TableName=table_name, Item=item)
+    neighbours = items_of(dynamodb, table_name, neighbour)
+    progress = io.StringIO()
+    run = offboarding(dynamodb, table_name, pool, FakeClock())
+    run.progress = Progress("erased", progress)
+    # When the tenant is offboarded
+    outcome = run.run(tenant, tenant)
+    # Then the check found them, erased them, and says what it verified
+    assert items_of(dynamodb, table_name, tenant) == []
+    assert outcome.stray_items_erased == 3
+    assert outcome.verified == f"a Scan of the whole table found nothing under TENANT#{tenant}|"
+    assert f"verified: {outcome.verified} (after erasing 3 item(s)" in progress.getvalue()
+    assert outcome.as_dict()["stray_items_erased"] == 3
+    # and nothing of the neighbour, its GSI1 key named by the hidden ticket, was touched
+    assert items_of(dynamodb, table_name, neighbour) == neighbours
+
+
+def test_while_the_record_stays_the_check_excepts_only_the_record(
+    populate: Callable[[str, int], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+) -> None:
+    populate("1", 2)
+    dynamodb.put_item(TableName=table_name, Item={"pk": {"S": keys.tenant_key("1", "ELSEWHERE")}, "sk": {"S": "x"}})
+    outcome = offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1")
+    assert outcome.record.startswith("kept until ")
+    assert outcome.stray_items_erased == 1
+    assert outcome.verified == "a Scan of the whole table found nothing under TENANT#1| but the tenant record"
+    (record,) = items_of(dynamodb, table_name, "1")
+    assert record["sk"]["S"] == "CONFIG"
 
 
 def test_offboarding_is_resumable_and_idempotent(

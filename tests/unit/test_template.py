@@ -334,18 +334,38 @@ def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> 
     assert "/index/*" not in resources_json
 
 
-def test_tenant_credentials_can_never_write_a_tenant_record_or_the_audit_trail() -> None:
-    (deny,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"]
+def tenant_denies() -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"}
+
+
+def test_tenant_credentials_can_never_write_a_tenant_record_the_audit_trail_or_the_counts() -> None:
+    deny = tenant_denies()["TenantRecordAuditAndCountsAreReadOnly"]
     assert set(deny["Action"]) >= {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     assert set(deny["Action"]) >= {"dynamodb:BatchWriteItem"}
     assert deny["Condition"] == {
         "ForAnyValue:StringLike": {
-            "dynamodb:LeadingKeys": ["TENANT#*|CONFIG", "TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]
+            "dynamodb:LeadingKeys": [
+                "TENANT#*|CONFIG",
+                "TENANT#*|HISTORY#*",
+                "TENANT#*|AUDIT#*",
+                "TENANT#*|AGGREGATE*",
+            ]
         }
     }
     assert "SupportTicketTable" in json.dumps(deny["Resource"])
     # Reading it stays allowed: GetItem is not denied.
     assert "dynamodb:GetItem" not in deny["Action"]
+
+
+def test_tenant_credentials_can_never_write_the_erasing_mark() -> None:
+    from support_tickets.core import keys
+
+    deny = tenant_denies()["ErasingMarkIsTheOperators"]
+    # Every action that can write an attribute (a transaction's items are
+    # authorized as PutItem/UpdateItem); reading it (GetItem, Query) is not denied.
+    assert set(deny["Action"]) == {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"}
+    assert deny["Condition"] == {"ForAnyValue:StringEquals": {"dynamodb:Attributes": [keys.ERASING_ATTRIBUTE]}}
+    assert "SupportTicketTable" in json.dumps(deny["Resource"])
 
 
 def test_no_policy_anywhere_allows_scan_or_wildcards() -> None:

@@ -55,6 +55,7 @@ _AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#\d{{{SEQUENCE_DIGITS}}}#{EVENT_I
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 SUMMARY_SK: Final = "SUMMARY"
+TICKET_MARK: Final = "TICKET#"
 COMMENT_SK_PREFIX: Final = "COMMENT#"
 GSI1_NAME: Final = "GSI1"
 # GSI1's sort key must exist for a ticket to appear in status lists, so an
@@ -108,7 +109,29 @@ def tenant_prefix(tenant_id: str) -> str:
 def ticket_pk(tenant_id: str, ticket_id: str) -> str:
     if not is_valid_ticket_id(ticket_id):
         raise ValueError("invalid ticket id")
-    return f"{tenant_prefix(tenant_id)}TICKET#{ticket_id}"
+    return f"{tenant_prefix(tenant_id)}{ticket_suffix(ticket_id)}"
+
+
+def ticket_suffix(ticket_id: str) -> str:
+    """A ticket's partition key after its tenant's prefix."""
+    return f"{TICKET_MARK}{ticket_id}"
+
+
+def ticket_id_of_suffix(suffix: str) -> str | None:
+    """The ticket id of a ticket's key suffix; ``None`` for any other suffix."""
+    ticket_id = suffix.removeprefix(TICKET_MARK)
+    return ticket_id if suffix.startswith(TICKET_MARK) and is_valid_ticket_id(ticket_id) else None
+
+
+def own_suffix(tenant_id: str, pk: str) -> str | None:
+    """What follows the tenant's prefix in ``pk``; ``None`` when ``pk`` is not under it."""
+    prefix = tenant_prefix(tenant_id)
+    return pk[len(prefix) :] if pk.startswith(prefix) else None
+
+
+def tenant_key(tenant_id: str, suffix: str) -> str:
+    """A key under the tenant's prefix with any suffix (a listing's resume position)."""
+    return f"{tenant_prefix(tenant_id)}{suffix}"
 
 
 def ticket_key(tenant_id: str, ticket_id: str) -> dict[str, dict[str, str]]:

@@ -18,6 +18,7 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
 from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
@@ -38,6 +39,16 @@ MAX_PARALLEL_QUERIES: Final = 16
 # Deletes racing on one ticket re-mark it this often before one answers 409.
 DELETE_ATTEMPTS: Final = 5
 FOREIGN_INDEX_ROW_METRIC: Final = "ForeignIndexRow"
+MALFORMED_INDEX_ROW_METRIC: Final = "MalformedIndexRow"
+# Rows of a list request's GSI1 partitions that are not the caller's tickets
+# (planted or malformed) read past beyond the rows the page needs: shared by
+# the partitions, at least MIN_SKIPPED_ROWS each; and at most MAX_QUERY_PAGES
+# Query pages (1 MB each) per partition. Past either, the page ends early with
+# a cursor after the last row read: one request's work is bounded whatever
+# was planted, and the next request goes on from there.
+MAX_SKIPPED_ROWS: Final = 1000
+MIN_SKIPPED_ROWS: Final = 16
+MAX_QUERY_PAGES: Final = 16
 
 ConfigProvider = Callable[[TenantTable], TenantConfig]
 ForeignRowHook = Callable[[Mapping[str, Any]], None]
@@ -64,11 +75,20 @@ def _report_foreign_row(row: Mapping[str, Any]) -> None:
     Metrics().add_metric(name=FOREIGN_INDEX_ROW_METRIC, unit=MetricUnit.Count, value=1)
 
 
+def _report_malformed_row(row: Mapping[str, Any]) -> None:
+    logger.warning(
+        "dropped a malformed GSI1 row",
+        extra={"row_pk": str(row.get("pk", ""))[:200], "row_sk": str(row.get("sk", ""))[:200]},
+    )
+    Metrics().add_metric(name=MALFORMED_INDEX_ROW_METRIC, unit=MetricUnit.Count, value=1)
+
+
 @dataclass(frozen=True, slots=True)
 class TicketRepository:
     table: TenantTable
     config: ConfigProvider = field(default=lambda table: tenant_configs().get(table))
     on_foreign_row: ForeignRowHook = field(default=_report_foreign_row)
+    on_malformed_row: ForeignRowHook = field(default=_report_malformed_row)
 
     @property
     def tenant_id(self) -> str:
@@ -347,9 +367,11 @@ class TicketRepository:
         current = set(keys.status_partitions(self.tenant_id, status, [config.shards]))
         suffixes = {partition: listing.partition_suffix(self.tenant_id, status, partition) for partition in partitions}
 
+        skip = max(MIN_SKIPPED_ROWS, MAX_SKIPPED_ROWS // len(partitions))
+
         def read(partition: str) -> listing.PartitionRead:
             position = start.get(suffixes[partition])
-            return self._read_partition(partition, resolver, position, limit + 1)
+            return self._read_partition(partition, resolver, position, limit + 1, skip)
 
         reads: dict[str, listing.PartitionRead] = {}
         for round_of in ([p for p in partitions if p not in current], [p for p in partitions if p in current]):
@@ -358,16 +380,20 @@ class TicketRepository:
             elif round_of:
                 with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_QUERIES, len(round_of))) as pool:
                     reads.update(zip(round_of, pool.map(read, round_of), strict=True))
-        own_prefix = keys.tenant_prefix(self.tenant_id) + "TICKET#"
         shown: set[str] = set()
 
         def accept(row: Mapping[str, Any]) -> bool:
-            if not self._own_row(row, own_prefix) or row["ticket_id"] in shown:
+            if row["ticket_id"] in shown:
                 return False
             shown.add(str(row["ticket_id"]))
             return True
 
-        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept)
+        def drop(entry: listing.IndexRow) -> None:
+            # Reported here, on the request's thread, once per row the cursor moves past.
+            dropped = entry.dropped or {}
+            (self.on_foreign_row if entry.foreign else self.on_malformed_row)(dropped)
+
+        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept, drop=drop)
         items = [TicketItem.model_validate(row).list_item() for row in page.rows]
         if page.exhausted:
             return TicketPage(items=items, next_cursor=None)
@@ -376,35 +402,66 @@ class TicketRepository:
         return TicketPage(items=items, next_cursor=listing.encode_cursor(fingerprint, positions, resolver))
 
     def _read_partition(
-        self, partition: str, resolver: str | None, position: listing.Position | None, need: int
+        self, partition: str, resolver: str | None, position: listing.Position | None, need: int, skip: int
     ) -> listing.PartitionRead:
+        """Rows of ``partition`` in index order until ``need`` of them are the
+        caller's tickets, the partition ends, or ``skip`` more rows than that
+        or :data:`MAX_QUERY_PAGES` pages were read (``more`` then says so)."""
         condition = "tenant_status = :ts"
         values: dict[str, Any] = {":ts": {"S": partition}}
         if resolver is not None:
+            if position is not None and position.past:
+                return listing.PartitionRead(partition, [], more=False)
             condition += " AND resolver = :r"
             values[":r"] = {"S": resolver}
-        query: dict[str, Any] = {
+        elif position is not None and position.past:
+            condition += " AND resolver > :after"
+            values[":after"] = {"S": position.resolver}
+        request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": keys.GSI1_NAME,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
+            "Limit": need,
         }
-        if position is not None:
-            ticket_id, resolver_value = position
-            query["ExclusiveStartKey"] = {
-                "pk": {"S": keys.ticket_pk(self.tenant_id, ticket_id)},
-                "sk": {"S": keys.SUMMARY_SK},
-                "tenant_status": {"S": partition},
-                "resolver": {"S": resolver_value},
-            }
-        rows, more = self.table.query_up_to(query, need, from_cursor=position is not None)
-        return listing.PartitionRead(partition, rows, more=more)
+        if position is not None and not position.past:
+            request["ExclusiveStartKey"] = position.start_key(self.tenant_id, partition)
+        rows: list[listing.IndexRow] = []
+        tickets = 0
+        for page in range(1, MAX_QUERY_PAGES + 1):
+            response = self.table.query_from_cursor(request, from_cursor=position is not None and page == 1)
+            for item in response["Items"]:
+                row = self._index_row(from_item(item))
+                rows.append(row)
+                tickets += row.row is not None
+            last = response.get("LastEvaluatedKey")
+            if last is None:
+                return listing.PartitionRead(partition, rows, more=False)
+            if tickets >= need or len(rows) >= need + skip:
+                break
+            request["ExclusiveStartKey"] = last
+            # Rows that were not tickets widen the next page (bounded by what is left).
+            request["Limit"] = min(need + skip - len(rows), max(need - tickets, len(rows)))
+        return listing.PartitionRead(partition, rows, more=True)
 
-    def _own_row(self, row: Mapping[str, Any], own_prefix: str) -> bool:
-        """GSI1 keys are not confined by IAM (only the table's partition key is):
-        a row whose item belongs to another tenant is dropped, never shown."""
-        pk = row.get("pk")
-        if isinstance(pk, str) and pk.startswith(own_prefix) and keys.is_valid_ticket_id(pk[len(own_prefix) :]):
-            return True
-        self.on_foreign_row(row)
-        return False
+    def _index_row(self, row: dict[str, Any]) -> listing.IndexRow:
+        """A GSI1 row and where its partition resumes after it. GSI keys are not
+        confined by IAM (only the table's partition key is): a row whose item
+        belongs to another tenant, or that is not a well-formed ticket summary
+        of this one, is dropped (and reported by the merge), and never named in
+        a cursor."""
+        pk, sk, resolver = (str(row.get(name, "")) for name in ("pk", "sk", "resolver"))
+        suffix = keys.own_suffix(self.tenant_id, pk)
+        if suffix is None:
+            # Derived from the caller's own key space on the row's side (listing's docstring).
+            before = pk < keys.tenant_key(self.tenant_id, "")
+            return listing.IndexRow(listing.Position(resolver, past=not before), None, row, foreign=True)
+        position = listing.Position(resolver, suffix, sk)
+        ticket_id = keys.ticket_id_of_suffix(suffix)
+        if ticket_id is None or sk != keys.SUMMARY_SK or row.get("ticket_id") != ticket_id:
+            return listing.IndexRow(position, None, row)
+        try:
+            TicketItem.model_validate(row)
+        except ValidationError:
+            return listing.IndexRow(position, None, row)
+        return listing.IndexRow(position, row)
