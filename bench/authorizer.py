@@ -20,6 +20,7 @@ from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress
 from local_stack.lambda_runtime import FunctionSpec, LambdaContext, environment, load_handler
+from support_tickets.core.settings import get_settings
 
 FUNCTION = "AuthorizerFunction"
 HIT_RATE = 0.9  # assumed share of requests answered from API Gateway's authorizer cache
@@ -39,6 +40,9 @@ def run_authorizer(
     handler = load_handler(spec.code_uri, spec.handler, module_name=f"_bench_{FUNCTION}")
     timings: list[float] = []
     with environment(stack.function_environment(spec)):
+        # Its own container: its settings (the emulator's main listener, not the
+        # API functions' gateway endpoint), read at its cold start.
+        get_settings.cache_clear()
         for index, token in enumerate(tokens):
             event = {"type": "TOKEN", "authorizationToken": f"Bearer {token}", "methodArn": METHOD_ARN}
             started = time.perf_counter()
@@ -48,6 +52,7 @@ def run_authorizer(
                 raise RuntimeError(f"the authorizer did not allow {tenant}: {answer}")
             if index:  # the first is the container's cold request (JWKS and record fetched)
                 timings.append(elapsed)
+    get_settings.cache_clear()
     progress(f"  authorizer: {runs} warm cache misses")
     miss = summary(timings)
     cost_miss = per_million(duration_ms=miss["median"], memory_mb=spec.memory_mb, rru=0.5, wru=0, api_gateway=False)

@@ -53,9 +53,12 @@ class NaiveCredentials:
     do). One instance serves one request, as the domain layer's credential
     cache would: ``for_token`` gives that request's clients."""
 
-    def __init__(self, settings: Settings, cognito: CognitoIdentityClient, timings: NaiveTimings) -> None:
+    def __init__(
+        self, settings: Settings, cognito: CognitoIdentityClient, identity_pool_id: str, timings: NaiveTimings
+    ) -> None:
         self._settings = settings
         self._cognito = cognito
+        self._identity_pool_id = identity_pool_id
         self._timings = timings
 
     def for_caller(self, caller: Caller) -> _OneRequestsClient:
@@ -63,9 +66,9 @@ class NaiveCredentials:
 
     def new_client(self, token: IdToken) -> DynamoDBClient:
         started = time.perf_counter_ns()
-        identity = self._cognito.get_id(
-            IdentityPoolId=str(self._settings.identity_pool_id), Logins=logins(self._settings, token)
-        )["IdentityId"]
+        identity = self._cognito.get_id(IdentityPoolId=self._identity_pool_id, Logins=logins(self._settings, token))[
+            "IdentityId"
+        ]
         credentials = self._cognito.get_credentials_for_identity(
             IdentityId=identity, Logins=logins(self._settings, token)
         )["Credentials"]
@@ -107,9 +110,10 @@ class Designs:
     credentials, a client per key), ``naive`` the above. Everything else
     (handlers, events, emulator) is shared."""
 
-    def __init__(self, cognito_endpoint_url: str | None) -> None:
+    def __init__(self, cognito_endpoint_url: str | None, identity_pool_id: str) -> None:
         self._ours: Callable[[], Any] = vars(tickets)["tenant_clients"]
         self._cognito_endpoint_url = cognito_endpoint_url
+        self._identity_pool_id = identity_pool_id
         self._cognito: CognitoIdentityClient | None = None
         self.timings = NaiveTimings()
 
@@ -127,7 +131,7 @@ class Designs:
                 endpoint_url=self._cognito_endpoint_url,
                 config=BOTO_CONFIG,
             )
-        naive = NaiveCredentials(settings, self._cognito, self.timings)
+        naive = NaiveCredentials(settings, self._cognito, self._identity_pool_id, self.timings)
         vars(tickets)["tenant_clients"] = lambda: naive
         try:
             yield

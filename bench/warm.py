@@ -104,7 +104,7 @@ def run_warm(
     """``routes``: per route, both designs; ``naive_overhead``: where the naive
     design's extra time went (the token exchange, building the client)."""
     invoker = Invoker(specs)
-    designs = Designs(cognito_endpoint_url=stack.emulator_url)
+    designs = Designs(cognito_endpoint_url=stack.emulator_url, identity_pool_id=str(stack.state["identity_pool_id"]))
     recorder = CallRecorder()
     recorder.install()
     # Sessions made before the hooks were installed (an earlier phase ran the
