@@ -22,7 +22,7 @@ endpoint. Only the functions the template puts in its VPC are pointed at it
 (:func:`local_stack.stack.lambda_environment`), and only DynamoDB answers
 there, as only DynamoDB is routed through the gateway endpoint. Requests that
 arrive through it carry ``aws:SourceVpce`` = the endpoint's id
-(:data:`local_stack.template.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
+(:data:`stack_model.template.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
 to the main listener carry none, like requests from anywhere but the VPC.
 """
 
@@ -44,7 +44,7 @@ from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, Session, TableKeys, js
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
-from local_stack.template import (
+from stack_model.template import (
     LOCAL_VPC_ENDPOINT_ID,
     Resolver,
     local_resolver,

@@ -59,7 +59,7 @@ from moto.core.exceptions import JsonRESTError
 
 from local_stack import cognito, iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
-from local_stack.template import Resolver, offline_resolver, template
+from stack_model.template import Resolver, offline_resolver, template
 from support_tickets.core.identity import token_payload
 
 SERVICE_PRINCIPAL = "cognito-identity.amazonaws.com"

@@ -9,7 +9,7 @@ SAM generates for a function that has ``Policies`` instead of a ``Role``
 per statement block, as SAM names them).
 
 Managed policies count, as in AWS: an AWS managed policy's document comes
-from :mod:`local_stack.managed_policies`, and a role with one the local stack
+from :mod:`stack_model.managed_policies`, and a role with one the local stack
 has no document for (or a SAM policy template, which SAM expands at deploy
 time) is refused when the roles are read, so the stack does not start with
 permissions it can't evaluate.
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack import managed_policies
-from local_stack.template import Resolver, template
+from stack_model import managed_policies
+from stack_model.template import Resolver, template
 
 ACCOUNT_ID = "123456789012"
 

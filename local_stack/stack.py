@@ -29,15 +29,16 @@ from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
-from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
+from local_stack.lambda_runtime import LambdaContext, environment
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.roles import function_role
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import stream_functions, stream_source
-from local_stack.template import LOCAL_API_ID, PROJECT_ROOT, template
 from local_stack.usage import KeyDirectory, UsageMeter
-from local_stack.users import UserPool, ensure_user, id_token, tenant_credentials
 from ops import sample_events
+from ops.users import UserPool, ensure_user, id_token, tenant_credentials
+from stack_model.functions import FunctionSpec, Handler, function_specs, load_handler
+from stack_model.template import LOCAL_API_ID, PROJECT_ROOT, template
 from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
 
@@ -362,7 +363,7 @@ class LocalStack:
 
     def onboard(self, tenant_id: str) -> None:
         """The tenant's record and API key (in its tier's plan), if it has none yet."""
-        from ops.tenants import local_admin
+        from local_stack.state import local_admin
 
         local_admin(self.state()).ensure(tenant_id)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from local_stack.template import template
+from stack_model.template import template
 
 AGGREGATOR_FUNCTION = "AggregateCountsFunction"
 

@@ -17,8 +17,8 @@ from local_stack.gateway import (
     resolve_route,
     routes_from_specs,
 )
-from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.template import local_resolver
+from stack_model.functions import FunctionSpec, function_specs
+from stack_model.template import local_resolver
 
 ROUTES = routes_from_specs(function_specs().values())
 

@@ -2,7 +2,7 @@
 
 The template goes through samtranslator (what ``sam deploy`` submits), and the
 roles' policies are taken from its output, with their intrinsics resolved by a
-walker of this module, not by :mod:`local_stack.template`'s resolver: only the
+walker of this module, not by :mod:`stack_model.template`'s resolver: only the
 physical ids (the table's ARN, the identity pool's id...) come from the local
 stack's offline values (``offline_resolver``), so that both sides name the same
 resources. AWS managed policies are the copies moto ships (the only offline
@@ -25,7 +25,7 @@ from samcli.yamlhelper import yaml_parse
 from samtranslator.parser.parser import Parser
 from samtranslator.translator.translator import Translator
 
-from local_stack.template import TEMPLATE_PATH, Resolver, offline_resolver
+from stack_model.template import TEMPLATE_PATH, Resolver, offline_resolver
 
 ACCOUNT_ID = "123456789012"
 REGION = "us-east-1"

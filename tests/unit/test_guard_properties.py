@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role, authorize_dynamodb
 from local_stack.iam import Decision
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID
+from stack_model.template import LOCAL_VPC_ENDPOINT_ID
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 

@@ -17,7 +17,7 @@ from local_stack.guard import (
     dynamodb_requests,
     parse_assume_role,
 )
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID
+from stack_model.template import LOCAL_VPC_ENDPOINT_ID
 from tests.unit.test_guard_policy import INDEX_ARN, TABLE_ARN, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}
