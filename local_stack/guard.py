@@ -78,23 +78,19 @@ import json
 import logging
 import re
 import threading
-import unicodedata
 import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs
 
-from moto.core.responses import BaseResponse
-from moto.moto_server.werkzeug_app import SIGNING_ALIASES
-
 from local_stack import cognito, iam
+from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
-
-if TYPE_CHECKING:
-    from local_stack.identity_pool import LocalIdentityPool
+from local_stack.sessions import Session, Sessions, denial_message, signer_of
+from local_stack.sts import AssumeRoleRequest, assume_role_request, authorize_assume_role, xml_denial
 
 log = logging.getLogger("local_stack.guard")
 
@@ -113,80 +109,6 @@ _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
 SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
-
-
-# ---------------------------------------------------------------- who is calling
-@dataclass(frozen=True)
-class Signer:
-    """Who signed a request, and for which region and service, read from its
-    ``Authorization`` header exactly as moto reads it: the access key with
-    moto's own expression (``BaseResponse.access_key_regex``, the key moto
-    attributes the request to), the region and service from the first
-    comma-separated part's credential scope, as moto's dispatcher picks the
-    backend (``DomainDispatcherApplication.infer_service_region_host``).
-    ``access_key`` is ``None`` when moto finds none (it then acts as its
-    default account, i.e. the operator here)."""
-
-    access_key: str | None
-    region: str
-    service: str
-
-
-def signer_of(authorization: str) -> Signer | None:
-    """``None`` when the header names no service moto could dispatch by."""
-    match = BaseResponse.access_key_regex.search(authorization)
-    try:
-        scope = authorization.split(",", maxsplit=1)[0].split()[1]
-        _, _, region, service, _ = scope.split("/")
-    except (IndexError, ValueError):
-        return None
-    service = SIGNING_ALIASES.get(service.lower(), service).lower()
-    return Signer(match.group("access_key") if match else None, region, service)
-
-
-@dataclass(frozen=True)
-class Session:
-    """Credentials the emulator's STS issued for a role of the template."""
-
-    access_key_id: str
-    role: RoleDefinition
-    session_name: str
-    tags: Mapping[str, str] = field(default_factory=dict)
-    session_policy: Mapping[str, Any] | None = None
-
-    @property
-    def arn(self) -> str:
-        return f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{self.role.name}/{self.session_name}"
-
-    def context(self) -> dict[str, list[str]]:
-        context = {f"aws:PrincipalTag/{key}": [value] for key, value in self.tags.items()}
-        context["aws:PrincipalArn"] = [self.role.arn]
-        context["aws:PrincipalAccount"] = [ACCOUNT_ID]
-        return context
-
-    def decide(self, request: iam.Request) -> iam.Decision:
-        policy_sets: list[list[Mapping[str, Any]]] = [list(self.role.policies())]
-        if self.session_policy is not None:
-            policy_sets.append([self.session_policy])
-        return iam.evaluate_all(policy_sets, request)
-
-
-class Sessions:
-    """Access key id -> session, for every AssumeRole the guard let through."""
-
-    def __init__(self) -> None:
-        self._by_key: dict[str, Session] = {}
-        self._lock = threading.Lock()
-
-    def add(self, session: Session) -> None:
-        with self._lock:
-            self._by_key[session.access_key_id] = session
-
-    def get(self, access_key_id: str | None) -> Session | None:
-        if access_key_id is None:
-            return None
-        with self._lock:
-            return self._by_key.get(access_key_id)
 
 
 # ---------------------------------------------------------------- DynamoDB requests
@@ -440,19 +362,6 @@ def authorize_dynamodb(
     return None
 
 
-def denial_message(
-    principal: str, action: str, resource: str, decision: iam.Decision | None, *, trust: bool = False
-) -> str:
-    """AWS's wording: the reason names the identity-based policy; a refused trust
-    policy gets no reason, as STS answers it."""
-    message = f"User: {principal} is not authorized to perform: {action} on resource: {resource}"
-    if trust:
-        return message
-    if decision is iam.Decision.EXPLICIT_DENY:
-        return f"{message} with an explicit deny in an identity-based policy"
-    return f"{message} because no identity-based policy allows the {action} action"
-
-
 # ---------------------------------------------------------------- other services
 def resource_of(service: str, action: str, params: Mapping[str, Any], *, region: str) -> str:
     """The resource IAM authorizes a (non-DynamoDB) call on, for the services
@@ -476,115 +385,6 @@ def resource_of(service: str, action: str, params: Mapping[str, Any], *, region:
             return f"arn:aws:cognito-idp:{region}:{ACCOUNT_ID}:userpool/{pool}"
         raise iam.NotUnderstood(f"cognito-idp:{action} without a user pool")
     raise iam.NotUnderstood(f"resources of {service}")
-
-
-# ---------------------------------------------------------------- STS AssumeRole
-# STS's Tag shape (API reference, "Tag"): key 1-128 and value 0-256 characters
-# of [\p{L}\p{Z}\p{N}_.:/=+\-@]; at most 50 tags. So no "*", "?", "|", "#" or
-# "$" ever reaches a principal tag.
-MAX_SESSION_TAGS = 50
-_TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
-_TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
-_TAG_PUNCTUATION = frozenset("_.:/=+-@")
-
-
-class InvalidRequest(ValueError):
-    """A request STS refuses before any authorization: 400 ValidationError."""
-
-
-def _tag_characters_valid(text: str) -> bool:
-    return all(unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION for char in text)
-
-
-def tag_errors(tags: Sequence[tuple[str, str]]) -> list[str]:
-    """STS's validation errors for these session tags, worded as STS words them."""
-    errors: list[str] = []
-    if len(tags) > MAX_SESSION_TAGS:
-        errors.append(
-            f"Value '{len(tags)} tags' at 'tags' failed to satisfy constraint: "
-            f"Member must have length less than or equal to {MAX_SESSION_TAGS}"
-        )
-    for index, (key, value) in enumerate(tags, start=1):
-        for part, text, shortest, longest, pattern in (
-            ("key", key, 1, 128, _TAG_KEY_PATTERN),
-            ("value", value, 0, 256, _TAG_VALUE_PATTERN),
-        ):
-            where = f"Value '{text}' at 'tags.{index}.member.{part}' failed to satisfy constraint: Member must"
-            if len(text) < shortest:
-                errors.append(f"{where} have length greater than or equal to {shortest}")
-            elif len(text) > longest:
-                errors.append(f"{where} have length less than or equal to {longest}")
-            if not _tag_characters_valid(text):
-                errors.append(f"{where} satisfy regular expression pattern: {pattern}")
-    return errors
-
-
-@dataclass(frozen=True)
-class AssumeRoleRequest:
-    role_arn: str
-    session_name: str
-    tags: dict[str, str]
-    session_policy: dict[str, Any] | None
-
-
-def parse_assume_role(params: Mapping[str, str]) -> AssumeRoleRequest:
-    """The parameters of a query-protocol AssumeRole call; :class:`InvalidRequest`
-    for tags STS refuses, NotUnderstood for anything the guard does not model
-    (transitive tags, managed session policies)."""
-    given: list[tuple[str, str]] = []
-    index = 1
-    while f"Tags.member.{index}.Key" in params:
-        given.append((params[f"Tags.member.{index}.Key"], params.get(f"Tags.member.{index}.Value", "")))
-        index += 1
-    errors = tag_errors(given)
-    if errors:
-        count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
-        raise InvalidRequest(f"{count}: {'; '.join(errors)}")
-    tags: dict[str, str] = {}
-    for key, value in given:
-        if key.lower() in {existing.lower() for existing in tags}:
-            raise iam.NotUnderstood("duplicate tag key")
-        tags[key] = value
-    if any(name.startswith(("TransitiveTagKeys", "PolicyArns", "ProvidedContexts")) for name in params):
-        raise iam.NotUnderstood("transitive tags, managed session policies and provided contexts")
-    policy = params.get("Policy")
-    return AssumeRoleRequest(
-        role_arn=params.get("RoleArn", ""),
-        session_name=params.get("RoleSessionName", ""),
-        tags=tags,
-        session_policy=json.loads(policy) if policy else None,
-    )
-
-
-def authorize_assume_role(
-    caller: Session | None, request: AssumeRoleRequest, roles: Mapping[str, RoleDefinition]
-) -> str | None:
-    """``None`` when AWS would let ``caller`` (``None``: the operator) assume
-    the role with these tags, else the AccessDenied message."""
-    caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
-    role = next((role for role in roles.values() if role.arn == request.role_arn), None)
-    if role is None:
-        return denial_message(caller_arn, "sts:AssumeRole", request.role_arn, None)
-    context: dict[str, Sequence[str]] = {f"aws:RequestTag/{key}": [value] for key, value in request.tags.items()}
-    context["sts:RoleSessionName"] = [request.session_name]
-    if request.tags:
-        context["aws:TagKeys"] = list(request.tags)
-    if caller is not None:
-        context.update(caller.context())
-        principals: tuple[str, ...] = (caller.role.arn, f"arn:aws:iam::{ACCOUNT_ID}:root", ACCOUNT_ID)
-    else:
-        principals = ("*",)
-    actions = ["sts:AssumeRole"] + (["sts:TagSession"] if request.tags else [])
-    for action in actions:
-        question = iam.Request(action, role.arn, context, principals)
-        trusted = iam.evaluate([role.trust_policy], question, trust=True)
-        if trusted is not iam.Decision.ALLOW:
-            return denial_message(caller_arn, action, role.arn, trusted, trust=True)
-        if caller is not None:
-            permitted = caller.decide(question)
-            if permitted is not iam.Decision.ALLOW:
-                return denial_message(caller_arn, action, role.arn, permitted)
-    return None
 
 
 # ---------------------------------------------------------------- the middleware
@@ -642,8 +442,6 @@ class Guard:
     def _identity_pool(self, action: str, body: bytes) -> _Response:
         """Cognito's answer (JSON 1.1); issued credentials are recorded with
         the pool's role and the tags Cognito would set."""
-        from local_stack.identity_pool import IdentityPoolError
-
         try:
             params = json.loads(body or b"{}")
             if not isinstance(params, dict):
@@ -702,7 +500,7 @@ class Guard:
         sts_action = "" if target else _query_params(environ, body).get("Action", "")
         if sts_action:
             # STS's unsigned federation (AssumeRoleWithWebIdentity, -WithSAML), in STS's own XML.
-            return _xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None))
+            return _Response(*xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None)))
         return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
@@ -747,44 +545,33 @@ class Guard:
                 return None
         message = denial_message(session.arn, f"{service}:{action}", resource, decision)
         log.warning("denied: %s", message)
-        return _json_denial("AccessDeniedException", message) if target else _xml_denial(message)
+        return _json_denial("AccessDeniedException", message) if target else _Response(*xml_denial(message))
 
     def _sts(self, environ: Environ, body: bytes, caller: Session | None) -> _Response | None:
         params = _query_params(environ, body)
         action = params.get("Action", "")
         caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
         if action in _REFUSED_STS_ACTIONS:
-            return _xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None))
+            return _Response(*xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None)))
         if action != "AssumeRole":
             return None
-        request = _assume_role_request(params, caller_arn)
-        if isinstance(request, _Response):
-            return request
+        request = assume_role_request(params, caller_arn)
+        if not isinstance(request, AssumeRoleRequest):
+            return _Response(*request)
         message = authorize_assume_role(caller, request, self.roles)
         if message is not None:
             log.warning("denied: %s", message)
-            return _xml_denial(message)
+            return _Response(*xml_denial(message))
         response = self._forward(environ, body)
         if response.status.startswith("200"):
             access_key = ET.fromstring(response.body).find(f".//{_STS_NS}AccessKeyId")  # noqa: S314 - moto's own XML
             role = next(role for role in self.roles.values() if role.arn == request.role_arn)
             if access_key is None or not access_key.text:
-                return _xml_denial("The emulator returned no credentials.")
+                return _Response(*xml_denial("The emulator returned no credentials."))
             self.sessions.add(
                 Session(access_key.text, role, request.session_name, dict(request.tags), request.session_policy)
             )
         return response
-
-
-def _assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | _Response:
-    """The request, or STS's answer to one it refuses before authorization."""
-    try:
-        return parse_assume_role(params)
-    except InvalidRequest as exc:
-        log.warning("refused: %s", exc)
-        return _xml_error("ValidationError", str(exc), status="400 Bad Request")
-    except (iam.NotUnderstood, ValueError):
-        return _xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
 
 
 def _read_body(environ: Environ) -> bytes:
@@ -833,18 +620,3 @@ def json_error(error_type: str, message: str) -> tuple[str, list[tuple[str, str]
     """A JSON error answer as ``(status, headers, body)`` for a WSGI app."""
     response = _json_denial(error_type, message)
     return response.status, response.headers, response.body
-
-
-def _xml_denial(message: str) -> _Response:
-    return _xml_error("AccessDenied", message, status="403 Forbidden")
-
-
-def _xml_error(code: str, message: str, *, status: str) -> _Response:
-    root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
-    error = ET.SubElement(root, "Error")
-    ET.SubElement(error, "Type").text = "Sender"
-    ET.SubElement(error, "Code").text = code
-    ET.SubElement(error, "Message").text = message
-    ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
-    body = ET.tostring(root)
-    return _Response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)

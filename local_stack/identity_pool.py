@@ -59,6 +59,7 @@ from moto.core.exceptions import JsonRESTError
 
 from local_stack import cognito, iam
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
+from local_stack.sts import tag_errors
 from stack_model.template import Resolver, offline_resolver, template
 from support_tickets.core.identity import token_payload
 
@@ -238,9 +239,6 @@ class LocalIdentityPool:
             for tag, claim in self.principal_tags.get(provider.name, {}).items()
             if isinstance(claims.get(claim), str)
         }
-        # Imported here: the guard imports this module's users lazily, not the reverse.
-        from local_stack.guard import tag_errors
-
         errors = tag_errors(list(tags.items()))
         if errors:
             raise IdentityPoolError("InvalidParameterException", "; ".join(errors))

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role
 from local_stack.roles import RoleDefinition, function_role, roles_from_template
+from local_stack.sessions import Session
+from local_stack.sts import AssumeRoleRequest, authorize_assume_role
 from stack_model.template import LOCAL_VPC_ENDPOINT_ID, offline_resolver
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"

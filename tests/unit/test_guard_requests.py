@@ -8,15 +8,9 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import (
-    InvalidRequest,
-    Question,
-    Session,
-    TableKeys,
-    authorize_dynamodb,
-    dynamodb_requests,
-    parse_assume_role,
-)
+from local_stack.guard import Question, TableKeys, authorize_dynamodb, dynamodb_requests
+from local_stack.sessions import Session
+from local_stack.sts import InvalidRequest, parse_assume_role
 from stack_model.template import LOCAL_VPC_ENDPOINT_ID
 from tests.unit.test_guard_policy import INDEX_ARN, TABLE_ARN, TENANT_ROLE
 

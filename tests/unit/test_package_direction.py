@@ -55,3 +55,57 @@ def test_the_rule_sees_lazy_imports(tmp_path: Path) -> None:
         "def f() -> None:\n    from local_stack.state import read_state\n"
     )
     assert imported_packages(upward) == {"ops", "local_stack"}
+
+
+def _imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports (``from a.b import c`` counts as
+    ``a.b.c`` when that is a module, else ``a.b``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = {f"{node.module}.{alias.name}" for alias in node.names} & known
+            found |= names or ({node.module} & known)
+    return found
+
+
+def import_cycles(modules: dict[str, Path]) -> list[list[str]]:
+    """Every cycle of the import graph, once each (as found from its first module)."""
+    graph = {name: sorted(_imported_modules(path, set(modules)) - {name}) for name, path in modules.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for imported in graph[name]:
+            if state.get(imported) == 1:
+                cycles.append([*path[path.index(imported) :], imported])
+            elif imported not in state:
+                visit(imported, [*path, imported])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    return cycles
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for package, path in _modules():
+        parts = path.relative_to(FOLDERS[package]).with_suffix("").parts
+        names[".".join((package, *parts)).removesuffix(".__init__")] = path
+    return names
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert import_cycles(_module_names()) == []
+
+
+def test_the_rule_sees_a_loop(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("def f() -> None:\n    from local_stack import b\n")
+    (tmp_path / "b.py").write_text("from local_stack.a import f\n")
+    assert import_cycles({"local_stack.a": tmp_path / "a.py", "local_stack.b": tmp_path / "b.py"}) == [
+        ["local_stack.a", "local_stack.b", "local_stack.a"]
+    ]
