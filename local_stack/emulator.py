@@ -40,7 +40,8 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack import cognito, identity_pool, moto_fixes
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, TableKeys, json_error
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.roles import RoleDefinition, roles_from_template
 from local_stack.sessions import Session

@@ -1,74 +1,51 @@
-r"""The IAM guard in front of the emulator: what AWS would refuse, refused.
+"""The IAM guard in front of the emulator: what AWS would refuse, refused.
 
 moto answers every request as if IAM allowed it. The guard is a WSGI
-middleware in front of moto's server that knows who signed each request (read
-from the ``Authorization`` header exactly as moto reads it, :func:`signer_of`,
-so both always agree on the caller and the service) and evaluates the
+middleware in front of moto's server: it finds who signed each request
+(:mod:`local_stack.sessions`), routes it by service and evaluates the
 template's policies for it with :mod:`local_stack.iam`. A role's policies are
-its inline ones, those attached with ``AWS::IAM::Policy`` and its AWS managed
-policies (see :mod:`local_stack.roles`):
+its inline ones and its AWS managed policies (see :mod:`local_stack.roles`):
 
-- **STS AssumeRole** (any caller): the target role must be a role of the
-  template; its trust policy must allow ``sts:AssumeRole`` (and
-  ``sts:TagSession`` when tags are passed) with the request's tags as
-  ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session caller also needs
-  its own role's policies to allow both actions. Tags STS refuses (a key or
-  value with a character outside ``[\p{L}\p{Z}\p{N}_.:/=+\-@]``, such as
-  ``*`` or ``?``, too long, more than 50 tags) are STS's 400
-  ``ValidationError`` before any of that. When moto then issues the
-  credentials, the guard records their access key id with the role, the
-  session name and the session tags: that is how ``${aws:PrincipalTag/...}``
-  gets its value later. Other credential-minting STS actions are refused
-  (the guard could not attribute their keys). ``TenantAccessRole`` trusts
-  only the identity pool (``sts:AssumeRoleWithWebIdentity``), so nobody
-  assumes it with ``AssumeRole``, the operator included, as in AWS.
+- **STS AssumeRole** (any caller): validated and authorized as STS does
+  (:mod:`local_stack.sts`: the target must be a role of the template, its
+  trust policy and the caller's own policies must allow it). When moto then
+  issues the credentials, the guard records their access key id with the
+  role, the session name and the session tags: that is how
+  ``${aws:PrincipalTag/...}`` gets its value later. Other credential-minting
+  STS actions are refused (the guard could not attribute their keys).
+  ``TenantAccessRole`` trusts only the identity pool, so nobody assumes it
+  with ``AssumeRole``, the operator included, as in AWS.
 - **The identity pool** (``GetId``, ``GetCredentialsForIdentity``,
   ``GetOpenIdToken``, signed or not, as Cognito takes them): answered by
-  :class:`local_stack.identity_pool.LocalIdentityPool` (the token verified
-  as Cognito verifies it, the role's trust policy, the template's principal
-  tags); the credentials it issues are recorded like AssumeRole's, with the
-  role and the tags Cognito would set. Its other actions follow the rules
-  below (the operator's pass, a session's are refused, unsigned ones too).
-- **DynamoDB and DynamoDB Streams** signed with a recorded session: every
-  request is turned into the authorization questions DynamoDB asks
-  (:func:`dynamodb_requests`): the action and the table or index ARN, and
-  ``dynamodb:LeadingKeys`` = the partition-key values of every item the request
-  touches (a transaction or batch is one question per item or table). All must
-  be allowed by the role's policies (and by the session policy, if any); the
-  first refusal answers exactly as DynamoDB does: HTTP 400,
-  ``AccessDeniedException``, "User: ... is not authorized to perform: ...".
+  :class:`local_stack.identity_pool.LocalIdentityPool`; the credentials it
+  issues are recorded like AssumeRole's, with the role and the tags Cognito
+  would set. Its other actions follow the rules below.
+- **DynamoDB and DynamoDB Streams** signed with a recorded session: the
+  questions DynamoDB asks IAM for the request
+  (:mod:`local_stack.dynamodb_questions`), all of which the role's policies
+  (and the session policy, if any) must allow; the first refusal answers as
+  DynamoDB does: HTTP 400, ``AccessDeniedException``, "User: ... is not
+  authorized to perform: ...". Requests that came through the gateway
+  endpoint's listener carry ``aws:SourceVpce`` (:data:`SOURCE_VPCE_ENVIRON`).
 - **Any other service** signed with a recorded session: evaluated on the
-  resource the call names (:func:`resource_of`: an SQS queue's ARN from its
-  URL or name, a Cognito user pool's ARN). A call whose resource the guard
-  can't name is refused: judged on ``*``, a Deny naming the resource would
-  not apply.
+  resource the call names (:func:`resource_of`). A call whose resource the
+  guard can't name is refused: judged on ``*``, a Deny naming the resource
+  would not apply.
 - Requests signed with any **other** key are the local operator: the stack's
   own set-up, your ``aws --endpoint-url`` commands and ``sam local``
   containers (which sign with your host credentials). The operator is the
   emulated account's administrator and stands in for the Lambda service: its
   requests pass unchecked, except that it too can assume only the template's
-  roles and only under their trust conditions (the ``TenantId`` tag rules of
-  TenantAccessRole apply to it); its principal counts as named by any trust
-  policy.
+  roles and only under their trust conditions; its principal counts as named
+  by any trust policy.
 - **Unsigned** requests reach only the user pool's JWKS/OpenID configuration
   and Cognito's unauthenticated and token-authorized operations
-  (:data:`local_stack.cognito.PUBLIC_ACTIONS`: ``InitiateAuth``,
-  ``UpdateUserAttributes`` with the user's access token...); Cognito's admin
-  and management APIs need IAM credentials (the operator's, or a session's
-  whose policies grant them on the pool), and everything else
-  (``/moto-api/``, unsigned STS federation) is refused. What the pool's own
-  settings refuse (sign-up, immutable attributes, auth flows) moto's backend
-  refuses (:mod:`local_stack.cognito`).
+  (:data:`local_stack.cognito.PUBLIC_ACTIONS`); Cognito's admin and
+  management APIs need IAM credentials, and everything else (``/moto-api/``,
+  unsigned STS federation) is refused.
 
-Knowingly not modelled: signatures are not verified (a key id identifies the
-caller, as moto does); credential expiry is not enforced; SCPs, permission
-boundaries and resource policies other than trust policies do not exist here;
-condition keys other than ``dynamodb:LeadingKeys``, ``aws:PrincipalTag/*``,
-``aws:PrincipalArn``, ``aws:PrincipalAccount``, ``aws:RequestTag/*``,
-``aws:TagKeys`` and ``sts:RoleSessionName`` are absent from requests (a
-policy that tests one fails closed); PartiQL is refused for role sessions.
-
-moto is not thread-safe; the guard also serializes the requests it forwards.
+What it knowingly does not model is listed in docs/local-stack.md. moto is
+not thread-safe; the guard also serializes the requests it forwards.
 """
 
 from __future__ import annotations
@@ -81,12 +58,13 @@ import threading
 import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 from local_stack import cognito, iam
+from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.roles import ACCOUNT_ID, RoleDefinition
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
@@ -109,257 +87,6 @@ _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
 SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
-
-
-# ---------------------------------------------------------------- DynamoDB requests
-@dataclass(frozen=True)
-class TableKeys:
-    """A table's partition-key attribute, and each index's."""
-
-    name: str
-    partition_key: str
-    index_partition_keys: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Question:
-    """One authorization question a DynamoDB request asks."""
-
-    action: str
-    resource: str
-    leading_keys: tuple[str, ...] | None = None
-
-
-_TRANSACT_ACTIONS = {
-    "Get": "GetItem",
-    "Put": "PutItem",
-    "Update": "UpdateItem",
-    "Delete": "DeleteItem",
-    "ConditionCheck": "ConditionCheckItem",
-}
-_ITEM_OPERATIONS = {"GetItem": "Key", "PutItem": "Item", "UpdateItem": "Key", "DeleteItem": "Key"}
-_UNMODELLED = frozenset({"ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"})
-_TOKEN = re.compile(r"\s*(#[A-Za-z0-9_]+|:[A-Za-z0-9_]+|[A-Za-z_][A-Za-z0-9_]*|<=|>=|<>|[=<>(),])")
-
-
-def table_arn(region: str, table: str) -> str:
-    return table if table.startswith("arn:") else f"arn:aws:dynamodb:{region}:{ACCOUNT_ID}:table/{table}"
-
-
-def _table_name(table: str) -> str:
-    return table.split(":table/", 1)[1].split("/", 1)[0] if table.startswith("arn:") else table
-
-
-def dynamodb_requests(
-    operation: str, body: Mapping[str, Any], *, region: str, tables: Mapping[str, TableKeys]
-) -> list[Question]:
-    """The questions IAM answers for one DynamoDB (or Streams) API call.
-
-    Raises :class:`iam.NotUnderstood` for a request it cannot model (the
-    guard then denies it).
-    """
-    if operation in _UNMODELLED:
-        raise iam.NotUnderstood(operation)
-    reader = _KeyReader(region, tables)
-    if operation in _ITEM_OPERATIONS:
-        return [reader.item(operation, body.get("TableName"), body.get(_ITEM_OPERATIONS[operation]))]
-    if operation in ("TransactWriteItems", "TransactGetItems"):
-        return reader.transaction(body.get("TransactItems"))
-    if operation in ("BatchGetItem", "BatchWriteItem"):
-        return reader.batch(operation, body.get("RequestItems"))
-    if operation == "Query":
-        return [reader.query(body)]
-    # Everything else asks about the action on a resource, without keys (Scan,
-    # DescribeTable, the Streams API...): no dynamodb:LeadingKeys in the context.
-    return [Question(f"dynamodb:{operation}", _resource_of(operation, body, region))]
-
-
-@dataclass(frozen=True)
-class _KeyReader:
-    region: str
-    tables: Mapping[str, TableKeys]
-
-    def keys_of(self, table: Any) -> TableKeys:
-        name = _table_name(table) if isinstance(table, str) else None
-        if name is None or name not in self.tables:
-            raise iam.NotUnderstood(f"table {table!r}")
-        return self.tables[name]
-
-    def leading(self, table: str, item: Any) -> str:
-        attribute = self.keys_of(table).partition_key
-        if not isinstance(item, Mapping) or attribute not in item:
-            raise iam.NotUnderstood("item without its partition key")
-        return _scalar(item[attribute])
-
-    def item(self, action: str, table: Any, item: Any) -> Question:
-        self.keys_of(table)
-        return Question(f"dynamodb:{action}", table_arn(self.region, table), (self.leading(table, item),))
-
-    def transaction(self, entries: Any) -> list[Question]:
-        if not isinstance(entries, list) or not entries:
-            raise iam.NotUnderstood("TransactItems")
-        questions = []
-        for entry in entries:
-            if not isinstance(entry, Mapping) or len(entry) != 1:
-                raise iam.NotUnderstood("TransactItems")
-            ((kind, spec),) = entry.items()
-            if kind not in _TRANSACT_ACTIONS or not isinstance(spec, Mapping):
-                raise iam.NotUnderstood(f"transaction item {kind}")
-            item = spec.get("Item") if kind == "Put" else spec.get("Key")
-            questions.append(self.item(_TRANSACT_ACTIONS[kind], spec.get("TableName"), item))
-        return questions
-
-    def batch(self, operation: str, request_items: Any) -> list[Question]:
-        if not isinstance(request_items, Mapping) or not request_items:
-            raise iam.NotUnderstood("RequestItems")
-        questions = []
-        for table, spec in request_items.items():
-            if operation == "BatchGetItem":
-                items = list(spec.get("Keys", [])) if isinstance(spec, Mapping) else []
-            else:
-                items = [_write_request_item(request) for request in spec]
-            values = tuple(self.leading(table, item) for item in items)
-            if not values:
-                raise iam.NotUnderstood("empty batch")
-            questions.append(Question(f"dynamodb:{operation}", table_arn(self.region, table), values))
-        return questions
-
-    def query(self, body: Mapping[str, Any]) -> Question:
-        table = body.get("TableName")
-        keys = self.keys_of(table)
-        index = body.get("IndexName")
-        attribute = keys.partition_key if index is None else keys.index_partition_keys.get(str(index))
-        if attribute is None:
-            raise iam.NotUnderstood(f"index {index}")
-        values = [_query_partition_value(body, attribute)]
-        start = body.get("ExclusiveStartKey")
-        if start is not None:
-            # Stricter than DynamoDB (which rejects a foreign start key as invalid):
-            # every partition key in the start key must be allowed too.
-            if not isinstance(start, Mapping):
-                raise iam.NotUnderstood("ExclusiveStartKey")
-            values += [_scalar(start[name]) for name in (keys.partition_key, attribute) if name in start]
-        resource = table_arn(self.region, str(table)) + (f"/index/{index}" if index is not None else "")
-        return Question("dynamodb:Query", resource, tuple(dict.fromkeys(values)))
-
-
-# Actions IAM authorizes on "*" only (no resource type in the Service Authorization
-# Reference), although their requests may name a table to filter by.
-_ON_ANY_RESOURCE = frozenset({"ListStreams", "ListBackups", "ListContributorInsights"})
-
-
-def _resource_of(operation: str, body: Mapping[str, Any], region: str) -> str:
-    if operation in _ON_ANY_RESOURCE:
-        return "*"
-    if isinstance(body.get("TableName"), str):
-        resource = table_arn(region, body["TableName"])
-        index = body.get("IndexName")
-        return resource + (f"/index/{index}" if isinstance(index, str) else "")
-    for name in ("StreamArn", "ResourceArn", "TableArn"):
-        if isinstance(body.get(name), str):
-            return str(body[name])
-    if operation == "GetRecords" and isinstance(body.get("ShardIterator"), str):
-        # moto's shard iterators start with the stream ARN: "<stream arn>|1|<id>".
-        stream = body["ShardIterator"].split("|", 1)[0]
-        return stream if stream.startswith("arn:") else ""
-    return "*"
-
-
-def _write_request_item(request: Any) -> Any:
-    if isinstance(request, Mapping) and len(request) == 1:
-        ((kind, spec),) = request.items()
-        if kind == "PutRequest" and isinstance(spec, Mapping):
-            return spec.get("Item")
-        if kind == "DeleteRequest" and isinstance(spec, Mapping):
-            return spec.get("Key")
-    raise iam.NotUnderstood("BatchWriteItem request")
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, Mapping) and len(value) == 1:
-        ((kind, raw),) = value.items()
-        if kind in ("S", "N") and isinstance(raw, str):
-            return raw
-    raise iam.NotUnderstood(f"key value {value!r}")
-
-
-def _query_partition_value(body: Mapping[str, Any], attribute: str) -> str:
-    """The partition-key value a Query asks for: the one ``<key> = :value``
-    comparison of its KeyConditionExpression (or legacy KeyConditions EQ)."""
-    expression = body.get("KeyConditionExpression")
-    if expression is None:
-        conditions = body.get("KeyConditions")
-        if not isinstance(conditions, Mapping) or attribute not in conditions:
-            raise iam.NotUnderstood("Query without a partition key condition")
-        condition = conditions[attribute]
-        values = condition.get("AttributeValueList", []) if isinstance(condition, Mapping) else []
-        if condition.get("ComparisonOperator") != "EQ" or len(values) != 1:
-            raise iam.NotUnderstood("KeyConditions on the partition key must be EQ")
-        return _scalar(values[0])
-    if not isinstance(expression, str):
-        raise iam.NotUnderstood("KeyConditionExpression")
-    names = body.get("ExpressionAttributeNames") or {}
-    values = body.get("ExpressionAttributeValues") or {}
-    tokens: list[str] = []
-    position = 0
-    while position < len(expression.rstrip()):
-        match = _TOKEN.match(expression, position)
-        if match is None:
-            raise iam.NotUnderstood("KeyConditionExpression syntax")
-        tokens.append(match.group(1))
-        position = match.end()
-
-    def attribute_of(token: str) -> str | None:
-        if token.startswith("#"):
-            name = names.get(token)
-            if not isinstance(name, str):
-                raise iam.NotUnderstood(f"undefined name {token}")
-            return name
-        return None if token.startswith(":") or not token[0].isalpha() else token
-
-    found: list[str] = []
-    for index, token in enumerate(tokens):
-        if attribute_of(token) != attribute:
-            continue
-        before = tokens[index - 2 : index] if index >= 2 else []
-        after = tokens[index + 1 : index + 3]
-        if len(after) == 2 and after[0] == "=" and after[1].startswith(":"):
-            found.append(after[1])
-        elif len(before) == 2 and before[1] == "=" and before[0].startswith(":"):
-            found.append(before[0])
-        else:
-            raise iam.NotUnderstood("the partition key is used other than in '<key> = :value'")
-    if len(found) != 1 or found[0] not in values:
-        raise iam.NotUnderstood("Query needs exactly one '<partition key> = :value'")
-    return _scalar(values[found[0]])
-
-
-def authorize_dynamodb(
-    session: Session,
-    operation: str,
-    body: Mapping[str, Any],
-    *,
-    region: str,
-    tables: Mapping[str, TableKeys],
-    source_vpce: str | None = None,
-) -> str | None:
-    """``None`` when AWS would allow the call for ``session``, else the
-    AccessDeniedException message. ``source_vpce``: the VPC endpoint the
-    request came through (``aws:SourceVpce``), ``None`` from anywhere else."""
-    try:
-        questions = dynamodb_requests(operation, body, region=region, tables=tables)
-    except iam.NotUnderstood:
-        return denial_message(session.arn, f"dynamodb:{operation}", _resource_of(operation, body, region), None)
-    for question in questions:
-        context: dict[str, Sequence[str]] = dict(session.context())
-        if source_vpce is not None:
-            context["aws:SourceVpce"] = [source_vpce]
-        if question.leading_keys is not None:
-            context["dynamodb:LeadingKeys"] = question.leading_keys
-        decision = session.decide(iam.Request(question.action, question.resource, context))
-        if decision is not iam.Decision.ALLOW:
-            return denial_message(session.arn, question.action, question.resource, decision)
-    return None
 
 
 # ---------------------------------------------------------------- other services

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from local_stack.guard import TableKeys
+from local_stack.dynamodb_questions import TableKeys
 from local_stack.roles import RoleDefinition, roles_from_template
 from stack_model.template import table_definition
 from tests.oracle import cases as generator

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from local_stack.guard import authorize_dynamodb
+from local_stack.dynamodb_questions import authorize_dynamodb
 from local_stack.iam import Decision
 from local_stack.sessions import Session
 from local_stack.sts import AssumeRoleRequest, authorize_assume_role

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import Question, TableKeys, authorize_dynamodb, dynamodb_requests
+from local_stack.dynamodb_questions import Question, TableKeys, authorize_dynamodb, dynamodb_requests
 from local_stack.sessions import Session
 from local_stack.sts import InvalidRequest, parse_assume_role
 from stack_model.template import LOCAL_VPC_ENDPOINT_ID

@@ -15,7 +15,8 @@ from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
 from local_stack import iam
-from local_stack.guard import Guard, TableKeys
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import Guard
 from local_stack.roles import RoleDefinition
 from local_stack.sessions import Session, Sessions, signer_of
 from stack_model import managed_policies

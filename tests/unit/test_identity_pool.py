@@ -20,7 +20,8 @@ from moto import mock_aws
 
 from local_stack import identity_pool
 from local_stack.cognito import public_jwks
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, TableKeys
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import LOCAL_VPC_ENDPOINT_ID
