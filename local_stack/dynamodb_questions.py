@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack import iam
-from local_stack.roles import ACCOUNT_ID
 from local_stack.sessions import Session, denial_message
+from stack_model.template import ACCOUNT_ID
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from werkzeug.wrappers import Request
 from local_stack.usage import Decision, UsageMeter
 from stack_model.events import rest_event
 from stack_model.functions import FunctionSpec
-from stack_model.template import Resolver, template
+from stack_model.template import Values, template
 
 log = logging.getLogger("local_stack.gateway")
 
@@ -283,9 +283,10 @@ class GatewayResponses:
     configured: Mapping[str, Mapping[str, Any]]
 
     @classmethod
-    def from_template(cls, resolver: Resolver) -> GatewayResponses:
+    def from_template(cls, values: Values) -> GatewayResponses:
+        # As written: the translation folds them into the API's OpenAPI body.
         props = template()["Resources"][API_RESOURCE]["Properties"]
-        return cls(resolver.resolve(props.get("GatewayResponses", {})))
+        return cls(values.resolve(props.get("GatewayResponses", {})))
 
     def render(
         self, response_type: str, message: str, headers: Mapping[str, str] | None = None

@@ -4,7 +4,7 @@ moto answers every request as if IAM allowed it. The guard is a WSGI
 middleware in front of moto's server: it finds who signed each request
 (:mod:`local_stack.sessions`), routes it by service and evaluates the
 template's policies for it with :mod:`local_stack.iam`. A role's policies are
-its inline ones and its AWS managed policies (see :mod:`local_stack.roles`):
+its inline ones and its AWS managed policies (see :mod:`stack_model.roles`):
 
 - **STS AssumeRole** (any caller): validated and authorized as STS does
   (:mod:`local_stack.sts`: the target must be a role of the template, its
@@ -66,9 +66,10 @@ from urllib.parse import parse_qs
 from local_stack import cognito, iam
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
-from local_stack.roles import ACCOUNT_ID, RoleDefinition
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
 from local_stack.sts import AssumeRoleRequest, assume_role_request, authorize_assume_role, xml_denial
+from stack_model.roles import RoleDefinition
+from stack_model.template import ACCOUNT_ID
 
 log = logging.getLogger("local_stack.guard")
 

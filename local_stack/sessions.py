@@ -20,7 +20,8 @@ from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
 from local_stack import iam
-from local_stack.roles import ACCOUNT_ID, RoleDefinition
+from stack_model.roles import RoleDefinition
+from stack_model.template import ACCOUNT_ID
 
 
 @dataclass(frozen=True)

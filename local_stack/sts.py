@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from local_stack import iam
-from local_stack.roles import ACCOUNT_ID, RoleDefinition
 from local_stack.sessions import Session, denial_message
+from stack_model.roles import RoleDefinition
+from stack_model.template import ACCOUNT_ID
 
 log = logging.getLogger("local_stack.guard")
 

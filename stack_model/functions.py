@@ -17,7 +17,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from stack_model.template import PROJECT_ROOT, Resolver, local_resolver, template
+from stack_model.template import (
+    UnresolvedIntrinsic,
+    Values,
+    code_path,
+    resources,
+    template,
+    template_values,
+    translated,
+)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -30,7 +38,7 @@ class ApiRoute:
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """One AWS::Serverless::Function, as the template defines it."""
+    """One function of the template, as SAM deploys it."""
 
     logical_id: str
     code_uri: Path
@@ -42,32 +50,33 @@ class FunctionSpec:
     events: dict[str, Any] = field(default_factory=dict)
     # In the stack's VPC (VpcConfig): reaches DynamoDB through its gateway endpoint only.
     in_vpc: bool = False
+    # The content of its layers: what Lambda puts on its import path.
+    layers: tuple[Path, ...] = ()
 
 
-def function_specs(resolver: Resolver | None = None) -> dict[str, FunctionSpec]:
-    """Every function of `template.yaml`, with Globals merged and intrinsics resolved."""
-    tpl = template()
-    resolver = resolver or local_resolver()
-    globals_ = tpl.get("Globals", {}).get("Function", {})
+def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
+    """Every function of `template.yaml` as SAM deploys it (``Globals``
+    merged by samtranslator), its environment resolved with ``values`` (the
+    template's own by default: what is unknown there is left empty)."""
+    values = values or template_values()
     specs: dict[str, FunctionSpec] = {}
-    for logical_id, resource in tpl["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = {**globals_, **resource.get("Properties", {})}
-        env_vars = {
-            **globals_.get("Environment", {}).get("Variables", {}),
-            **resource.get("Properties", {}).get("Environment", {}).get("Variables", {}),
+    for logical_id, resource in resources("AWS::Lambda::Function").items():
+        props = resource["Properties"]
+        environment = {
+            name: _env_string(values, value)
+            for name, value in props.get("Environment", {}).get("Variables", {}).items()
         }
-        environment = {name: _env_string(resolver, value) for name, value in env_vars.items()}
-        events = resource.get("Properties", {}).get("Events", {})
+        # The translation turns Api events into the API's own definition; the routes are read where they are written.
+        events = template()["Resources"][logical_id].get("Properties", {}).get("Events", {})
         routes = tuple(
             ApiRoute(method=event["Properties"]["Method"].upper(), path=event["Properties"]["Path"])
             for event in events.values()
             if event["Type"] == "Api"
         )
+        layers = [translated()["Resources"][layer["Ref"]]["Properties"]["Content"] for layer in props.get("Layers", [])]
         specs[logical_id] = FunctionSpec(
             logical_id=logical_id,
-            code_uri=PROJECT_ROOT / props["CodeUri"],
+            code_uri=code_path(props["Code"]),
             handler=props["Handler"],
             environment=environment,
             memory_mb=int(props.get("MemorySize", 128)),
@@ -75,15 +84,16 @@ def function_specs(resolver: Resolver | None = None) -> dict[str, FunctionSpec]:
             routes=routes,
             events=events,
             in_vpc="VpcConfig" in props,
+            layers=tuple(code_path(content) for content in layers),
         )
     return specs
 
 
-def _env_string(resolver: Resolver, value: Any) -> str:
+def _env_string(values: Values, value: Any) -> str:
     try:
-        resolved = resolver.resolve(value)
-    except ValueError:
-        # An attribute the local run provides itself (e.g. a role ARN) resolves
+        resolved = values.resolve(value)
+    except UnresolvedIntrinsic:
+        # A value the local run provides itself (e.g. the user pool's) resolves
         # once the emulator has created it; until then it is left empty.
         return ""
     return "" if resolved is None else str(resolved)

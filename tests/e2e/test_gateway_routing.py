@@ -17,8 +17,8 @@ from local_stack.gateway import (
     resolve_route,
     routes_from_specs,
 )
+from local_stack.local_values import local_values
 from stack_model.functions import FunctionSpec, function_specs
-from stack_model.template import local_resolver
 
 ROUTES = routes_from_specs(function_specs().values())
 
@@ -160,7 +160,7 @@ def test_the_policy_is_evaluated_as_iam_does(statements: list[dict[str, Any]], m
 
 
 def test_gateway_responses_come_from_the_template() -> None:
-    responses = GatewayResponses.from_template(local_resolver())
+    responses = GatewayResponses.from_template(local_values())
     status, _, body = responses.render("UNAUTHORIZED", "Unauthorized")
     assert (status, body) == (
         401,

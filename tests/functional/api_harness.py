@@ -18,9 +18,9 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from local_stack.gateway import GatewayResponses
 from local_stack.lambda_runtime import LambdaContext
+from local_stack.local_values import local_values
 from stack_model.events import authorizer_context, rest_event
 from stack_model.functions import Handler, function_specs, load_handler
-from stack_model.template import local_resolver
 from support_tickets.core.errors import ApiError, Unauthorized
 from support_tickets.core.identity import TENANT_CLAIM, TenantCredentials, token_payload
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
@@ -116,7 +116,7 @@ def _authorizer_failed(exc: ApiError, request_id: str) -> ApiResponse:
 
 @cache
 def _gateway_responses() -> GatewayResponses:
-    return GatewayResponses.from_template(local_resolver())
+    return GatewayResponses.from_template(local_values())
 
 
 @dataclass(frozen=True)

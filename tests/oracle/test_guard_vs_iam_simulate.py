@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from local_stack.dynamodb_questions import TableKeys
-from local_stack.roles import RoleDefinition, roles_from_template
+from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import table_definition
 from tests.oracle import cases as generator
 from tests.oracle.engines import Outcome, Verdict, guard_outcome, oracle_outcome, simulate
