@@ -27,14 +27,14 @@ from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
 from bench.warm import progress, run_warm
-from local_stack.lambda_runtime import FunctionSpec, function_specs
+from stack_model.functions import FunctionSpec, function_specs
 
 HERE = Path(__file__).resolve().parent
 
 METHOD = (
     "How: the local stack runs in its own process (`python -m local_stack serve`: moto behind the IAM guard, "
     "on loopback). Warm requests and the aggregator run **in-process** (the real handlers, invoked with "
-    "API Gateway REST events from `local_stack.events.rest_event`, the function's template environment and "
+    "API Gateway REST events from `stack_model.events.rest_event`, the function's template environment and "
     "execution-role credentials, real ID tokens of the local user pool); every AWS call is a real HTTP request to "
     "the emulator. The two designs share handlers, events, data and emulator and differ only in the credentials "
     "the domain layer gets (the naive one lives in `bench/naive.py`, never in production code). AWS calls are "

@@ -29,7 +29,8 @@ from bench.naive import NaiveAggregator
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from local_stack.lambda_runtime import FunctionSpec, LambdaContext, environment, load_handler
+from local_stack.lambda_runtime import LambdaContext, environment
+from stack_model.functions import FunctionSpec, load_handler
 from support_tickets.core import keys
 from support_tickets.streams.aggregation import aggregator_client
 

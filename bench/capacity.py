@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack.template import table_definition
+from stack_model.template import table_definition
 
 Key = tuple[str, str]
 Item = Mapping[str, Any]

@@ -44,8 +44,9 @@ from bench.routes import Fixtures, Invoker
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from local_stack.lambda_runtime import FunctionSpec, environment
-from local_stack.template import PROJECT_ROOT
+from local_stack.lambda_runtime import environment
+from stack_model.functions import FunctionSpec
+from stack_model.template import PROJECT_ROOT
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
@@ -222,7 +223,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     floor_event = {"pk": f"TENANT#{floor_tenant}|TICKET#{floor_ticket}", "sk": "SUMMARY"}
     authorizer_token = ""
     if AUTHORIZER in specs:
-        from ops.tenants import local_admin
+        from local_stack.state import local_admin
 
         local_admin(stack.state).ensure(floor_tenant)
         authorizer_token = stack.token(floor_tenant, f"{floor_tenant}-user")

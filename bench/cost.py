@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from local_stack.lambda_runtime import FunctionSpec
+from stack_model.functions import FunctionSpec
 
 PRICES: dict[str, Any] = {
     "region": "us-east-1",
@@ -49,7 +49,7 @@ def perimeter_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, An
     resources), against the two ways the functions could have kept calling
     Cognito from inside the VPC (an interface endpoint, or a NAT gateway, in
     each of the two AZs)."""
-    from local_stack.template import load_template
+    from stack_model.template import load_template
 
     resources = (template or load_template())["Resources"].values()
     kinds = [resource["Type"] for resource in resources]

@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.stackproc import StackProcess
 from bench.stats import summary
-from local_stack.roles import role_arn
+from stack_model.template import role_arn
 from support_tickets.core.identity import IdToken
 from support_tickets.core.settings import Settings
 from support_tickets.data.session import CredentialCache

@@ -143,7 +143,7 @@ def _user_pool() -> SigningUserPool:
 def _caller(username: str) -> Caller:
     """A caller of the hot tenant with a token of the in-process user pool (its
     credentials come from the in-process identity pool, as in production)."""
-    from local_stack.events import authorizer_context
+    from stack_model.events import authorizer_context
     from support_tickets.core.identity import IdToken, caller_from_context, token_payload
     from support_tickets.data.session import credential_cache
 
@@ -157,8 +157,9 @@ def _caller(username: str) -> Caller:
 
 def _aggregate(records: list[dict[str, Any]]) -> None:
     """The stream function over the records the requests produced, in its batches."""
-    from local_stack.lambda_runtime import LambdaContext, function_specs, load_handler
+    from local_stack.lambda_runtime import LambdaContext
     from local_stack.stream_source import stream_source
+    from stack_model.functions import function_specs, load_handler
 
     source = stream_source()
     passed = [record for record in records if source.matches(record)]
@@ -173,8 +174,8 @@ def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
 
     from local_stack import identity_pool, moto_fixes
     from local_stack.stream_source import lambda_record
-    from local_stack.template import table_definition
     from ops.tenants import TenantAdmin
+    from stack_model.template import table_definition
     from support_tickets.core.models import CreateTicketRequest
     from support_tickets.domain import tickets
 

@@ -1,6 +1,6 @@
 """The nine API routes as benchmark scenarios: data each needs, and the REST
 event of its n-th request (API Gateway's shape: a real ID token of the local
-user pool in ``Authorization`` and its claims, see ``local_stack.events.with_token``)."""
+user pool in ``Authorization`` and its claims, see ``stack_model.events.with_token``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack.events import rest_event, with_token
-from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
+from local_stack.lambda_runtime import LambdaContext
+from stack_model.events import rest_event, with_token
+from stack_model.functions import FunctionSpec, Handler, load_handler
 from support_tickets.core.identity import TenantCredentials
 
 COMMENTS_PER_TICKET = 5

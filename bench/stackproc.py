@@ -23,12 +23,12 @@ from typing import Any
 
 import boto3
 
-from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.roles import function_role, role_arn
 from local_stack.stack import lambda_environment
 from local_stack.state import STATE_FILE, operator_client
-from local_stack.template import PROJECT_ROOT
-from local_stack.users import UserPool, ensure_user, id_token, tenant_credentials
+from ops.users import UserPool, ensure_user, id_token, tenant_credentials
+from stack_model.functions import FunctionSpec, function_specs
+from stack_model.roles import function_role
+from stack_model.template import PROJECT_ROOT, role_arn
 from support_tickets.core.identity import TenantCredentials
 
 START_TIMEOUT_S = 120

@@ -1,7 +1,7 @@
 """Warm request path, per route: ours against the naive design, interleaved.
 
 The handlers run in this process (the warm Lambda container) with API Gateway
-REST events (``local_stack.events.rest_event``); every AWS call they make is a
+REST events (``stack_model.events.rest_event``); every AWS call they make is a
 real, signed HTTP request over loopback to the emulator in the local stack's
 process. The two designs share everything (handler modules, events, data,
 emulator, the one warm-up that loads botocore's models) except the tenant
@@ -29,7 +29,8 @@ from bench.naive import Designs
 from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
-from local_stack.lambda_runtime import FunctionSpec, environment
+from local_stack.lambda_runtime import environment
+from stack_model.functions import FunctionSpec
 from support_tickets.data.session import tenant_clients
 
 DESIGNS = ("ours", "naive")

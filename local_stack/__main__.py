@@ -26,9 +26,9 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, STATE_FILE, operator_client, read_state
-from local_stack.users import UserPool, UserPoolError, ensure_user, id_token, onboard
 from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 from ops.tenants import TenantRecordError
+from ops.users import UserPool, UserPoolError, ensure_user, id_token, onboard
 
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
@@ -220,7 +220,7 @@ Ctrl-C stops everything.
 
 
 def _token(args: argparse.Namespace) -> int:
-    from ops.tenants import local_admin
+    from local_stack.state import local_admin
 
     state = _running_state(args.state_dir)
     pool = _local_pool(state)
@@ -232,8 +232,8 @@ def _token(args: argparse.Namespace) -> int:
 
 
 def _events(args: argparse.Namespace) -> int:
-    from local_stack.users import tenant_credentials
     from ops.sample_events import write_local
+    from ops.users import tenant_credentials
 
     state = _running_state(args.state_dir)
     identity_pool = operator_client(state["emulator_url"], "cognito-identity", state["region"])

@@ -22,7 +22,7 @@ endpoint. Only the functions the template puts in its VPC are pointed at it
 (:func:`local_stack.stack.lambda_environment`), and only DynamoDB answers
 there, as only DynamoDB is routed through the gateway endpoint. Requests that
 arrive through it carry ``aws:SourceVpce`` = the endpoint's id
-(:data:`local_stack.template.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
+(:data:`local_stack.local_values.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
 to the main listener carry none, like requests from anywhere but the VPC.
 """
 
@@ -40,17 +40,15 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack import cognito, identity_pool, moto_fixes
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, Session, TableKeys, json_error
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, local_values
 from local_stack.moto_fixes import MOTO_LOCK
-from local_stack.roles import RoleDefinition, roles_from_template
+from local_stack.sessions import Session
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
-from local_stack.template import (
-    LOCAL_VPC_ENDPOINT_ID,
-    Resolver,
-    local_resolver,
-    table_definition,
-    template,
-)
+from stack_model.roles import RoleDefinition, roles_from_template
+from stack_model.template import Values, resources, role_arn, table_arguments, table_definition
+from support_tickets.core.identity import ADMIN_GROUP
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -90,7 +88,7 @@ class Provisioned:
     failure_queue_url: str
     failure_queue_arn: str
     roles: dict[str, RoleDefinition]
-    resolver: Resolver
+    values: Values
     # The tiers' usage plans (tier -> plan id), in the emulator's API Gateway.
     usage_plans: dict[str, str]
     # Every queue of the template, by logical id: (URL, ARN).
@@ -237,99 +235,86 @@ class Emulator:
 
     # ------------------------------------------------------------ provisioning
     def provision(self, parameters: Mapping[str, str] | None = None) -> Provisioned:
-        """Create the template's table, queue, roles, user pool and usage plans,
-        with the template's parameters (``parameters`` override their defaults)."""
+        """Create the template's resources the functions use, in an order where
+        each names only resources made before it (``parameters`` override the
+        template's defaults). Each kind's maker gets its resource's properties
+        resolved and answers with what references to it stand for."""
         assert self.guard is not None, "start() first"
-        resources = template()["Resources"]
-        resolver = local_resolver(parameters)
-
-        dynamodb: DynamoDBClient = self.client("dynamodb")
-        definition = table_definition(resolver)
-        table = dynamodb.create_table(**definition)["TableDescription"]
-        table_props = resources["SupportTicketTable"]["Properties"]
-        ttl = table_props.get("TimeToLiveSpecification")
-        if ttl:
-            dynamodb.update_time_to_live(TableName=definition["TableName"], TimeToLiveSpecification=ttl)
-        resolver.attributes["SupportTicketTable.Arn"] = table["TableArn"]
-        resolver.attributes["SupportTicketTable.StreamArn"] = table.get("LatestStreamArn", "")
-
-        sqs = self.client("sqs")
-        queues: dict[str, tuple[str, str]] = {}
-        for logical_id, resource in resources.items():
-            if resource["Type"] != "AWS::SQS::Queue":
-                continue
-            queue_url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
-            attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
-            queues[logical_id] = (queue_url, attributes["QueueArn"])
-            resolver.refs[logical_id] = queue_url
-            resolver.attributes[f"{logical_id}.Arn"] = attributes["QueueArn"]
-
-        pool_id, client_id, group = self._provision_user_pool(resolver)
-        resolver.refs["UserPool"] = pool_id
-        resolver.refs["UserPoolClient"] = client_id
-        provider_name = f"cognito-idp.{REGION}.amazonaws.com/{pool_id}"
-        resolver.attributes["UserPool.ProviderName"] = provider_name
-        resolver.refs["IdentityPool"] = self._provision_identity_pool(resolver)
-
-        roles = roles_from_template(resolver)
-        iam_client = self.client("iam")
-        for role in roles.values():
-            iam_client.create_role(RoleName=role.name, AssumeRolePolicyDocument=json.dumps(role.trust_policy))
-            for name, document in role.inline_policies.items():
-                iam_client.put_role_policy(RoleName=role.name, PolicyName=name, PolicyDocument=json.dumps(document))
+        values = local_values(parameters)
+        makers: dict[str, Callable[[str, dict[str, Any]], tuple[str, dict[str, str]]]] = {
+            "AWS::DynamoDB::Table": self._make_table,
+            "AWS::SQS::Queue": self._make_queue,
+            "AWS::Cognito::UserPool": self._make_user_pool,
+            "AWS::Cognito::UserPoolClient": self._make_user_pool_client,
+            "AWS::Cognito::UserPoolGroup": self._make_group,
+            "AWS::Cognito::IdentityPool": self._make_identity_pool,
+            "AWS::IAM::Role": self._make_role,
+            "AWS::ApiGateway::UsagePlan": self._make_usage_plan,
+        }
+        for kind, make in makers.items():
+            for logical_id, resource in resources(kind).items():
+                if values.holds(resource):
+                    ref, attributes = make(logical_id, values.resolve(resource["Properties"]))
+                    values.add(logical_id, ref, **attributes)
+        roles = roles_from_template(values)
         self.guard.roles = roles
-        self.guard.identity_pool = identity_pool.from_template(
-            resolver, resolver.refs["IdentityPool"], roles, identity_pool.user_pool_provider
-        )
-        usage_plans = self._provision_usage_plans(resolver)
+        self.guard.identity_pool = identity_pool.from_template(values, roles, identity_pool.user_pool_provider)
+        ((table, _),) = resources("AWS::DynamoDB::Table").items()
+        ((user_pool, _),) = resources("AWS::Cognito::UserPool").items()
+        ((client, _),) = resources("AWS::Cognito::UserPoolClient").items()
+        ((pool, _),) = resources("AWS::Cognito::IdentityPool").items()
+        queues = {name: (values.ref(name), values.get_att(f"{name}.Arn")) for name in resources("AWS::SQS::Queue")}
         self.provisioned = Provisioned(
-            table_name=definition["TableName"],
-            table_arn=table["TableArn"],
-            stream_arn=table.get("LatestStreamArn", ""),
-            user_pool_id=pool_id,
-            user_pool_client_id=client_id,
-            user_pool_provider_name=provider_name,
-            identity_pool_id=resolver.refs["IdentityPool"],
-            admin_group=group,
+            table_name=values.ref(table),
+            table_arn=values.get_att(f"{table}.Arn"),
+            stream_arn=values.get_att(f"{table}.StreamArn"),
+            user_pool_id=values.ref(user_pool),
+            user_pool_client_id=values.ref(client),
+            user_pool_provider_name=values.get_att(f"{user_pool}.ProviderName"),
+            identity_pool_id=values.ref(pool),
+            admin_group=ADMIN_GROUP,
             failure_queue_url=queues["AggregateCountsFailureQueue"][0],
             failure_queue_arn=queues["AggregateCountsFailureQueue"][1],
             roles=roles,
-            resolver=resolver,
-            usage_plans=usage_plans,
+            values=values,
+            usage_plans={usage_plan_tier(name): values.ref(name) for name in resources("AWS::ApiGateway::UsagePlan")},
             queues=queues,
         )
         return self.provisioned
 
-    def _provision_usage_plans(self, resolver: Resolver) -> dict[str, str]:
-        """The tiers' usage plans (``UsagePlan<Tier>``), with the template's
-        throttle and quota, in moto's API Gateway (without ``ApiStages``: the
-        emulator holds no REST API; the local gateway is the API)."""
-        client: Any = self.client("apigateway")
-        plans: dict[str, str] = {}
-        for logical_id, resource in template()["Resources"].items():
-            if resource["Type"] != "AWS::ApiGateway::UsagePlan":
-                continue
-            tier = usage_plan_tier(logical_id)
-            props = resolver.resolve({k: v for k, v in resource["Properties"].items() if k != "ApiStages"})
-            throttle, quota = props.get("Throttle", {}), props.get("Quota", {})
-            created = client.create_usage_plan(
-                name=props.get("UsagePlanName", logical_id),
-                description=props.get("Description", ""),
-                throttle={"rateLimit": float(throttle["RateLimit"]), "burstLimit": int(throttle["BurstLimit"])},
-                quota={"limit": int(quota["Limit"]), "period": quota.get("Period", "DAY")},
-                tags={"tier": tier},
+    def _make_table(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        dynamodb: DynamoDBClient = self.client("dynamodb")
+        table = dynamodb.create_table(**table_arguments(props))["TableDescription"]
+        if props.get("TimeToLiveSpecification"):
+            dynamodb.update_time_to_live(
+                TableName=table["TableName"], TimeToLiveSpecification=props["TimeToLiveSpecification"]
             )
-            plans[tier] = created["id"]
-        return plans
+        return table["TableName"], {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")}
 
-    def _provision_identity_pool(self, resolver: Resolver) -> str:
+    def _make_queue(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        sqs = self.client("sqs")
+        url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return url, {"Arn": arn}
+
+    def _make_user_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        cognito_idp: CognitoIdentityProviderClient = self.client("cognito-idp")
+        props["PoolName"] = props.pop("UserPoolName")
+        pool_id = cognito_idp.create_user_pool(**props)["UserPool"]["Id"]
+        return pool_id, {"ProviderName": f"cognito-idp.{REGION}.amazonaws.com/{pool_id}"}
+
+    def _make_user_pool_client(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        cognito_idp: CognitoIdentityProviderClient = self.client("cognito-idp")
+        return cognito_idp.create_user_pool_client(**props)["UserPoolClient"]["ClientId"], {}
+
+    def _make_group(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        cognito_idp: CognitoIdentityProviderClient = self.client("cognito-idp")
+        cognito_idp.create_group(**props)
+        return props["GroupName"], {}
+
+    def _make_identity_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         """The identity pool in moto (so the operator can describe it); the
         guard answers its token exchanges (:mod:`local_stack.identity_pool`)."""
-        (props,) = [
-            resolver.resolve(res["Properties"])
-            for res in template()["Resources"].values()
-            if res["Type"] == "AWS::Cognito::IdentityPool"
-        ]
         client: CognitoIdentityClient = self.client("cognito-identity")
         created = client.create_identity_pool(
             IdentityPoolName=props["IdentityPoolName"],
@@ -337,24 +322,37 @@ class Emulator:
             AllowClassicFlow=bool(props.get("AllowClassicFlow")),
             CognitoIdentityProviders=props.get("CognitoIdentityProviders", []),
         )
-        return created["IdentityPoolId"]
+        return created["IdentityPoolId"], {}
 
-    def _provision_user_pool(self, resolver: Resolver) -> tuple[str, str, str]:
-        resources = template()["Resources"]
-        cognito: CognitoIdentityProviderClient = self.client("cognito-idp")
-        pool_props = resolver.resolve(resources["UserPool"]["Properties"])
-        pool_props["PoolName"] = pool_props.pop("UserPoolName")
-        pool_id = cognito.create_user_pool(**pool_props)["UserPool"]["Id"]
-        client_props = resolver.resolve(
-            {k: v for k, v in resources["UserPoolClient"]["Properties"].items() if k != "UserPoolId"}
+    def _make_role(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """The role in moto's IAM, named by its logical id (what the guard
+        evaluates is :func:`stack_model.roles.roles_from_template`'s reading)."""
+        iam_client = self.client("iam")
+        iam_client.create_role(
+            RoleName=logical_id, AssumeRolePolicyDocument=json.dumps(props["AssumeRolePolicyDocument"])
         )
-        client_id = cognito.create_user_pool_client(UserPoolId=pool_id, **client_props)["UserPoolClient"]["ClientId"]
-        groups = [res for res in resources.values() if res["Type"] == "AWS::Cognito::UserPoolGroup"]
-        for group in groups:
-            props = {k: v for k, v in group["Properties"].items() if k != "UserPoolId"}
-            cognito.create_group(UserPoolId=pool_id, **resolver.resolve(props))
-        admin = next((g["Properties"]["GroupName"] for g in groups if g["Properties"]["GroupName"] == "admin"), "admin")
-        return pool_id, client_id, admin
+        for policy in props.get("Policies", []):
+            iam_client.put_role_policy(
+                RoleName=logical_id,
+                PolicyName=policy["PolicyName"],
+                PolicyDocument=json.dumps(policy["PolicyDocument"]),
+            )
+        return logical_id, {"Arn": role_arn(logical_id)}
+
+    def _make_usage_plan(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """A tier's usage plan (``UsagePlan<Tier>``), with the template's
+        throttle and quota, in moto's API Gateway (without ``ApiStages``: the
+        emulator holds no REST API; the local gateway is the API)."""
+        client: Any = self.client("apigateway")
+        throttle, quota = props.get("Throttle", {}), props.get("Quota", {})
+        created = client.create_usage_plan(
+            name=props.get("UsagePlanName", logical_id),
+            description=props.get("Description", ""),
+            throttle={"rateLimit": float(throttle["RateLimit"]), "burstLimit": int(throttle["BurstLimit"])},
+            quota={"limit": int(quota["Limit"]), "period": quota.get("Period", "DAY")},
+            tags={"tier": usage_plan_tier(logical_id)},
+        )
+        return created["id"], {}
 
 
 USAGE_PLAN_PREFIX = "UsagePlan"

@@ -24,7 +24,7 @@ For each request, in API Gateway's order:
    enabled API key in one of the API's usage plans (else ``INVALID_API_KEY``,
    403), within its plan's rate and burst (else ``THROTTLED``, 429) and its
    daily quota (else ``QUOTA_EXCEEDED``, 429), each with ``Retry-After``.
-5. **Lambda proxy**: a REST v1 event (:func:`local_stack.events.rest_event`)
+5. **Lambda proxy**: a REST v1 event (:func:`stack_model.events.rest_event`)
    with the authorizer's context under ``requestContext.authorizer`` (strings,
    plus ``principalId`` and ``integrationLatency``, as API Gateway passes a
    Lambda authorizer's) is given to the function's handler in-process; its
@@ -54,10 +54,10 @@ from typing import Any
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
-from local_stack.events import rest_event
-from local_stack.lambda_runtime import FunctionSpec
-from local_stack.template import Resolver, template
 from local_stack.usage import Decision, UsageMeter
+from stack_model.events import rest_event
+from stack_model.functions import FunctionSpec
+from stack_model.template import Values, template
 
 log = logging.getLogger("local_stack.gateway")
 
@@ -296,9 +296,10 @@ class GatewayResponses:
     configured: Mapping[str, Mapping[str, Any]]
 
     @classmethod
-    def from_template(cls, resolver: Resolver) -> GatewayResponses:
+    def from_template(cls, values: Values) -> GatewayResponses:
+        # As written: the translation folds them into the API's OpenAPI body.
         props = template()["Resources"][API_RESOURCE]["Properties"]
-        return cls(resolver.resolve(props.get("GatewayResponses", {})))
+        return cls(values.resolve(props.get("GatewayResponses", {})))
 
     def render(
         self,

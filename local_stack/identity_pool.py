@@ -58,8 +58,10 @@ from moto.cognitoidentity.responses import CognitoIdentityResponse
 from moto.core.exceptions import JsonRESTError
 
 from local_stack import cognito, iam
-from local_stack.roles import ACCOUNT_ID, RoleDefinition
-from local_stack.template import Resolver, offline_resolver, template
+from local_stack.local_values import offline_values
+from local_stack.sts import tag_errors
+from stack_model.roles import RoleDefinition, roles_from_template
+from stack_model.template import ACCOUNT_ID, REGION, Values, resources
 from support_tickets.core.identity import token_payload
 
 SERVICE_PRINCIPAL = "cognito-identity.amazonaws.com"
@@ -238,9 +240,6 @@ class LocalIdentityPool:
             for tag, claim in self.principal_tags.get(provider.name, {}).items()
             if isinstance(claims.get(claim), str)
         }
-        # Imported here: the guard imports this module's users lazily, not the reverse.
-        from local_stack.guard import tag_errors
-
         errors = tag_errors(list(tags.items()))
         if errors:
             raise IdentityPoolError("InvalidParameterException", "; ".join(errors))
@@ -292,44 +291,42 @@ def mint(role: RoleDefinition, session_name: str, tags: Mapping[str, str]) -> Is
 
 # ---------------------------------------------------------------- from the template
 def _single(kind: str) -> tuple[str, dict[str, Any]]:
-    found = [(name, res) for name, res in template()["Resources"].items() if res["Type"] == kind]
+    found = resources(kind)
     if len(found) != 1:
         raise ValueError(f"the local stack serves exactly one {kind}, the template has {len(found)}")
-    return found[0]
+    ((name, resource),) = found.items()
+    return name, resource
 
 
 def from_template(
-    resolver: Resolver,
-    identity_pool_id: str,
+    values: Values,
     roles: Mapping[str, RoleDefinition],
     user_pool_provider: Callable[[str, str], Provider],
 ) -> LocalIdentityPool:
-    """The template's identity pool (resolved with ``resolver``, which must
-    know the user pool, its client and the pool's id), its role attachment and
+    """The template's identity pool (resolved with ``values``, which must know
+    the user pool, its client and the pool's id), its role attachment and
     principal-tag maps. ``user_pool_provider(name, client_id)`` makes a
     provider of a ``CognitoIdentityProviders`` entry."""
     pool_name, pool = _single("AWS::Cognito::IdentityPool")
-    props = resolver.resolve(pool["Properties"])
+    props = values.resolve(pool["Properties"])
     providers = {
         entry["ProviderName"]: user_pool_provider(entry["ProviderName"], entry["ClientId"])
         for entry in props.get("CognitoIdentityProviders", [])
     }
     _, attachment = _single("AWS::Cognito::IdentityPoolRoleAttachment")
-    attached = resolver.resolve(attachment["Properties"])
+    attached = values.resolve(attachment["Properties"])
     authenticated = attached.get("Roles", {}).get("authenticated")
     role = next((role for role in roles.values() if role.arn == authenticated), None)
     if attachment["Properties"].get("IdentityPoolId") != {"Ref": pool_name} or attached.get("RoleMappings"):
         raise ValueError("the role attachment must name the identity pool, without role mappings")
     tags: dict[str, dict[str, str]] = {}
-    for resource in template()["Resources"].values():
-        if resource["Type"] != "AWS::Cognito::IdentityPoolPrincipalTag":
-            continue
-        mapped = resolver.resolve(resource["Properties"])
+    for resource in resources("AWS::Cognito::IdentityPoolPrincipalTag").values():
+        mapped = values.resolve(resource["Properties"])
         if mapped.get("UseDefaults"):
             raise ValueError("UseDefaults principal tags (aud, sub) are not modelled locally")
         tags[mapped["IdentityProviderName"]] = dict(mapped.get("PrincipalTags") or {})
     return LocalIdentityPool(
-        identity_pool_id=identity_pool_id,
+        identity_pool_id=values.ref(pool_name),
         providers=providers,
         authenticated_role=role,
         principal_tags=tags,
@@ -366,14 +363,12 @@ def in_process(
     emulator, no user pool): tokens of ``user_pool_id`` and ``client_id``
     signed by a key of ``jwks`` (the test's own), with the template's role,
     trust policy and principal tags. No server-side check: there are no users."""
-    from local_stack.roles import roles_from_template
-
-    resolver = offline_resolver(
-        user_pool_id=user_pool_id, client_id=client_id, identity_pool_id=identity_pool_id, region=region
-    )
+    values = offline_values(user_pool_id=user_pool_id, client_id=client_id, identity_pool_id=identity_pool_id)
+    if region != REGION:
+        raise ValueError(f"the template is read for {REGION}")
     keys = KeySet.import_key_set(jwks)  # type: ignore[arg-type]
-    roles = roles_from_template(resolver)
-    return from_template(resolver, identity_pool_id, roles, lambda name, client: Provider(name, client, lambda: keys))
+    roles = roles_from_template(values)
+    return from_template(values, roles, lambda name, client: Provider(name, client, lambda: keys))
 
 
 @dataclass

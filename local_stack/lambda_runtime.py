@@ -1,94 +1,16 @@
-"""Run Lambda handlers in-process, as the Lambda runtime would.
-
-Used by the local stack's API Gateway emulation and by the tests. Each function
-gets a fresh module namespace (its ``app`` module is loaded under a unique
-name from its own code directory), the environment the template gives it
-(Globals merged), and a Lambda context object.
+"""Run Lambda handlers in-process, as the Lambda runtime would: a Lambda
+context object and the function's environment for the time of an invocation
+(the functions themselves, and how a handler is loaded, are
+:mod:`stack_model.functions`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
-from typing import Any
-
-from local_stack.template import PROJECT_ROOT, Resolver, local_resolver, template
-
-Handler = Callable[[dict[str, Any], Any], Any]
-
-
-@dataclass(frozen=True)
-class ApiRoute:
-    method: str
-    path: str  # API Gateway resource path, e.g. /tickets/{ticket_id}
-
-
-@dataclass(frozen=True)
-class FunctionSpec:
-    """One AWS::Serverless::Function, as the template defines it."""
-
-    logical_id: str
-    code_uri: Path
-    handler: str
-    environment: dict[str, str]
-    memory_mb: int
-    timeout_s: int
-    routes: tuple[ApiRoute, ...] = ()
-    events: dict[str, Any] = field(default_factory=dict)
-    # In the stack's VPC (VpcConfig): reaches DynamoDB through its gateway endpoint only.
-    in_vpc: bool = False
-
-
-def function_specs(resolver: Resolver | None = None) -> dict[str, FunctionSpec]:
-    """Every function of `template.yaml`, with Globals merged and intrinsics resolved."""
-    tpl = template()
-    resolver = resolver or local_resolver()
-    globals_ = tpl.get("Globals", {}).get("Function", {})
-    specs: dict[str, FunctionSpec] = {}
-    for logical_id, resource in tpl["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        props = {**globals_, **resource.get("Properties", {})}
-        env_vars = {
-            **globals_.get("Environment", {}).get("Variables", {}),
-            **resource.get("Properties", {}).get("Environment", {}).get("Variables", {}),
-        }
-        environment = {name: _env_string(resolver, value) for name, value in env_vars.items()}
-        events = resource.get("Properties", {}).get("Events", {})
-        routes = tuple(
-            ApiRoute(method=event["Properties"]["Method"].upper(), path=event["Properties"]["Path"])
-            for event in events.values()
-            if event["Type"] == "Api"
-        )
-        specs[logical_id] = FunctionSpec(
-            logical_id=logical_id,
-            code_uri=PROJECT_ROOT / props["CodeUri"],
-            handler=props["Handler"],
-            environment=environment,
-            memory_mb=int(props.get("MemorySize", 128)),
-            timeout_s=int(props.get("Timeout", 3)),
-            routes=routes,
-            events=events,
-            in_vpc="VpcConfig" in props,
-        )
-    return specs
-
-
-def _env_string(resolver: Resolver, value: Any) -> str:
-    try:
-        resolved = resolver.resolve(value)
-    except ValueError:
-        # An attribute the local run provides itself (e.g. a role ARN) resolves
-        # once the emulator has created it; until then it is left empty.
-        return ""
-    return "" if resolved is None else str(resolved)
 
 
 @dataclass
@@ -115,22 +37,6 @@ def _now_ms() -> int:
     import time
 
     return int(time.monotonic() * 1000)
-
-
-def load_handler(code_dir: Path, handler: str, *, module_name: str | None = None) -> Handler:
-    """Import ``<code_dir>/<module>.py`` under a unique module name and return
-    its handler function; a second call gives a second, independent module."""
-    module_file, _, function_name = handler.rpartition(".")
-    path = code_dir / f"{module_file.replace('.', '/')}.py"
-    name = module_name or f"_lambda_{code_dir.name}_{uuid.uuid4().hex[:8]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    handler_function: Handler = getattr(module, function_name)
-    return handler_function
 
 
 @contextmanager

@@ -29,15 +29,16 @@ from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
-from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, environment, function_specs, load_handler
+from local_stack.lambda_runtime import LambdaContext, environment
+from local_stack.local_values import LOCAL_API_ID
 from local_stack.poller import StreamPoller, failure_message
-from local_stack.roles import function_role
 from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
 from local_stack.stream_source import stream_functions, stream_source
-from local_stack.template import LOCAL_API_ID, PROJECT_ROOT, template
 from local_stack.usage import KeyDirectory, UsageMeter
-from local_stack.users import UserPool, ensure_user, id_token, tenant_credentials
 from ops import sample_events
+from ops.users import UserPool, ensure_user, id_token, tenant_credentials
+from stack_model.functions import FunctionSpec, Handler, function_specs, load_handler
+from stack_model.roles import function_role
 from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
 
@@ -123,22 +124,9 @@ class FunctionRuntime:
 
 
 def layer_directories(specs: Iterable[FunctionSpec]) -> list[Path]:
-    """The content of every layer the functions use (``Layers`` with Globals
-    merged, each a ``!Ref`` to an ``AWS::Serverless::LayerVersion`` of the
-    template): what Lambda puts on the functions' import path."""
-    resources = template()["Resources"]
-    globals_ = template().get("Globals", {}).get("Function", {})
-    directories: list[Path] = []
-    for spec in specs:
-        layers = resources[spec.logical_id].get("Properties", {}).get("Layers", globals_.get("Layers", []))
-        for layer in layers:
-            name = layer.get("Ref") if isinstance(layer, dict) else None
-            if name not in resources or resources[name]["Type"] != "AWS::Serverless::LayerVersion":
-                raise ValueError(f"{spec.logical_id}: layer {layer!r} is not a layer of this template")
-            directory = PROJECT_ROOT / resources[name]["Properties"]["ContentUri"]
-            if directory not in directories:
-                directories.append(directory)
-    return directories
+    """The content of every layer the functions use: what Lambda puts on the
+    functions' import path."""
+    return list(dict.fromkeys(directory for spec in specs for directory in spec.layers))
 
 
 def lambda_environment(
@@ -231,7 +219,7 @@ class LocalStack:
         self._check_not_running()
         self.emulator.start()
         provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
-        specs = function_specs(provisioned.resolver)
+        specs = function_specs(provisioned.values)
         for directory in layer_directories(specs.values()):
             # Lambda puts layer content on the import path; the venv has the layer's dependencies.
             if str(directory) not in sys.path:
@@ -250,7 +238,7 @@ class LocalStack:
             )
         runtime = self.runtime = FunctionRuntime(specs, environments)
 
-        stage = str(provisioned.resolver.resolve({"Ref": "StageName"}))
+        stage = str(provisioned.values.ref("StageName"))
         declared = authorizer_spec()
         ttl = self.options.authorizer_cache_seconds
         self.authorizer = LambdaAuthorizer(
@@ -269,7 +257,7 @@ class LocalStack:
             authorizer=self.authorizer,
             meter=UsageMeter(keys),
             invoke=runtime.invoke,
-            responses=GatewayResponses.from_template(provisioned.resolver),
+            responses=GatewayResponses.from_template(provisioned.values),
             stage=stage,
             api_id=LOCAL_API_ID,
         )
@@ -308,7 +296,7 @@ class LocalStack:
         }
         source = stream_source(function)
         sqs = self.emulator.client("sqs", **credentials)
-        destination = provisioned.resolver.resolve(source.on_failure) if source.on_failure else None
+        destination = provisioned.values.resolve(source.on_failure) if source.on_failure else None
 
         def on_failure(payload: dict[str, Any]) -> None:
             if destination is not None:
@@ -363,7 +351,7 @@ class LocalStack:
 
     def onboard(self, tenant_id: str) -> None:
         """The tenant's record and API key (in its tier's plan), if it has none yet."""
-        from ops.tenants import local_admin
+        from local_stack.state import local_admin
 
         local_admin(self.state()).ensure(tenant_id)
 
@@ -411,7 +399,7 @@ class LocalStack:
             "tenant_role_arn": self.provisioned.roles["TenantAccessRole"].arn,
             "failure_queue_url": self.provisioned.failure_queue_url,
             "usage_plan_ids": dict(self.provisioned.usage_plans),
-            "stack_name": str(self.provisioned.resolver.ref("AWS::StackName")),
+            "stack_name": str(self.provisioned.values.ref("AWS::StackName")),
             "authorizer_cache_seconds": self.authorizer.ttl_seconds if self.authorizer else None,
         }
 

@@ -13,12 +13,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 
-from local_stack.template import PROJECT_ROOT
+from stack_model.template import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ops.tenants import TenantAdmin
 
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
 STATE_FILE = "stack.json"
@@ -57,6 +62,17 @@ def operator_client(endpoint_url: str, service: str, region: str = REGION) -> An
         region_name=region,
     )
     return session.client(service, endpoint_url=endpoint_url, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+
+
+def local_admin(state: Mapping[str, Any]) -> TenantAdmin:
+    """The running local stack's tenant records and API keys (from its state
+    file), as its operator: what ``make token`` and the tests onboard with."""
+    from ops.api_keys import ApiKeys
+    from ops.tenants import TenantAdmin
+
+    url, region = str(state["emulator_url"]), str(state["region"])
+    keys = ApiKeys(operator_client(url, "apigateway", region), dict(state["usage_plan_ids"]), str(state["stack_name"]))
+    return TenantAdmin(operator_client(url, "dynamodb", region), str(state["table_name"]), keys=keys)
 
 
 def _alive(pid: int) -> bool:

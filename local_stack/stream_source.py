@@ -1,5 +1,5 @@
 """The DynamoDB stream event sources of `template.yaml`'s functions (the
-aggregator, the audit writer), as the template defines them.
+aggregator, the audit writer), as SAM deploys them (event source mappings).
 
 ``FilterCriteria`` patterns are read from the template itself (not copied) and
 evaluated with moto's EventBridge event-pattern matcher, the same pattern
@@ -16,7 +16,7 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from local_stack.template import template
+from stack_model.template import resources
 
 AGGREGATOR_FUNCTION = "AggregateCountsFunction"
 
@@ -43,19 +43,22 @@ class StreamSource:
         )
 
 
+def _mappings() -> dict[str, dict[str, Any]]:
+    """The translated template's event source mappings of a DynamoDB stream, by function."""
+    return {
+        resource["Properties"]["FunctionName"]["Ref"]: resource["Properties"]
+        for resource in resources("AWS::Lambda::EventSourceMapping").values()
+        if "StreamArn" in str(resource["Properties"].get("EventSourceArn"))
+    }
+
+
 def stream_functions() -> list[str]:
     """Every function of the template with a DynamoDB stream event, by logical id."""
-    return [
-        name
-        for name, resource in template()["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
-        and any(event["Type"] == "DynamoDB" for event in resource.get("Properties", {}).get("Events", {}).values())
-    ]
+    return list(_mappings())
 
 
 def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
-    events = template()["Resources"][function]["Properties"]["Events"]
-    (props,) = [event["Properties"] for event in events.values() if event["Type"] == "DynamoDB"]
+    props = _mappings()[function]
     filters = props.get("FilterCriteria", {}).get("Filters", [])
     return StreamSource(
         function=function,

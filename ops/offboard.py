@@ -74,11 +74,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.template import template
 from ops.api_keys import ApiKeyError, ApiKeys
+from stack_model.template import template
 from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin
+from stack_model.template import template
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.core.identity import TENANT_CLAIM

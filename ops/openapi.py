@@ -18,8 +18,8 @@ import sys
 import tomllib
 from typing import TYPE_CHECKING, Any
 
-from local_stack.lambda_runtime import FunctionSpec, function_specs, load_handler
-from local_stack.template import PROJECT_ROOT
+from stack_model.functions import FunctionSpec, function_specs, load_handler
+from stack_model.template import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver

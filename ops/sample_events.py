@@ -2,7 +2,7 @@
 
 One file per function at least, named ``<function directory>[_<variant>].json``
 (``create_ticket.json`` is for ``functions/create_ticket``, that is
-``CreateTicketFunction``). REST events are built by ``local_stack.events.rest_event``,
+``CreateTicketFunction``). REST events are built by ``stack_model.events.rest_event``,
 shaped as API Gateway sends them behind the API's Lambda authorizer (its context
 under ``requestContext.authorizer``: strings, ``"groups": "[\"admin\"]"`` for
 an admin), with a placeholder where the ``Authorization`` header holds the
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_stack.events import SAMPLE_CLIENT_ID, authorizer_context, rest_event, with_token
-from local_stack.template import PROJECT_ROOT
-from local_stack.users import UserPool, ensure_user, id_token
+from ops.users import UserPool, ensure_user, id_token
+from stack_model.events import SAMPLE_CLIENT_ID, authorizer_context, rest_event, with_token
+from stack_model.template import PROJECT_ROOT
 from support_tickets.core.identity import TenantCredentials
 
 EVENTS_DIR = PROJECT_ROOT / "events"

@@ -93,7 +93,7 @@ def dynamodb_target(args: argparse.Namespace) -> tuple[DynamoDBClient, str]:
 def stack_target(args: argparse.Namespace) -> Target:
     import boto3
 
-    from local_stack.template import template
+    from stack_model.template import template
 
     default_retention = int(template()["Parameters"]["AuditRetentionDays"]["Default"])
     if args.local:

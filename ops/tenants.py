@@ -53,7 +53,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -340,16 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(record.model_dump(mode="json", exclude={"api_key"}), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
-
-
-def local_admin(state: Mapping[str, Any]) -> TenantAdmin:
-    """The running local stack's tenant records and API keys (from its state
-    file), as its operator: what ``make token`` and the tests onboard with."""
-    from local_stack.state import operator_client
-
-    url, region = str(state["emulator_url"]), str(state["region"])
-    keys = ApiKeys(operator_client(url, "apigateway", region), dict(state["usage_plan_ids"]), str(state["stack_name"]))
-    return TenantAdmin(operator_client(url, "dynamodb", region), str(state["table_name"]), keys=keys)
 
 
 if __name__ == "__main__":

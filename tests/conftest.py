@@ -31,8 +31,8 @@ from joserfc.jwk import RSAKey
 from moto import mock_aws
 
 from local_stack import identity_pool, moto_fixes
-from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.template import table_definition
+from stack_model.events import SAMPLE_CLIENT_ID
+from stack_model.template import table_definition
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload
 from support_tickets.core.settings import get_settings
 from support_tickets.data.comment_repository import CommentRepository
@@ -192,7 +192,7 @@ def credentials_for_token(token: str) -> TenantCredentials:
 
 def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) -> Caller:
     """A caller of the in-process pool, as the layer builds it from a request."""
-    from local_stack.events import authorizer_context
+    from stack_model.events import authorizer_context
 
     token = token_for_claims(tenant_claims(tenant_id, username, admin=admin))
     context = authorizer_context(token_payload(token) or {}, credentials=credentials_for_token(token))

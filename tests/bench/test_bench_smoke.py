@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bench.report import markdown
-from local_stack.template import PROJECT_ROOT
+from stack_model.template import PROJECT_ROOT
 
 BUILD = PROJECT_ROOT / ".aws-sam" / "build" / "SharedLayer" / "python"
 

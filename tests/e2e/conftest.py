@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from local_stack.state import ENV_FILE, STATE_FILE, operator_client
-from local_stack.template import PROJECT_ROOT
-from local_stack.users import UserPool, ensure_user, id_token
+from ops.users import UserPool, ensure_user, id_token
+from stack_model.template import PROJECT_ROOT
 
 START_TIMEOUT_S = 90
 STOP_TIMEOUT_S = 30
@@ -91,7 +91,7 @@ class RunningStack:
         return id_token(pool, username)
 
     def onboard(self, tenant_id: str) -> None:
-        from ops.tenants import local_admin
+        from local_stack.state import local_admin
 
         local_admin(self.state).ensure(tenant_id)
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.lambda_runtime import LambdaContext, environment, function_specs, load_handler
+from local_stack.lambda_runtime import LambdaContext, environment
 from local_stack.state import EVENTS_DIR
-from local_stack.template import PROJECT_ROOT
+from stack_model.events import SAMPLE_CLIENT_ID
+from stack_model.functions import function_specs, load_handler
+from stack_model.template import PROJECT_ROOT
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import credential_cache
 from tests.e2e.conftest import (
@@ -259,7 +260,7 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         cognito = boto3.client("cognito-idp", region_name="eu-west-1")
         pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
         cognito.create_group(UserPoolId=pool_id, GroupName="admin")
-        from local_stack.template import table_definition
+        from stack_model.template import table_definition
 
         dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
         dynamodb.create_table(**table_definition())

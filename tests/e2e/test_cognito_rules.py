@@ -15,8 +15,8 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from local_stack.roles import function_role
-from local_stack.users import new_password
+from ops.users import new_password
+from stack_model.roles import function_role
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_gateway import claims_of
 from tests.e2e.test_isolation import client_with, role_credentials

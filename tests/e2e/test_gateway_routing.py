@@ -18,8 +18,8 @@ from local_stack.gateway import (
     resolve_route,
     routes_from_specs,
 )
-from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.template import local_resolver
+from local_stack.local_values import local_values
+from stack_model.functions import FunctionSpec, function_specs
 from support_tickets.core.identity import BEARER_HEADER
 
 ROUTES = routes_from_specs(function_specs().values())
@@ -185,7 +185,7 @@ def test_the_policy_is_evaluated_as_iam_does(statements: list[dict[str, Any]], m
 
 
 def test_gateway_responses_come_from_the_template() -> None:
-    responses = GatewayResponses.from_template(local_resolver())
+    responses = GatewayResponses.from_template(local_values())
     status, _, body = responses.render("UNAUTHORIZED", "Unauthorized")
     assert (status, body) == (
         401,
@@ -208,7 +208,7 @@ def test_gateway_responses_come_from_the_template() -> None:
 def test_a_deny_names_its_reason_in_the_access_denied_body() -> None:
     """The template's ACCESS_DENIED body takes the code and message from the
     Deny's context (``$context.authorizer.<key>``), as API Gateway substitutes them."""
-    responses = GatewayResponses.from_template(local_resolver())
+    responses = GatewayResponses.from_template(local_values())
     denied = {"error_code": "TENANT_SUSPENDED", "error_message": "This tenant is suspended; contact your provider."}
     status, _, body = responses.render("ACCESS_DENIED", "User is not authorized", authorizer=denied)
     assert status == 403

@@ -17,10 +17,12 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from local_stack.events import rest_event, with_token
-from local_stack.lambda_runtime import LambdaContext, load_handler
-from local_stack.roles import function_role, role_arn
-from local_stack.users import UserPool, id_token
+from local_stack.lambda_runtime import LambdaContext
+from ops.users import UserPool, id_token
+from stack_model.events import rest_event, with_token
+from stack_model.functions import load_handler
+from stack_model.roles import function_role
+from stack_model.template import role_arn
 from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import tenant_clients

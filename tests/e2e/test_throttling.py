@@ -130,7 +130,7 @@ def test_the_daily_quota_is_per_tenant_and_says_when_it_resets(small_tiers: Runn
 
 
 def test_a_tenant_without_an_api_key_is_refused_by_the_gateway(small_tiers: RunningStack) -> None:
-    from local_stack.users import ensure_user, id_token
+    from ops.users import ensure_user, id_token
 
     # A user created by hand, for a tenant nobody onboarded: no record, no API key.
     tenant = new_tenant_id()

@@ -1,5 +1,5 @@
 """Invoke the real REST handlers in-process, with events shaped as API Gateway
-sends them (local_stack.events.rest_event), over whatever AWS the test set up
+sends them (stack_model.events.rest_event), over whatever AWS the test set up
 (moto). One method per route, so tests read like the contract."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from unittest import mock
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.events import authorizer_context, rest_event
 from local_stack.gateway import GatewayResponses
-from local_stack.lambda_runtime import Handler, LambdaContext, function_specs, load_handler
-from local_stack.template import local_resolver
+from local_stack.lambda_runtime import LambdaContext
+from local_stack.local_values import local_values
+from stack_model.events import authorizer_context, rest_event
+from stack_model.functions import Handler, function_specs, load_handler
 from support_tickets.core.errors import ApiError, Unauthorized
 from support_tickets.core.identity import TENANT_CLAIM, TenantCredentials, token_payload
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
@@ -115,7 +116,7 @@ def _authorizer_failed(exc: ApiError, request_id: str) -> ApiResponse:
 
 @cache
 def _gateway_responses() -> GatewayResponses:
-    return GatewayResponses.from_template(local_resolver())
+    return GatewayResponses.from_template(local_values())
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from local_stack.lambda_runtime import LambdaContext, function_specs, load_handler
+from local_stack.lambda_runtime import LambdaContext
 from local_stack.stream_source import lambda_record, stream_source
 from ops.reconcile import recount, stored_counts
+from stack_model.functions import function_specs, load_handler
 from support_tickets.core.keys import TicketStatus
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.events import SAMPLE_CLIENT_ID
+from stack_model.events import SAMPLE_CLIENT_ID
 from tests.functional import api_harness
 from tests.functional.api_harness import (
     ROUTES,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.template import PROJECT_ROOT, template
+from stack_model.functions import FunctionSpec, function_specs
+from stack_model.template import PROJECT_ROOT, template
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"

@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from local_stack.cognito import public_jwks
-from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.lambda_runtime import FunctionSpec, function_specs
-from local_stack.template import PROJECT_ROOT, table_definition
 from ops import sample_events
+from stack_model.events import SAMPLE_CLIENT_ID
+from stack_model.functions import FunctionSpec, function_specs
+from stack_model.template import PROJECT_ROOT, table_definition
 from support_tickets.core import keys
 from support_tickets.core.models import TicketItem
 from support_tickets.data.table import to_item

@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 import pytest
 
-from local_stack.users import UserPool, ensure_user, id_token
+from ops.users import UserPool, ensure_user, id_token
 from tests.functional.api_harness import ApiResponse
 
 STACK_NAME_VARIABLE = "AWS_SAM_STACK_NAME"

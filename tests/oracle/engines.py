@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from local_stack.guard import Session, TableKeys, authorize_dynamodb
-from local_stack.roles import RoleDefinition
+from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
+from local_stack.sessions import Session
+from stack_model.roles import RoleDefinition
 from tests.oracle.cases import SOURCE_VPCE, Case, Question
 from tests.oracle.policies import REGION
 

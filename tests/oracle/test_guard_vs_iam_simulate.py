@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from local_stack.guard import TableKeys
-from local_stack.roles import RoleDefinition, roles_from_template
-from local_stack.template import table_definition
+from local_stack.dynamodb_questions import TableKeys
+from stack_model.roles import RoleDefinition, roles_from_template
+from stack_model.template import table_definition
 from tests.oracle import cases as generator
 from tests.oracle.engines import Outcome, Verdict, guard_outcome, oracle_outcome, simulate
 from tests.oracle.policies import OracleRole, condition_values, local_values, template_roles

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import schemathesis
 
-from local_stack.template import PROJECT_ROOT
+from stack_model.template import PROJECT_ROOT
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.reliability.conftest import report
 

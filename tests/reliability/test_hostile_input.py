@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
-from local_stack.template import table_definition
+from stack_model.template import table_definition
 from support_tickets.core import keys
 from support_tickets.data.cursor import encode_cursor, query_fingerprint
 from tests.conftest import REGION, all_items, mocked_aws, random_tenant_id

@@ -9,7 +9,7 @@ would: 403.)
 
 Tokens with bad tenant claims are real: the local user pool (moto) lets the
 operator create users with any ``custom:tenant_id`` value, which the stack's
-own onboarding (``local_stack.users``) refuses to do.
+own onboarding (``ops.users``) refuses to do.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.users import id_token, new_password
+from ops.users import id_token, new_password
 from tests.e2e.conftest import Response, RunningStack, new_tenant_id
 from tests.e2e.test_isolation import table_items
 

@@ -16,10 +16,11 @@ import botocore.client
 import pytest
 
 from local_stack import cognito
-from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.identity_pool import SigningUserPool
-from local_stack.lambda_runtime import LambdaContext, load_handler
-from local_stack.template import PROJECT_ROOT, table_definition
+from local_stack.lambda_runtime import LambdaContext
+from stack_model.events import SAMPLE_CLIENT_ID
+from stack_model.functions import load_handler
+from stack_model.template import PROJECT_ROOT, table_definition
 from support_tickets.auth import jwks
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig

@@ -10,8 +10,15 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import Question, Session, TableKeys, authorize_dynamodb, dynamodb_requests, request_attributes
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID
+from local_stack.dynamodb_questions import (
+    Question,
+    TableKeys,
+    authorize_dynamodb,
+    dynamodb_requests,
+    request_attributes,
+)
+from local_stack.sessions import Session
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
 from support_tickets.core import keys
 from tests.unit.test_guard_policy import TENANT_ROLE
 

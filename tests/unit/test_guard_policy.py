@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role
-from local_stack.roles import RoleDefinition, function_role, roles_from_template
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID, offline_resolver
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
+from local_stack.sessions import Session
+from local_stack.sts import AssumeRoleRequest, authorize_assume_role
+from stack_model.roles import RoleDefinition, function_role, roles_from_template
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"
 INDEX_ARN = f"{TABLE_ARN}/index/GSI1"
@@ -25,8 +26,8 @@ IDENTITY_POOL_ID = "us-east-1:0c1b5f3a-7d2e-4a8b-9c6d-000000000013"
 
 
 def template_roles() -> dict[str, RoleDefinition]:
-    resolver = offline_resolver(user_pool_id=USER_POOL_ID, client_id=CLIENT_ID, identity_pool_id=IDENTITY_POOL_ID)
-    return roles_from_template(resolver)
+    values = offline_values(user_pool_id=USER_POOL_ID, client_id=CLIENT_ID, identity_pool_id=IDENTITY_POOL_ID)
+    return roles_from_template(values)
 
 
 ROLES = template_roles()

@@ -9,9 +9,11 @@ from typing import Any
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role, authorize_dynamodb
+from local_stack.dynamodb_questions import authorize_dynamodb
 from local_stack.iam import Decision
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
+from local_stack.sessions import Session
+from local_stack.sts import AssumeRoleRequest, authorize_assume_role
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 

@@ -14,9 +14,12 @@ import pytest
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from local_stack import iam, managed_policies
-from local_stack.guard import Guard, Session, Sessions, TableKeys, signer_of
-from local_stack.roles import RoleDefinition
+from local_stack import iam
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import Guard
+from local_stack.sessions import Session, Sessions, signer_of
+from stack_model import managed_policies
+from stack_model.roles import RoleDefinition
 from tests.unit.test_guard_policy import AGGREGATOR_ROLE, QUEUE_ARN, ROLES, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}

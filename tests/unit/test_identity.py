@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.template import template
+from stack_model.template import template
 from support_tickets.auth.authorizer import caller_context
 from support_tickets.core.errors import Forbidden, Unauthorized
 from support_tickets.core.identity import (

@@ -20,10 +20,11 @@ from moto import mock_aws
 
 from local_stack import identity_pool
 from local_stack.cognito import public_jwks
-from local_stack.events import SAMPLE_CLIENT_ID
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, TableKeys
+from local_stack.dynamodb_questions import TableKeys
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
-from local_stack.template import LOCAL_VPC_ENDPOINT_ID
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
+from stack_model.events import SAMPLE_CLIENT_ID
 from tests.conftest import IDENTITY_POOL_ID, REGION, SIGNING_KEY, USER_POOL_ID, USER_POOL_PROVIDER, sign_token
 from tests.unit.test_guard_policy import ROLES, TENANT_ROLE
 

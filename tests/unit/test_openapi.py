@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from local_stack.lambda_runtime import function_specs
-from local_stack.template import PROJECT_ROOT
 from ops.openapi import SECURITY_SCHEME, build_document, render
+from stack_model.functions import function_specs
+from stack_model.template import PROJECT_ROOT
 
 CHECKED_IN = PROJECT_ROOT / "docs" / "openapi.json"
 ERROR_REF = "#/components/schemas/ErrorResponse"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from bench.cost import HOURS_PER_MONTH, NETWORK_PRICES, perimeter_fixed_cost
-from local_stack.template import load_template
+from stack_model.template import load_template
 
 
 def test_the_perimeter_as_deployed_costs_nothing_a_month() -> None:

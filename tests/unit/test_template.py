@@ -17,8 +17,8 @@ import pytest
 from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRACER_CAPTURE_RESPONSE_ENV
 from samtranslator.translator.transform import transform
 
-from local_stack import managed_policies
-from local_stack.template import TEMPLATE_PATH, load_template
+from stack_model import managed_policies
+from stack_model.template import TEMPLATE_PATH, load_template
 from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE
 from support_tickets.core.identity import BEARER_HEADER
 

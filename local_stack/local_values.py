@@ -1,0 +1,56 @@
+"""The values only a local run gives the template's references: the local
+API's id, the id of the DynamoDB gateway endpoint the emulator's second
+listener stands for, and, offline (tests, the in-process identity pool), the
+ARNs and ids the emulator would give its resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from stack_model.template import ACCOUNT_ID, REGION, Values, resources, template_values
+
+LOCAL_API_ID = "local"
+
+# The id the local stack gives the template's DynamoDB gateway endpoint (its
+# Ref, hence TenantAccessRole's aws:SourceVpce condition): what requests to the
+# emulator's endpoint listener carry.
+LOCAL_VPC_ENDPOINT_ID = "vpce-0dd0000000000000a"
+
+# A stream label of :func:`offline_values` (an emulator gives a real one).
+OFFLINE_STREAM_LABEL = "2026-11-21T10:00:00.000"
+
+
+def local_values(parameters: Mapping[str, str] | None = None) -> Values:
+    """What a local run knows before the emulator creates anything: the
+    template's own values, the API's id and stage (SAM's ``<Api>Stage``),
+    and the gateway endpoint's id."""
+    values = template_values(parameters)
+    for api in resources("AWS::ApiGateway::RestApi"):
+        values.refs[api] = LOCAL_API_ID
+    for stage, resource in resources("AWS::ApiGateway::Stage").items():
+        values.refs[stage] = str(values.resolve(resource["Properties"]["StageName"]))
+    for endpoint in resources("AWS::EC2::VPCEndpoint"):
+        values.refs[endpoint] = LOCAL_VPC_ENDPOINT_ID
+    return values
+
+
+def offline_values(*, user_pool_id: str, client_id: str, identity_pool_id: str) -> Values:
+    """Every value the roles and the identity pool name, as the emulator's
+    account would have them: for reading the template's policies and pools
+    without an emulator."""
+    values = local_values()
+    ((table, _),) = resources("AWS::DynamoDB::Table").items()
+    table_arn = f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{values.ref(table)}"
+    values.add(table, values.ref(table), Arn=table_arn, StreamArn=f"{table_arn}/stream/{OFFLINE_STREAM_LABEL}")
+    ((pool, _),) = resources("AWS::Cognito::UserPool").items()
+    values.add(pool, user_pool_id, ProviderName=f"cognito-idp.{REGION}.amazonaws.com/{user_pool_id}")
+    for client in resources("AWS::Cognito::UserPoolClient"):
+        values.add(client, client_id)
+    for identity_pool in resources("AWS::Cognito::IdentityPool"):
+        values.add(identity_pool, identity_pool_id)
+    # Queues are named by their logical ids, as the emulator creates them.
+    for queue in resources("AWS::SQS::Queue"):
+        url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{queue}"
+        values.add(queue, url, Arn=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{queue}")
+    return values

@@ -1,0 +1,169 @@
+r"""STS as the guard models it: ``AssumeRole``'s validation and authorization,
+and STS's XML answers.
+
+Tags STS refuses (a key or value with a character outside
+``[\p{L}\p{Z}\p{N}_.:/=+\-@]``, such as ``*`` or ``?``, too long, more
+than 50 tags) are its 400 ``ValidationError`` before anything else
+(:func:`tag_errors`; the identity pool applies the same rules to the
+principal tags it sets). Then the target role's trust policy must allow
+``sts:AssumeRole`` (and ``sts:TagSession`` when tags are passed) with the
+request's tags as ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session
+caller also needs its own role's policies to allow both actions
+(:func:`authorize_assume_role`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import unicodedata
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from local_stack import iam
+from local_stack.sessions import Session, denial_message
+from stack_model.roles import RoleDefinition
+from stack_model.template import ACCOUNT_ID
+
+log = logging.getLogger("local_stack.guard")
+
+# STS's Tag shape (API reference, "Tag"): key 1-128 and value 0-256 characters
+# of [\p{L}\p{Z}\p{N}_.:/=+\-@]; at most 50 tags. So no "*", "?", "|", "#" or
+# "$" ever reaches a principal tag.
+MAX_SESSION_TAGS = 50
+_TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
+_TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
+_TAG_PUNCTUATION = frozenset("_.:/=+-@")
+
+
+class InvalidRequest(ValueError):
+    """A request STS refuses before any authorization: 400 ValidationError."""
+
+
+def _tag_characters_valid(text: str) -> bool:
+    return all(unicodedata.category(char)[0] in "LZN" or char in _TAG_PUNCTUATION for char in text)
+
+
+def tag_errors(tags: Sequence[tuple[str, str]]) -> list[str]:
+    """STS's validation errors for these session tags, worded as STS words them."""
+    errors: list[str] = []
+    if len(tags) > MAX_SESSION_TAGS:
+        errors.append(
+            f"Value '{len(tags)} tags' at 'tags' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {MAX_SESSION_TAGS}"
+        )
+    for index, (key, value) in enumerate(tags, start=1):
+        for part, text, shortest, longest, pattern in (
+            ("key", key, 1, 128, _TAG_KEY_PATTERN),
+            ("value", value, 0, 256, _TAG_VALUE_PATTERN),
+        ):
+            where = f"Value '{text}' at 'tags.{index}.member.{part}' failed to satisfy constraint: Member must"
+            if len(text) < shortest:
+                errors.append(f"{where} have length greater than or equal to {shortest}")
+            elif len(text) > longest:
+                errors.append(f"{where} have length less than or equal to {longest}")
+            if not _tag_characters_valid(text):
+                errors.append(f"{where} satisfy regular expression pattern: {pattern}")
+    return errors
+
+
+@dataclass(frozen=True)
+class AssumeRoleRequest:
+    role_arn: str
+    session_name: str
+    tags: dict[str, str]
+    session_policy: dict[str, Any] | None
+
+
+def parse_assume_role(params: Mapping[str, str]) -> AssumeRoleRequest:
+    """The parameters of a query-protocol AssumeRole call; :class:`InvalidRequest`
+    for tags STS refuses, NotUnderstood for anything the guard does not model
+    (transitive tags, managed session policies)."""
+    given: list[tuple[str, str]] = []
+    index = 1
+    while f"Tags.member.{index}.Key" in params:
+        given.append((params[f"Tags.member.{index}.Key"], params.get(f"Tags.member.{index}.Value", "")))
+        index += 1
+    errors = tag_errors(given)
+    if errors:
+        count = f"{len(errors)} validation error{'s' if len(errors) > 1 else ''} detected"
+        raise InvalidRequest(f"{count}: {'; '.join(errors)}")
+    tags: dict[str, str] = {}
+    for key, value in given:
+        if key.lower() in {existing.lower() for existing in tags}:
+            raise iam.NotUnderstood("duplicate tag key")
+        tags[key] = value
+    if any(name.startswith(("TransitiveTagKeys", "PolicyArns", "ProvidedContexts")) for name in params):
+        raise iam.NotUnderstood("transitive tags, managed session policies and provided contexts")
+    policy = params.get("Policy")
+    return AssumeRoleRequest(
+        role_arn=params.get("RoleArn", ""),
+        session_name=params.get("RoleSessionName", ""),
+        tags=tags,
+        session_policy=json.loads(policy) if policy else None,
+    )
+
+
+def authorize_assume_role(
+    caller: Session | None, request: AssumeRoleRequest, roles: Mapping[str, RoleDefinition]
+) -> str | None:
+    """``None`` when AWS would let ``caller`` (``None``: the operator) assume
+    the role with these tags, else the AccessDenied message."""
+    caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
+    role = next((role for role in roles.values() if role.arn == request.role_arn), None)
+    if role is None:
+        return denial_message(caller_arn, "sts:AssumeRole", request.role_arn, None)
+    context: dict[str, Sequence[str]] = {f"aws:RequestTag/{key}": [value] for key, value in request.tags.items()}
+    context["sts:RoleSessionName"] = [request.session_name]
+    if request.tags:
+        context["aws:TagKeys"] = list(request.tags)
+    if caller is not None:
+        context.update(caller.context())
+        principals: tuple[str, ...] = (caller.role.arn, f"arn:aws:iam::{ACCOUNT_ID}:root", ACCOUNT_ID)
+    else:
+        principals = ("*",)
+    actions = ["sts:AssumeRole"] + (["sts:TagSession"] if request.tags else [])
+    for action in actions:
+        question = iam.Request(action, role.arn, context, principals)
+        trusted = iam.evaluate([role.trust_policy], question, trust=True)
+        if trusted is not iam.Decision.ALLOW:
+            return denial_message(caller_arn, action, role.arn, trusted, trust=True)
+        if caller is not None:
+            permitted = caller.decide(question)
+            if permitted is not iam.Decision.ALLOW:
+                return denial_message(caller_arn, action, role.arn, permitted)
+    return None
+
+
+# ---------------------------------------------------------------- STS's answers
+# Status, headers and body, as a WSGI app answers.
+Answer = tuple[str, list[tuple[str, str]], bytes]
+
+
+def assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | Answer:
+    """The request, or STS's answer to one it refuses before authorization."""
+    try:
+        return parse_assume_role(params)
+    except InvalidRequest as exc:
+        log.warning("refused: %s", exc)
+        return xml_error("ValidationError", str(exc), status="400 Bad Request")
+    except (iam.NotUnderstood, ValueError):
+        return xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+
+
+def xml_denial(message: str) -> Answer:
+    return xml_error("AccessDenied", message, status="403 Forbidden")
+
+
+def xml_error(code: str, message: str, *, status: str) -> Answer:
+    root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
+    error = ET.SubElement(root, "Error")
+    ET.SubElement(error, "Type").text = "Sender"
+    ET.SubElement(error, "Code").text = code
+    ET.SubElement(error, "Message").text = message
+    ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
+    body = ET.tostring(root)
+    return (status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)

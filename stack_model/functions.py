@@ -1,0 +1,115 @@
+"""The template's functions: each ``AWS::Serverless::Function`` with what
+running it needs (code directory, handler, environment, memory, timeout, API
+routes, VPC or not), and how its handler module is loaded.
+
+Read by the local stack (which runs them in-process), by ``ops.openapi``
+(which asks each handler for its routes) and by the tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from stack_model.template import (
+    UnresolvedIntrinsic,
+    Values,
+    code_path,
+    resources,
+    template,
+    template_values,
+    translated,
+)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    method: str
+    path: str  # API Gateway resource path, e.g. /tickets/{ticket_id}
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One function of the template, as SAM deploys it."""
+
+    logical_id: str
+    code_uri: Path
+    handler: str
+    environment: dict[str, str]
+    memory_mb: int
+    timeout_s: int
+    routes: tuple[ApiRoute, ...] = ()
+    events: dict[str, Any] = field(default_factory=dict)
+    # In the stack's VPC (VpcConfig): reaches DynamoDB through its gateway endpoint only.
+    in_vpc: bool = False
+    # The content of its layers: what Lambda puts on its import path.
+    layers: tuple[Path, ...] = ()
+
+
+def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
+    """Every function of `template.yaml` as SAM deploys it (``Globals``
+    merged by samtranslator), its environment resolved with ``values`` (the
+    template's own by default: what is unknown there is left empty)."""
+    values = values or template_values()
+    specs: dict[str, FunctionSpec] = {}
+    for logical_id, resource in resources("AWS::Lambda::Function").items():
+        props = resource["Properties"]
+        environment = {
+            name: _env_string(values, value)
+            for name, value in props.get("Environment", {}).get("Variables", {}).items()
+        }
+        # The translation turns Api events into the API's own definition; the routes are read where they are written.
+        events = template()["Resources"][logical_id].get("Properties", {}).get("Events", {})
+        routes = tuple(
+            ApiRoute(method=event["Properties"]["Method"].upper(), path=event["Properties"]["Path"])
+            for event in events.values()
+            if event["Type"] == "Api"
+        )
+        layers = [translated()["Resources"][layer["Ref"]]["Properties"]["Content"] for layer in props.get("Layers", [])]
+        specs[logical_id] = FunctionSpec(
+            logical_id=logical_id,
+            code_uri=code_path(props["Code"]),
+            handler=props["Handler"],
+            environment=environment,
+            memory_mb=int(props.get("MemorySize", 128)),
+            timeout_s=int(props.get("Timeout", 3)),
+            routes=routes,
+            events=events,
+            in_vpc="VpcConfig" in props,
+            layers=tuple(code_path(content) for content in layers),
+        )
+    return specs
+
+
+def _env_string(values: Values, value: Any) -> str:
+    try:
+        resolved = values.resolve(value)
+    except UnresolvedIntrinsic:
+        # A value the local run provides itself (e.g. the user pool's) resolves
+        # once the emulator has created it; until then it is left empty.
+        return ""
+    return "" if resolved is None else str(resolved)
+
+
+def load_handler(code_dir: Path, handler: str, *, module_name: str | None = None) -> Handler:
+    """Import ``<code_dir>/<module>.py`` under a unique module name and return
+    its handler function; a second call gives a second, independent module."""
+    module_file, _, function_name = handler.rpartition(".")
+    path = code_dir / f"{module_file.replace('.', '/')}.py"
+    name = module_name or f"_lambda_{code_dir.name}_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    handler_function: Handler = getattr(module, function_name)
+    return handler_function

@@ -1,0 +1,203 @@
+"""`template.yaml` as SAM deploys it, read without AWS.
+
+:func:`translated` is the template through samtranslator, the transform
+``sam deploy`` submits: SAM's resources become CloudFormation's (a function's
+``Globals`` merged in, the roles SAM would generate, its references such as
+``<Api>.Stage`` or a layer's versioned id resolved). Code locations survive
+the translation as keys of a placeholder bucket (:func:`code_path`), as
+``sam package`` would have uploaded them. :func:`template` is the template
+as written, for what the translation hides (a function's ``Events``, the
+API's ``Auth`` and ``GatewayResponses``).
+
+What a translated template still references (``Ref``, ``Fn::GetAtt``,
+``Fn::Sub``, ``Fn::Join``) only a deployment knows; :class:`Values` holds
+what each stands for in one reading (a local run's, or offline values), and
+:meth:`Values.resolve` substitutes them. Anything else is an error, never a
+guess.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_PATH = PROJECT_ROOT / "template.yaml"
+# The account and region a reading without AWS names (moto's defaults).
+ACCOUNT_ID = "123456789012"
+REGION = "us-east-1"
+STACK_NAME = "support-tickets-local"
+# The bucket of the translation's code locations: its keys are project directories.
+CODE_BUCKET = "local-code"
+
+
+def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
+    """A template as written, short intrinsic tags in their long form."""
+    from samcli.yamlhelper import yaml_parse
+
+    loaded = yaml_parse(path.read_text(encoding="utf-8"))
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path} is not a template")
+    return loaded
+
+
+@cache
+def template() -> dict[str, Any]:
+    return load_template()
+
+
+@cache
+def translated() -> dict[str, Any]:
+    """The template as ``sam deploy`` submits it (samtranslator's output)."""
+    import boto3
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    source = copy.deepcopy(template())
+    for resource in source["Resources"].values():
+        props = resource.get("Properties", {})
+        for uri in ("CodeUri", "ContentUri"):
+            if isinstance(props.get(uri), str):
+                props[uri] = f"s3://{CODE_BUCKET}/{props[uri]}"
+    translator = Translator({}, Parser(), boto_session=boto3.session.Session(region_name=REGION))
+    result: dict[str, Any] = translator.translate(source, {}, get_managed_policy_map=dict)
+    return result
+
+
+def code_path(location: Mapping[str, Any]) -> Path:
+    """The project directory of a translated ``Code`` or ``Content``."""
+    if location.get("S3Bucket") != CODE_BUCKET:
+        raise ValueError(f"not a code location of this template: {location!r}")
+    return PROJECT_ROOT / str(location["S3Key"])
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    """The translated template's resources of one type, by logical id."""
+    return {name: res for name, res in translated()["Resources"].items() if res["Type"] == kind}
+
+
+class UnresolvedIntrinsic(ValueError):
+    pass
+
+
+class UnknownParameter(ValueError):
+    pass
+
+
+@dataclass
+class Values:
+    """What each ``Ref`` (``refs``, parameters and pseudo-parameters included)
+    and ``Fn::GetAtt`` (``attributes``, as ``"Logical.Attr"``) of the
+    translated template stands for in one reading."""
+
+    refs: dict[str, str] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def add(self, logical_id: str, ref: str, **attributes: str) -> None:
+        self.refs[logical_id] = ref
+        self.attributes.update({f"{logical_id}.{name}": value for name, value in attributes.items()})
+
+    def ref(self, name: str) -> str:
+        if name not in self.refs:
+            raise UnresolvedIntrinsic(f"Ref {name} has no value here")
+        return self.refs[name]
+
+    def get_att(self, name: str) -> str:
+        if name not in self.attributes:
+            raise UnresolvedIntrinsic(f"Fn::GetAtt {name} has no value here")
+        return self.attributes[name]
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            ((key, arg),) = value.items()
+            if key == "Ref" or key.startswith("Fn::"):
+                return self._intrinsic(key, arg)
+        return {key: self.resolve(item) for key, item in value.items()}
+
+    def _intrinsic(self, key: str, arg: Any) -> str:
+        if key == "Ref":
+            return self.ref(arg)
+        if key == "Fn::GetAtt":
+            return self.get_att(".".join(arg) if isinstance(arg, list) else arg)
+        if key == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+            return re.sub(r"\$\{([^}]+)\}", lambda match: self._sub(match.group(1), variables), text)
+        if key == "Fn::Join":
+            return str(arg[0]).join(str(self.resolve(item)) for item in arg[1])
+        raise UnresolvedIntrinsic(key)
+
+    def _sub(self, name: str, variables: Mapping[str, Any]) -> str:
+        if name.startswith("!"):  # ${!Literal} stays literal
+            return "${" + name[1:] + "}"
+        if name in variables:
+            return str(self.resolve(variables[name]))
+        return self.get_att(name) if "." in name else self.ref(name)
+
+    def holds(self, resource: Mapping[str, Any]) -> bool:
+        """Whether a resource exists with these values (its ``Condition``:
+        ``Fn::Equals`` is the one condition function the template uses)."""
+        if "Condition" not in resource:
+            return True
+        condition = translated()["Conditions"][resource["Condition"]]
+        if set(condition) != {"Fn::Equals"}:
+            raise UnresolvedIntrinsic(f"condition {condition!r}")
+        left, right = self.resolve(condition["Fn::Equals"])
+        return bool(left == right)
+
+
+def template_values(parameters: Mapping[str, str] | None = None) -> Values:
+    """What the template itself says: its parameters (their defaults, or
+    ``parameters`` as ``sam deploy --parameter-overrides`` gives them), the
+    pseudo-parameters of :data:`ACCOUNT_ID` and :data:`REGION`, the names the
+    template gives (a table's ``TableName``), and each role's name (its logical
+    id, as the local stack creates it) and ARN."""
+    declared = translated().get("Parameters", {})
+    unknown = sorted(set(parameters or {}) - set(declared))
+    if unknown:
+        raise UnknownParameter(f"template.yaml has no parameter {', '.join(unknown)}")
+    values = Values()
+    values.refs.update({name: str(spec.get("Default", "")) for name, spec in declared.items()})
+    values.refs.update({name: str(value) for name, value in (parameters or {}).items()})
+    values.refs.update(
+        {
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT_ID,
+            "AWS::Partition": "aws",
+            "AWS::StackName": STACK_NAME,
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+    )
+    for name, table in resources("AWS::DynamoDB::Table").items():
+        if "TableName" in table["Properties"]:
+            values.refs[name] = str(values.resolve(table["Properties"]["TableName"]))
+    for name in resources("AWS::IAM::Role"):
+        values.add(name, name, Arn=role_arn(name))
+    return values
+
+
+def role_arn(name: str) -> str:
+    return f"arn:aws:iam::{ACCOUNT_ID}:role/{name}"
+
+
+def table_definition(values: Values | None = None) -> dict[str, Any]:
+    """The table's CreateTable arguments, straight from `template.yaml`."""
+    ((_, table),) = resources("AWS::DynamoDB::Table").items()
+    return table_arguments((values or template_values()).resolve(table["Properties"]))
+
+
+def table_arguments(props: Mapping[str, Any]) -> dict[str, Any]:
+    """CreateTable's arguments from a table's resolved properties."""
+    names = ("TableName", "AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "BillingMode")
+    arguments = {name: props[name] for name in names if name in props}
+    if "StreamSpecification" in props:
+        arguments["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
+    return arguments
