@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ops.routes import api_routes
 from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id, python_module
 
 PHASE_SECONDS = str(TENANT_CONFIG_TTL_SECONDS + 1)
@@ -86,21 +87,6 @@ def test_every_change_reaches_the_trail_with_its_actor(stack: RunningStack, tena
 
 
 # ---------------------------------------------------------------- suspension
-ROUTES = [
-    ("POST", "/tickets", {"title": "t"}),
-    ("GET", "/tickets", None),
-    ("GET", "/tickets/{id}", None),
-    ("GET", "/tickets/{id}/summary", None),
-    ("PATCH", "/tickets/{id}", {"title": "t2"}),
-    ("POST", "/tickets/{id}/comments", {"body": "b"}),
-    ("POST", "/tickets/status", "batch"),
-    ("GET", "/tickets/{id}/history", None),
-    ("GET", "/aggregates", None),
-    ("GET", "/audit", None),
-    ("DELETE", "/tickets/{id}", None),
-]
-
-
 def test_a_suspended_tenant_is_refused_everywhere_and_reactivated(
     stack: RunningStack, tenant_pair: tuple[Caller, Caller]
 ) -> None:
@@ -114,10 +100,9 @@ def test_a_suspended_tenant_is_refused_everywhere_and_reactivated(
     assert json.loads(suspended.stdout)["status"] == "SUSPENDED"
     assert "TENANT_CONFIG_TTL_SECONDS" in suspended.stderr
     time.sleep(TENANT_CONFIG_TTL_SECONDS + 0.5)  # the stated propagation delay (1 s in this stack)
-    for method, path, body in ROUTES:
-        payload = {"ticket_ids": [ticket_id], "status": "CLOSED"} if body == "batch" else body
-        response = stack.request(method, path.replace("{id}", ticket_id), token=admin, body=payload)
-        assert (response.status, response.error_code) == (403, "TENANT_SUSPENDED"), (method, path, response.body)
+    for route in api_routes():  # every route of the template (ops/routes.py)
+        response = stack.request(route.method, route.url(ticket_id), token=admin, body=route.body(ticket_id))
+        assert (response.status, response.error_code) == (403, "TENANT_SUSPENDED"), (route.key, response.body)
     # its data is untouched (the record aside), and its neighbour is not affected
     assert stack.drain()["drained"] is True
     after = [item for item in tenant_items(stack, tenant.tenant_id) if item["sk"]["S"] != "CONFIG"]
