@@ -1,4 +1,4 @@
-"""The nine API routes as benchmark scenarios: data each needs, and the REST
+"""Every API route as a benchmark scenario: data each needs, and the REST
 event of its n-th request (API Gateway's shape: a real ID token of the local
 user pool in ``Authorization`` and its claims, see ``local_stack.events.with_token``)."""
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from local_stack.events import rest_event, with_token
 from local_stack.lambda_runtime import FunctionSpec, Handler, LambdaContext, load_handler
+from ops.routes import ApiRoute, api_routes
 
 COMMENTS_PER_TICKET = 5
 SETUP_RETRIES: list[str] = []
@@ -130,7 +131,42 @@ class Fixtures:
         def wanted(function: str) -> bool:
             return only is None or function in only
 
-        return self._read_routes(wanted) + self._write_routes(wanted, deletes)
+        made = self._read_routes(wanted) + self._write_routes(wanted, deletes)
+        return made + self._table_routes(wanted, {route.function for route in made})
+
+    def _table_routes(self, wanted: Callable[[str], bool], done: set[str]) -> list[Route]:
+        """The routes of the route table (ops/routes.py) with no scenario of
+        their own above: the table's sample request, on a ticket of their own
+        tenant where the route names one."""
+        made: list[Route] = []
+        for route in api_routes():
+            if route.function in done or not wanted(route.function):
+                continue
+            tenant, user = self.tenant(route.name)
+            ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
+
+            def request(n: int, t: str, u: str, i: str, r: ApiRoute) -> dict[str, Any]:
+                payload = r.body(i)
+                return self.event(
+                    r.method,
+                    r.path,
+                    t,
+                    u,
+                    admin=r.needs.admin,
+                    path_parameters=r.path_parameters(i),
+                    body=None if payload is None else json.dumps(payload),
+                )
+
+            made.append(
+                Route(
+                    bench_name(route),
+                    route.function,
+                    route.needs.success,
+                    route.read_only,
+                    _bound(request, tenant, user, ticket_id, route),
+                )
+            )
+        return made
 
     def _read_routes(self, wanted: Callable[[str], bool]) -> list[Route]:
         made: list[Route] = []
@@ -363,3 +399,8 @@ class Fixtures:
             )
 
         return made
+
+
+def bench_name(route: ApiRoute) -> str:
+    """``GET /tickets/{id}/summary``: how the results name a route."""
+    return f"{route.method} {route.url('{id}')}"
