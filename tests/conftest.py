@@ -48,6 +48,8 @@ from support_tickets.streams.records import failure_queue_client
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from tests.e2e.conftest import RunningStack
+
 moto_fixes.apply()
 
 REGION = "us-east-1"
@@ -244,3 +246,12 @@ def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]
         if "LastEvaluatedKey" not in page:
             return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The local stack, as `make dev` runs it: one per session (per xdist
+    worker), shared by every suite that needs one (e2e, reliability, throttling)."""
+    from tests.e2e.conftest import session_stack
+
+    yield from session_stack(tmp_path_factory)
