@@ -13,15 +13,18 @@ from typing import Any
 import pytest
 
 from ops.routes import api_routes
-from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id, python_module
+from tests.e2e.conftest import TENANT_CONFIG_TTL_SECONDS, Caller, RunningStack, new_tenant_id, python_module, run_main
 
 PHASE_SECONDS = str(TENANT_CONFIG_TTL_SECONDS + 1)
 
 
-def command(stack: RunningStack, module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``make <command>`` against the running stack: ``python -m ops.<module> --local``."""
+def command(stack: RunningStack, module: str, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """``make <command>`` against the running stack: ``python -m ops.<module> --local``,
+    in-process (its ``main``), or as a real process with ``process``."""
     state = str(stack.state_dir / "stack.json")
-    return python_module(f"ops.{module}", *args, "--local", "--local-state", state, timeout=600)
+    if process:
+        return python_module(f"ops.{module}", *args, "--local", "--local-state", state, timeout=600)
+    return run_main(f"ops.{module}", *args, "--local", "--local-state", state)
 
 
 def tenant_items(stack: RunningStack, tenant: str) -> list[dict[str, Any]]:
@@ -119,7 +122,7 @@ def test_export_writes_json_lines_of_the_tenant_only(stack: RunningStack) -> Non
     tenant = new_tenant_id()
     made = populate(stack, tenant)
     populate(stack, tenant + "0")
-    result = command(stack, "export", "--tenant", tenant)
+    result = command(stack, "export", "--tenant", tenant, process=True)  # the smoke test of `python -m ops.*`
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     assert {line["ticket"]["title"] for line in lines} == {f"{tenant} 0", f"{tenant} 2", "once"}
