@@ -60,8 +60,8 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
-# The template checks (cfn-lint, sam validate --lint) are tests too
-# (tests/unit/test_template.py): make test runs them once, there, in parallel.
+# The template check is a test too (tests/unit/test_template.py): make test runs
+# cfn-lint once, there (sam validate --lint is the same cfn-lint call).
 test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	$(BIN)/pytest -n auto --dist loadfile
 
