@@ -20,7 +20,7 @@ export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
+.PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
         bench reconcile onboard tenant export offboard openapi integration clean
 
 help: ## list the targets
@@ -64,6 +64,9 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 # cfn-lint once, there (sam validate --lint is the same cfn-lint call).
 test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	$(BIN)/pytest -n auto --dist loadfile
+
+test-deep: lint-code build ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
+	TEST_DEPTH=deep $(BIN)/pytest -n auto --dist loadfile
 
 test-fast: $(STAMP) ## tests only, against the current build
 	$(BIN)/pytest -x -q

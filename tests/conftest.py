@@ -30,6 +30,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 from moto import mock_aws
 
+import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth asked for
 from local_stack import identity_pool, moto_fixes
 from local_stack.events import SAMPLE_CLIENT_ID
 from local_stack.template import table_definition

@@ -24,6 +24,7 @@ from support_tickets.data.session import credential_cache
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import all_items, mocked_aws, random_tenant_id, tenant_table
+from tests.depth import sized
 from tests.functional.api_harness import Api, User, sample_request
 from tests.functional.conftest import local_state_file, stack_usage_plans
 
@@ -72,7 +73,7 @@ def test_a_sharded_tenants_tickets_spread_over_its_shards(aws: None, dynamodb: D
 
 
 # ---------------------------------------------------------------- scatter-gather
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=sized(deep=15, ci=5), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     shards=st.integers(1, 8),
     tickets=st.integers(0, 20),

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from local_stack.guard import AssumeRoleRequest, Session, authorize_assume_role, authorize_dynamodb
 from local_stack.iam import Decision
+from tests.depth import sized
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 
-PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=sized(deep=300, ci=40), deadline=None)
 
 tenant_ids = st.from_regex(r"[a-z0-9-]{1,63}", fullmatch=True)
 # Keys of any shape: other tenants (prefixes and extensions of the caller's id),
