@@ -29,6 +29,8 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 from moto import mock_aws
+from moto.core.base_backend import BackendDict
+from moto.core.model_instances import reset_model_data
 
 import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth asked for
 from local_stack import identity_pool, moto_fixes
@@ -97,14 +99,18 @@ def _clear_container_caches() -> None:
         cached.cache_clear()
 
 
+def _create_resources() -> None:
+    boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
+    boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+
+
 @contextmanager
 def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     """moto, with the SupportTicket table created from template.yaml's definition,
     the aggregator's failure queue and the template's identity pool."""
     pool = USER_POOL.identity_pool(IDENTITY_POOL_ID)
     with mock_aws():
-        boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
-        boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+        _create_resources()
         identity_pool.register(pool)
         try:
             yield pool
@@ -112,10 +118,45 @@ def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
             identity_pool.unregister(pool)
 
 
-@pytest.fixture
-def aws() -> Iterator[identity_pool.LocalIdentityPool]:
+def _empty_aws() -> None:
+    """Every moto backend back to nothing, then the table and queue again: a
+    fresh account inside a module's shared ``mock_aws``."""
+    BackendDict.reset()
+    reset_model_data()
+    _create_resources()
+
+
+# A module marked ``shared_aws`` gets one mocked AWS for all its tests (building
+# one per test is the in-process suite's largest set-up cost): for modules whose
+# tests use tenants of their own and compare the table before and after, never
+# its whole contents. A test of such a module marked ``fresh_aws`` (it uses
+# fixed tenants such as "1" and "10", reads the stream, or counts the whole
+# table) gets an empty account of its own.
+SHARED_AWS = pytest.mark.shared_aws
+FRESH_AWS = pytest.mark.fresh_aws
+
+
+@pytest.fixture(scope="module")
+def _module_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     with mocked_aws() as pool:
         yield pool
+
+
+@pytest.fixture
+def aws(request: pytest.FixtureRequest) -> Iterator[identity_pool.LocalIdentityPool]:
+    if request.node.get_closest_marker("shared_aws") is None:
+        with mocked_aws() as pool:
+            yield pool
+        return
+    shared: identity_pool.LocalIdentityPool = request.getfixturevalue("_module_aws")
+    if request.node.get_closest_marker("fresh_aws") is None:
+        yield shared
+        return
+    _empty_aws()
+    try:
+        yield shared
+    finally:
+        _empty_aws()
 
 
 @pytest.fixture

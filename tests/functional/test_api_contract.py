@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from local_stack.events import SAMPLE_CLIENT_ID
-from tests.conftest import random_tenant_id
+from tests.conftest import FRESH_AWS, SHARED_AWS, random_tenant_id
 from tests.functional.api_harness import (
     ROUTES,
     Api,
@@ -24,6 +24,8 @@ from tests.functional.api_harness import (
     sample_request,
 )
 from tests.functional.conftest import Snapshot
+
+pytestmark = SHARED_AWS  # random tenants, before/after snapshots
 
 # From the route table (ops/routes.py): a new route is in every case below.
 ALL_ROUTES = sorted(ROUTES)
@@ -114,6 +116,7 @@ def test_a_malformed_tenant_claim_is_403_never_a_default_tenant(
     assert snapshot() == before
 
 
+@FRESH_AWS  # tenants "1" and "10"
 @pytest.mark.parametrize("route", ALL_ROUTES)
 def test_the_tenant_never_comes_from_the_request(api: Api, user: User, snapshot: Snapshot, route: str) -> None:
     # Given a ticket of tenant "1"

@@ -17,12 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import random_tenant_id
+from tests.conftest import FRESH_AWS, SHARED_AWS, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error, sample_request
 from tests.functional.conftest import Snapshot
 from tests.reliability.conftest import WireFaults
 
-pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+pytestmark = [
+    SHARED_AWS,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
+]  # tenants of their own; fixed ones are FRESH_AWS
 
 THROTTLING = "ProvisionedThroughputExceededException"
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
@@ -124,6 +127,7 @@ def test_an_idempotent_create_whose_idempotency_record_is_throttled_is_429(
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_a_delete_throttled_half_way_is_429_and_its_retry_finishes_the_job(
     api: Api, user: User, admin: User, snapshot: Snapshot, wire: WireFaults, *, backoff: list[float]
 ) -> None:
