@@ -63,10 +63,10 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 # The template check is a test too (tests/unit/test_template.py): make test runs
 # cfn-lint once, there (sam validate --lint is the same cfn-lint call).
 test: lint-code build ## the whole suite: lint, sam build, then every test (template checks included) on all cores
-	$(BIN)/pytest -n auto --dist loadfile
+	$(BIN)/pytest -n auto --dist loadscope
 
 test-deep: lint-code build ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
-	TEST_DEPTH=deep $(BIN)/pytest -n auto --dist loadfile
+	TEST_DEPTH=deep $(BIN)/pytest -n auto --dist loadscope
 
 test-fast: $(STAMP) ## tests only, against the current build
 	$(BIN)/pytest -x -q
