@@ -41,33 +41,46 @@ class Needs:
     query: dict[str, str] = field(default_factory=dict)  # a typical query (sample events)
     headers: dict[str, str] = field(default_factory=dict)  # a typical header set (sample events)
     admin: bool = False  # only the tenant's admins may call it (403 FORBIDDEN for members)
+    # The DynamoDB call that does the route's work: one per request, unless scatter.
+    operation: str = "Query"
+    # Reads several partitions by design (the trail: 8 a day), in parallel.
+    scatter: bool = False
 
 
 _TICKET_PATH = "/tickets/{ticket_id}"
 
 NEEDS: dict[tuple[str, str], Needs] = {
-    ("POST", "/tickets"): Needs("create", 201, "Ticket", frozenset({409}), body={"title": "Printer on fire"}),
+    ("POST", "/tickets"): Needs(
+        "create", 201, "Ticket", frozenset({409}), body={"title": "Printer on fire"}, operation="PutItem"
+    ),
     ("GET", "/tickets"): Needs("list", response="TicketPage", query={"status": "OPEN", "limit": "25"}),
     ("GET", _TICKET_PATH): Needs("get", response="TicketWithComments", errors=frozenset({404}), query={"limit": "10"}),
-    ("GET", _TICKET_PATH + "/summary"): Needs("summary", response="Ticket", errors=frozenset({404})),
+    ("GET", _TICKET_PATH + "/summary"): Needs(
+        "summary", response="Ticket", errors=frozenset({404}), operation="GetItem"
+    ),
     ("PATCH", _TICKET_PATH): Needs(
-        "update", response="Ticket", errors=frozenset({404, 409, 412}), body={"title": "mine now"}
+        "update",
+        response="Ticket",
+        errors=frozenset({404, 409, 412}),
+        body={"title": "mine now"},
+        operation="UpdateItem",
     ),
     ("POST", _TICKET_PATH + "/comments"): Needs(
-        "comment", 201, "Comment", frozenset({404, 409}), body={"body": "hello"}
+        "comment", 201, "Comment", frozenset({404, 409}), body={"body": "hello"}, operation="TransactWriteItems"
     ),
     ("POST", "/tickets/status"): Needs(
         "batch",
         response="BatchStatusResponse",
         errors=frozenset({404, 409}),
         body={"ticket_ids": [TICKET], "status": "CLOSED"},
+        operation="TransactWriteItems",
     ),
-    ("DELETE", _TICKET_PATH): Needs("delete", 204, None, frozenset({404}), admin=True),
+    ("DELETE", _TICKET_PATH): Needs("delete", 204, None, frozenset({404}), admin=True, operation="DeleteItem"),
     ("GET", "/aggregates"): Needs("aggregates", response="AggregatesResponse", admin=True),
     ("GET", _TICKET_PATH + "/history"): Needs(
         "history", response="AuditPage", errors=frozenset({404}), query={"limit": "25"}
     ),
-    ("GET", "/audit"): Needs("audit", response="AuditPage", admin=True, query={"limit": "50"}),
+    ("GET", "/audit"): Needs("audit", response="AuditPage", admin=True, query={"limit": "50"}, scatter=True),
 }
 
 

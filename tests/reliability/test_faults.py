@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ops.routes import by_name
 from tests.conftest import FRESH_AWS, SHARED_AWS, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error, sample_request
 from tests.functional.conftest import Snapshot
@@ -31,24 +32,12 @@ THROTTLING = "ProvisionedThroughputExceededException"
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 
 # route → the DynamoDB operation it makes: reads, writes and transactions
-OPERATIONS = {
-    "summary": "GetItem",
-    "get": "Query",
-    "list": "Query",
-    "aggregates": "Query",
-    "history": "Query",
-    "audit": "Query",
-    "create": "PutItem",
-    "update": "UpdateItem",
-    "delete": "DeleteItem",
-    "comment": "TransactWriteItems",
-    "batch": "TransactWriteItems",
-}
-SUCCESS = {"create": 201, "comment": 201, "delete": 204}
-# Routes that make one call of their operation: the trail (GET /audit) queries
-# the 8 partitions of each day of its window in parallel (its 429 and 503 are
-# in tests/functional/test_api_contract.py).
-SINGLE_CALL = sorted(route for route in OPERATIONS if route != "audit")
+# Each route's DynamoDB call (ops/routes.py). Routes that make one call of it:
+# the trail (GET /audit) queries the 8 partitions of each day of its window in
+# parallel (its 429 and 503 are in tests/functional/test_api_contract.py).
+ROUTES = by_name()
+OPERATIONS = {name: route.needs.operation for name, route in ROUTES.items()}
+SINGLE_CALL = sorted(name for name, route in ROUTES.items() if not route.needs.scatter)
 
 
 def without_aggregates(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,7 +57,7 @@ def test_throttling_twice_is_retried_with_backoff_and_applied_once(
     # When the route runs
     response = sample_request(api, route, user, ticket_id)
     # Then botocore retried it (attempts 1, 2, 3, with exponential backoff) and it succeeded
-    assert response.status == SUCCESS.get(route, 200), response.body
+    assert response.status == ROUTES[route].needs.success, response.body
     assert [sent.attempt for sent in wire.of("dynamodb", OPERATIONS[route])] == [1, 2, 3]
     assert backoff == [1.0, 2.0]
     # And the write it made was applied exactly once
@@ -177,11 +166,9 @@ def test_every_dynamodb_request_uses_the_callers_credentials(
 ) -> None:
     ticket_id = api.new_ticket(user)["ticket_id"]
     response = sample_request(api, route, user, ticket_id)
-    assert response.status == SUCCESS.get(route, 200), response.body
+    assert response.status == ROUTES[route].needs.success, response.body
     # One exchange of the user's token for both requests (the admin routes' admin is a second user)
-    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == (
-        2 if route in {"delete", "aggregates", "audit"} else 1
-    )
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == (2 if ROUTES[route].needs.admin else 1)
     tenant_keys_only(wire)
 
 
@@ -270,7 +257,7 @@ def test_credentials_that_expired_mid_flight_are_renewed_once(
     response = sample_request(api, route, user, ticket_id)
     # Then they were renewed (one more GetCredentialsForIdentity, the identity
     # is known) and the request succeeded
-    assert response.status == SUCCESS.get(route, 200), response.body
+    assert response.status == ROUTES[route].needs.success, response.body
     assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == 1
     assert wire.of("cognito-identity", "GetId") == []
     second_key = wire.issued_keys[-1]
