@@ -131,7 +131,7 @@ TEXT_FIELD = {"create": "description", "update": "description", "comment": "body
 
 
 def ticket_route_defaults(route: str) -> dict[str, Any]:
-    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": ROUTES[route].needs.admin}
+    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": route in ADMIN_ROUTES}
 
 
 # ---------------------------------------------------------------- bodies
