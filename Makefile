@@ -25,7 +25,7 @@ export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token events test test-fast lint lint-code format typecheck build validate deploy delete \
+.PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
         bench reconcile onboard tenant export offboard openapi integration oracle clean
 
 help: ## list the targets
@@ -71,10 +71,13 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
-# The template checks (cfn-lint, sam validate --lint) are tests too
-# (tests/unit/test_template.py): make test runs them once, there, in parallel.
+# The template check is a test too (tests/unit/test_template.py): make test runs
+# cfn-lint once, there (sam validate --lint is the same cfn-lint call).
 test: lint-code build $(ORACLE) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
-	$(BIN)/pytest -n auto --dist loadfile
+	$(BIN)/pytest -n auto --dist loadscope
+
+test-deep: lint-code build $(ORACLE) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
+	TEST_DEPTH=deep $(BIN)/pytest -n auto --dist loadscope
 
 test-fast: $(STAMP) $(ORACLE) ## tests only, against the current build
 	$(BIN)/pytest -x -q

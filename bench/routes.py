@@ -1,4 +1,4 @@
-"""The nine API routes as benchmark scenarios: data each needs, and the REST
+"""Every API route as a benchmark scenario: data each needs, and the REST
 event of its n-th request (API Gateway's shape: a real ID token of the local
 user pool in ``Authorization`` and its claims, see ``stack_model.events.with_token``)."""
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack.lambda_runtime import LambdaContext
+from ops.routes import ApiRoute, api_routes
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec, Handler, load_handler
 from support_tickets.core.identity import TenantCredentials
@@ -136,7 +137,42 @@ class Fixtures:
         def wanted(function: str) -> bool:
             return only is None or function in only
 
-        return self._read_routes(wanted) + self._write_routes(wanted, deletes)
+        made = self._read_routes(wanted) + self._write_routes(wanted, deletes)
+        return made + self._table_routes(wanted, {route.function for route in made})
+
+    def _table_routes(self, wanted: Callable[[str], bool], done: set[str]) -> list[Route]:
+        """The routes of the route table (ops/routes.py) with no scenario of
+        their own above: the table's sample request, on a ticket of their own
+        tenant where the route names one."""
+        made: list[Route] = []
+        for route in api_routes():
+            if route.function in done or not wanted(route.function):
+                continue
+            tenant, user = self.tenant(route.name)
+            ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
+
+            def request(n: int, t: str, u: str, i: str, r: ApiRoute) -> dict[str, Any]:
+                payload = r.body(i)
+                return self.event(
+                    r.method,
+                    r.path,
+                    t,
+                    u,
+                    admin=r.needs.admin,
+                    path_parameters=r.path_parameters(i),
+                    body=None if payload is None else json.dumps(payload),
+                )
+
+            made.append(
+                Route(
+                    bench_name(route),
+                    route.function,
+                    route.needs.success,
+                    route.read_only,
+                    _bound(request, tenant, user, ticket_id, route),
+                )
+            )
+        return made
 
     def _read_routes(self, wanted: Callable[[str], bool]) -> list[Route]:
         made: list[Route] = []
@@ -369,3 +405,8 @@ class Fixtures:
             )
 
         return made
+
+
+def bench_name(route: ApiRoute) -> str:
+    """``GET /tickets/{id}/summary``: how the results name a route."""
+    return f"{route.method} {route.url('{id}')}"

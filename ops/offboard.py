@@ -75,7 +75,6 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
-from stack_model.template import template
 from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
 from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
 from ops.tenants import RecordChanged, TenantAdmin

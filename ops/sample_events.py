@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ops.routes import ApiRoute, api_routes
 from ops.users import UserPool, ensure_user, id_token
 from stack_model.events import SAMPLE_CLIENT_ID, authorizer_context, rest_event, with_token
 from stack_model.template import PROJECT_ROOT
@@ -135,9 +136,30 @@ def _rest(
     return event
 
 
+def route_stem(route: ApiRoute) -> str:
+    """The sample event file of a route: its function's directory, ``_admin`` when an admin calls it."""
+    return route.function_dir + ("_admin" if route.needs.admin else "")
+
+
+def route_event(route: ApiRoute) -> dict[str, Any]:
+    """The route's sample request (ops/routes.py), by its user."""
+    return _rest(
+        route_stem(route),
+        route.method,
+        route.path,
+        ADMIN if route.needs.admin else MEMBER,
+        ticket_id=TICKET_ID if route.takes_ticket else None,
+        query=route.needs.query or None,
+        headers=route.needs.headers or None,
+        body=route.body(TICKET_ID),
+    )
+
+
 def rest_events() -> dict[str, dict[str, Any]]:
+    """One event per route of the route table, then the documented examples:
+    richer requests than the table's minimal ones, and variants."""
     ticket = {"title": "Printer on fire", "description": "Third floor, next to the kitchen.", "resolver": "johnd"}
-    return {
+    examples = {
         "create_ticket": _rest("create_ticket", "POST", "/tickets", MEMBER, body=ticket),
         "create_ticket_idempotent": _rest(
             "create_ticket_idempotent",
@@ -147,12 +169,9 @@ def rest_events() -> dict[str, dict[str, Any]]:
             headers={"Idempotency-Key": "8e03978e-40d5-43e8-bc93-6894a57f9324"},
             body=ticket,
         ),
-        "list_tickets": _rest("list_tickets", "GET", "/tickets", MEMBER, query={"status": "OPEN", "limit": "25"}),
         "list_tickets_by_resolver": _rest(
             "list_tickets_by_resolver", "GET", "/tickets", MEMBER, query={"status": "OPEN", "resolver": "johnd"}
         ),
-        "get_ticket": _rest("get_ticket", "GET", TICKET_PATH, MEMBER, ticket_id=TICKET_ID, query={"limit": "10"}),
-        "get_ticket_summary": _rest("get_ticket_summary", "GET", TICKET_PATH + "/summary", MEMBER, ticket_id=TICKET_ID),
         "update_ticket": _rest(
             "update_ticket",
             "PATCH",
@@ -180,12 +199,7 @@ def rest_events() -> dict[str, dict[str, Any]]:
             MEMBER,
             body={"ticket_ids": [TICKET_ID, *OTHER_TICKET_IDS], "status": "CLOSED"},
         ),
-        "delete_ticket_admin": _rest("delete_ticket_admin", "DELETE", TICKET_PATH, ADMIN, ticket_id=TICKET_ID),
         "delete_ticket_non_admin": _rest("delete_ticket_non_admin", "DELETE", TICKET_PATH, MEMBER, ticket_id=TICKET_ID),
-        "get_aggregates_admin": _rest("get_aggregates_admin", "GET", "/aggregates", ADMIN),
-        "get_ticket_history": _rest(
-            "get_ticket_history", "GET", TICKET_PATH + "/history", MEMBER, ticket_id=TICKET_ID, query={"limit": "25"}
-        ),
         "get_audit_trail_admin": _rest(
             "get_audit_trail_admin",
             "GET",
@@ -194,6 +208,7 @@ def rest_events() -> dict[str, dict[str, Any]]:
             query={"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T10:00:00Z", "limit": "50"},
         ),
     }
+    return {**{route_stem(route): route_event(route) for route in api_routes()}, **examples}
 
 
 # ---------------------------------------------------------------- stream

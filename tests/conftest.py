@@ -29,7 +29,10 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 from moto import mock_aws
+from moto.core.base_backend import BackendDict
+from moto.core.model_instances import reset_model_data
 
+import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth asked for
 from local_stack import identity_pool, moto_fixes
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import table_definition
@@ -47,6 +50,8 @@ from support_tickets.streams.records import failure_queue_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from tests.e2e.conftest import RunningStack
 
 moto_fixes.apply()
 
@@ -94,14 +99,18 @@ def _clear_container_caches() -> None:
         cached.cache_clear()
 
 
+def _create_resources() -> None:
+    boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
+    boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+
+
 @contextmanager
 def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     """moto, with the SupportTicket table created from template.yaml's definition,
     the aggregator's failure queue and the template's identity pool."""
     pool = USER_POOL.identity_pool(IDENTITY_POOL_ID)
     with mock_aws():
-        boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
-        boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+        _create_resources()
         identity_pool.register(pool)
         try:
             yield pool
@@ -109,10 +118,45 @@ def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
             identity_pool.unregister(pool)
 
 
-@pytest.fixture
-def aws() -> Iterator[identity_pool.LocalIdentityPool]:
+def _empty_aws() -> None:
+    """Every moto backend back to nothing, then the table and queue again: a
+    fresh account inside a module's shared ``mock_aws``."""
+    BackendDict.reset()
+    reset_model_data()
+    _create_resources()
+
+
+# A module marked ``shared_aws`` gets one mocked AWS for all its tests (building
+# one per test is the in-process suite's largest set-up cost): for modules whose
+# tests use tenants of their own and compare the table before and after, never
+# its whole contents. A test of such a module marked ``fresh_aws`` (it uses
+# fixed tenants such as "1" and "10", reads the stream, or counts the whole
+# table) gets an empty account of its own.
+SHARED_AWS = pytest.mark.shared_aws
+FRESH_AWS = pytest.mark.fresh_aws
+
+
+@pytest.fixture(scope="module")
+def _module_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     with mocked_aws() as pool:
         yield pool
+
+
+@pytest.fixture
+def aws(request: pytest.FixtureRequest) -> Iterator[identity_pool.LocalIdentityPool]:
+    if request.node.get_closest_marker("shared_aws") is None:
+        with mocked_aws() as pool:
+            yield pool
+        return
+    shared: identity_pool.LocalIdentityPool = request.getfixturevalue("_module_aws")
+    if request.node.get_closest_marker("fresh_aws") is None:
+        yield shared
+        return
+    _empty_aws()
+    try:
+        yield shared
+    finally:
+        _empty_aws()
 
 
 @pytest.fixture
@@ -252,3 +296,12 @@ def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]
         if "LastEvaluatedKey" not in page:
             return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The local stack, as `make dev` runs it: one per session (per xdist
+    worker), shared by every suite that needs one (e2e, reliability, throttling)."""
+    from tests.e2e.conftest import session_stack
+
+    yield from session_stack(tmp_path_factory)

@@ -8,6 +8,9 @@ to AWS: every client is pointed at the stack's emulator.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import json
 import os
 import secrets
@@ -33,13 +36,22 @@ STOP_TIMEOUT_S = 30
 # The functions keep a tenant record this long (30 s when deployed): resharding
 # waits it out between phases, so the e2e stack keeps it short.
 TENANT_CONFIG_TTL_SECONDS = 1
-# The session's stack is about everything but throttling: its tiers let a
-# test's bursts through (tests/e2e/test_throttling.py starts a stack of its own
-# with small tiers).
-ROOMY_TIERS = tuple(
+# The session's one stack serves every suite (tests/conftest.py's ``stack``).
+# Basic, every new tenant's tier, lets any test's bursts through; the two other
+# tiers are small, for tests/e2e/test_throttling.py, which moves its own
+# tenants there with the operator command: standard throttles at 2 requests/s
+# (burst 4), premium allows 6 requests a day.
+THROTTLED_TIER, THROTTLED_RATE, THROTTLED_BURST = "standard", 2, 4
+QUOTA_TIER, DAILY_QUOTA = "premium", 6
+ROOMY_TIER = "basic"
+SESSION_TIERS = tuple(
     f"--parameter={tier}{name}={value}"
-    for tier in ("Basic", "Standard", "Premium")
-    for name, value in (("RateLimit", 10_000), ("BurstLimit", 20_000), ("DailyQuota", 10_000_000))
+    for tier, limits in (
+        ("Basic", (("RateLimit", 10_000), ("BurstLimit", 20_000), ("DailyQuota", 10_000_000))),
+        ("Standard", (("RateLimit", THROTTLED_RATE), ("BurstLimit", THROTTLED_BURST), ("DailyQuota", 10_000_000))),
+        ("Premium", (("RateLimit", 10_000), ("BurstLimit", 20_000), ("DailyQuota", DAILY_QUOTA))),
+    )
+    for name, value in limits
 )
 
 
@@ -157,6 +169,34 @@ def python_module(module: str, *args: str, timeout: float = 120) -> subprocess.C
     )
 
 
+def run_main(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>``, in this process: the module's
+    ``main(argv)`` with stdout, stderr and its exit code captured, and no AWS
+    variable of the environment (as :func:`python_module` gives the child).
+    What only a real process shows (the interpreter, the import path, signals)
+    is left to the few tests that use :func:`python_module`."""
+    entry = importlib.import_module(module)
+    if not hasattr(entry, "main"):
+        entry = importlib.import_module(f"{module}.__main__")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved = {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
+    for name in saved:
+        del os.environ[name]
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = entry.main(list(args))
+            except SystemExit as exit_:
+                if isinstance(exit_.code, str):
+                    stderr.write(exit_.code + "\n")
+                    code = 1
+                else:
+                    code = exit_.code or 0
+    finally:
+        os.environ.update(saved)
+    return subprocess.CompletedProcess([module, *args], int(code or 0), stdout.getvalue(), stderr.getvalue())
+
+
 def start_stack(state_dir: Path, *args: str, wait: bool = True) -> RunningStack:
     """Start ``python -m local_stack serve`` (on free ports unless ``args`` name
     one); wait for its state file unless told not to."""
@@ -207,9 +247,9 @@ def server_log(stack: RunningStack) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = start_stack(tmp_path_factory.mktemp("local-stack"), "--no-seed", *ROOMY_TIERS)
+def session_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    """The session's local stack (the ``stack`` fixture of tests/conftest.py)."""
+    running = start_stack(tmp_path_factory.mktemp("local-stack"), "--no-seed", *SESSION_TIERS)
     try:
         yield running
     finally:
@@ -239,4 +279,15 @@ def tenant_pair(stack: RunningStack) -> tuple[Caller, Caller]:
     )
 
 
-__all__ = ["ENV_FILE", "STATE_FILE", "Caller", "Response", "RunningStack", "http", "start_stack", "stop_stack"]
+__all__ = [
+    "ENV_FILE",
+    "STATE_FILE",
+    "Caller",
+    "Response",
+    "RunningStack",
+    "http",
+    "python_module",
+    "run_main",
+    "start_stack",
+    "stop_stack",
+]

@@ -1,5 +1,7 @@
 """The local stack's commands as `make token`, `make onboard` and `make dev`
-run them: subprocesses, stdout and exit codes, state files, clean stops."""
+run them: stdout and exit codes, state files, clean stops. The commands run
+in-process (their ``main(argv)``); the `make dev` test runs them as real
+processes, as a developer does."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tests.e2e.conftest import (
     RunningStack,
     new_tenant_id,
     python_module,
+    run_main,
     server_log,
     start_stack,
     stop_stack,
@@ -34,6 +37,10 @@ from tests.e2e.test_gateway import claims_of
 
 
 def cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_main("local_stack", "--state-dir", str(state_dir), *args)
+
+
+def cli_process(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return python_module("local_stack", "--state-dir", str(state_dir), *args)
 
 
@@ -154,7 +161,7 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     try:
         # When a client waits for the port and asks for a token at once, it gets one
         wait_for_port(port, running.process)
-        token = cli(tmp_path, "token", "--tenant", "acme", "--user", "alice")
+        token = cli_process(tmp_path, "token", "--tenant", "acme", "--user", "alice")
         assert token.returncode == 0, token.stderr
         assert claims_of(token.stdout.strip())["custom:tenant_id"] == "acme"
         running.state = json.loads((tmp_path / STATE_FILE).read_text())
@@ -162,7 +169,7 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
         assert state["api_url"] == f"http://127.0.0.1:{port}"
         env_vars = json.loads((tmp_path / ENV_FILE).read_text())
         log = server_log(running)
-        second = cli(tmp_path, "serve", "--port", "0")
+        second = cli_process(tmp_path, "serve", "--port", "0")
         # The sample events with fresh tokens, for sam local invoke: they work against this stack
         events = {path.name: json.loads(path.read_text()) for path in (tmp_path / EVENTS_DIR).glob("*.json")}
         created = invoke_as_sam_local(tmp_path, "create_ticket.json", "CreateTicketFunction")
@@ -170,7 +177,7 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
         counted = invoke_as_sam_local(tmp_path, "get_aggregates_admin.json", "GetAggregatesFunction")
         # make events writes new tokens
         before = events["create_ticket.json"]["headers"]["Authorization"]
-        refreshed = cli(tmp_path, "events")
+        refreshed = cli_process(tmp_path, "events")
         after = json.loads((tmp_path / EVENTS_DIR / "create_ticket.json").read_text())["headers"]["Authorization"]
     finally:
         code = stop_stack(running)

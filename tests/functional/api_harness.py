@@ -19,14 +19,13 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from local_stack.gateway import GatewayResponses
 from local_stack.lambda_runtime import LambdaContext
 from local_stack.local_values import local_values
+from ops.routes import PATH_PARAMETER, ApiRoute, by_name
 from stack_model.events import authorizer_context, rest_event
 from stack_model.functions import Handler, function_specs, load_handler
 from support_tickets.core.errors import ApiError, Unauthorized
 from support_tickets.core.identity import TENANT_CLAIM, TenantCredentials, token_payload
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
 from tests.conftest import credentials_for_token, tenant_claims, token_for_claims
-
-TICKET = "/tickets/{ticket_id}"
 
 
 @dataclass(frozen=True)
@@ -119,31 +118,13 @@ def _gateway_responses() -> GatewayResponses:
     return GatewayResponses.from_template(local_values())
 
 
-@dataclass(frozen=True)
-class Route:
-    function: str
-    method: str
-    resource: str
-
-
-ROUTES: dict[str, Route] = {
-    "create": Route("CreateTicketFunction", "POST", "/tickets"),
-    "list": Route("ListTicketsFunction", "GET", "/tickets"),
-    "get": Route("GetTicketFunction", "GET", TICKET),
-    "summary": Route("GetTicketSummaryFunction", "GET", TICKET + "/summary"),
-    "update": Route("UpdateTicketFunction", "PATCH", TICKET),
-    "comment": Route("AddCommentFunction", "POST", TICKET + "/comments"),
-    "batch": Route("BatchUpdateStatusFunction", "POST", "/tickets/status"),
-    "delete": Route("DeleteTicketFunction", "DELETE", TICKET),
-    "aggregates": Route("GetAggregatesFunction", "GET", "/aggregates"),
-    "history": Route("GetTicketHistoryFunction", "GET", TICKET + "/history"),
-    "audit": Route("GetAuditTrailFunction", "GET", "/audit"),
-}
+# Every route of the template, by its short name (ops/routes.py).
+ROUTES: dict[str, ApiRoute] = by_name()
 
 
 @dataclass
 class Api:
-    """The eleven routes, each through its own function's ``lambda_handler``."""
+    """Every route, each through its own function's ``lambda_handler``."""
 
     invocations: list[ApiResponse] = field(default_factory=list)
 
@@ -192,8 +173,8 @@ class Api:
                 headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         event = rest_event(
             spec.method,
-            spec.resource,
-            path_parameters={"ticket_id": ticket_id} if ticket_id is not None else None,
+            spec.path,
+            path_parameters={PATH_PARAMETER: ticket_id} if ticket_id is not None else None,
             query=query,
             headers=headers,
             body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
@@ -248,22 +229,19 @@ class Api:
         return ticket
 
 
-def sample_request(api: Api, route: str, user: User, ticket_id: str) -> ApiResponse:
-    """A valid request to ``route`` about ``ticket_id`` (for tables of cases)."""
-    requests: dict[str, Callable[[], ApiResponse]] = {
-        "create": lambda: api.create(user, {"title": "Printer on fire"}),
-        "list": lambda: api.list_tickets(user),
-        "get": lambda: api.get(user, ticket_id),
-        "summary": lambda: api.summary(user, ticket_id),
-        "update": lambda: api.update(user, ticket_id, {"title": "mine now"}),
-        "comment": lambda: api.comment(user, ticket_id, {"body": "hello"}),
-        "batch": lambda: api.batch(user, [ticket_id], "CLOSED"),
-        "delete": lambda: api.delete(user.as_admin(), ticket_id),
-        "aggregates": lambda: api.aggregates(user.as_admin()),
-        "history": lambda: api.history(user, ticket_id),
-        "audit": lambda: api.audit(user.as_admin()),
-    }
-    return requests[route]()
+def sample_request(api: Api, route: str, user: User, ticket_id: str, **kwargs: Any) -> ApiResponse:
+    """A valid request to ``route`` about ``ticket_id`` (for tables of cases):
+    the route table's sample body, as an admin of ``user``'s tenant where the
+    route needs one. ``kwargs`` go to :meth:`Api.call`."""
+    spec = ROUTES[route]
+    caller = user.as_admin() if spec.needs.admin and not user.admin else user
+    return api.call(
+        route,
+        caller,
+        ticket_id=ticket_id if spec.takes_ticket else None,
+        body=spec.body(ticket_id),
+        **kwargs,
+    )
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from tests.conftest import (
     random_tenant_id,
     tenant_table,
 )
+from tests.depth import sized
 from tests.functional.memory_table import MemoryTable, item_size
 from tests.functional.stream_harness import Crash, Record, ShardMapping, StreamHarness, split_into_shards
 
@@ -502,13 +503,14 @@ def test_the_memory_table_leaves_exactly_what_moto_leaves(dynamodb: DynamoDBClie
 def test_a_hot_pair_at_100_changes_a_second_for_two_hours_stays_exact_and_small() -> None:
     """720,000 status changes of one (tenant, status) pair, delivered with every
     redelivery shape: the counts are exact and no item the aggregator keeps
-    ever grows past 40 KB (the old design's item passed 400 KB after ~9,400)."""
+    ever grows past 40 KB (the old design's item passed 400 KB after ~9,400).
+    `make test` runs its first 10 minutes (60,000 changes), `make test-deep` all of it."""
     clock = {"now": 1_800_000_000.0}
     memory = MemoryTable()
     ledger = CountLedger(
         table_name="t", client=cast("DynamoDBClient", memory), on_poison=_no_poison, clock=lambda: clock["now"]
     )
-    changes_per_second, seconds = 100, 2 * 3600
+    changes_per_second, seconds = 100, sized(deep=2 * 3600, ci=600)
     flips = [(OPEN, IN_PROGRESS), (IN_PROGRESS, OPEN)]
     records = [change_record("hot", n, *flips[(n // 500) % 2]) for n in range(changes_per_second * seconds)]
     delivered = 0
@@ -595,7 +597,7 @@ OPERATIONS = st.lists(
 # lives as long as the test function): each example has tenants of its own (a
 # random one and a prefix pair, like "1" and "10") and reads only the records
 # it wrote, so the examples stay independent without a new emulator each.
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=sized(deep=25, ci=8), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS, seed=st.integers(0, 2**32 - 1))
 def test_any_history_with_any_redelivery_counts_exactly(
     harness: StreamHarness, operations: list[Any], seed: int

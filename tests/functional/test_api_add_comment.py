@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error, aws_fails, client_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 
@@ -54,11 +57,13 @@ def test_broken_json_is_400_invalid_json(api: Api, user: User, snapshot: Snapsho
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_a_comment_on_a_missing_ticket_is_404_and_writes_nothing(api: Api, user: User, snapshot: Snapshot) -> None:
     assert_error(api.comment(user, MISSING, {"body": "hello?"}), 404, "TICKET_NOT_FOUND")
     assert snapshot() == []
 
 
+@FRESH_AWS
 def test_a_comment_on_a_deleted_ticket_is_404(api: Api, user: User, admin: User, snapshot: Snapshot) -> None:
     ticket = api.new_ticket(user)
     assert api.delete(admin, ticket["ticket_id"]).status == 204

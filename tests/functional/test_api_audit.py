@@ -17,10 +17,12 @@ from support_tickets.core import keys
 from support_tickets.data.audit_items import epoch_of, iso_time
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
-from tests.conftest import REGION, random_tenant_id
+from tests.conftest import FRESH_AWS, REGION, SHARED_AWS, random_tenant_id
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
 from tests.functional.stream_harness import StreamHarness
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 Writer = Callable[..., str]
@@ -303,6 +305,7 @@ def test_a_window_at_the_ends_of_time_pages_to_its_end(
     assert [event for page in pages(fetch) for event in page["events"]] == []
 
 
+@FRESH_AWS
 @pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
 def test_tenants_1_and_10_see_only_their_own_trail_and_cursors(
     api: Api, write_event: Writer, owner: str, intruder: str

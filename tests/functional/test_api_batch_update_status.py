@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error, aws_fails, client_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 MISSING = ["01JD3ZZZZZZZZZZZZZZZZZZZZZ", "01JD3YYYYYYYYYYYYYYYYYYYYY"]
 

@@ -9,8 +9,11 @@ import pytest
 
 from support_tickets.core import keys
 from support_tickets.data.ticket_repository import TicketRepository
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot, ticket_items
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -83,12 +86,14 @@ def test_a_bad_body_is_400_and_writes_nothing(
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_a_missing_body_is_400(api: Api, user: User, snapshot: Snapshot) -> None:
     error = assert_error(api.call("create", user), 400, "VALIDATION_ERROR")
     assert error["details"] == [{"field": "body", "message": "Field required"}]
     assert snapshot() == []
 
 
+@FRESH_AWS
 def test_a_body_that_is_not_json_content_is_400(api: Api, user: User, snapshot: Snapshot) -> None:
     response = api.call(
         "create", user, raw_body="title=x", headers={"Content-Type": "application/x-www-form-urlencoded"}
@@ -105,6 +110,7 @@ def test_json_with_a_charset_is_fine(api: Api, user: User) -> None:
     assert response.status == 201
 
 
+@FRESH_AWS
 def test_body_size_limit_is_64_kib(api: Api, user: User, snapshot: Snapshot) -> None:
     # Given bodies of exactly 64 KiB and one byte more (neither a valid ticket)
     padding = '{"title": "t", "description": "%s"}'
@@ -121,6 +127,7 @@ def create_with_key(api: Api, user: User, key: str, title: str = "Printer on fir
     return api.create(user, {"title": title}, headers={"Idempotency-Key": key})
 
 
+@FRESH_AWS
 def test_same_key_and_body_give_the_same_ticket_and_one_write(api: Api, user: User, snapshot: Snapshot) -> None:
     # Given a ticket created with an Idempotency-Key
     first = create_with_key(api, user, "key-1")
@@ -181,6 +188,7 @@ def test_same_key_with_another_body_is_409_and_writes_nothing(api: Api, user: Us
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_same_key_while_the_first_request_is_in_progress_is_409(
     api: Api, user: User, snapshot: Snapshot, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,6 +222,7 @@ def test_idempotency_keys_never_cross_tenants(api: Api, owner: str, other: str) 
     assert api.summary(User(owner), second.body["ticket_id"]).status == 404
 
 
+@FRESH_AWS
 @pytest.mark.parametrize("key", ["", "has space", "x" * 256, "naïve"])
 def test_a_malformed_idempotency_key_is_400(api: Api, user: User, snapshot: Snapshot, key: str) -> None:
     error = assert_error(create_with_key(api, user, key), 400, "VALIDATION_ERROR")

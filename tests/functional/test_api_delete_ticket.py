@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from support_tickets.core import keys
-from tests.conftest import all_items, token_for_claims
+from tests.conftest import SHARED_AWS, all_items, token_for_claims
 from tests.functional.api_harness import Api, User, assert_error, aws_calls
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 

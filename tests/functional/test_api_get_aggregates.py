@@ -9,8 +9,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from support_tickets.core import keys
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,6 +43,7 @@ def test_a_non_admin_is_403(api: Api, user: User, dynamodb: DynamoDBClient, tabl
     assert_error(api.aggregates(user), 403, "FORBIDDEN")
 
 
+@FRESH_AWS
 @pytest.mark.parametrize(("owner", "other"), TENANT_PAIRS)
 def test_only_the_callers_tenant_is_counted(
     api: Api, dynamodb: DynamoDBClient, table_name: str, owner: str, other: str

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error, aws_calls
 from tests.functional.conftest import TENANT_PAIRS
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 
 def ticket_with_comments(api: Api, user: User, count: int) -> tuple[dict[str, Any], list[str]]:

@@ -7,8 +7,11 @@ import json
 
 import pytest
 
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 LIST_FIELDS = {"ticket_id", "title", "status", "resolver", "created_by", "created_at", "updated_at", "version"}
 
@@ -156,6 +159,7 @@ def test_a_cursor_from_another_query_is_invalid(
     assert_error(api.list_tickets(user, limit="1", cursor=cursor, **used_for), 400, "INVALID_CURSOR")
 
 
+@FRESH_AWS
 @pytest.mark.parametrize(("owner", "other"), TENANT_PAIRS)
 def test_lists_never_show_another_tenants_tickets(api: Api, owner: str, other: str) -> None:
     mine = {api.new_ticket(User(owner), resolver="johnd")["ticket_id"] for _ in range(2)}

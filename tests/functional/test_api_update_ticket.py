@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, User, assert_error, aws_fails, client_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot
+
+pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
 
 def listed(api: Api, user: User, **query: str) -> set[str]:
@@ -119,6 +122,7 @@ def test_broken_json_is_400_invalid_json(api: Api, user: User, snapshot: Snapsho
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_a_missing_ticket_is_404_and_nothing_is_created(api: Api, user: User, snapshot: Snapshot) -> None:
     assert_error(api.update(user, "01JD3ZZZZZZZZZZZZZZZZZZZZZ", {"title": "x"}), 404, "TICKET_NOT_FOUND")
     assert_error(api.update(user, "01JD3ZZZZZZZZZZZZZZZZZZZZZ", {"title": "x"}, if_match="1"), 404, "TICKET_NOT_FOUND")

@@ -32,6 +32,7 @@ from ops import sample_events
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.template import PROJECT_ROOT, table_definition
+from ops.routes import api_routes
 from support_tickets.core import keys
 from support_tickets.core.models import TicketItem
 from support_tickets.data.table import to_item
@@ -61,8 +62,10 @@ def body(response: dict[str, Any]) -> Any:
     return json.loads(response["body"]) if response.get("body") else None
 
 
-# What each event does against a table holding the tickets the events name.
+# What each event does against a table holding the tickets the events name:
+# at least its route's success status (ops/routes.py), and more where written here.
 EXPECTED: dict[str, tuple[int | None, Check]] = {
+    **{f"{sample_events.route_stem(route)}.json": (route.needs.success, lambda r: True) for route in api_routes()},
     "create_ticket.json": (201, lambda r: body(r)["title"] == "Printer on fire"),
     "create_ticket_idempotent.json": (201, lambda r: body(r)["resolver"] == "johnd"),
     "list_tickets.json": (200, lambda r: len(body(r)["items"]) == 3),

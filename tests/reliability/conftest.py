@@ -1,10 +1,9 @@
 """Fixtures for the reliability tests: faults injected on the wire,
 hostile input, fuzzing and load.
 
-The in-process fixtures (``api``, ``user``, ``admin``, ``snapshot``) and the
-local stack (``stack``, one more ``python -m local_stack serve`` for this
-directory, so the load and the fuzzing never share state with tests/e2e) are
-imported from tests/functional and tests/e2e, not copied.
+The in-process fixtures (``api``, ``user``, ``admin``, ``snapshot``) are
+imported from tests/functional, not copied; the local stack (``stack``) is
+the session's, shared with tests/e2e (the tests use tenants of their own).
 
 :class:`WireFaults` answers chosen AWS requests with an AWS error *on the
 wire*, before moto sees them (a ``before-send`` handler that runs ahead of
@@ -29,10 +28,9 @@ import pytest
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from moto.core.models import botocore_stubber
 
-from tests.e2e.conftest import stack
 from tests.functional.conftest import admin, api, snapshot, user
 
-__all__ = ["Sent", "WireFaults", "admin", "api", "snapshot", "stack", "user"]
+__all__ = ["Sent", "WireFaults", "admin", "api", "snapshot", "user"]
 
 _CREDENTIAL = re.compile(r"Credential=([^/]+)/")
 _ATTEMPT = re.compile(r"attempt=(\d+)")

@@ -17,35 +17,27 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import random_tenant_id
+from ops.routes import by_name
+from tests.conftest import FRESH_AWS, SHARED_AWS, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error, sample_request
 from tests.functional.conftest import Snapshot
 from tests.reliability.conftest import WireFaults
 
-pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+pytestmark = [
+    SHARED_AWS,
+    pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning"),
+]  # tenants of their own; fixed ones are FRESH_AWS
 
 THROTTLING = "ProvisionedThroughputExceededException"
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 
 # route → the DynamoDB operation it makes: reads, writes and transactions
-OPERATIONS = {
-    "summary": "GetItem",
-    "get": "Query",
-    "list": "Query",
-    "aggregates": "Query",
-    "history": "Query",
-    "audit": "Query",
-    "create": "PutItem",
-    "update": "UpdateItem",
-    "delete": "DeleteItem",
-    "comment": "TransactWriteItems",
-    "batch": "TransactWriteItems",
-}
-SUCCESS = {"create": 201, "comment": 201, "delete": 204}
-# Routes that make one call of their operation: the trail (GET /audit) queries
-# the 8 partitions of each day of its window in parallel (its 429 and 503 are
-# in tests/functional/test_api_contract.py).
-SINGLE_CALL = sorted(route for route in OPERATIONS if route != "audit")
+# Each route's DynamoDB call (ops/routes.py). Routes that make one call of it:
+# the trail (GET /audit) queries the 8 partitions of each day of its window in
+# parallel (its 429 and 503 are in tests/functional/test_api_contract.py).
+ROUTES = by_name()
+OPERATIONS = {name: route.needs.operation for name, route in ROUTES.items()}
+SINGLE_CALL = sorted(name for name, route in ROUTES.items() if not route.needs.scatter)
 
 
 def without_aggregates(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,7 +57,7 @@ def test_throttling_twice_is_retried_with_backoff_and_applied_once(
     # When the route runs
     response = sample_request(api, route, user, ticket_id)
     # Then botocore retried it (attempts 1, 2, 3, with exponential backoff) and it succeeded
-    assert response.status == SUCCESS.get(route, 200), response.body
+    assert response.status == ROUTES[route].needs.success, response.body
     assert [sent.attempt for sent in wire.of("dynamodb", OPERATIONS[route])] == [1, 2, 3]
     assert backoff == [1.0, 2.0]
     # And the write it made was applied exactly once
@@ -124,6 +116,7 @@ def test_an_idempotent_create_whose_idempotency_record_is_throttled_is_429(
     assert snapshot() == before
 
 
+@FRESH_AWS
 def test_a_delete_throttled_half_way_is_429_and_its_retry_finishes_the_job(
     api: Api, user: User, admin: User, snapshot: Snapshot, wire: WireFaults, *, backoff: list[float]
 ) -> None:
@@ -173,11 +166,9 @@ def test_every_dynamodb_request_uses_the_callers_credentials(
 ) -> None:
     ticket_id = api.new_ticket(user)["ticket_id"]
     response = sample_request(api, route, user, ticket_id)
-    assert response.status == SUCCESS.get(route, 200), response.body
+    assert response.status == ROUTES[route].needs.success, response.body
     # One exchange of the user's token for both requests (the admin routes' admin is a second user)
-    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == (
-        2 if route in {"delete", "aggregates", "audit"} else 1
-    )
+    assert len(wire.of("cognito-identity", "GetCredentialsForIdentity")) == (2 if ROUTES[route].needs.admin else 1)
     tenant_keys_only(wire)
 
 
@@ -276,7 +267,7 @@ def test_credentials_refused_as_expired_are_503_once_with_nothing_written(
     assert wire.of("cognito-identity") == []
     assert snapshot() == before
     # And the client's retry (credentials DynamoDB accepts again) works, applied once
-    assert sample_request(api, route, user, ticket_id).status == SUCCESS.get(route, 200)
+    assert sample_request(api, route, user, ticket_id).status == ROUTES[route].needs.success
     if route in {"update", "batch"}:
         assert api.summary(user, ticket_id).body["version"] == 2
 

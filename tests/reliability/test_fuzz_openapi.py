@@ -23,10 +23,11 @@ import pytest
 import schemathesis
 
 from stack_model.template import PROJECT_ROOT
+from tests.depth import sized
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.reliability.conftest import report
 
-EXAMPLES_PER_OPERATION = 40
+EXAMPLES_PER_OPERATION = sized(deep=40, ci=10)
 
 schema = schemathesis.openapi.from_path(PROJECT_ROOT / "docs" / "openapi.json")
 schema.config.generation.update(max_examples=EXAMPLES_PER_OPERATION, deterministic=True, database="none")

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
+from ops.routes import api_routes
 from ops.users import id_token, new_password
 from tests.e2e.conftest import Response, RunningStack, new_tenant_id
 from tests.e2e.test_isolation import table_items
@@ -196,23 +196,14 @@ def test_real_tokens_with_a_bad_tenant_claim_are_401_on_every_route(
 ) -> None:
     value = tenant_value.replace("<me>", tenants.me).replace("<ME>", tenants.me.upper())
     token = odd_token(stack, value)
-    requests: list[tuple[str, str, Any]] = [
-        ("POST", "/tickets", {"title": "t"}),
-        ("GET", "/tickets", None),
-        ("GET", f"/tickets/{tenants.ticket}", None),
-        ("GET", f"/tickets/{tenants.ticket}/summary", None),
-        ("PATCH", f"/tickets/{tenants.ticket}", {"title": "t"}),
-        ("POST", f"/tickets/{tenants.ticket}/comments", {"body": "b"}),
-        ("POST", "/tickets/status", {"ticket_ids": [tenants.ticket], "status": "CLOSED"}),
-        ("DELETE", f"/tickets/{tenants.ticket}", None),
-        ("GET", "/aggregates", None),
-    ]
     # The API's authorizer refuses the token itself (its tenant is no valid
     # tenant id): API Gateway's 401, before any function or usage plan.
-    for method, path, body in requests:
-        error(stack.request(method, path, token=token, body=body), 401, "UNAUTHORIZED")
+    for route in api_routes():  # every route of the template (ops/routes.py)
+        response = stack.request(route.method, route.url(tenants.ticket), token=token, body=route.body(tenants.ticket))
+        error(response, 401, "UNAUTHORIZED")
 
 
 def test_admin_routes_need_the_admin_group(stack: RunningStack, tenants: Tenants, unchanged: None) -> None:
-    error(stack.request("DELETE", f"/tickets/{tenants.ticket}", token=tenants.token), 403, "FORBIDDEN")
-    error(stack.request("GET", "/aggregates", token=tenants.token), 403, "FORBIDDEN")
+    for route in [route for route in api_routes() if route.needs.admin]:
+        response = stack.request(route.method, route.url(tenants.ticket), token=tenants.token)
+        error(response, 403, "FORBIDDEN")

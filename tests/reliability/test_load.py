@@ -22,12 +22,13 @@ import pytest
 
 from ops.reconcile import recount
 from support_tickets.core.keys import TicketStatus
+from tests.depth import sized
 from tests.e2e.conftest import Response, RunningStack, new_tenant_id
 from tests.reliability.conftest import report
 
 SEED = 20261121
 CLIENTS = 20
-REQUESTS_PER_CLIENT = 15  # 300 requests in all
+REQUESTS_PER_CLIENT = sized(deep=15, ci=5)  # 300 requests in all, 100 in make test
 STATUSES = [status.value for status in TicketStatus]
 
 

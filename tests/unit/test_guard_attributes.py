@@ -17,8 +17,8 @@ from local_stack.dynamodb_questions import (
     dynamodb_requests,
     request_attributes,
 )
-from local_stack.sessions import Session
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
+from local_stack.sessions import Session
 from support_tickets.core import keys
 from tests.unit.test_guard_policy import TENANT_ROLE
 

@@ -14,10 +14,11 @@ from local_stack.iam import Decision
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
 from local_stack.sessions import Session
 from local_stack.sts import AssumeRoleRequest, authorize_assume_role
+from tests.depth import sized
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES
 
-PROPERTY_SETTINGS = settings(max_examples=300, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=sized(deep=300, ci=40), deadline=None)
 
 tenant_ids = st.from_regex(r"[a-z0-9-]{1,63}", fullmatch=True)
 # Keys of any shape: other tenants (prefixes and extensions of the caller's id),

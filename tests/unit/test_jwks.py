@@ -17,6 +17,7 @@ from joserfc.jwk import RSAKey
 from local_stack.cognito import public_jwks
 from support_tickets.auth import jwks as jwks_module
 from support_tickets.auth.jwks import InvalidToken, Jwks, signing_key
+from tests.depth import sized
 
 KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})
 OTHER_KEY = RSAKey.generate_key(2048, parameters={"kid": "k1", "alg": "RS256", "use": "sig"})
@@ -113,7 +114,7 @@ def test_a_changed_payload_breaks_the_signature() -> None:
         verify(verifier, forged)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=sized(deep=60, ci=20), deadline=None)
 @given(position=st.integers(min_value=0), bit=st.integers(min_value=0, max_value=7))
 def test_any_flipped_bit_of_the_signature_is_refused(position: int, bit: int) -> None:
     token = sign()

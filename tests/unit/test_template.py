@@ -91,22 +91,16 @@ def venv_tool(name: str) -> str:
 
 
 def test_cfn_lint_is_clean() -> None:
+    # `sam validate --lint` is this same check (samcli's validate calls
+    # cfnlint.api.lint on the template, region us-east-1, cfn-lint's default):
+    # run once here, not twice. Plain `sam validate` needs AWS credentials.
     result = subprocess.run(  # noqa: S603 - fixed arguments
-        [venv_tool("cfn-lint"), str(TEMPLATE_PATH)], capture_output=True, text=True, check=False
-    )
-    assert (result.returncode, result.stdout) == (0, "")
-
-
-def test_sam_validate_lint_is_clean() -> None:
-    result = subprocess.run(  # noqa: S603 - fixed arguments
-        [venv_tool("sam"), "validate", "--lint", "--region", "us-east-1", "--template-file", str(TEMPLATE_PATH)],
+        [venv_tool("cfn-lint"), "--regions", "us-east-1", "--", str(TEMPLATE_PATH)],
         capture_output=True,
         text=True,
         check=False,
-        env={"SAM_CLI_TELEMETRY": "0", "PATH": str(Path(sys.executable).parent), "HOME": str(Path.home())},
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "is a valid SAM Template" in result.stdout
+    assert (result.returncode, result.stdout) == (0, "")
 
 
 def rest_api_body() -> dict[str, Any]:

@@ -8,33 +8,32 @@ stop them: no foreign item comes back, none is written.
 - ``POST /leak``: builds the other tenant's *keys* (a repository for that
   tenant id) on the caller's token-bound clients.
 - ``POST /impersonate``: a handler that picked the wrong tenant id for
-  everything: it runs a route's domain operation for a caller whose tenant is
-  the other one. Before credentials were bound to the token, this obtained
-  credentials tagged with the other tenant and read and wrote its data.
+  everything: it runs a route's real function (any route of the route table,
+  ops/routes.py) for a caller whose tenant is the other one. Before
+  credentials were bound to the token, this obtained credentials tagged with
+  the other tenant and read and wrote its data.
 """
 
 import dataclasses
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+import json
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any
+from unittest import mock
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
+from local_stack.lambda_runtime import function_specs, load_handler
+from ops.routes import by_name
+from support_tickets.api import resolver
 from support_tickets.api.resolver import create_app, current_caller, handle
-from support_tickets.core.keys import TicketStatus
-from support_tickets.core.models import (
-    AddCommentRequest,
-    BatchStatusRequest,
-    CreateTicketRequest,
-    Ticket,
-    UpdateTicketRequest,
-)
+from support_tickets.core.identity import Caller, caller_from_event
+from support_tickets.core.models import CreateTicketRequest, Ticket
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.ticket_repository import TicketRepository
-from support_tickets.domain import tickets
 
 app = create_app()
 
@@ -54,35 +53,39 @@ def leak(request: Annotated[LeakRequest, Body()]) -> Ticket:
     return repository.create_ticket(CreateTicketRequest(title="planted"), created_by=caller.username)
 
 
-Route = Literal["create", "list", "get", "summary", "update", "comment", "batch", "delete", "aggregates"]
-
-
 class ImpersonateRequest(BaseModel):
     tenant_id: str  # the bug: a tenant from the body, for everything
-    route: Route
+    route: str  # a route's name in the route table
     ticket_id: str = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 
 
-@app.post("/impersonate")
-def impersonate(request: Annotated[ImpersonateRequest, Body()]) -> Any:
-    caller = dataclasses.replace(current_caller(app), tenant_id=request.tenant_id, is_admin=True)
-    ticket = request.ticket_id
-    operations: dict[str, Callable[[], Any]] = {
-        "create": lambda: tickets.create_ticket(caller, CreateTicketRequest(title="planted")),
-        "list": lambda: tickets.list_tickets(caller, TicketStatus.OPEN, None, 25, None),
-        "get": lambda: tickets.get_ticket(caller, ticket, 25, None),
-        "summary": lambda: tickets.get_ticket_summary(caller, ticket),
-        "update": lambda: tickets.update_ticket(caller, ticket, UpdateTicketRequest(title="defaced"), None),
-        "comment": lambda: tickets.add_comment(caller, ticket, AddCommentRequest(body="planted")),
-        "batch": lambda: tickets.change_status(
-            caller, BatchStatusRequest(ticket_ids=[ticket], status=TicketStatus.CLOSED)
-        ),
-        "delete": lambda: tickets.delete_ticket(caller, ticket),
-        "aggregates": lambda: tickets.get_aggregates(caller),
+def impersonate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """The route's own function, given the route's sample request, with the
+    caller's verified identity but the body's tenant id (and admin rights)."""
+    request = ImpersonateRequest.model_validate_json(event["body"])
+    route = by_name()[request.route]
+    spec = function_specs()[route.function]
+    handler = load_handler(spec.code_uri, spec.handler)
+    body = route.body(request.ticket_id)
+    inner = {
+        **event,
+        "httpMethod": route.method,
+        "resource": route.path,
+        "path": route.url(request.ticket_id),
+        "pathParameters": route.path_parameters(request.ticket_id),
+        "body": None if body is None else json.dumps(body),
     }
-    result = operations[request.route]()
-    return {"done": request.route} if result is None else result
+
+    def wrong_tenant(event: Mapping[str, Any], allowed_client_ids: Collection[str]) -> Caller:
+        caller = caller_from_event(event, allowed_client_ids)
+        return dataclasses.replace(caller, tenant_id=request.tenant_id, is_admin=True)
+
+    with mock.patch.object(resolver, "caller_from_event", wrong_tenant):
+        response: dict[str, Any] = handler(inner, context)
+    return response
 
 
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if event.get("path") == "/impersonate":
+        return impersonate(event, context)
     return handle(app, event, context)

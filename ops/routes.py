@@ -1,0 +1,209 @@
+"""Every route of the API, from one source: the template's ``Api`` events
+(method, path, function) joined with :data:`NEEDS`, the one table of what each
+route needs that the template cannot say (a valid body, admin or not, its
+success status, its own errors).
+
+Every per-route list is derived from :func:`api_routes`: the in-process API
+harness, the isolation, hostile-input, sharding, contract and suspension
+suites, the OpenAPI expectations, the sample events and the benchmark's
+routes. A route added to the template without an entry here fails
+``tests/unit/test_route_table.py`` with its method and path; with an entry,
+every suite covers it with no further edit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from stack_model.template import template
+
+# Stands for the route's ticket id in a sample body (e.g. the batch route's list).
+TICKET = "<ticket_id>"
+PATH_PARAMETER = "ticket_id"
+# Errors every route can answer (API.md's table): the request, the token, the
+# body's size, throttling, a dependency down.
+COMMON_ERRORS = frozenset({400, 401, 403, 413, 429, 503})
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a route needs that its template event does not say."""
+
+    name: str  # the short name tests and tables use ("get", "batch")
+    success: int = 200
+    response: str | None = None  # the success body's schema name in docs/openapi.json
+    errors: frozenset[int] = frozenset()  # the route's own errors, beyond COMMON_ERRORS
+    body: Any = None  # a minimal valid JSON body; TICKET stands for the route's ticket id
+    query: dict[str, str] = field(default_factory=dict)  # a typical query (sample events)
+    headers: dict[str, str] = field(default_factory=dict)  # a typical header set (sample events)
+    admin: bool = False  # only the tenant's admins may call it (403 FORBIDDEN for members)
+    # The DynamoDB call that does the route's work: one per request, unless scatter.
+    operation: str = "Query"
+    # Reads several partitions by design (the trail: 8 a day), in parallel.
+    scatter: bool = False
+
+
+_TICKET_PATH = "/tickets/{ticket_id}"
+
+NEEDS: dict[tuple[str, str], Needs] = {
+    ("POST", "/tickets"): Needs(
+        "create", 201, "Ticket", frozenset({409}), body={"title": "Printer on fire"}, operation="PutItem"
+    ),
+    ("GET", "/tickets"): Needs("list", response="TicketPage", query={"status": "OPEN", "limit": "25"}),
+    ("GET", _TICKET_PATH): Needs("get", response="TicketWithComments", errors=frozenset({404}), query={"limit": "10"}),
+    ("GET", _TICKET_PATH + "/summary"): Needs(
+        "summary", response="Ticket", errors=frozenset({404}), operation="GetItem"
+    ),
+    ("PATCH", _TICKET_PATH): Needs(
+        "update",
+        response="Ticket",
+        errors=frozenset({404, 409, 412}),
+        body={"title": "mine now"},
+        operation="UpdateItem",
+    ),
+    ("POST", _TICKET_PATH + "/comments"): Needs(
+        "comment", 201, "Comment", frozenset({404, 409}), body={"body": "hello"}, operation="TransactWriteItems"
+    ),
+    ("POST", "/tickets/status"): Needs(
+        "batch",
+        response="BatchStatusResponse",
+        errors=frozenset({404, 409}),
+        body={"ticket_ids": [TICKET], "status": "CLOSED"},
+        operation="TransactWriteItems",
+    ),
+    ("DELETE", _TICKET_PATH): Needs("delete", 204, None, frozenset({404}), admin=True, operation="DeleteItem"),
+    ("GET", "/aggregates"): Needs("aggregates", response="AggregatesResponse", admin=True),
+    ("GET", _TICKET_PATH + "/history"): Needs(
+        "history", response="AuditPage", errors=frozenset({404}), query={"limit": "25"}
+    ),
+    ("GET", "/audit"): Needs("audit", response="AuditPage", admin=True, query={"limit": "50"}, scatter=True),
+}
+
+
+@dataclass(frozen=True)
+class TemplateRoute:
+    """One ``Api`` event of the template."""
+
+    method: str
+    path: str
+    function: str  # the function's logical id
+    code_uri: str  # its directory, relative to the project
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    """A template route with its entry of :data:`NEEDS`."""
+
+    method: str
+    path: str
+    function: str
+    code_uri: str
+    needs: Needs
+
+    @property
+    def name(self) -> str:
+        return self.needs.name
+
+    @property
+    def key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    @property
+    def function_dir(self) -> str:
+        """``create_ticket`` for ``functions/create_ticket`` (sample event files are named by it)."""
+        return Path(self.code_uri).name
+
+    @property
+    def takes_ticket(self) -> bool:
+        """The path names a ticket (``{ticket_id}``)."""
+        return "{" + PATH_PARAMETER + "}" in self.path
+
+    @property
+    def names_ticket(self) -> bool:
+        """The request names a ticket, in its path or its body: another
+        tenant's ticket there is 404 TICKET_NOT_FOUND. The other routes answer
+        about the caller's own tenant, whatever the request says."""
+        return self.takes_ticket or TICKET in json.dumps(self.needs.body)
+
+    @property
+    def has_body(self) -> bool:
+        return self.needs.body is not None
+
+    @property
+    def read_only(self) -> bool:
+        return self.method == "GET"
+
+    def body(self, ticket_id: str) -> Any:
+        """The route's sample body about ``ticket_id`` (None if it takes none)."""
+        if self.needs.body is None:
+            return None
+        return json.loads(json.dumps(self.needs.body).replace(TICKET, ticket_id))
+
+    def path_parameters(self, ticket_id: str) -> dict[str, str] | None:
+        return {PATH_PARAMETER: ticket_id} if self.takes_ticket else None
+
+    def url(self, ticket_id: str) -> str:
+        """The request path, with ``ticket_id`` in place of ``{ticket_id}``."""
+        return self.path.replace("{" + PATH_PARAMETER + "}", ticket_id)
+
+
+def template_routes() -> list[TemplateRoute]:
+    """Every ``Api`` event of ``template.yaml``, in the template's order."""
+    found: list[TemplateRoute] = []
+    for logical_id, resource in template()["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        properties = resource.get("Properties", {})
+        for event in properties.get("Events", {}).values():
+            if event["Type"] == "Api":
+                found.append(
+                    TemplateRoute(
+                        method=event["Properties"]["Method"].upper(),
+                        path=event["Properties"]["Path"],
+                        function=logical_id,
+                        code_uri=str(properties["CodeUri"]),
+                    )
+                )
+    return found
+
+
+def missing_entries() -> list[str]:
+    """``METHOD /path`` of each template route with no entry in :data:`NEEDS`."""
+    return [route.key for route in template_routes() if (route.method, route.path) not in NEEDS]
+
+
+def stale_entries() -> list[str]:
+    """``METHOD /path`` of each entry of :data:`NEEDS` that the template does not route."""
+    routed = {(route.method, route.path) for route in template_routes()}
+    return [f"{method} {path}" for method, path in NEEDS if (method, path) not in routed]
+
+
+@cache
+def api_routes() -> tuple[ApiRoute, ...]:
+    """Every route of the template with what it needs, in the template's order.
+
+    A route with no entry is left out here, so that collecting the suites does
+    not fail on it everywhere at once: ``test_route_table`` fails on it alone,
+    by its method and path."""
+    return tuple(
+        ApiRoute(route.method, route.path, route.function, route.code_uri, NEEDS[(route.method, route.path)])
+        for route in template_routes()
+        if (route.method, route.path) in NEEDS
+    )
+
+
+def by_name() -> dict[str, ApiRoute]:
+    return {route.name: route for route in api_routes()}
+
+
+def route_names() -> list[str]:
+    """Every route's short name, sorted (stable test ids)."""
+    return sorted(route.name for route in api_routes())
