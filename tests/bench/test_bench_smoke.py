@@ -74,7 +74,9 @@ def test_every_read_route_is_exactly_one_dynamodb_call(results: dict[str, Any]) 
     # The tenant's trail: one Query per partition (8) of each day of its window, nothing else
     (trail,) = [route for route in results["warm"] if route["scatter"]]
     assert trail["route"] == "GET /audit"
-    assert trail["ours"]["dynamodb_calls_in_most_requests"] in {8, 16}  # a day's window spans one or two dates
+    # One query per partition of each date of the window (8 a day; one or two dates), plus the
+    # few a page makes to read on from partitions whose first slice ran out.
+    assert 8 <= trail["ours"]["dynamodb_calls_in_most_requests"] <= 32
     for route in reads:
         assert route["ours"]["max_dynamodb_calls_in_a_request"] == 1, route["route"]
         assert route["ours"]["rru_per_request"] > 0

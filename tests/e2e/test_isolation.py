@@ -18,13 +18,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_stack.lambda_runtime import LambdaContext
+from ops.routes import by_name, route_names
 from ops.users import UserPool, id_token
 from stack_model.events import rest_event, with_token
 from stack_model.functions import load_handler
 from stack_model.roles import function_role
 from stack_model.template import role_arn
 from support_tickets.core.identity import TenantCredentials
-from ops.routes import by_name, route_names
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import tenant_clients
 from tests.e2e.conftest import RunningStack, new_tenant_id

@@ -183,6 +183,7 @@ def test_the_trail_is_newest_first_across_days_and_partitions_each_event_once(
     assert {event["at"][:10] for event in events} == {"2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21"}
 
 
+@FRESH_AWS
 @pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
 def test_a_page_reads_about_limit_events_not_limit_from_every_partition(
     api: Api, write_event: Writer, monkeypatch: pytest.MonkeyPatch, owner: str, intruder: str

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from stack_model.events import SAMPLE_CLIENT_ID
-from tests.conftest import FRESH_AWS, SHARED_AWS, random_tenant_id
+from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional import api_harness
 from tests.functional.api_harness import (
     ROUTES,

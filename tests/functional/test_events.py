@@ -29,10 +29,10 @@ import pytest
 
 from local_stack.cognito import public_jwks
 from ops import sample_events
+from ops.routes import api_routes
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.template import PROJECT_ROOT, table_definition
-from ops.routes import api_routes
 from support_tickets.core import keys
 from support_tickets.core.models import TicketItem
 from support_tickets.data.table import to_item

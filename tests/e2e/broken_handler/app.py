@@ -24,8 +24,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from local_stack.lambda_runtime import function_specs, load_handler
 from ops.routes import by_name
+from stack_model.functions import function_specs, load_handler
 from support_tickets.api import resolver
 from support_tickets.api.resolver import create_app, current_caller, handle
 from support_tickets.core.identity import Caller, caller_from_event
