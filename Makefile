@@ -120,8 +120,9 @@ integration: $(STAMP) ## tests against a deployed stack: make integration AWS_SA
 bench: build ## benchmarks: writes bench/results.json and bench/results.md
 	$(PY) -m bench
 
-reconcile: $(STAMP) ## recount a tenant's tickets per status, repair stable drift: make reconcile TENANT=<t> [STACK=<stack>] [REPAIR=1]
-	$(PY) -m ops.reconcile --tenant "$(TENANT)" $(if $(STACK),--stack $(STACK),--local) $(if $(filter 1 true yes,$(REPAIR)),--repair,)
+reconcile: $(STAMP) ## recount a tenant's tickets per status, repair stable drift: make reconcile TENANT=<t> [STACK=<stack> [REGION=<r>]] [REPAIR=1]
+	$(PY) -m ops.reconcile --tenant "$(TENANT)" $(if $(STACK),--stack $(STACK),--local) $(if $(REGION),--region "$(REGION)",) \
+	  $(if $(filter 1 true yes,$(REPAIR)),--repair,)
 
 openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
 	$(PY) -m ops.openapi > docs/openapi.json
