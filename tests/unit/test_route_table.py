@@ -24,7 +24,7 @@ def test_route_table_names_are_unique_and_each_route_is_one_function() -> None:
     names = [route.name for route in api_routes()]
     assert len(names) == len(set(names)) == len(NEEDS)
     functions = [route.function for route in api_routes()]
-    assert len(functions) == len(set(functions)), "one route, one function (DESIGN.md)"
+    assert len(functions) == len(set(functions)), "one route, one function (docs/architecture.md)"
 
 
 def test_route_table_admin_routes_and_bodies_are_consistent() -> None:
