@@ -14,6 +14,7 @@ callers' tokens from :func:`token_for_claims`, so the handlers exchange real
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import secrets
@@ -25,6 +26,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 import pytest
 from joserfc import jwt
 from joserfc.jwk import RSAKey
@@ -54,6 +57,12 @@ if TYPE_CHECKING:
     from tests.e2e.conftest import RunningStack
 
 moto_fixes.apply()
+
+# Each test builds fresh boto3 sessions (a fresh mocked account, fresh
+# credentials), and each new session would read and parse botocore's service
+# models again: a third of the in-process tests' time. One loader per process,
+# as a Lambda container's one long-lived session has.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
 
 REGION = "us-east-1"
 USER_POOL_ID = "us-east-1_EXAMPLE"
@@ -287,7 +296,18 @@ def new_tenant() -> Callable[[], str]:
 
 
 def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]:
-    """Every item of the table, for before/after comparisons in tests only."""
+    """Every item of the table, for before/after comparisons in tests only.
+
+    In-process, moto's own table is read: a Scan of a shared table through
+    moto's response serializer costs more than most tests it checks. Against
+    an emulator in another process, a Scan."""
+    if dynamodb.meta.endpoint_url == f"https://dynamodb.{dynamodb.meta.region_name}.amazonaws.com":
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        table = dynamodb_backends[DEFAULT_ACCOUNT_ID][dynamodb.meta.region_name].get_table(table_name)
+        in_moto: list[dict[str, Any]] = [item.to_json()["Attributes"] for item in table.all_items()]
+        return sorted(in_moto, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
     items: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"TableName": table_name}
     while True:
