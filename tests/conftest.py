@@ -62,7 +62,7 @@ moto_fixes.apply()
 # credentials), and each new session would read and parse botocore's service
 # models again: a third of the in-process tests' time. One loader per process,
 # as a Lambda container's one long-lived session has.
-botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
 REGION = "us-east-1"
 USER_POOL_ID = "us-east-1_EXAMPLE"
@@ -302,7 +302,7 @@ def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]
     moto's response serializer costs more than most tests it checks. Against
     an emulator in another process, a Scan."""
     if dynamodb.meta.endpoint_url == f"https://dynamodb.{dynamodb.meta.region_name}.amazonaws.com":
-        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.dynamodb.models import dynamodb_backends
 
         table = dynamodb_backends[DEFAULT_ACCOUNT_ID][dynamodb.meta.region_name].get_table(table_name)
