@@ -7,9 +7,13 @@ PORT        ?= 3000
 STACK_NAME  ?= support-tickets
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
+# uv installs the pinned requirements into the venv (pip, bootstrapping it, takes
+# minutes where uv takes seconds); the venv keeps pip for sam build.
+UV_VERSION  := 0.13.9
+UV          := $(BIN)/uv
 REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt \
                 functions/authorizer/requirements.txt
-STAMP       := $(VENV)/.installed-$(shell cat $(REQUIREMENTS) | cksum | cut -d' ' -f1)
+STAMP       := $(VENV)/.installed-$(shell echo $(UV_VERSION) | cat - $(REQUIREMENTS) | cksum | cut -d' ' -f1)
 # A stand-in for what the python3.13 runtime provides (boto3 and its
 # dependencies, byte-compiled as the runtime's are): tests and benchmarks put it
 # on the import path after the layer, where Lambda has /var/lang/lib/python3.13/site-packages.
@@ -35,8 +39,8 @@ $(STAMP): $(REQUIREMENTS) .python-version
 	@py=$$(scripts/find-python.sh) && \
 	  { [ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' || \
 	    { rm -rf $(VENV) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV); }; }
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.3
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
@@ -103,8 +107,7 @@ build: $(STAMP) $(RUNTIME) ## sam build (layer and functions into .aws-sam/build
 
 $(RUNTIME): layers/shared/lambda-runtime.txt $(STAMP)
 	rm -rf $(RUNTIME_DIR)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
-	  --target $(RUNTIME_DIR)/python -r layers/shared/lambda-runtime.txt
+	$(UV) pip install --quiet --python $(PY) --no-deps --target $(RUNTIME_DIR)/python -r layers/shared/lambda-runtime.txt
 	$(PY) -m compileall -q -j 0 --invalidation-mode unchecked-hash $(RUNTIME_DIR)/python
 	@touch $@
 
