@@ -54,6 +54,7 @@ from support_tickets.streams.records import failure_queue_client
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from ops.tenants import TenantAdmin
     from tests.e2e.conftest import RunningStack
 
 moto_fixes.apply()
@@ -293,6 +294,16 @@ def random_tenant_id() -> str:
 @pytest.fixture
 def new_tenant() -> Callable[[], str]:
     return random_tenant_id
+
+
+def instant_tenant_admin(dynamodb: DynamoDBClient, table_name: str) -> TenantAdmin:
+    """The operator's tool, with no phase to wait out: in-process tests make a
+    container see a record by clearing its cache, not by waiting for its TTL
+    (``changed_at`` is in whole seconds, so even a 0 s phase would sleep up to
+    one second). The waits themselves are tested with a fake clock."""
+    from ops.tenants import TenantAdmin
+
+    return TenantAdmin(dynamodb, table_name, phase_seconds=0.0, sleep=lambda _: None)
 
 
 def all_items(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, Any]]:

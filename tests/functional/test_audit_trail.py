@@ -15,14 +15,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from local_stack.stream_source import stream_source
-from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.data.table import TenantTable
 from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_client
-from tests.conftest import FAILURE_QUEUE_URL, REGION, all_items, random_tenant_id, tenant_table
+from tests.conftest import FAILURE_QUEUE_URL, REGION, all_items, instant_tenant_admin, random_tenant_id, tenant_table
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.stream_harness import Record, StreamHarness
 
@@ -138,7 +137,7 @@ def test_the_deletes_mark_and_a_reshard_record_nothing_and_count_nothing(
     counts.deliver(counts.new_records())
     before = audit_items(dynamodb, table_name, tenant)
     # When the tenant is resharded (the move rewrites tenant_status's shard suffix only)
-    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0)
+    admin = instant_tenant_admin(dynamodb, table_name)
     admin.reshard(tenant, 4)
     moves = audit.new_records()
     assert moves, "the reshard moved tickets"

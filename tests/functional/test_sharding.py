@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ops.routes import by_name, route_names
-from ops.tenants import TenantAdmin, TenantRecordError, main
+from ops.tenants import TenantRecordError, main
 from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.keys import TicketStatus
@@ -23,7 +23,7 @@ from support_tickets.core.models import CreateTicketRequest
 from support_tickets.data.session import credential_cache
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
-from tests.conftest import all_items, mocked_aws, random_tenant_id, tenant_table
+from tests.conftest import all_items, instant_tenant_admin, mocked_aws, random_tenant_id, tenant_table
 from tests.depth import sized
 from tests.functional.api_harness import Api, User, sample_request
 from tests.functional.conftest import local_state_file, stack_usage_plans
@@ -254,7 +254,7 @@ def test_resharding_never_hides_a_ticket_from_any_container(
 ) -> None:
     # Given a tenant with tickets in every status under `start` shards
     tenant = random_tenant_id()
-    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+    admin = instant_tenant_admin(dynamodb, table_name)
     admin.ensure(tenant)
     if start != 1:
         admin.reshard(tenant, start)
@@ -299,7 +299,7 @@ def test_an_interrupted_reshard_continues_where_it_stopped(
     aws: None, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     tenant = random_tenant_id()
-    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+    admin = instant_tenant_admin(dynamodb, table_name)
     admin.ensure(tenant)
     repo = TicketRepository(tenant_table(tenant), config=fixed(admin.record(tenant)))
     ids = {new_ticket(repo) for _ in range(5)}
@@ -326,7 +326,7 @@ def test_an_interrupted_reshard_continues_where_it_stopped(
 def test_bad_values_are_refused_before_anything_is_written(
     aws: None, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+    admin = instant_tenant_admin(dynamodb, table_name)
     tenant = random_tenant_id()
     with pytest.raises(ValueError, match="shard count"):
         admin.reshard(tenant, 65)
@@ -391,7 +391,7 @@ def test_cli_prints_the_record_and_changes_it_with_options(
 
 def test_the_layer_reads_the_record_once_per_ttl(aws: None, dynamodb: DynamoDBClient, table_name: str) -> None:
     tenant = random_tenant_id()
-    TenantAdmin(dynamodb, table_name, phase_seconds=0.0).reshard(tenant, 4)
+    instant_tenant_admin(dynamodb, table_name).reshard(tenant, 4)
     calls: list[str] = []
     repo = TicketRepository(tenant_table(tenant))  # reads the record (the suspension gate)...
     tenant_configs.cache_clear()  # ...which a fresh container has not
@@ -410,7 +410,7 @@ def test_the_layer_reads_the_record_once_per_ttl(aws: None, dynamodb: DynamoDBCl
 def test_a_sharded_tenant_and_a_prefix_tenant_never_reach_each_other(
     aws: None, dynamodb: DynamoDBClient, table_name: str, sharded: str, plain: str, route: str
 ) -> None:
-    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+    admin = instant_tenant_admin(dynamodb, table_name)
     admin.reshard(sharded, 4)
     admin.ensure(plain)
     api = Api()

@@ -29,7 +29,7 @@ from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TIERS, TenantConfigCache, TenantStatus, read_tenant_config
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
-from tests.conftest import REGION, all_items, random_tenant_id
+from tests.conftest import REGION, all_items, instant_tenant_admin, random_tenant_id
 from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
 from tests.functional.conftest import STACK_NAME, Snapshot, local_state_file, stack_usage_plans
 from tests.functional.stream_harness import StreamHarness
@@ -52,7 +52,7 @@ class FakeClock:
 
 @pytest.fixture
 def admin_tool(aws: None, dynamodb: DynamoDBClient, table_name: str) -> TenantAdmin:
-    return TenantAdmin(dynamodb, table_name, phase_seconds=0.0)
+    return instant_tenant_admin(dynamodb, table_name)
 
 
 # ---------------------------------------------------------------- suspension
