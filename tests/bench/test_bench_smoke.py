@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from typing import Any
@@ -132,6 +133,16 @@ def test_report_has_cold_starts_costs_and_goals(results: dict[str, Any]) -> None
     assert "### The Lambda authorizer" in markdown(results)
     assert set(cold["traced"]) == {"GetTicketSummaryFunction, Tracing: Active"}
     assert cold["floor"]["heaviest_imports"]
+    if shutil.which("valgrind"):
+        # The ratios and the goal come from instruction counts (callgrind), which the machine's load does not move.
+        assert cold["ratio_basis"] == "instructions"
+        floor = cold["floor"]["instructions_m"]
+        assert 0 < cold["prelude_instructions_m"] < floor
+        for row in cold["functions"].values():
+            assert row["over_floor"] == round(row["instructions_m"] / floor, 2)
+        (goal,) = [goal for goal in results["goals"] if goal["goal"].startswith("cold start as shipped")]
+        assert "instructions executed" in goal["goal"]
+        assert goal["measured"] == {name: row["over_floor"] for name, row in cold["functions"].items()}
     # Measured on the build output as shipped: every module of the layer byte-compiled.
     assert cold["layer"]["py"] == cold["layer"]["pyc"] > 100
     assert {row["route"] for row in results["cost"]["routes"]} == {route["route"] for route in results["warm"]}
