@@ -93,6 +93,7 @@ def _measure(
             tenant_prefix=f"{prefix}-c",
             only=["GetTicketSummaryFunction", "AuthorizerFunction"] if args.quick else None,
             instructions=args.cold_instructions,
+            breakdown=not args.quick,
         )
         cold["note"] = COLD_NOTE
         if args.cold_only:  # its own date: the other sections keep their run's

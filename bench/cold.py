@@ -208,6 +208,83 @@ def _spawn(
     return result
 
 
+# What an API function's import adds to the floor's, step by step: each step
+# imports what the one before it did and more, in a fresh interpreter over the
+# read-only build (the function's directory, the layer, the runtime's boto3),
+# under callgrind. The last step is the handler's own import.
+BREAKDOWN_FUNCTION = "GetTicketSummaryFunction"
+_POWERTOOLS = "import boto3, aws_lambda_powertools"
+_RESOLVERS = f"{_POWERTOOLS}, aws_lambda_powertools.event_handler"
+_PYDANTIC = f"{_RESOLVERS}; from pydantic import BaseModel"
+_VALIDATION = (
+    f"{_PYDANTIC}; import aws_lambda_powertools.event_handler.openapi.params, "
+    "aws_lambda_powertools.event_handler.middlewares.openapi_validation"
+)
+BREAKDOWN_STEPS: tuple[tuple[str, str], ...] = (
+    ("boto3 (what the floor imports)", "import boto3"),
+    ("Powertools' logger, metrics and tracer", _POWERTOOLS),
+    ("Powertools' event handler (its __init__ imports every resolver, asyncio included)", _RESOLVERS),
+    ("pydantic (BaseModel)", _PYDANTIC),
+    ("Powertools' OpenAPI validation (enable_validation=True: params, middleware)", _VALIDATION),
+    ("the handler: our layer (models, domain, repository) and its route", f"{_VALIDATION}; import app"),
+)
+
+
+def import_breakdown(root: Path, function: str = BREAKDOWN_FUNCTION) -> list[dict[str, Any]]:
+    """Instructions of each :data:`BREAKDOWN_STEPS` import, and what each adds to the one before."""
+    if VALGRIND is None:
+        raise RuntimeError("valgrind is not installed")
+    code_dir = root / function
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(
+            str(path) for path in [code_dir, root / "SharedLayer" / "python", root / "runtime"]
+        ),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "AWS_REGION": "us-east-1",
+    }
+
+    def count(code: str) -> int:
+        completed = subprocess.run(  # noqa: S603 - valgrind (found on PATH), our interpreter
+            [
+                str(VALGRIND),
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                "-S",
+                "-P",
+                "-c",
+                code,
+            ],
+            cwd=code_dir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+            timeout=900,
+        )
+        collected = _COLLECTED.search(completed.stderr.decode(errors="replace"))
+        if completed.returncode != 0 or collected is None:
+            raise RuntimeError(f"import breakdown failed for {code!r}:\n{completed.stderr.decode()[-3000:]}")
+        return int(collected.group(1))
+
+    codes = ["pass", *(code for _, code in BREAKDOWN_STEPS)]
+    with ThreadPoolExecutor(max_workers=CALLGRIND_JOBS) as pool:
+        counts = list(pool.map(count, codes))
+    steps = []
+    for index, (label, _) in enumerate(BREAKDOWN_STEPS, start=1):
+        steps.append(
+            {
+                "step": label,
+                "instructions_m": round((counts[index] - counts[0]) / 1e6, 1),
+                "adds_m": round((counts[index] - counts[index - 1]) / 1e6, 1) if index > 1 else None,
+            }
+        )
+    return steps
+
+
 def heaviest_imports(stderr: str, top: int = 5) -> list[dict[str, Any]]:
     """From ``-X importtime``: the top-level packages that cost the most,
     their own modules' self times summed (no double counting)."""
@@ -230,10 +307,11 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     tenant_prefix: str,
     only: list[str] | None = None,
     instructions: bool = True,
+    breakdown: bool = True,
 ) -> dict[str, Any]:
     """Cold starts of every function (or of ``only``) and of the floor; with
     ``instructions`` (and valgrind installed), one more run of each under
-    callgrind."""
+    callgrind, and with ``breakdown`` too, :func:`import_breakdown`."""
     specs = {name: spec for name, spec in all_specs.items() if only is None or name in only}
     _check_build(specs)
     invoker = Invoker(all_specs)
@@ -309,6 +387,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     imports: dict[str, list[dict[str, Any]]] = {}
     requests = dict.fromkeys(names, 0)  # the n-th request of each function (its own data)
     counting = instructions and VALGRIND is not None
+    steps: list[dict[str, Any]] = []
     executed: dict[str, int] = {}  # instructions under callgrind, prelude included
 
     def next_request(name: str) -> int:
@@ -332,6 +411,9 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
                     counted = pool.map(lambda job: sample(root, job[0], job[1], callgrind=True), jobs)
                     for (name, _), row in zip(jobs, counted, strict=True):
                         executed[name] = row["instructions"]
+                if breakdown and BREAKDOWN_FUNCTION in specs:
+                    progress(f"  {BREAKDOWN_FUNCTION}'s import, step by step, under callgrind")
+                    steps = import_breakdown(root)
         finally:
             writable(root)
 
@@ -364,6 +446,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
         "runs": runs,
         "ratio_basis": "instructions" if counting else "ms",
         "prelude_instructions_m": round(executed[PRELUDE] / 1e6, 1) if counting else None,
+        "import_breakdown": {"function": BREAKDOWN_FUNCTION, "steps": steps} if steps else None,
         "floor_name": FLOOR,
         "floor": floor,
         "functions": functions,

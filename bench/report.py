@@ -298,6 +298,23 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
                 f"| {row['init_plus_first_ms']['median']:.0f} | {executed} | {ratio} | {by_ms} | {imports} |"
             )
         lines += ["", cold["note"], ""]
+        breakdown = cold.get("import_breakdown")
+        if breakdown:
+            floor_m = cold["floor"]["instructions_m"]
+            lines += [
+                f"Where an API function's import goes ({breakdown['function']}; each step imports the one before "
+                "it and more, in a fresh interpreter over the build, under callgrind; the share is of the floor's "
+                "import + first request):",
+                "",
+                "| import | M instructions | adds | adds, share of the floor |",
+                "|---|---:|---:|---:|",
+            ]
+            for step in breakdown["steps"]:
+                adds = step["adds_m"]
+                added = "-" if adds is None else f"{adds:,.0f}"
+                share = "-" if adds is None else f"{adds / floor_m:.2f}x"
+                lines.append(f"| {step['step']} | {step['instructions_m']:,.0f} | {added} | {share} |")
+            lines.append("")
     aggregation = results["aggregation"]
     lines += [
         f"## Aggregation: {aggregation['records_per_batch']:,}-record batch over {aggregation['tenants']} tenants "
