@@ -57,9 +57,10 @@ class TenantConfig:
     SUSPENDED), ``erasable_at`` when the record itself may go (see
     ``ops.offboard``).
 
-    A plain frozen dataclass checked in ``__post_init__`` (every function reads
-    tenant records on its cold start; pydantic's import would double the
-    layer's share of it). An invalid record raises :class:`ValueError`.
+    A frozen dataclass checked in ``__post_init__``, not a pydantic model: the
+    authorizer and every function read tenant records, and pydantic's import
+    alone is a quarter of a bare boto3 function's cold start (bench/results.md).
+    An invalid record raises :class:`ValueError`.
     """
 
     tenant_id: str
