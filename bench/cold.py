@@ -23,6 +23,16 @@ The floor is ``bench/floor/app.py``: imports boto3 only (the runtime's) and
 does one GetItem with credentials already scoped to a tenant. Samples of all
 functions and the floor are interleaved, in a rotating order, run after run.
 One more run per function under ``-X importtime`` names its heaviest imports.
+
+Milliseconds on a shared machine move with its load; instructions do not. So
+one more run per function (and the floor) executes under valgrind's callgrind,
+which counts the instructions the process executes: the same sample, with
+``PYTHONHASHSEED=0``, minus the instructions of the prelude alone (the
+interpreter's start and this harness's own imports, one run of
+``cold_child.py`` without a handler). That count, import plus first request,
+is what the ratio to the floor and the 1.5x goal are computed from; the
+milliseconds stay beside it. Without valgrind the ratio falls back to the
+milliseconds' medians, and the results say so (``ratio_basis``).
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +82,12 @@ TRACED_ENV = {
 # one DynamoDB write, like the floor's one read and the API functions' one call:
 # a cold start, not the batch's work (the aggregation benchmark measures that).
 AGGREGATOR_RECORDS = 1
+# callgrind's summary on stderr: "==<pid>== Collected : <instructions>".
+_COLLECTED = re.compile(r"^==\d+== Collected : (\d+)\s*$", re.MULTILINE)
+VALGRIND = shutil.which("valgrind")
+# Fresh processes under callgrind at once (its counts do not depend on the machine's load).
+CALLGRIND_JOBS = 2
+PRELUDE = "prelude"
 _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*$")
 
 
@@ -139,6 +156,7 @@ def _spawn(
     event: Any,
     env: dict[str, str],
     importtime: bool = False,
+    callgrind: bool = False,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as directory:
         job_path, out_path = Path(directory) / "job.json", Path(directory) / "out.json"
@@ -154,15 +172,22 @@ def _spawn(
             "LAMBDA_TASK_ROOT": str(code_dir),
         }
         flags = ["-S", "-P", *(["-X", "importtime"] if importtime else [])]
+        wrapper: list[str] = []
+        if callgrind:
+            if VALGRIND is None:
+                raise RuntimeError("valgrind is not installed")
+            # Instructions, not the machine's cache model: nothing but the count is kept.
+            wrapper = [VALGRIND, "--tool=callgrind", f"--callgrind-out-file={directory}/callgrind.out"]
+            child_env["PYTHONHASHSEED"] = "0"  # the same dictionaries, the same instructions, run after run
         started = time.time()
-        completed = subprocess.run(  # noqa: S603 - our interpreter, our script
-            [sys.executable, *flags, str(CHILD), str(job_path)],
+        completed = subprocess.run(  # noqa: S603 - valgrind (found on PATH) or our interpreter, our script
+            [*wrapper, sys.executable, *flags, str(CHILD), str(job_path)],
             cwd=directory,
             env=child_env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             check=False,
-            timeout=120,
+            timeout=900 if callgrind else 120,  # callgrind runs some 50 times slower
         )
         ended = time.time()
         if completed.returncode != 0 or not out_path.exists():
@@ -172,10 +197,92 @@ def _spawn(
     result["interpreter_start_ms"] = (result.pop("started_wall") - started) * 1000
     if importtime:
         result["imports"] = heaviest_imports(completed.stderr.decode(errors="replace"))
+    if callgrind:
+        collected = _COLLECTED.search(completed.stderr.decode(errors="replace"))
+        if collected is None:
+            raise RuntimeError(f"callgrind counted nothing for {name}:\n{completed.stderr.decode()[-3000:]}")
+        result["instructions"] = int(collected.group(1))
     status, failures = result.get("status"), result.get("batch_item_failures")
     if (status is not None and status >= 300) or failures:
         raise RuntimeError(f"cold start of {name}: first request answered {status} {failures}")
     return result
+
+
+# What an API function's import adds to the floor's, step by step: each step
+# imports what the one before it did and more, in a fresh interpreter over the
+# read-only build (the function's directory, the layer, the runtime's boto3),
+# under callgrind. The last step is the handler's own import.
+BREAKDOWN_FUNCTION = "GetTicketSummaryFunction"
+_POWERTOOLS = "import boto3, aws_lambda_powertools"
+_RESOLVERS = f"{_POWERTOOLS}, aws_lambda_powertools.event_handler"
+_PYDANTIC = f"{_RESOLVERS}; from pydantic import BaseModel"
+_VALIDATION = (
+    f"{_PYDANTIC}; import aws_lambda_powertools.event_handler.openapi.params, "
+    "aws_lambda_powertools.event_handler.middlewares.openapi_validation"
+)
+BREAKDOWN_STEPS: tuple[tuple[str, str], ...] = (
+    ("boto3 (what the floor imports)", "import boto3"),
+    ("Powertools' logger, metrics and tracer", _POWERTOOLS),
+    ("Powertools' event handler (its __init__ imports every resolver, asyncio included)", _RESOLVERS),
+    ("pydantic (BaseModel)", _PYDANTIC),
+    ("Powertools' OpenAPI validation (enable_validation=True: params, middleware)", _VALIDATION),
+    ("the handler: our layer (models, domain, repository) and its route", f"{_VALIDATION}; import app"),
+)
+
+
+def import_breakdown(root: Path, function: str = BREAKDOWN_FUNCTION) -> list[dict[str, Any]]:
+    """Instructions of each :data:`BREAKDOWN_STEPS` import, and what each adds to the one before."""
+    if VALGRIND is None:
+        raise RuntimeError("valgrind is not installed")
+    code_dir = root / function
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(
+            str(path) for path in [code_dir, root / "SharedLayer" / "python", root / "runtime"]
+        ),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "AWS_REGION": "us-east-1",
+    }
+
+    def count(code: str) -> int:
+        completed = subprocess.run(  # noqa: S603 - valgrind (found on PATH), our interpreter
+            [
+                str(VALGRIND),
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                "-S",
+                "-P",
+                "-c",
+                code,
+            ],
+            cwd=code_dir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            check=False,
+            timeout=900,
+        )
+        collected = _COLLECTED.search(completed.stderr.decode(errors="replace"))
+        if completed.returncode != 0 or collected is None:
+            raise RuntimeError(f"import breakdown failed for {code!r}:\n{completed.stderr.decode()[-3000:]}")
+        return int(collected.group(1))
+
+    codes = ["pass", *(code for _, code in BREAKDOWN_STEPS)]
+    with ThreadPoolExecutor(max_workers=CALLGRIND_JOBS) as pool:
+        counts = list(pool.map(count, codes))
+    steps = []
+    for index, (label, _) in enumerate(BREAKDOWN_STEPS, start=1):
+        steps.append(
+            {
+                "step": label,
+                "instructions_m": round((counts[index] - counts[0]) / 1e6, 1),
+                "adds_m": round((counts[index] - counts[index - 1]) / 1e6, 1) if index > 1 else None,
+            }
+        )
+    return steps
 
 
 def heaviest_imports(stderr: str, top: int = 5) -> list[dict[str, Any]]:
@@ -199,8 +306,12 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     runs: int,
     tenant_prefix: str,
     only: list[str] | None = None,
+    instructions: bool = True,
+    breakdown: bool = True,
 ) -> dict[str, Any]:
-    """Cold starts of every function (or of ``only``) and of the floor."""
+    """Cold starts of every function (or of ``only``) and of the floor; with
+    ``instructions`` (and valgrind installed), one more run of each under
+    callgrind, and with ``breakdown`` too, :func:`import_breakdown`."""
     specs = {name: spec for name, spec in all_specs.items() if only is None or name in only}
     _check_build(specs)
     invoker = Invoker(all_specs)
@@ -229,18 +340,19 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
         authorizer_token = stack.token(floor_tenant, f"{floor_tenant}-user")
     stream_arn = str(stack.state["stream_arn"])
 
-    def sample(root: Path, name: str, run: int, importtime: bool = False) -> dict[str, Any]:
-        if name == FLOOR:
+    def sample(root: Path, name: str, run: int, importtime: bool = False, callgrind: bool = False) -> dict[str, Any]:
+        if name in {FLOOR, PRELUDE}:
             return _spawn(
                 root,
                 name,
                 code_dir=root / "Floor",
                 layers=[],
-                handler="app.lambda_handler",
+                handler="" if name == PRELUDE else "app.lambda_handler",
                 memory=512,
                 event=floor_event,
                 env=floor_env,
                 importtime=importtime,
+                callgrind=callgrind,
             )
         function = TRACED_FUNCTION if name == TRACED else name
         spec = specs[function]
@@ -267,12 +379,16 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
             event=event,
             env={**environments[function], **(TRACED_ENV if name == TRACED else {})},
             importtime=importtime,
+            callgrind=callgrind,
         )
 
     names = [*specs, *([TRACED] if TRACED_FUNCTION in specs else []), FLOOR]
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     imports: dict[str, list[dict[str, Any]]] = {}
     requests = dict.fromkeys(names, 0)  # the n-th request of each function (its own data)
+    counting = instructions and VALGRIND is not None
+    steps: list[dict[str, Any]] = []
+    executed: dict[str, int] = {}  # instructions under callgrind, prelude included
 
     def next_request(name: str) -> int:
         requests[name] += 1
@@ -288,12 +404,22 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
                 progress(f"  cold-start run {run + 1}/{runs} ({len(names)} processes)")
             for name in names:
                 imports[name] = sample(root, name, next_request(name), importtime=True)["imports"]
+            if counting:
+                progress(f"  cold starts under callgrind ({len(names) + 1} processes, {CALLGRIND_JOBS} at a time)")
+                jobs = [(PRELUDE, 0), *((name, next_request(name)) for name in names)]
+                with ThreadPoolExecutor(max_workers=CALLGRIND_JOBS) as pool:
+                    counted = pool.map(lambda job: sample(root, job[0], job[1], callgrind=True), jobs)
+                    for (name, _), row in zip(jobs, counted, strict=True):
+                        executed[name] = row["instructions"]
+                if breakdown and BREAKDOWN_FUNCTION in specs:
+                    progress(f"  {BREAKDOWN_FUNCTION}'s import, step by step, under callgrind")
+                    steps = import_breakdown(root)
         finally:
             writable(root)
 
     def stats(name: str) -> dict[str, Any]:
         rows = samples[name]
-        return {
+        found: dict[str, Any] = {
             "import_ms": summary([row["import_ms"] for row in rows]),
             "first_request_ms": summary([row["first_request_ms"] for row in rows]),
             "init_plus_first_ms": summary([row["import_ms"] + row["first_request_ms"] for row in rows]),
@@ -301,16 +427,26 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
             "interpreter_start_ms": summary([row["interpreter_start_ms"] for row in rows]),
             "heaviest_imports": imports[name],
         }
+        if counting:
+            # Import + first request: the whole process minus the prelude every sample runs.
+            found["instructions_m"] = round((executed[name] - executed[PRELUDE]) / 1e6, 1)
+        return found
 
     floor = stats(FLOOR)
     rows = {}
     for name in names[:-1]:
         found = stats(name)
-        found["over_floor"] = round(found["init_plus_first_ms"]["median"] / floor["init_plus_first_ms"]["median"], 2)
+        found["over_floor_ms"] = round(found["init_plus_first_ms"]["median"] / floor["init_plus_first_ms"]["median"], 2)
+        found["over_floor"] = (
+            round(found["instructions_m"] / floor["instructions_m"], 2) if counting else found["over_floor_ms"]
+        )
         rows[name] = found
     functions = {name: row for name, row in rows.items() if name in specs}
     return {
         "runs": runs,
+        "ratio_basis": "instructions" if counting else "ms",
+        "prelude_instructions_m": round(executed[PRELUDE] / 1e6, 1) if counting else None,
+        "import_breakdown": {"function": BREAKDOWN_FUNCTION, "steps": steps} if steps else None,
         "floor_name": FLOOR,
         "floor": floor,
         "functions": functions,

@@ -1,7 +1,8 @@
 """Run in a fresh interpreter by :mod:`bench.cold` (``python -S -P``: the
 standard library plus ``PYTHONPATH`` = the built layer and one function's
 build directory, as in Lambda). Imports the handler, serves one request,
-writes the timings as JSON to the file named by ``argv[1]``. Standard library
+writes the timings as JSON to the file named by ``argv[1]``; with no handler,
+only this prelude runs (what every sample pays before the handler's import). Standard library
 only: nothing here may warm an import the handler makes."""
 
 import time
@@ -32,6 +33,10 @@ class Context:
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as handle:
         job = json.load(handle)
+    if not job["handler"]:  # the prelude alone (bench.cold subtracts its instructions from every sample)
+        with open(job["out"], "w", encoding="utf-8") as handle:
+            json.dump({"started_wall": STARTED_WALL}, handle)
+        return
     module_name, _, function_name = job["handler"].rpartition(".")
     before_import = time.perf_counter()
     module = importlib.import_module(module_name)

@@ -122,7 +122,7 @@ class PerTenantAssumeRole:
 
 
 def _settings() -> Settings:
-    return Settings.model_validate(
+    return Settings.from_environment(
         {
             "TABLE_NAME": "SupportTicket",
             "ALLOWED_CLIENT_IDS": "benchclient",

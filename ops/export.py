@@ -21,6 +21,7 @@ retention period), counts and idempotency records (derived data).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from typing import TextIO
@@ -30,8 +31,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
 from ops.tenant_data import Progress, ticket_ids
 from support_tickets.core import keys
+from support_tickets.core.audit import AuditEvent
 from support_tickets.core.errors import ApiError, TicketNotFound
-from support_tickets.core.models import AuditEvent, Comment
+from support_tickets.core.models import Comment
 from support_tickets.data.audit_repository import AuditRepository
 from support_tickets.data.comment_repository import CommentRepository
 from support_tickets.data.table import OwnClient, TenantTable
@@ -59,7 +61,8 @@ def _history(audit: AuditRepository, ticket_id: str) -> Iterator[str]:
         except TicketNotFound:
             return  # no history yet, and the ticket deleted meanwhile
         events: list[AuditEvent] = page.events
-        yield from (event.model_dump_json() for event in events)
+        # As pydantic's model_dump_json writes a model: compact, UTF-8 as it is.
+        yield from (json.dumps(event, separators=(",", ":"), ensure_ascii=False) for event in events)
         cursor = page.next_cursor
         if cursor is None:
             return

@@ -248,8 +248,8 @@ class TenantAdmin:
     # ------------------------------------------------------------ storage
     def _write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
         """Store ``current`` with ``changes``, only if nobody wrote the record meanwhile."""
-        updated = TenantConfig.model_validate(
-            {**current.model_dump(), **changes, "version": current.version + 1, "tenant_id": current.tenant_id}
+        updated = TenantConfig.from_values(
+            {**current.values(), **changes, "version": current.version + 1, "tenant_id": current.tenant_id}
         )
         condition = "attribute_not_exists(pk)" if current.version == 0 else "#version = :expected"
         kwargs: dict[str, Any] = {}
@@ -337,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     ) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
-    json.dump(record.model_dump(mode="json", exclude={"api_key"}), sys.stdout, indent=2)
+    shown = record.values()
+    del shown["api_key"]
+    json.dump({**shown, "read_shards": list(record.read_shards)}, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

@@ -10,7 +10,6 @@ DynamoDB outage is never a 401.
 from functools import cache
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerTokenEvent,
@@ -39,13 +38,16 @@ def authorizer() -> TenantAuthorizer:
         settings.allowed_client_ids,
     )
 
+    credentials = credential_cache()
+
     def client() -> Any:
-        # Its own session: the default one keeps the first credentials it resolves.
-        return boto3.Session().client(
+        # Not boto3's default session (it keeps the first credentials it resolves): the
+        # credential cache's, whose Cognito client has loaded botocore's endpoint data already.
+        return credentials.boto3_session.client(
             "dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
         )
 
-    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), credential_cache().credentials)
+    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), credentials.credentials)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -60,7 +60,7 @@ def write_event(aws: None) -> Writer:
         )
         assert record.event is not None, record.poison
         assert audit_writer().write(record) == 2
-        return record.event.event_id
+        return record.event["event_id"]
 
     return write
 

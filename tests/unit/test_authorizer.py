@@ -23,7 +23,7 @@ from stack_model.functions import load_handler
 from stack_model.template import PROJECT_ROOT, table_definition
 from support_tickets.auth import jwks
 from support_tickets.data.table import to_item
-from support_tickets.data.tenant_registry import TenantConfig
+from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
 from tests.conftest import REGION, USER_POOL, USER_POOL_PROVIDER, mocked_aws
 
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/v1/GET/tickets"
@@ -216,7 +216,9 @@ def test_a_tenant_without_an_api_key_is_denied(invoke: Invoke, records: Any) -> 
 
 
 def store_suspended(client: Any, tenant: str, api_key: str) -> None:
-    record = TenantConfig(tenant_id=tenant, api_key_id="id-" + tenant, api_key=api_key, status="SUSPENDED", version=2)
+    record = TenantConfig(
+        tenant_id=tenant, api_key_id="id-" + tenant, api_key=api_key, status=TenantStatus.SUSPENDED, version=2
+    )
     client.put_item(TableName=table_definition()["TableName"], Item=to_item(record.item()))
 
 

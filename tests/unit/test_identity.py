@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from support_tickets.core.identity import (
 )
 from support_tickets.core.identity import caller_from_context as caller_of
 from support_tickets.core.identity import caller_from_event as caller_of_event
-from support_tickets.core.settings import ConfigurationError, get_settings
+from support_tickets.core.settings import ConfigurationError, Settings, get_settings, variables
 from tests.conftest import jwt_shaped
 
 CLIENT = "ourclient"
@@ -329,3 +330,8 @@ def test_the_tenant_is_read_from_the_authorizer_only() -> None:
     }
     assert caller_from_event(event).tenant_id == "acme"
     assert json.loads(caller_context(claims())["groups"]) == []
+
+
+def test_every_setting_has_its_environment_variable() -> None:
+    assert set(variables()) == {field.name for field in fields(Settings)}
+    assert len(set(variables().values())) == len(variables())

@@ -424,9 +424,9 @@ def test_the_principal_tag_is_the_tokens_tenant_and_nothing_else() -> None:
 
 
 def test_only_the_authorizer_knows_the_identity_pool_and_nothing_has_a_role_to_assume() -> None:
-    from support_tickets.core.settings import Settings
+    from support_tickets.core.settings import variables as setting_variables
 
-    aliases = {field.alias for field in Settings.model_fields.values()}
+    aliases = set(setting_variables().values())
     assert {"IDENTITY_POOL_ID", "USER_POOL_PROVIDER_NAME"} <= aliases
     functions = resources("AWS::Lambda::Function")
     authorizer = functions["AuthorizerFunction"]

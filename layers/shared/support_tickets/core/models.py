@@ -3,12 +3,17 @@ stored item shapes of the single-table model."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from support_tickets.core import keys
+from support_tickets.core.audit import AuditEvent, AuditEventType, AuditField, FieldChange
 from support_tickets.core.keys import TicketStatus
+
+# The audit event's shapes are pydantic-free (the stream's audit writer builds
+# them on its cold start); AuditPage and the OpenAPI document use them as they are.
+__all__ = ["AuditEvent", "AuditEventType", "AuditField", "FieldChange"]
 
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Description = Annotated[str, StringConstraints(max_length=10_000)]
@@ -120,38 +125,6 @@ class BatchStatusResponse(_Response):
 class AggregatesResponse(_Response):
     counts: dict[TicketStatus, int]
     total: int
-
-
-AuditEventType = Literal["created", "updated", "comment_added", "deleted"]
-AuditField = Literal["title", "status", "resolver"]
-
-
-class FieldChange(_Response):
-    """A tracked field before and after the change (``null``: absent, or unassigned)."""
-
-    field: AuditField
-    old: str | None
-    new: str | None
-
-
-class AuditEvent(_Response):
-    """One change to a ticket, as the stream recorded it.
-
-    ``actor`` is the user that made the change (``null`` when it was made
-    outside the API without naming one, e.g. a direct write that did not bump
-    ``version``). ``changes`` lists title, status and resolver where they
-    differ (``created``: from nothing, ``deleted``: to nothing); the description
-    is never copied, ``description_changed`` says whether it changed."""
-
-    event_id: str
-    ticket_id: str
-    type: AuditEventType
-    actor: str | None
-    at: str
-    version: int | None
-    changes: list[FieldChange]
-    description_changed: bool
-    comment_id: str | None
 
 
 class AuditPage(_Response):

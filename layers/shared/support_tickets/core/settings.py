@@ -1,12 +1,18 @@
-"""Function configuration from environment variables, validated once per container."""
+"""Function configuration from environment variables, validated once per container.
+
+Plain checks, not a pydantic model: every function reads its settings on its
+cold start, and pydantic's import alone costs a function a quarter of the cold
+start of a bare boto3 one (bench/results.md, "Cold start as shipped").
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any
 
 # How stale a container's copy of a tenant record may be (support_tickets.data.tenant_registry);
 # resharding (ops.tenants) waits this long between its phases.
@@ -20,53 +26,130 @@ _IDENTITY_POOL_ID = re.compile(r"[\w-]+:[0-9a-f-]+", re.ASCII)
 _USER_POOL_PROVIDER = re.compile(r"cognito-idp\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[\w-]+_[0-9a-zA-Z]+", re.ASCII)
 
 
-class Settings(BaseModel):
-    """What `template.yaml` puts in every function's environment."""
+@dataclass(frozen=True)
+class Settings:
+    """What `template.yaml` puts in every function's environment (each field's
+    variable: :func:`variables`)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    table_name: str = Field(alias="TABLE_NAME", min_length=3)
+    table_name: str
     # The app clients whose ID tokens the API accepts (comma-separated): API
     # Gateway's Cognito authorizer checks neither the audience nor the token use.
-    allowed_client_ids: frozenset[str] = Field(alias="ALLOWED_CLIENT_IDS", min_length=1)
+    allowed_client_ids: frozenset[str]
+    # The Logins key of the user pool that issued the token (its ProviderName).
+    user_pool_provider_name: str
     # Where the authorizer turns a caller's ID token into tenant credentials
     # (support_tickets.data.session): the identity pool (the authorizer's
-    # environment only: the API functions never call Cognito), and the Logins
-    # key of the user pool that issued the token.
-    identity_pool_id: str | None = Field(
-        default=None, alias="IDENTITY_POOL_ID", max_length=55, pattern=_IDENTITY_POOL_ID.pattern
-    )
-    user_pool_provider_name: str = Field(alias="USER_POOL_PROVIDER_NAME", pattern=_USER_POOL_PROVIDER.pattern)
-    region: str = Field(default="us-east-1", alias="AWS_REGION")
+    # environment only: the API functions never call Cognito).
+    identity_pool_id: str | None = None
+    region: str = "us-east-1"
     # Local development only (docs/local-stack.md, sam local): empty when deployed.
-    endpoint_url: str | None = Field(default=None, alias="AWS_ENDPOINT_OVERRIDE")
+    endpoint_url: str | None = None
     # The authorizer gives cached credentials up this long before they (or the
     # token they came from) expire: longer than API Gateway's authorizer cache
     # (ReauthorizeEvery, 300 s) plus the longest function timeout (29 s), so
     # credentials API Gateway serves from its cache never expire during a
     # request (tests/unit/test_template.py holds the template to it).
-    credentials_renew_before_seconds: int = Field(
-        default=DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS, alias="CREDENTIALS_RENEW_BEFORE_SECONDS", ge=30, le=1800
-    )
-    tenant_config_ttl_seconds: float = Field(
-        default=DEFAULT_TENANT_CONFIG_TTL_SECONDS, alias="TENANT_CONFIG_TTL_SECONDS", ge=0, le=300
-    )
+    credentials_renew_before_seconds: int = DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS
+    tenant_config_ttl_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS
 
-    @field_validator("allowed_client_ids", mode="before")
     @classmethod
-    def _client_ids(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        ids = [part.strip() for part in value.split(",")] if value.strip() else []
-        invalid = [client_id for client_id in ids if not _CLIENT_ID.fullmatch(client_id)]
+    def from_environment(cls, environ: Mapping[str, str]) -> Settings:
+        """The settings in ``environ``; every variable that is missing or
+        invalid is named in one :class:`ConfigurationError`."""
+        values: dict[str, Any] = {}
+        invalid: list[str] = []
+        for name, (variable, parse) in _VARIABLES.items():
+            raw = environ.get(variable)
+            try:
+                parsed = parse(raw)
+            except (TypeError, ValueError):
+                invalid.append(variable)
+                continue
+            if parsed is not _DEFAULT:
+                values[name] = parsed
         if invalid:
-            raise ValueError(f"not app client ids: {invalid}")
-        return frozenset(ids)
+            raise ConfigurationError(f"invalid or missing environment variables: {', '.join(invalid)}")
+        return cls(**values)
 
-    @field_validator("endpoint_url", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: object) -> object:
-        return value or None
+
+_DEFAULT: Any = object()  # the variable is unset: the field's default
+
+
+def _required(check: Callable[[str], Any]) -> Callable[[str | None], Any]:
+    def parse(raw: str | None) -> Any:
+        if raw is None:
+            raise ValueError("missing")
+        return check(raw)
+
+    return parse
+
+
+def _optional(check: Callable[[str], Any], *, empty_is_none: bool = False) -> Callable[[str | None], Any]:
+    def parse(raw: str | None) -> Any:
+        if raw is None:
+            return _DEFAULT
+        if empty_is_none and not raw:
+            return None
+        return check(raw)
+
+    return parse
+
+
+def _matching(pattern: re.Pattern[str], max_length: int | None = None) -> Callable[[str], str]:
+    def check(raw: str) -> str:
+        if not pattern.fullmatch(raw) or (max_length is not None and len(raw) > max_length):
+            raise ValueError(raw)
+        return raw
+
+    return check
+
+
+def _table_name(raw: str) -> str:
+    if len(raw) < 3:
+        raise ValueError(raw)
+    return raw
+
+
+def _client_ids(raw: str) -> frozenset[str]:
+    ids = [part.strip() for part in raw.split(",")] if raw.strip() else []
+    if not ids or any(not _CLIENT_ID.fullmatch(client_id) for client_id in ids):
+        raise ValueError(raw)
+    return frozenset(ids)
+
+
+def _number(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    def check(raw: str) -> Any:
+        value = kind(raw.strip())
+        if not low <= value <= high:
+            raise ValueError(raw)
+        return value
+
+    return check
+
+
+def _any(raw: str) -> str:
+    return raw
+
+
+# Field -> (its environment variable, how its value is read).
+_VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
+    "table_name": ("TABLE_NAME", _required(_table_name)),
+    "allowed_client_ids": ("ALLOWED_CLIENT_IDS", _required(_client_ids)),
+    "user_pool_provider_name": ("USER_POOL_PROVIDER_NAME", _required(_matching(_USER_POOL_PROVIDER))),
+    "identity_pool_id": ("IDENTITY_POOL_ID", _optional(_matching(_IDENTITY_POOL_ID, max_length=55))),
+    "region": ("AWS_REGION", _optional(_any)),
+    "endpoint_url": ("AWS_ENDPOINT_OVERRIDE", _optional(_any, empty_is_none=True)),
+    "credentials_renew_before_seconds": (
+        "CREDENTIALS_RENEW_BEFORE_SECONDS",
+        _optional(_number(int, 30, 1800)),
+    ),
+    "tenant_config_ttl_seconds": ("TENANT_CONFIG_TTL_SECONDS", _optional(_number(float, 0, 300))),
+}
+
+
+def variables() -> dict[str, str]:
+    """Each setting's environment variable (every field of :class:`Settings`, a test holds it)."""
+    return {name: variable for name, (variable, _) in _VARIABLES.items()}
 
 
 class ConfigurationError(RuntimeError):
@@ -76,8 +159,4 @@ class ConfigurationError(RuntimeError):
 @cache
 def get_settings() -> Settings:
     """Read and validate the environment on first use (cold start), then reuse it."""
-    try:
-        return Settings.model_validate(dict(os.environ))
-    except ValidationError as exc:
-        missing = ", ".join(str(err["loc"][0]) for err in exc.errors())
-        raise ConfigurationError(f"invalid or missing environment variables: {missing}") from exc
+    return Settings.from_environment(os.environ)

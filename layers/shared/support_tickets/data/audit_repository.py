@@ -30,8 +30,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
 from support_tickets.core import keys
+from support_tickets.core.audit import AuditEvent
 from support_tickets.core.errors import InvalidCursor, TicketNotFound, ValidationFailed
-from support_tickets.core.models import AuditEvent, AuditPage
+from support_tickets.core.models import AuditPage
 from support_tickets.data.audit_items import event_from_item
 from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
 from support_tickets.data.table import TenantTable, to_item

@@ -150,6 +150,13 @@ class CredentialCache:
                 _remember(self._credentials, token.digest, _Cached(credentials, usable_until), MAX_CACHED_TOKENS)
         return credentials
 
+    @property
+    def boto3_session(self) -> boto3.Session:
+        """The session its Cognito client comes from (the authorizer builds its
+        DynamoDB client from it too: a second session would load botocore's
+        endpoint and partition data again, a cost the size of a whole client)."""
+        return self._boto3_session
+
     def invalidate(self, token: IdToken) -> None:
         """Forget a token's credentials."""
         with self._lock:

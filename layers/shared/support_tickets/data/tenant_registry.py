@@ -18,12 +18,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from decimal import Decimal
 from enum import StrEnum
 from functools import cache
-from typing import Any, Final, Self
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any, Final
 
 from support_tickets.core import keys
 from support_tickets.data.table import TenantTable, from_item
@@ -38,7 +38,8 @@ class TenantStatus(StrEnum):
     SUSPENDED = "SUSPENDED"
 
 
-class TenantConfig(BaseModel):
+@dataclass(frozen=True)
+class TenantConfig:
     """A tenant record.
 
     ``shards`` is the shard count writers use for new GSI1 keys; ``read_shards``
@@ -55,9 +56,12 @@ class TenantConfig(BaseModel):
     seconds) is set while ``make offboard`` erases the tenant (which keeps it
     SUSPENDED), ``erasable_at`` when the record itself may go (see
     ``ops.offboard``).
-    """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    A frozen dataclass checked in ``__post_init__``, not a pydantic model: the
+    authorizer and every function read tenant records, and pydantic's import
+    alone is a quarter of a bare boto3 function's cold start (bench/results.md).
+    An invalid record raises :class:`ValueError`.
+    """
 
     tenant_id: str
     shards: int = 1
@@ -70,47 +74,54 @@ class TenantConfig(BaseModel):
     # authorizer names as the request's usageIdentifierKey. Not a secret that
     # grants anything: callers never send it, the authorizer picks it.
     api_key_id: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
+    api_key: str | None = field(default=None, repr=False)
     changed_at: int = 0
     offboarding_since: int | None = None
     erasable_at: int | None = None
-    version: int = Field(default=0, ge=0)
+    version: int = 0
 
-    @field_validator("tenant_id")
-    @classmethod
-    def _tenant(cls, value: str) -> str:
-        return keys.validate_tenant_id(value)
-
-    @field_validator("shards", "target_shards")
-    @classmethod
-    def _shards(cls, value: int | None) -> int | None:
-        return None if value is None else keys.validate_shard_count(value)
-
-    @field_validator("read_shards")
-    @classmethod
-    def _read_shards(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(sorted({keys.validate_shard_count(shards) for shards in value}))
-
-    @field_validator("tier")
-    @classmethod
-    def _tier(cls, value: str) -> str:
-        if value not in TIERS:
-            raise ValueError(f"tier must be one of {', '.join(TIERS)}")
-        return value
-
-    @model_validator(mode="after")
-    def _writers_are_read(self) -> Self:
-        if self.shards not in self.read_shards:
+    def __post_init__(self) -> None:
+        checked = {
+            "tenant_id": keys.validate_tenant_id(self.tenant_id),
+            "shards": keys.validate_shard_count(_integer(self.shards, "shards")),
+            "read_shards": tuple(
+                sorted({keys.validate_shard_count(_integer(count, "read_shards")) for count in self.read_shards})
+            ),
+            "target_shards": _optional(
+                self.target_shards, "target_shards", lambda count: keys.validate_shard_count(_integer(count, "shards"))
+            ),
+            "tier": _tier(self.tier),
+            "status": TenantStatus(self.status),
+            "api_key_id": _optional(self.api_key_id, "api_key_id", _text),
+            "api_key": _optional(self.api_key, "api_key", _text),
+            "changed_at": _integer(self.changed_at, "changed_at"),
+            "offboarding_since": _optional(self.offboarding_since, "offboarding_since"),
+            "erasable_at": _optional(self.erasable_at, "erasable_at"),
+            "version": _integer(self.version, "version", minimum=0),
+        }
+        if checked["shards"] not in checked["read_shards"]:
             raise ValueError("readers must cover the writers' shard count")
-        return self
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     @property
     def resharding(self) -> bool:
         return self.target_shards is not None or len(self.read_shards) > 1
 
+    def values(self) -> dict[str, Any]:
+        """Every field, as Python values (``status`` a string)."""
+        values = asdict(self)
+        values["status"] = str(self.status)
+        return values
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> TenantConfig:
+        """A record from ``values``; names that are not fields are ignored."""
+        return cls(**{name: values[name] for name in _FIELDS if name in values})
+
     def item(self) -> dict[str, Any]:
         """The stored item (attribute values as Python values)."""
-        stored = self.model_dump(mode="json", exclude={"read_shards"})
+        stored = self.values()
         stored["read_shards"] = list(self.read_shards)
         key = keys.tenant_config_key(self.tenant_id)
         return {"pk": key["pk"]["S"], "sk": key["sk"]["S"], **stored}
@@ -122,7 +133,38 @@ class TenantConfig(BaseModel):
         values = from_item(item)
         values["tenant_id"] = tenant_id  # never trust a tenant id stored in the item over its key
         values["read_shards"] = tuple(int(shards) for shards in values.get("read_shards", [values.get("shards", 1)]))
-        return cls.model_validate(values)
+        return cls.from_values(values)
+
+
+_FIELDS: Final = tuple(item.name for item in fields(TenantConfig))
+
+
+def _integer(value: object, name: str, minimum: int | None = None) -> int:
+    """An int, or a DynamoDB number (``Decimal``) that is one."""
+    if isinstance(value, Decimal) and value == value.to_integral_value():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
+        raise ValueError(f"{name} must be an integer" + (f" >= {minimum}" if minimum is not None else ""))
+    return value
+
+
+def _optional(value: object, name: str, check: Callable[[Any], Any] | None = None) -> Any:
+    """``None``, or ``value`` checked (by default: an integer)."""
+    if value is None:
+        return None
+    return check(value) if check is not None else _integer(value, name)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _tier(value: object) -> str:
+    if value not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}")
+    return str(value)
 
 
 def read_tenant_config(table: TenantTable) -> TenantConfig:

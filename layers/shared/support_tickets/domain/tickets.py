@@ -34,9 +34,6 @@ from support_tickets.core.models import (
     UpdateTicketRequest,
 )
 from support_tickets.core.settings import get_settings
-from support_tickets.data.aggregate_repository import AggregateRepository
-from support_tickets.data.audit_repository import AuditRepository
-from support_tickets.data.comment_repository import CommentRepository
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
@@ -44,6 +41,12 @@ from support_tickets.data.ticket_repository import TicketRepository
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from support_tickets.data.audit_repository import AuditRepository
+    from support_tickets.data.comment_repository import CommentRepository
+
+# Each function runs one of these operations: the repositories only some of
+# them use are imported where they are used, so a cold start loads only its own.
 
 DEFAULT_PAGE_SIZE = 25
 MAX_PAGE_SIZE = 100
@@ -152,8 +155,20 @@ def list_tickets(
     return repository_for(caller).list_tickets_by_status(status, resolver, limit, cursor)
 
 
+def _comments(table: TenantTable) -> CommentRepository:
+    from support_tickets.data.comment_repository import CommentRepository
+
+    return CommentRepository(table)
+
+
+def _audit(table: TenantTable) -> AuditRepository:
+    from support_tickets.data.audit_repository import AuditRepository
+
+    return AuditRepository(table)
+
+
 def get_ticket(caller: Caller, ticket_id: str, limit: int, cursor: str | None) -> TicketWithComments:
-    return CommentRepository(table_for(caller)).get_ticket_with_comments(ticket_id, limit, cursor)
+    return _comments(table_for(caller)).get_ticket_with_comments(ticket_id, limit, cursor)
 
 
 def get_ticket_summary(caller: Caller, ticket_id: str) -> Ticket:
@@ -177,7 +192,7 @@ def update_ticket(caller: Caller, ticket_id: str, request: UpdateTicketRequest, 
 
 
 def add_comment(caller: Caller, ticket_id: str, request: AddCommentRequest) -> Comment:
-    return CommentRepository(table_for(caller)).add_comment(ticket_id, author=caller.username, body=request.body)
+    return _comments(table_for(caller)).add_comment(ticket_id, author=caller.username, body=request.body)
 
 
 def change_status(caller: Caller, request: BatchStatusRequest) -> BatchStatusResponse:
@@ -193,14 +208,16 @@ def delete_ticket(caller: Caller, ticket_id: str) -> None:
 def get_aggregates(caller: Caller) -> AggregatesResponse:
     table = table_for(caller)
     caller.require_admin()
+    from support_tickets.data.aggregate_repository import AggregateRepository
+
     return AggregateRepository(table).get_aggregates()
 
 
 def get_ticket_history(caller: Caller, ticket_id: str, limit: int, cursor: str | None) -> AuditPage:
-    return AuditRepository(table_for(caller)).ticket_history(ticket_id, limit, cursor)
+    return _audit(table_for(caller)).ticket_history(ticket_id, limit, cursor)
 
 
 def get_audit_trail(caller: Caller, start: str | None, end: str | None, limit: int, cursor: str | None) -> AuditPage:
     table = table_for(caller)
     caller.require_admin()
-    return AuditRepository(table).tenant_trail(start, end, limit, cursor, now=datetime.now(UTC))
+    return _audit(table).tenant_trail(start, end, limit, cursor, now=datetime.now(UTC))

@@ -3,7 +3,7 @@
 The audit writer (``functions/audit_trail``) receives, through its
 FilterCriteria, the INSERT, MODIFY and REMOVE records of ticket summaries and
 the INSERT records of comments, and turns each record into at most one
-:class:`~support_tickets.core.models.AuditEvent`:
+:class:`~support_tickets.core.audit.AuditEvent`:
 
 - a summary INSERT is ``created``; a REMOVE is ``deleted``; a MODIFY is
   ``updated`` when title, status or resolver differ (old and new values) or
@@ -48,7 +48,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from support_tickets.core import keys
-from support_tickets.core.models import AuditEvent, AuditEventType, FieldChange
+from support_tickets.core.audit import AuditEvent, AuditEventType, FieldChange
 from support_tickets.data.audit_items import epoch_of, iso_time
 from support_tickets.streams.records import PoisonRecord, record_fields
 

@@ -74,14 +74,14 @@ class AuditWriter:
         if event is None or record.tenant_id is None:
             return 0
         table = TenantTable(record.tenant_id, self.table_name, OwnClient(self.client))
-        recorded = record.recorded_at if record.recorded_at is not None else epoch_of(event.at)
+        recorded = record.recorded_at if record.recorded_at is not None else epoch_of(event["at"])
         expiration = int(recorded) + self.retention_days * 86_400
-        day = event.at[:10]
+        day = event["at"][:10]
         # The day's index entry first: every event an offboarding must find is under a listed day.
         self._index_day(table, day)
         partitions = (
-            keys.history_pk(record.tenant_id, event.ticket_id),
-            keys.audit_day_pk(record.tenant_id, day, keys.audit_shard(event.event_id)),
+            keys.history_pk(record.tenant_id, event["ticket_id"]),
+            keys.audit_day_pk(record.tenant_id, day, keys.audit_shard(event["event_id"])),
         )
         items = [stored_item(event, record.sequence_number, pk, expiration) for pk in partitions]
         return sum(self._put_once(table, item) for item in items)
