@@ -77,14 +77,22 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 
 # The template check is a test too (tests/unit/test_template.py): make test runs
 # cfn-lint once, there (sam validate --lint is the same cfn-lint call).
-test: lint-code build $(ORACLE) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
-	$(BIN)/pytest -n auto --dist loadscope
+# The test processes (xdist workers, the local stack, the commands and bench
+# they start) import the same few thousand modules: they share bytecode caches
+# even where the environment turns them off (the cold-start checks turn them
+# off for the build they measure).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 
-test-deep: lint-code build $(ORACLE) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
-	TEST_DEPTH=deep $(BIN)/pytest -n auto --dist loadscope
+test: $(STAMP) $(ORACLE) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
+	@$(MAKE) --no-print-directory -j2 lint-code build  # mypy and sam build side by side
+	$(PYTEST) -n auto --dist loadscope
+
+test-deep: $(STAMP) $(ORACLE) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
+	@$(MAKE) --no-print-directory -j2 lint-code build
+	TEST_DEPTH=deep $(PYTEST) -n auto --dist loadscope
 
 test-fast: $(STAMP) $(ORACLE) ## tests only, against the current build
-	$(BIN)/pytest -x -q
+	$(PYTEST) -x -q
 
 lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
 	$(BIN)/cfn-lint template.yaml
