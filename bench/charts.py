@@ -114,7 +114,7 @@ def partition_heat(results: dict[str, Any]) -> Figure | None:
 # The alt text results.md gives each image.
 CHART_TITLES = {
     "cold_start.png": "Cold start as shipped, per function, against the floor and the 1.5x goal",
-    "warm_latency.png": "Warm latency per route with 10,000 tickets in the table",
+    "warm_latency.png": "Warm latency per route, ours against the naive design",
     "partition_heat.png": "Partition heat of one hot tenant by GSI1 shard count",
 }
 
