@@ -232,14 +232,7 @@ def _query_partition_value(body: Mapping[str, Any], attribute: str) -> str:
         raise iam.NotUnderstood("KeyConditionExpression")
     names = body.get("ExpressionAttributeNames") or {}
     values = body.get("ExpressionAttributeValues") or {}
-    tokens: list[str] = []
-    position = 0
-    while position < len(expression.rstrip()):
-        match = _TOKEN.match(expression, position)
-        if match is None:
-            raise iam.NotUnderstood("KeyConditionExpression syntax")
-        tokens.append(match.group(1))
-        position = match.end()
+    tokens = _tokens(_TOKEN, expression, "KeyConditionExpression syntax")
 
     def attribute_of(token: str) -> str | None:
         if token.startswith("#"):
@@ -325,16 +318,23 @@ def request_attributes(spec: Mapping[str, Any], *items: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _top_level_names(expression: str, names: Mapping[str, Any]) -> list[str]:
-    """The first element of every document path in ``expression``."""
+def _tokens(pattern: re.Pattern[str], expression: str, refused: str) -> list[str]:
+    """``expression`` split by ``pattern`` (group 1 is a token); anything it
+    does not match is :class:`iam.NotUnderstood` (``refused``)."""
     tokens: list[str] = []
     position = 0
     while position < len(expression.rstrip()):
-        match = _EXPRESSION_TOKEN.match(expression, position)
+        match = pattern.match(expression, position)
         if match is None:
-            raise iam.NotUnderstood("expression syntax")
+            raise iam.NotUnderstood(refused)
         tokens.append(match.group(1))
         position = match.end()
+    return tokens
+
+
+def _top_level_names(expression: str, names: Mapping[str, Any]) -> list[str]:
+    """The first element of every document path in ``expression``."""
+    tokens = _tokens(_EXPRESSION_TOKEN, expression, "expression syntax")
     found: list[str] = []
     for index, token in enumerate(tokens):
         previous = tokens[index - 1] if index else ""

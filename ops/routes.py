@@ -99,22 +99,14 @@ class TemplateRoute:
 
 
 @dataclass(frozen=True)
-class ApiRoute:
+class ApiRoute(TemplateRoute):
     """A template route with its entry of :data:`NEEDS`."""
 
-    method: str
-    path: str
-    function: str
-    code_uri: str
     needs: Needs
 
     @property
     def name(self) -> str:
         return self.needs.name
-
-    @property
-    def key(self) -> str:
-        return f"{self.method} {self.path}"
 
     @property
     def function_dir(self) -> str:
