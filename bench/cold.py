@@ -215,18 +215,13 @@ def _spawn(
 BREAKDOWN_FUNCTION = "GetTicketSummaryFunction"
 _POWERTOOLS = "import boto3, aws_lambda_powertools"
 _RESOLVERS = f"{_POWERTOOLS}, aws_lambda_powertools.event_handler"
-_PYDANTIC = f"{_RESOLVERS}; from pydantic import BaseModel"
-_VALIDATION = (
-    f"{_PYDANTIC}; import aws_lambda_powertools.event_handler.openapi.params, "
-    "aws_lambda_powertools.event_handler.middlewares.openapi_validation"
-)
+_LAYER = f"{_RESOLVERS}, support_tickets.api.resolver, support_tickets.domain.tickets"
 BREAKDOWN_STEPS: tuple[tuple[str, str], ...] = (
     ("boto3 (what the floor imports)", "import boto3"),
     ("Powertools' logger, metrics and tracer", _POWERTOOLS),
     ("Powertools' event handler (its __init__ imports every resolver, asyncio included)", _RESOLVERS),
-    ("pydantic (BaseModel)", _PYDANTIC),
-    ("Powertools' OpenAPI validation (enable_validation=True: params, middleware)", _VALIDATION),
-    ("the handler: our layer (models, domain, repository) and its route", f"{_VALIDATION}; import app"),
+    ("our layer: the API plumbing and request checks, models, domain, data access", _LAYER),
+    ("the handler: its route and its repository", f"{_LAYER}; import app"),
 )
 
 

@@ -43,7 +43,7 @@ def ticket_items(tickets: int, tenants: list[str], seed: int) -> list[dict[str, 
                     created_at="2026-11-21T10:00:00.000Z",
                     updated_at="2026-11-21T10:00:00.000Z",
                     version=1,
-                ).model_dump()
+                ).stored()
             )
         )
     return items

@@ -24,7 +24,8 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from dataclasses import asdict, is_dataclass
+from typing import Any, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -42,14 +43,21 @@ from support_tickets.data.tenant_registry import TenantStatus, read_tenant_confi
 PAGE_SIZE = 100
 
 
+def _json_line(value: Any) -> str:
+    """Compact, UTF-8 as it is (a dataclass as its fields)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _comments(comments: CommentRepository, ticket_id: str, first: list[Comment], cursor: str | None) -> Iterator[str]:
-    yield from (comment.model_dump_json() for comment in first)
+    yield from (_json_line(comment) for comment in first)
     while cursor is not None:
         try:
             page = comments.get_ticket_with_comments(ticket_id, PAGE_SIZE, cursor)
         except TicketNotFound:
             return  # deleted while being written: what was read stays a valid line
-        yield from (comment.model_dump_json() for comment in page.comments)
+        yield from (_json_line(comment) for comment in page.comments)
         cursor = page.next_cursor
 
 
@@ -61,8 +69,7 @@ def _history(audit: AuditRepository, ticket_id: str) -> Iterator[str]:
         except TicketNotFound:
             return  # no history yet, and the ticket deleted meanwhile
         events: list[AuditEvent] = page.events
-        # As pydantic's model_dump_json writes a model: compact, UTF-8 as it is.
-        yield from (json.dumps(event, separators=(",", ":"), ensure_ascii=False) for event in events)
+        yield from (_json_line(event) for event in events)
         cursor = page.next_cursor
         if cursor is None:
             return
@@ -84,7 +91,7 @@ def export_tenant(table: TenantTable, out: TextIO, progress: Progress) -> int:
             first = comments.get_ticket_with_comments(ticket_id, PAGE_SIZE, None)
         except TicketNotFound:
             continue  # deleted since the index listed it
-        out.write('{"ticket":' + first.ticket.model_dump_json() + ',"comments":')
+        out.write('{"ticket":' + _json_line(first.ticket) + ',"comments":')
         _write_list(out, _comments(comments, ticket_id, first.comments, first.next_cursor))
         out.write(',"history":')
         _write_list(out, _history(audit, ticket_id))

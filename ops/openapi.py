@@ -1,12 +1,15 @@
 """The OpenAPI document of the whole API, generated from the handlers themselves.
 
 Each REST function of `template.yaml` is loaded the way the local stack loads it
-(its own ``app`` module, from its ``CodeUri``), and its Powertools resolver's
-``get_openapi_schema()`` describes its one route from the pydantic models and the
-route's declared responses (``support_tickets.api.resolver.openapi_responses``). The
-documents are merged into one, with the Cognito bearer security scheme and
-server placeholders. Powertools' own 422 validation response is dropped: our
-validation errors are the 400 ``ErrorResponse`` each route already declares.
+(its own ``app`` module, from its ``CodeUri``). Its Powertools resolver's
+``get_openapi_schema()`` describes its one route: the path, the response
+dataclasses (pydantic reads them here, at build time; the functions never import
+it) and the route's declared responses
+(``support_tickets.api.resolver.openapi_responses``). What the route accepts
+(``app.accepts``: the body's JSON Schema, query and header parameters) is
+added as it is declared, since those declarations are what the function checks
+(support_tickets.api.validation). The documents are merged into one, with the
+Cognito bearer security scheme and server placeholders.
 
     python -m ops.openapi > docs/openapi.json     (make openapi)
 """
@@ -20,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from stack_model.functions import FunctionSpec, function_specs, load_handler
 from stack_model.template import PROJECT_ROOT
+from support_tickets.core.models import STATUS_SCHEMA
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+    from support_tickets.api.resolver import RestApp
+    from support_tickets.api.validation import Parameter, RouteInput
 
 TITLE = "Support tickets API"
 DESCRIPTION = (
@@ -47,6 +52,7 @@ SERVERS: list[dict[str, Any]] = [
 # Powertools documents its own validation error shape; ours is ErrorResponse.
 _POWERTOOLS_ONLY_SCHEMAS = ("HTTPValidationError", "ValidationError", "ResponseValidationError")
 _POWERTOOLS_VALIDATION_STATUS = "422"
+_STATUS_REF = {"$ref": "#/components/schemas/TicketStatus"}
 
 
 class OpenApiMismatch(RuntimeError):
@@ -58,27 +64,73 @@ def _version() -> str:
         return str(tomllib.load(handle)["project"]["version"])
 
 
-def function_app(spec: FunctionSpec) -> APIGatewayRestResolver:
+def function_app(spec: FunctionSpec) -> RestApp:
     """The Powertools resolver of one function, from its own handler module."""
     handler = load_handler(spec.code_uri, spec.handler)
-    app: APIGatewayRestResolver = sys.modules[handler.__module__].app
+    app: RestApp = sys.modules[handler.__module__].app
     return app
 
 
+def _with_status_ref(schema: Any) -> Any:
+    """A declared schema with the ticket status as the one ``TicketStatus`` component."""
+    if isinstance(schema, dict):
+        if {key: value for key, value in schema.items() if key != "default"} == STATUS_SCHEMA:
+            return {**_STATUS_REF, **({"default": schema["default"]} if "default" in schema else {})}
+        return {key: _with_status_ref(value) for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_with_status_ref(item) for item in schema]
+    return schema
+
+
+def _parameter(parameter: Parameter, location: str) -> dict[str, Any]:
+    return {
+        "name": parameter.name,
+        "in": location,
+        "required": parameter.required,
+        "schema": _with_status_ref(dict(parameter.schema)),
+    }
+
+
+def _add_input(operation: dict[str, Any], accepts: RouteInput, schemas: dict[str, Any]) -> dict[str, Any]:
+    """The operation with what its route accepts, in OpenAPI's order (parameters, body, responses)."""
+    parameters = [
+        *operation.get("parameters", []),
+        *(_parameter(parameter, "query") for parameter in accepts.query),
+        *(_parameter(parameter, "header") for parameter in accepts.headers),
+    ]
+    added: dict[str, Any] = {"parameters": parameters} if parameters else {}
+    if accepts.body is not None:
+        name = accepts.body.__name__
+        schemas[name] = {**_with_status_ref(dict(accepts.body_schema)), "title": name}
+        added["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+    ordered: dict[str, Any] = {}
+    for key, value in operation.items():
+        if key == "responses":
+            ordered.update(added)
+        if key != "parameters":
+            ordered[key] = value
+    return ordered
+
+
 def _function_document(spec: FunctionSpec, version: str) -> dict[str, Any]:
-    raw = function_app(spec).get_openapi_json_schema(title=TITLE, version=version)
-    document: dict[str, Any] = json.loads(raw)
+    app = function_app(spec)
+    document: dict[str, Any] = json.loads(app.get_openapi_json_schema(title=TITLE, version=version))
     declared = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
     expected = {(route.method, route.path) for route in spec.routes}
     if declared != expected:
         raise OpenApiMismatch(f"{spec.logical_id}: handler serves {sorted(declared)}, template maps {sorted(expected)}")
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for item in document["paths"].values():
-        for operation in item.values():
+        for method, operation in item.items():
             operation["responses"].pop(_POWERTOOLS_VALIDATION_STATUS, None)
             for response in operation["responses"].values():
                 if response.get("content") == {}:
                     del response["content"]  # 204: no body
             operation["x-function"] = spec.logical_id
+            item[method] = _add_input(operation, app.accepts, schemas)
     return document
 
 

@@ -1,19 +1,28 @@
 """POST /tickets/{ticket_id}/comments: add a comment to a ticket."""
 
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound
 from support_tickets.core.models import AddCommentRequest, Comment
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(body=AddCommentRequest))
 
 
 @app.post(
@@ -22,7 +31,8 @@ app = create_app()
     responses=openapi_responses(201, "The comment", TicketNotFound, Conflict),
 )
 @tracer.capture_method
-def add_comment(ticket_id: str, request: Annotated[AddCommentRequest, Body()]) -> Response[Comment]:
+def add_comment(ticket_id: str) -> Response[Comment]:
+    request: AddCommentRequest = current_input(app).body
     comment = tickets.add_comment(current_caller(app), ticket_id, request)
     metrics.add_metric(name="CommentAdded", unit=MetricUnit.Count, value=1)
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=comment)

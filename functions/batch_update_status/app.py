@@ -1,18 +1,27 @@
 """POST /tickets/status: change the status of up to 100 tickets, all or nothing."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound
 from support_tickets.core.models import BatchStatusRequest, BatchStatusResponse
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(body=BatchStatusRequest))
 
 
 @app.post(
@@ -22,7 +31,8 @@ app = create_app()
     responses=openapi_responses(200, "Every ticket changed", TicketNotFound, Conflict),
 )
 @tracer.capture_method
-def batch_update_status(request: Annotated[BatchStatusRequest, Body()]) -> BatchStatusResponse:
+def batch_update_status() -> BatchStatusResponse:
+    request: BatchStatusRequest = current_input(app).body
     result = tickets.change_status(current_caller(app), request)
     metrics.add_metric(name="TicketsStatusChanged", unit=MetricUnit.Count, value=len(result.updated))
     return result

@@ -1,19 +1,29 @@
 """POST /tickets: create a ticket (idempotent with an ``Idempotency-Key`` header)."""
 
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.parameters import IDEMPOTENCY_KEY
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict
 from support_tickets.core.models import CreateTicketRequest, Ticket
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(body=CreateTicketRequest, headers=(IDEMPOTENCY_KEY,)))
 
 
 @app.post(
@@ -22,11 +32,11 @@ app = create_app()
     responses=openapi_responses(201, "Created; `Location: /tickets/<id>`", Conflict),
 )
 @tracer.capture_method
-def create_ticket(
-    request: Annotated[CreateTicketRequest, Body()],
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
-) -> Response[Ticket]:
-    ticket = tickets.create_ticket(current_caller(app), request, idempotency_key, app.lambda_context)
+def create_ticket() -> Response[Ticket]:
+    given = current_input(app)
+    ticket = tickets.create_ticket(
+        current_caller(app), given.body, given.headers[IDEMPOTENCY_KEY.name], app.lambda_context
+    )
     metrics.add_metric(name="TicketCreated", unit=MetricUnit.Count, value=1)
     return Response(
         status_code=201,

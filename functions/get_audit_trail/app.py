@@ -1,17 +1,27 @@
 """GET /audit: the tenant's audit trail of a time window, newest first, paged (admins)."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.parameters import PAGE, WINDOW_FROM, WINDOW_TO
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.models import AuditPage
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(query=(WINDOW_FROM, WINDOW_TO, *PAGE)))
 
 
 @app.get(
@@ -26,13 +36,9 @@ app = create_app()
     responses=openapi_responses(200, "A page of events, newest first", InvalidCursor),
 )
 @tracer.capture_method
-def get_audit_trail(
-    start: Annotated[str | None, Query(alias="from", max_length=40)] = None,
-    end: Annotated[str | None, Query(alias="to", max_length=40)] = None,
-    limit: Annotated[int, Query(ge=1, le=tickets.MAX_PAGE_SIZE)] = tickets.DEFAULT_PAGE_SIZE,
-    cursor: Annotated[str | None, Query()] = None,
-) -> AuditPage:
-    return tickets.get_audit_trail(current_caller(app), start, end, limit, cursor)
+def get_audit_trail() -> AuditPage:
+    query = current_input(app).query
+    return tickets.get_audit_trail(current_caller(app), query["from"], query["to"], query["limit"], query["cursor"])
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

@@ -1,17 +1,27 @@
 """GET /tickets/{ticket_id}/history: who changed the ticket, and how, oldest first, paged."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.parameters import PAGE
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor, TicketNotFound
 from support_tickets.core.models import AuditPage
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(query=PAGE))
 
 
 @app.get(
@@ -24,12 +34,9 @@ app = create_app()
     responses=openapi_responses(200, "A page of the ticket's events, oldest first", InvalidCursor, TicketNotFound),
 )
 @tracer.capture_method
-def get_ticket_history(
-    ticket_id: str,
-    limit: Annotated[int, Query(ge=1, le=tickets.MAX_PAGE_SIZE)] = tickets.DEFAULT_PAGE_SIZE,
-    cursor: Annotated[str | None, Query()] = None,
-) -> AuditPage:
-    return tickets.get_ticket_history(current_caller(app), ticket_id, limit, cursor)
+def get_ticket_history(ticket_id: str) -> AuditPage:
+    query = current_input(app).query
+    return tickets.get_ticket_history(current_caller(app), ticket_id, query["limit"], query["cursor"])
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

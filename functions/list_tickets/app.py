@@ -1,18 +1,28 @@
 """GET /tickets: list tickets by status (default OPEN), optionally for one resolver."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.parameters import PAGE, RESOLVER, STATUS
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor
-from support_tickets.core.keys import RESOLVER_PATTERN, TicketStatus
+from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import TicketPage
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(query=(STATUS, RESOLVER, *PAGE)))
 
 
 @app.get(
@@ -21,13 +31,10 @@ app = create_app()
     responses=openapi_responses(200, "A page of tickets (without description)", InvalidCursor),
 )
 @tracer.capture_method
-def list_tickets(
-    status: Annotated[TicketStatus, Query()] = TicketStatus.OPEN,
-    resolver: Annotated[str | None, Query(pattern=RESOLVER_PATTERN)] = None,
-    limit: Annotated[int, Query(ge=1, le=tickets.MAX_PAGE_SIZE)] = tickets.DEFAULT_PAGE_SIZE,
-    cursor: Annotated[str | None, Query()] = None,
-) -> TicketPage:
-    return tickets.list_tickets(current_caller(app), status, resolver, limit, cursor)
+def list_tickets() -> TicketPage:
+    query = current_input(app).query
+    status = TicketStatus(query["status"])
+    return tickets.list_tickets(current_caller(app), status, query["resolver"], query["limit"], query["cursor"])
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

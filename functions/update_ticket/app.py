@@ -1,18 +1,28 @@
 """PATCH /tickets/{ticket_id}: change title, description, status or resolver."""
 
-from typing import Annotated, Any
+from typing import Any
 
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
+from support_tickets.api.parameters import IF_MATCH
+from support_tickets.api.resolver import (
+    create_app,
+    current_caller,
+    current_input,
+    handle,
+    logger,
+    metrics,
+    openapi_responses,
+    tracer,
+)
+from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound, VersionMismatch
 from support_tickets.core.models import Ticket, UpdateTicketRequest
 from support_tickets.domain import tickets
 
-app = create_app()
+app = create_app(RouteInput(body=UpdateTicketRequest, headers=(IF_MATCH,)))
 
 
 @app.patch(
@@ -21,12 +31,9 @@ app = create_app()
     responses=openapi_responses(200, "The updated ticket", TicketNotFound, Conflict, VersionMismatch),
 )
 @tracer.capture_method
-def update_ticket(
-    ticket_id: str,
-    request: Annotated[UpdateTicketRequest, Body()],
-    if_match: Annotated[str | None, Header(alias="If-Match")] = None,
-) -> Ticket:
-    ticket = tickets.update_ticket(current_caller(app), ticket_id, request, if_match)
+def update_ticket(ticket_id: str) -> Ticket:
+    given = current_input(app)
+    ticket = tickets.update_ticket(current_caller(app), ticket_id, given.body, given.headers[IF_MATCH.name])
     metrics.add_metric(name="TicketUpdated", unit=MetricUnit.Count, value=1)
     return ticket
 

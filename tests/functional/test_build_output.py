@@ -132,6 +132,13 @@ def test_the_authorizers_crypto_reaches_no_other_function_and_not_the_layer(spec
             assert top_level_names(BUILD_DIR / name).isdisjoint(AUTHORIZER_ONLY), name
 
 
+def test_no_function_ships_pydantic(specs: dict[str, FunctionSpec]) -> None:
+    # The OpenAPI document needs it at build time; a function would pay its import on every cold start.
+    assert not set(pinned(REQUIREMENTS)) & {"pydantic", "pydantic-core"}
+    for directory in (LAYER_DIR, *(BUILD_DIR / name for name in specs)):
+        assert top_level_names(directory).isdisjoint({"pydantic", "pydantic_core"}), directory.name
+
+
 def test_the_layer_ships_exactly_its_pinned_requirements_and_no_sdk(specs: dict[str, FunctionSpec]) -> None:
     assert installed(LAYER_DIR) == pinned(REQUIREMENTS)
     runtime = set(pinned(RUNTIME_REQUIREMENTS))

@@ -28,18 +28,19 @@ STREAM_FUNCTIONS = frozenset({"AggregateCountsFunction", "AuditTrailFunction"})
 
 # Never on any function's import: the authorizer's token verification (loaded by
 # its first token), the X-Ray SDK with tracing off (support_tickets.core.tracing),
-# Powertools' idempotency (the create route loads it when a request has a key).
+# Powertools' idempotency (the create route loads it when a request has a key),
+# pydantic (no function ships it; support_tickets.core.models says why).
 NEVER = (
     "cryptography",
     "jwt",
     "aws_xray_sdk.core",
     "aws_lambda_powertools.utilities.idempotency",
-)
-# The API's machinery, which neither the authorizer nor a stream function runs:
-# pydantic (models, request validation), Powertools' REST resolver, our API layer.
-API_ONLY = (
     "pydantic",
     "pydantic_core",
+)
+# The API's machinery, which neither the authorizer nor a stream function runs:
+# Powertools' REST resolver, our API layer.
+API_ONLY = (
     "aws_lambda_powertools.event_handler",
     "support_tickets.api",
     "support_tickets.domain",
@@ -58,7 +59,7 @@ PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); prin
 def forbidden(name: str) -> tuple[str, ...]:
     if name == AUTHORIZER:
         # asyncio: Powertools' batch utility and its AppSync resolvers import it; the authorizer uses neither.
-        return (*NEVER[2:], *API_ONLY, "asyncio", *ON_FIRST_USE)
+        return (*NEVER[2:], *API_ONLY, "asyncio", *ON_FIRST_USE)  # the first two: its own, on its first token
     if name in STREAM_FUNCTIONS:
         return (*NEVER, *API_ONLY, *ON_FIRST_USE)
     return (*NEVER, *ON_FIRST_USE)

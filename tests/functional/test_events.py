@@ -129,7 +129,7 @@ def seed_items(event: dict[str, Any]) -> list[dict[str, Any]]:
                 created_at="2026-11-21T10:00:00.000Z",
                 updated_at="2026-11-21T10:00:00.000Z",
                 version=1,
-            ).model_dump()
+            ).stored()
         )
         for ticket_id in (sample_events.TICKET_ID, *sample_events.OTHER_TICKET_IDS)
     ]

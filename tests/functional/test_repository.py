@@ -10,7 +10,7 @@ import pytest
 from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor, TicketNotFound, VersionMismatch
 from support_tickets.core.keys import TicketStatus
-from support_tickets.core.models import CreateTicketRequest
+from support_tickets.core.models import AggregatesResponse, CreateTicketRequest
 from support_tickets.data.aggregate_repository import AggregateRepository
 from support_tickets.data.comment_repository import CommentRepository
 from support_tickets.data.ticket_repository import TicketRepository
@@ -235,10 +235,9 @@ def test_aggregates_list_every_status_with_zero_default(
     repo_for: RepoFactory, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     repo = repo_for(random_tenant_id())
-    assert AggregateRepository(repo.table).get_aggregates().model_dump() == {
-        "counts": {TicketStatus.OPEN: 0, TicketStatus.IN_PROGRESS: 0, TicketStatus.CLOSED: 0},
-        "total": 0,
-    }
+    assert AggregateRepository(repo.table).get_aggregates() == AggregatesResponse(
+        counts={TicketStatus.OPEN: 0, TicketStatus.IN_PROGRESS: 0, TicketStatus.CLOSED: 0}, total=0
+    )
     dynamodb.put_item(
         TableName=table_name,
         Item={"pk": {"S": keys.aggregate_pk(repo.tenant_id)}, "sk": {"S": "OPEN"}, "count": {"N": "4"}},

@@ -17,17 +17,16 @@ stop them: no foreign item comes back, none is written.
 import dataclasses
 import json
 from collections.abc import Collection, Mapping
-from typing import Annotated, Any
+from typing import Any, ClassVar
 from unittest import mock
 
-from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from ops.routes import by_name
 from stack_model.functions import function_specs, load_handler
 from support_tickets.api import resolver
-from support_tickets.api.resolver import create_app, current_caller, handle
+from support_tickets.api.resolver import create_app, current_caller, current_input, handle
+from support_tickets.api.validation import RouteInput, read_input
 from support_tickets.core.identity import Caller, caller_from_event
 from support_tickets.core.models import CreateTicketRequest, Ticket
 from support_tickets.core.settings import get_settings
@@ -35,16 +34,26 @@ from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.ticket_repository import TicketRepository
 
-app = create_app()
 
+@dataclasses.dataclass(frozen=True)
+class LeakRequest:
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"tenant_id": {"type": "string"}, "ticket_id": {"type": ["string", "null"]}},
+        "required": ["tenant_id"],
+        "additionalProperties": False,
+    }
 
-class LeakRequest(BaseModel):
     tenant_id: str  # the bug: a tenant from the body
     ticket_id: str | None = None
 
 
+app = create_app(RouteInput(body=LeakRequest))
+
+
 @app.post("/leak")
-def leak(request: Annotated[LeakRequest, Body()]) -> Ticket:
+def leak() -> Ticket:
+    request: LeakRequest = current_input(app).body
     caller = current_caller(app)
     clients = tenant_clients().for_caller(caller)
     repository = TicketRepository(TenantTable(request.tenant_id, get_settings().table_name, clients))
@@ -53,7 +62,15 @@ def leak(request: Annotated[LeakRequest, Body()]) -> Ticket:
     return repository.create_ticket(CreateTicketRequest(title="planted"), created_by=caller.username)
 
 
-class ImpersonateRequest(BaseModel):
+@dataclasses.dataclass(frozen=True)
+class ImpersonateRequest:
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"tenant_id": {"type": "string"}, "route": {"type": "string"}, "ticket_id": {"type": "string"}},
+        "required": ["tenant_id", "route"],
+        "additionalProperties": False,
+    }
+
     tenant_id: str  # the bug: a tenant from the body, for everything
     route: str  # a route's name in the route table
     ticket_id: str = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
@@ -62,7 +79,7 @@ class ImpersonateRequest(BaseModel):
 def impersonate(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """The route's own function, given the route's sample request, with the
     caller's verified identity but the body's tenant id (and admin rights)."""
-    request = ImpersonateRequest.model_validate_json(event["body"])
+    request: ImpersonateRequest = read_input(RouteInput(body=ImpersonateRequest), event).body
     route = by_name()[request.route]
     spec = function_specs()[route.function]
     handler = load_handler(spec.code_uri, spec.handler)

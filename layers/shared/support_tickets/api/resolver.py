@@ -1,12 +1,16 @@
-"""API plumbing shared by every REST function: the resolver, the caller, and the
-one table that maps errors to API.md's bodies.
+"""API plumbing shared by every REST function: the resolver, the caller, the
+checked input, and the one table that maps errors to API.md's bodies.
 
 Order of checks for a request (see :func:`handle`): body size (413), identity
 from the authorizer claims (401/403), a JSON ``Content-Type`` for a body (400),
-then Powertools' pydantic validation of path, query, headers and body (400),
-query parameters the route does not declare (400), then the route. Everything that goes wrong
-after that is an :class:`~support_tickets.core.errors.ApiError` raised by the domain
-and turned into a response here, never in a handler.
+then the query, headers and body against what the route declares
+(:mod:`support_tickets.api.validation`, 400), then the route. Everything that
+goes wrong after that is an :class:`~support_tickets.core.errors.ApiError`
+raised by the domain and turned into a response here, never in a handler.
+
+Powertools' own request validation stays off (``enable_validation=False``): it
+is built on pydantic, whose import alone is more than a fifth of a cold
+start's floor; our declarations are plain JSON Schema, documented as they are.
 """
 
 from __future__ import annotations
@@ -19,12 +23,11 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from support_tickets.api.validation import CheckedInput, RouteInput, read_input
 from support_tickets.core.errors import (
     ApiError,
     Forbidden,
@@ -49,6 +52,7 @@ metrics = Metrics()
 
 MAX_BODY_BYTES = 64 * 1024
 CALLER_CONTEXT_KEY = "caller"
+INPUT_CONTEXT_KEY = "input"
 
 
 def error_response(exc: ApiError) -> Response[Any]:
@@ -60,21 +64,6 @@ def error_response(exc: ApiError) -> Response[Any]:
         body=json.dumps(exc.body()),
         headers=exc.headers(),
     )
-
-
-def _validation_error_response(exc: RequestValidationError) -> Response[Any]:
-    errors = exc.errors()
-    if any(error.get("type") == "json_invalid" for error in errors):
-        return error_response(InvalidJson())
-    details = [
-        {
-            # Powertools prefixes locations with the parameter name ("body", "request"...).
-            "field": ".".join(str(part) for part in error.get("loc", ())[1:]) or str(error.get("loc", ("body",))[0]),
-            "message": str(error.get("msg", "invalid")),
-        }
-        for error in errors
-    ]
-    return error_response(ValidationFailed(details=details))
 
 
 def _route_not_matched_response(exc: NotFoundError) -> Response[Any]:
@@ -94,43 +83,20 @@ def _unexpected_error_response(exc: Exception) -> Response[Any]:
     )
 
 
-def _reject_unknown_query_parameters(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """A query parameter the route does not declare is a 400, like an unknown body field."""
-    route = app.context.get("_route")  # set by Powertools before it runs middlewares
-    if route is not None:
-        allowed = {param.alias for param in route.dependant.query_params}
-        event = app.current_event
-        given = set(event.query_string_parameters or {}) | set(event.multi_value_query_string_parameters or {})
-        unknown = sorted(given - allowed)
-        if unknown:
-            raise ValidationFailed(details=[{"field": name, "message": "unknown query parameter"} for name in unknown])
-    return next_middleware(app)
+class RestApp(APIGatewayRestResolver):
+    """Powertools' REST resolver with the one route's declared input
+    (``accepts``), which :func:`handle` checks and ops/openapi.py documents."""
+
+    def __init__(self, accepts: RouteInput) -> None:
+        super().__init__()
+        self.accepts = accepts
 
 
-def _json_body(text: str) -> dict[str, Any]:
-    """``json.loads`` for request bodies, failing only with ``JSONDecodeError``
-    (which Powertools reports as ``json_invalid``, our ``INVALID_JSON``): also
-    for nesting deeper than the decoder's recursion limit and for integers
-    longer than Python converts, which ``json.loads`` raises differently.
-    Every body of this API is an object: anything else is a validation error
-    here (Powertools would validate the first element of an array instead)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise json.JSONDecodeError(f"unreadable JSON: {type(exc).__name__}", text, 0) from exc
-    if not isinstance(value, dict):
-        raise RequestValidationError([{"type": "dict_type", "loc": ("body",), "msg": "Input should be a JSON object"}])
-    return value
-
-
-def create_app() -> APIGatewayRestResolver:
-    """The resolver every REST function registers its one route on."""
-    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=_json_body)
-    app.use(middlewares=[_reject_unknown_query_parameters])
+def create_app(accepts: RouteInput | None = None) -> RestApp:
+    """The resolver a REST function registers its one route on, with what that
+    route accepts besides its path (nothing, by default: any query parameter is a 400)."""
+    app = RestApp(accepts or RouteInput())
     app.exception_handler(ApiError)(error_response)
-    app.exception_handler(RequestValidationError)(_validation_error_response)
     app.exception_handler(NotFoundError)(_route_not_matched_response)
     app.exception_handler(Exception)(_unexpected_error_response)
     return app
@@ -184,6 +150,14 @@ def current_caller(app: APIGatewayRestResolver) -> Caller:
     return caller
 
 
+def current_input(app: APIGatewayRestResolver) -> CheckedInput:
+    """The request's body and parameters, as checked against the route's ``accepts``."""
+    given = app.context.get(INPUT_CONTEXT_KEY)
+    if not isinstance(given, CheckedInput):  # handle() always sets it; belt and braces
+        raise ApiError()
+    return given
+
+
 def _proxy_response(response: Response[Any]) -> dict[str, Any]:
     return {
         "statusCode": response.status_code,
@@ -193,15 +167,11 @@ def _proxy_response(response: Response[Any]) -> dict[str, Any]:
     }
 
 
-def _require_json_body(event: dict[str, Any]) -> None:
-    given = event.get("headers") or {}
-    for name, value in given.items():
-        if name.lower() == "content-type" and isinstance(value, str):
-            # Media types are case-insensitive; Powertools only parses "application/json" as written.
-            given[name] = value.lower()
+def _require_json_body(event: Mapping[str, Any]) -> None:
+    """A body is JSON, whatever case its media type is written in (no ``Content-Type``: JSON assumed)."""
     if not event.get("body"):
         return
-    headers = {name.lower(): value for name, value in given.items()}
+    headers = {str(name).lower(): value for name, value in (event.get("headers") or {}).items()}
     media_type = str(headers.get("content-type") or "application/json").split(";", 1)[0].strip().lower()
     if media_type != content_types.APPLICATION_JSON:
         raise ValidationFailed(details=[{"field": "Content-Type", "message": "must be application/json"}])
@@ -214,7 +184,7 @@ def _body_size(event: Mapping[str, Any]) -> int:
     return len(body.encode("utf-8"))
 
 
-def handle(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
     try:
         if _body_size(event) > MAX_BODY_BYTES:
@@ -228,10 +198,11 @@ def handle(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaCo
     tracer.put_annotation(key="tenant_id", value=caller.tenant_id)
     try:
         _require_json_body(event)
+        checked = read_input(app.accepts, event)
     except ApiError as exc:
         response = _proxy_response(error_response(exc))
     else:
-        app.append_context(**{CALLER_CONTEXT_KEY: caller})  # type: ignore[no-untyped-call]
+        app.append_context(**{CALLER_CONTEXT_KEY: caller, INPUT_CONTEXT_KEY: checked})  # type: ignore[no-untyped-call]
         response = app.resolve(event, context)
     logger.info(
         "request handled",

@@ -1,87 +1,140 @@
-"""Request and response models (they also generate docs/openapi.json) and the
-stored item shapes of the single-table model."""
+"""Request and response shapes of the API (they also generate docs/openapi.json)
+and the stored item shapes of the single-table model.
+
+No pydantic here: every API function imports this module on its cold start,
+and pydantic's import alone would cost it more than a fifth of the floor
+(bench/results.md, "Where an API function's import goes"). So:
+
+- a request body is declared once, as the JSON Schema in its class's
+  ``SCHEMA``: :mod:`support_tickets.api.validation` checks bodies against it and
+  the OpenAPI document shows it as it is; the dataclass is the typed view the
+  domain receives once a body passed (tests/unit/test_models.py holds the two
+  to the same fields);
+- responses are frozen dataclasses: Powertools' encoder serializes them, and
+  the OpenAPI generator (pydantic, at build time only) reads their fields,
+  docstrings and ``__pydantic_config__`` as it reads a model's;
+- stored items are dataclasses read with :meth:`TicketItem.from_row`, which
+  refuses a row that is not a well-formed ticket summary.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent, AuditEventType, AuditField, FieldChange
 from support_tickets.core.keys import TicketStatus
 
-# The audit event's shapes are pydantic-free (the stream's audit writer builds
+# The audit event's shapes are plain TypedDicts (the stream's audit writer builds
 # them on its cold start); AuditPage and the OpenAPI document use them as they are.
 __all__ = ["AuditEvent", "AuditEventType", "AuditField", "FieldChange"]
 
-Title = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Description = Annotated[str, StringConstraints(max_length=10_000)]
-Resolver = Annotated[str, StringConstraints(pattern=keys.RESOLVER_PATTERN)]
-CommentBody = Annotated[str, StringConstraints(min_length=1, max_length=10_000)]
-TicketId = Annotated[str, StringConstraints(pattern=keys.TICKET_ID_PATTERN)]
-
 MAX_BATCH_TICKETS = 100
 
+JsonSchema = Mapping[str, Any]
 
-# Every function imports this module, and each uses only a few of its models:
-# defer_build makes pydantic build a model's validator and serializer on first
-# use, so a cold start pays only for the models its route touches.
-_DEFERRED = ConfigDict(defer_build=True)
+# What pydantic reads to close a dataclass's schema (``additionalProperties:
+# false``): a response never has a key its class does not declare.
+_FORBID_EXTRA: Final[dict[str, Any]] = {"extra": "forbid"}
 
-
-class _Request(BaseModel):
-    # Unknown fields are a 400, not silently dropped.
-    model_config = ConfigDict(extra="forbid", **_DEFERRED)
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid", **_DEFERRED)
+STATUS_SCHEMA: Final[JsonSchema] = {"type": "string", "enum": [status.value for status in TicketStatus]}
+_TITLE: Final[JsonSchema] = {"type": "string", "minLength": 1, "maxLength": 200}
+_DESCRIPTION: Final[JsonSchema] = {"type": "string", "maxLength": 10_000}
+_RESOLVER: Final[JsonSchema] = {"type": ["string", "null"], "pattern": keys.RESOLVER_PATTERN}
 
 
 # ---------------------------------------------------------------- requests
-class CreateTicketRequest(_Request):
-    title: Title
-    description: Description = ""
-    resolver: Resolver | None = None
+@dataclass(frozen=True)
+class CreateTicketRequest:
+    SCHEMA: ClassVar[JsonSchema] = {
+        "type": "object",
+        "properties": {
+            "title": _TITLE,
+            "description": {**_DESCRIPTION, "default": ""},
+            "resolver": {**_RESOLVER, "default": None},
+        },
+        "required": ["title"],
+        "additionalProperties": False,
+    }
+
+    title: str
+    description: str = ""
+    resolver: str | None = None
 
 
-class UpdateTicketRequest(_Request):
+class UpdateTicketRequest:
     """Only the fields present change; ``resolver: null`` unassigns."""
 
-    title: Title = Field(default=None)  # type: ignore[assignment]
-    description: Description = Field(default=None)  # type: ignore[assignment]
-    status: TicketStatus = Field(default=None)  # type: ignore[assignment]
-    resolver: Resolver | None = None
+    SCHEMA: ClassVar[JsonSchema] = {
+        "type": "object",
+        "description": "Only the fields present change; `resolver: null` unassigns.",
+        "properties": {"title": _TITLE, "description": _DESCRIPTION, "status": STATUS_SCHEMA, "resolver": _RESOLVER},
+        "minProperties": 1,
+        "additionalProperties": False,
+    }
 
-    @model_validator(mode="after")
-    def _something_to_change(self) -> Self:
-        if not self.model_fields_set:
-            raise ValueError("at least one of title, description, status, resolver is required")
-        return self
+    __slots__ = ("_changes",)
+
+    def __init__(self, **changes: Any) -> None:
+        if changes.get("status") is not None:
+            changes["status"] = TicketStatus(changes["status"])
+        self._changes = changes
 
     def changes(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        return dict(self._changes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UpdateTicketRequest) and other._changes == self._changes
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._changes)))
+
+    def __repr__(self) -> str:
+        return f"UpdateTicketRequest({self._changes!r})"
 
 
-class AddCommentRequest(_Request):
-    body: CommentBody
+@dataclass(frozen=True)
+class AddCommentRequest:
+    SCHEMA: ClassVar[JsonSchema] = {
+        "type": "object",
+        "properties": {"body": {"type": "string", "minLength": 1, "maxLength": 10_000}},
+        "required": ["body"],
+        "additionalProperties": False,
+    }
+
+    body: str
 
 
-class BatchStatusRequest(_Request):
-    ticket_ids: list[TicketId] = Field(min_length=1, max_length=MAX_BATCH_TICKETS)
+@dataclass(frozen=True)
+class BatchStatusRequest:
+    SCHEMA: ClassVar[JsonSchema] = {
+        "type": "object",
+        "properties": {
+            "ticket_ids": {
+                "type": "array",
+                "items": {"type": "string", "pattern": keys.TICKET_ID_PATTERN},
+                "minItems": 1,
+                "maxItems": MAX_BATCH_TICKETS,
+                "uniqueItems": True,
+            },
+            "status": STATUS_SCHEMA,
+        },
+        "required": ["ticket_ids", "status"],
+        "additionalProperties": False,
+    }
+
+    ticket_ids: list[str]
     status: TicketStatus
 
-    @field_validator("ticket_ids")
-    @classmethod
-    def _distinct(cls, ticket_ids: list[str]) -> list[str]:
-        if len(set(ticket_ids)) != len(ticket_ids):
-            raise ValueError("ticket_ids must be distinct")
-        return ticket_ids
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", TicketStatus(self.status))  # the checked body gives its value
 
 
 # ---------------------------------------------------------------- responses
-class TicketListItem(_Response):
+@dataclass(frozen=True)
+class TicketListItem:
     """A row of a status list: the ticket without its description (GSI1 projects
     only what list views show)."""
 
@@ -95,58 +148,114 @@ class TicketListItem(_Response):
     version: int
 
 
+@dataclass(frozen=True)
 class Ticket(TicketListItem):
     description: str
 
 
-class Comment(_Response):
+@dataclass(frozen=True)
+class Comment:
     comment_id: str
     author: str
     body: str
     created_at: str
 
 
-class TicketPage(_Response):
+@dataclass(frozen=True)
+class TicketPage:
     items: list[TicketListItem]
     next_cursor: str | None
 
 
-class TicketWithComments(_Response):
+@dataclass(frozen=True)
+class TicketWithComments:
     ticket: Ticket
     comments: list[Comment]
     next_cursor: str | None
 
 
-class BatchStatusResponse(_Response):
+@dataclass(frozen=True)
+class BatchStatusResponse:
     updated: list[str]
     status: TicketStatus
 
 
-class AggregatesResponse(_Response):
+@dataclass(frozen=True)
+class AggregatesResponse:
     counts: dict[TicketStatus, int]
     total: int
 
 
-class AuditPage(_Response):
+@dataclass(frozen=True)
+class AuditPage:
     events: list[AuditEvent]
     next_cursor: str | None
 
 
-class ErrorDetail(_Response):
+@dataclass(frozen=True)
+class ErrorDetail:
     code: str
     message: str
     details: Any = None
 
 
-class ErrorResponse(_Response):
+@dataclass(frozen=True)
+class ErrorResponse:
     error: ErrorDetail
 
 
-# ---------------------------------------------------------------- stored items
-class TicketItem(BaseModel):
-    """A ticket summary as stored: the status lives only in ``tenant_status``."""
+_RESPONSES: tuple[type, ...] = (
+    TicketListItem,
+    Ticket,
+    Comment,
+    TicketPage,
+    TicketWithComments,
+    BatchStatusResponse,
+    AggregatesResponse,
+    AuditPage,
+    ErrorDetail,
+    ErrorResponse,
+)
+for _response in _RESPONSES:
+    setattr(_response, "__pydantic_config__", _FORBID_EXTRA)  # noqa: B010 - a class attribute mypy does not know
 
-    model_config = ConfigDict(extra="ignore", **_DEFERRED)
+
+# ---------------------------------------------------------------- stored items
+class MalformedItem(ValueError):
+    """A stored row that is not the item it should be (a missing or mistyped attribute)."""
+
+
+def _text(row: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = row.get(name, default)
+    if not isinstance(value, str):
+        raise MalformedItem(f"{name}: expected a string")
+    return value
+
+
+def _optional_text(row: Mapping[str, Any], name: str) -> str | None:
+    value = row.get(name)
+    if value is not None and not isinstance(value, str):
+        raise MalformedItem(f"{name}: expected a string or nothing")
+    return value
+
+
+def _whole_number(row: Mapping[str, Any], name: str) -> int:
+    # boto3 reads numbers as Decimal; a bool is not a number here.
+    value = row.get(name)
+    if isinstance(value, bool) or value is None:
+        raise MalformedItem(f"{name}: expected a whole number")
+    try:
+        number = int(value)
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise MalformedItem(f"{name}: expected a whole number") from exc
+    if number != value:
+        raise MalformedItem(f"{name}: expected a whole number")
+    return number
+
+
+@dataclass(frozen=True)
+class TicketItem:
+    """A ticket summary as stored: the status lives only in ``tenant_status``."""
 
     pk: str
     sk: str
@@ -154,14 +263,42 @@ class TicketItem(BaseModel):
     resolver: str
     ticket_id: str
     title: str
-    description: str = ""
     created_by: str
     created_at: str
     updated_at: str
     version: int
+    description: str = ""
     # Who made the last change (the stream's images name the actor of each
     # change: support_tickets.streams.audit_events); absent on items written before it existed.
     updated_by: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TicketItem:
+        """The summary a row (plain values, as ``from_item`` gives them) holds;
+        other attributes are ignored, a missing or mistyped one is :class:`MalformedItem`."""
+        item = cls(
+            pk=_text(row, "pk"),
+            sk=_text(row, "sk"),
+            tenant_status=_text(row, "tenant_status"),
+            resolver=_text(row, "resolver"),
+            ticket_id=_text(row, "ticket_id"),
+            title=_text(row, "title"),
+            description=_text(row, "description", ""),
+            created_by=_text(row, "created_by"),
+            created_at=_text(row, "created_at"),
+            updated_at=_text(row, "updated_at"),
+            version=_whole_number(row, "version"),
+            updated_by=_optional_text(row, "updated_by"),
+        )
+        try:
+            item.status  # noqa: B018 - the status must be one of TicketStatus
+        except (IndexError, ValueError) as exc:
+            raise MalformedItem("tenant_status: not a status key") from exc
+        return item
+
+    def stored(self) -> dict[str, Any]:
+        """The attributes to write, in declaration order."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @property
     def status(self) -> TicketStatus:
@@ -186,15 +323,22 @@ class TicketItem(BaseModel):
         }
 
 
-class CommentItem(BaseModel):
-    model_config = ConfigDict(extra="ignore", **_DEFERRED)
-
+@dataclass(frozen=True)
+class CommentItem:
     pk: str
     sk: str
     comment_id: str
     author: str
     body: str
     created_at: str
+    _fields: ClassVar[tuple[str, ...]] = ("pk", "sk", "comment_id", "author", "body", "created_at")
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> CommentItem:
+        return cls(**{name: _text(row, name) for name in cls._fields})
+
+    def stored(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._fields}
 
     def comment(self) -> Comment:
         return Comment(comment_id=self.comment_id, author=self.author, body=self.body, created_at=self.created_at)

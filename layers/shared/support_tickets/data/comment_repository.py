@@ -45,7 +45,7 @@ class CommentRepository:
         item = CommentItem(
             pk=pk, sk=keys.comment_sk(now, comment_id), comment_id=comment_id, author=author, body=body, created_at=now
         )
-        stored = to_item(item.model_dump())
+        stored = to_item(item.stored())
         try:
             self.table.call(
                 "transact_write_items",
@@ -114,8 +114,8 @@ class CommentRepository:
                 next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
             ticket = tickets.get_ticket_summary(ticket_id)
         else:
-            ticket = TicketItem.model_validate(summary).ticket()
-        comments = [CommentItem.model_validate(item).comment() for item in comment_items]
+            ticket = TicketItem.from_row(summary).ticket()
+        comments = [CommentItem.from_row(item).comment() for item in comment_items]
         return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
 
 

@@ -18,14 +18,20 @@ from typing import Any, Final
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
-from pydantic import ValidationError
 
 from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
 from support_tickets.core.errors import ApiError, Conflict, TicketNotFound, VersionMismatch
 from support_tickets.core.ids import new_id
 from support_tickets.core.keys import TicketStatus
-from support_tickets.core.models import BatchStatusResponse, CreateTicketRequest, Ticket, TicketItem, TicketPage
+from support_tickets.core.models import (
+    BatchStatusResponse,
+    CreateTicketRequest,
+    MalformedItem,
+    Ticket,
+    TicketItem,
+    TicketPage,
+)
 from support_tickets.data import listing
 from support_tickets.data.cursor import query_fingerprint
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
@@ -125,7 +131,7 @@ class TicketRepository:
             version=1,
             updated_by=created_by,
         )
-        stored = to_item(item.model_dump())
+        stored = to_item(item.stored())
         try:
             self.table.call(
                 "put_item",
@@ -150,7 +156,7 @@ class TicketRepository:
         )
         if "Item" not in response:
             raise TicketNotFound()
-        return TicketItem.model_validate(from_item(response["Item"])).ticket()
+        return TicketItem.from_row(from_item(response["Item"])).ticket()
 
     def update_ticket(
         self, ticket_id: str, changes: Mapping[str, Any], expected_version: int | None, actor: str
@@ -198,9 +204,9 @@ class TicketRepository:
             if expected_version is not None and _is_own_update(current, expected_version, values, stored):
                 # A retry of this very update whose first attempt landed (same new
                 # version, same timestamp, same values): it succeeded once.
-                return TicketItem.model_validate(from_item(current)).ticket()
+                return TicketItem.from_row(from_item(current)).ticket()
             raise VersionMismatch(details={"current_version": int(current["version"]["N"])}) from exc
-        return TicketItem.model_validate(from_item(response["Attributes"])).ticket()
+        return TicketItem.from_row(from_item(response["Attributes"])).ticket()
 
     def change_status(self, ticket_ids: Sequence[str], status: TicketStatus, actor: str) -> BatchStatusResponse:
         """All or nothing in one TransactWriteItems (≤100 items, one tenant).
@@ -394,7 +400,7 @@ class TicketRepository:
             (self.on_foreign_row if entry.foreign else self.on_malformed_row)(dropped)
 
         page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept, drop=drop)
-        items = [TicketItem.model_validate(row).list_item() for row in page.rows]
+        items = [TicketItem.from_row(row).list_item() for row in page.rows]
         if page.exhausted:
             return TicketPage(items=items, next_cursor=None)
         positions = {suffix: start[suffix] for suffix in suffixes.values() if suffix in start}
@@ -461,7 +467,7 @@ class TicketRepository:
         if ticket_id is None or sk != keys.SUMMARY_SK or row.get("ticket_id") != ticket_id:
             return listing.IndexRow(position, None, row)
         try:
-            TicketItem.model_validate(row)
-        except ValidationError:
+            TicketItem.from_row(row)
+        except MalformedItem:
             return listing.IndexRow(position, None, row)
         return listing.IndexRow(position, row)

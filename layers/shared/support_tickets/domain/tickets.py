@@ -14,6 +14,7 @@ container within ``TENANT_CONFIG_TTL_SECONDS`` (30 s).
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,7 @@ def create_ticket(
         IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
     )
-    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+    from aws_lambda_powertools.utilities.idempotency.serialization.dataclass import DataclassSerializer
 
     persistence = DynamoDBPersistenceLayer(
         table_name=repository.table_name,
@@ -125,14 +126,14 @@ def create_ticket(
         data_keyword_argument="payload",
         persistence_store=persistence,
         config=config,
-        output_serializer=PydanticSerializer(Ticket),
+        output_serializer=DataclassSerializer(Ticket),
     )
     def create_once(payload: dict[str, Any]) -> Ticket:
         created.append(repository.create_ticket(request, created_by=caller.username))
         return created[-1]
 
     created: list[Ticket] = []
-    payload = {"user": caller.username, "key": idempotency_key, "request": request.model_dump(mode="json")}
+    payload = {"user": caller.username, "key": idempotency_key, "request": asdict(request)}
     try:
         ticket: Ticket = create_once(payload=payload)
     except IdempotencyValidationError as exc:
