@@ -42,14 +42,19 @@ class StackProcess:
     state: dict[str, Any]
     _tokens: dict[tuple[str, str, bool], str] = field(default_factory=dict)
     _credentials: dict[str, TenantCredentials] = field(default_factory=dict)
+    _operators: dict[str, Any] = field(default_factory=dict)
 
     @property
     def emulator_url(self) -> str:
         return str(self.state["emulator_url"])
 
     def operator(self, service: str) -> Any:
-        """A client of the emulator as its administrator (set-up, sizing)."""
-        return operator_client(self.emulator_url, service, str(self.state["region"]))
+        """A client of the emulator as its administrator (set-up, sizing), one
+        per service for the whole run: each new session would parse the
+        service's model again, a tenth of a second of CPU every time."""
+        if service not in self._operators:
+            self._operators[service] = operator_client(self.emulator_url, service, str(self.state["region"]))
+        return self._operators[service]
 
     def role_credentials(self, role_name: str, session_name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
         """``AWS_*`` variables for ``role_name``, as Lambda hands them to a function."""

@@ -100,10 +100,17 @@ class DesignRun:
 
 
 def run_warm(
-    stack: StackProcess, specs: dict[str, FunctionSpec], *, runs: int, warmup: int, tenant_prefix: str
+    stack: StackProcess,
+    specs: dict[str, FunctionSpec],
+    *,
+    runs: int,
+    warmup: int,
+    tenant_prefix: str,
+    spare_deletes: int = 10,
 ) -> dict[str, Any]:
     """``routes``: per route, both designs; ``naive_overhead``: where the naive
-    design's extra time went (the token exchange, building the client)."""
+    design's extra time went (the token exchange, building the client).
+    ``spare_deletes``: tickets to delete beyond one per request, for retried requests."""
     invoker = Invoker(specs)
     designs = Designs(cognito_endpoint_url=stack.emulator_url, identity_pool_id=str(stack.state["identity_pool_id"]))
     recorder = CallRecorder()
@@ -118,7 +125,7 @@ def run_warm(
     try:
         with environment(env), quiet_stdout():
             fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
-            deletes = 2 * (warmup + runs + 1) + 10  # spares for retried requests
+            deletes = 2 * (warmup + runs + 1) + spare_deletes
             progress(f"warm path: creating test data ({deletes} tickets to delete)")
             routes = fixtures.routes(deletes)
             stack.drain()  # the aggregates of the data just created, before anything is timed

@@ -60,6 +60,20 @@ log = logging.getLogger("local_stack.emulator")
 
 
 Control = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes] | None]
+# The requests that can add records to the table's stream (the stream pollers are told of each).
+TABLE_WRITES = frozenset(
+    f"DynamoDB_20120810.{operation}"
+    for operation in (
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "ExecuteStatement",
+        "BatchExecuteStatement",
+        "ExecuteTransaction",
+    )
+)
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -116,6 +130,8 @@ class Emulator:
         self._endpoint_thread: threading.Thread | None = None
         self.guard: Guard | None = None
         self.provisioned: Provisioned | None = None
+        # Called after every request that may have written the table (TABLE_WRITES).
+        self.on_table_write: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -153,7 +169,10 @@ class Emulator:
         assert self.guard is not None
         # moto's backends are not thread-safe: one request at a time.
         with MOTO_LOCK:
-            return self.guard(environ, start_response)
+            answer = self.guard(environ, start_response)
+        if self.on_table_write is not None and environ.get("HTTP_X_AMZ_TARGET", "") in TABLE_WRITES:
+            self.on_table_write()
+        return answer
 
     def _endpoint_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """The gateway endpoint: DynamoDB only, with the endpoint's id for the guard."""

@@ -45,6 +45,9 @@ from support_tickets.core.settings import get_settings
 log = logging.getLogger("local_stack")
 
 DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
+# The emulator tells the stream pollers of every table write (they read the stream at
+# once): between writes they only check this often, not four times a second.
+IDLE_POLL_INTERVAL_S = 5.0
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -265,6 +268,7 @@ class LocalStack:
 
         for function in stream_functions():
             self.pollers[function] = self._poller(function, specs[function], environments[function], runtime)
+        self.emulator.on_table_write = self._table_written
         for poller in self.pollers.values():
             poller.start()
         if self.options.seed:
@@ -309,7 +313,12 @@ class LocalStack:
             invoke=lambda event: runtime.invoke(spec, event),
             on_failure=on_failure,
             function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{function}",
+            idle_interval_s=IDLE_POLL_INTERVAL_S,
         )
+
+    def _table_written(self) -> None:
+        for poller in self.pollers.values():
+            poller.notify()
 
     def stop(self) -> None:
         if self._api_server is not None:

@@ -20,6 +20,7 @@ results (each handler's return value, or the error) are written to ``output``
 as JSON, since the handlers log to stdout.
 """
 
+import functools
 import importlib
 import json
 import os
@@ -139,7 +140,15 @@ def main() -> None:
     sys.path.extend(job["site_packages"])
     sys.path.append(job["project_root"])
     import boto3
+    import botocore.loaders
+    import botocore.session
     from moto import mock_aws
+
+    # Every case's fresh sessions would read and parse botocore's service models
+    # again (half of this run's time): one loader for the run, as a warm
+    # container's one session has. The models are read-only data; the layer's
+    # caches of sessions and clients are still cleared between cases.
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
     from local_stack import identity_pool, moto_fixes
 
