@@ -64,6 +64,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return loaded
 
 
+def route_work(design: dict[str, Any]) -> float:
+    """DynamoDB calls per request, without the tenant record's re-reads."""
+    reads: float = design["requests_with_a_tenant_record_read"] / design["latency_ms"]["n"]
+    calls: float = design["dynamodb_calls_per_request"]
+    return round(calls - reads, 6)
+
+
 def test_warm_requests_of_ours_make_no_credential_call_and_the_naive_design_an_exchange(
     results: dict[str, Any],
 ) -> None:
@@ -75,8 +82,10 @@ def test_warm_requests_of_ours_make_no_credential_call_and_the_naive_design_an_e
         assert route["naive"]["credential_calls_per_request"] == 2, route["route"]
         assert route["naive"]["calls_by_operation_per_request"]["cognito-identity.GetId"] == 1, route["route"]
         assert route["naive"]["sts_calls_per_request"] == route["ours"]["sts_calls_per_request"] == 0
-        # The designs differ by the session strategy only: same DynamoDB work.
-        assert route["ours"]["dynamodb_calls_per_request"] == route["naive"]["dynamodb_calls_per_request"]
+        # The designs differ by the session strategy only: same DynamoDB work, once the
+        # tenant record's re-reads are set aside (one GetItem per TENANT_CONFIG_TTL_SECONDS
+        # per container, whichever design's request a slow machine lets the TTL run out on).
+        assert route_work(route["ours"]) == route_work(route["naive"]), route["route"]
         assert route["ours"]["wru_per_request"] == route["naive"]["wru_per_request"]
 
 
