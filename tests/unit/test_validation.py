@@ -108,7 +108,7 @@ def test_our_checker_and_jsonschema_agree_on_every_body(body: Any, data: st.Data
 def test_a_trailing_newline_never_passes_a_pattern() -> None:
     # Python's re.search would accept "johnd\n" for ^...$; JSON Schema (ECMA 262) does not.
     assert errors(CreateTicketRequest.SCHEMA, {"title": "x", "resolver": "johnd\n"}, "body") == [
-        {"field": "resolver", "message": f"should match pattern '{RESOLVER.schema['pattern']}'"}
+        {"field": "resolver", "message": f"String should match pattern '{RESOLVER.schema['pattern']}'"}
     ]
 
 

@@ -148,28 +148,30 @@ def _string_errors(schema: JsonSchema, value: str, path: str) -> list[Detail]:
     if "enum" in schema and value not in schema["enum"]:
         found.append({"field": path, "message": "Input should be " + ", ".join(f"'{v}'" for v in schema["enum"])})
     if len(value) < schema.get("minLength", 0):
-        found.append({"field": path, "message": f"should have at least {_plural(schema['minLength'], 'character')}"})
+        least = _plural(schema["minLength"], "character")
+        found.append({"field": path, "message": f"String should have at least {least}"})
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        found.append({"field": path, "message": f"should have at most {_plural(schema['maxLength'], 'character')}"})
+        most = _plural(schema["maxLength"], "character")
+        found.append({"field": path, "message": f"String should have at most {most}"})
     if "pattern" in schema and _regex(schema["pattern"]).fullmatch(value) is None:
-        found.append({"field": path, "message": f"should match pattern '{schema['pattern']}'"})
+        found.append({"field": path, "message": f"String should match pattern '{schema['pattern']}'"})
     return found
 
 
 def _integer_errors(schema: JsonSchema, value: int, path: str) -> list[Detail]:
     if "minimum" in schema and value < schema["minimum"]:
-        return [{"field": path, "message": f"should be greater than or equal to {schema['minimum']}"}]
+        return [{"field": path, "message": f"Input should be greater than or equal to {schema['minimum']}"}]
     if "maximum" in schema and value > schema["maximum"]:
-        return [{"field": path, "message": f"should be less than or equal to {schema['maximum']}"}]
+        return [{"field": path, "message": f"Input should be less than or equal to {schema['maximum']}"}]
     return []
 
 
 def _array_errors(schema: JsonSchema, value: list[Any], path: str) -> list[Detail]:
     found: list[Detail] = []
     if len(value) < schema.get("minItems", 0):
-        found.append({"field": path, "message": f"should have at least {_plural(schema['minItems'], 'item')}"})
+        found.append({"field": path, "message": f"List should have at least {_plural(schema['minItems'], 'item')}"})
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        found.append({"field": path, "message": f"should have at most {_plural(schema['maxItems'], 'item')}"})
+        found.append({"field": path, "message": f"List should have at most {_plural(schema['maxItems'], 'item')}"})
     if "items" in schema:
         for index, item in enumerate(value):
             found.extend(errors(schema["items"], item, f"{path}.{index}"))
@@ -177,7 +179,7 @@ def _array_errors(schema: JsonSchema, value: list[Any], path: str) -> list[Detai
         seen: list[Any] = []
         for item in value:
             if item in seen:
-                found.append({"field": path, "message": "should not repeat an item"})
+                found.append({"field": path, "message": "List should not repeat an item"})
                 break
             seen.append(item)
     return found
