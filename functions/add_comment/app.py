@@ -7,16 +7,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound
 from support_tickets.core.models import AddCommentRequest, Comment
@@ -32,7 +23,7 @@ app = create_app(RouteInput(body=AddCommentRequest))
 )
 @tracer.capture_method
 def add_comment(ticket_id: str) -> Response[Comment]:
-    request: AddCommentRequest = current_input(app).body
+    request: AddCommentRequest = app.checked_input.body
     comment = tickets.add_comment(current_caller(app), ticket_id, request)
     metrics.add_metric(name="CommentAdded", unit=MetricUnit.Count, value=1)
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=comment)

@@ -6,16 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound
 from support_tickets.core.models import BatchStatusRequest, BatchStatusResponse
@@ -32,7 +23,7 @@ app = create_app(RouteInput(body=BatchStatusRequest))
 )
 @tracer.capture_method
 def batch_update_status() -> BatchStatusResponse:
-    request: BatchStatusRequest = current_input(app).body
+    request: BatchStatusRequest = app.checked_input.body
     result = tickets.change_status(current_caller(app), request)
     metrics.add_metric(name="TicketsStatusChanged", unit=MetricUnit.Count, value=len(result.updated))
     return result

@@ -8,16 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.parameters import IDEMPOTENCY_KEY
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict
 from support_tickets.core.models import CreateTicketRequest, Ticket
@@ -33,7 +24,7 @@ app = create_app(RouteInput(body=CreateTicketRequest, headers=(IDEMPOTENCY_KEY,)
 )
 @tracer.capture_method
 def create_ticket() -> Response[Ticket]:
-    given = current_input(app)
+    given = app.checked_input
     ticket = tickets.create_ticket(
         current_caller(app), given.body, given.headers[IDEMPOTENCY_KEY.name], app.lambda_context
     )

@@ -6,16 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.parameters import PAGE, WINDOW_FROM, WINDOW_TO
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.models import AuditPage
@@ -37,7 +28,7 @@ app = create_app(RouteInput(query=(WINDOW_FROM, WINDOW_TO, *PAGE)))
 )
 @tracer.capture_method
 def get_audit_trail() -> AuditPage:
-    query = current_input(app).query
+    query = app.checked_input.query
     return tickets.get_audit_trail(current_caller(app), query["from"], query["to"], query["limit"], query["cursor"])
 
 

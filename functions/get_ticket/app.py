@@ -6,16 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.parameters import PAGE
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor, TicketNotFound
 from support_tickets.core.models import TicketWithComments
@@ -33,7 +24,7 @@ app = create_app(RouteInput(query=PAGE))
 )
 @tracer.capture_method
 def get_ticket(ticket_id: str) -> TicketWithComments:
-    query = current_input(app).query
+    query = app.checked_input.query
     return tickets.get_ticket(current_caller(app), ticket_id, query["limit"], query["cursor"])
 
 

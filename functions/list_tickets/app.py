@@ -6,16 +6,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.parameters import PAGE, RESOLVER, STATUS
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.keys import TicketStatus
@@ -32,7 +23,7 @@ app = create_app(RouteInput(query=(STATUS, RESOLVER, *PAGE)))
 )
 @tracer.capture_method
 def list_tickets() -> TicketPage:
-    query = current_input(app).query
+    query = app.checked_input.query
     status = TicketStatus(query["status"])
     return tickets.list_tickets(current_caller(app), status, query["resolver"], query["limit"], query["cursor"])
 

@@ -7,16 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.parameters import IF_MATCH
-from support_tickets.api.resolver import (
-    create_app,
-    current_caller,
-    current_input,
-    handle,
-    logger,
-    metrics,
-    openapi_responses,
-    tracer,
-)
+from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import Conflict, TicketNotFound, VersionMismatch
 from support_tickets.core.models import Ticket, UpdateTicketRequest
@@ -32,7 +23,7 @@ app = create_app(RouteInput(body=UpdateTicketRequest, headers=(IF_MATCH,)))
 )
 @tracer.capture_method
 def update_ticket(ticket_id: str) -> Ticket:
-    given = current_input(app)
+    given = app.checked_input
     ticket = tickets.update_ticket(current_caller(app), ticket_id, given.body, given.headers[IF_MATCH.name])
     metrics.add_metric(name="TicketUpdated", unit=MetricUnit.Count, value=1)
     return ticket

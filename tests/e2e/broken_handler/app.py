@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from ops.routes import by_name
 from stack_model.functions import function_specs, load_handler
 from support_tickets.api import resolver
-from support_tickets.api.resolver import create_app, current_caller, current_input, handle
+from support_tickets.api.resolver import create_app, current_caller, handle
 from support_tickets.api.validation import RouteInput, read_input
 from support_tickets.core.identity import Caller, caller_from_event
 from support_tickets.core.models import CreateTicketRequest, Ticket
@@ -53,7 +53,7 @@ app = create_app(RouteInput(body=LeakRequest))
 
 @app.post("/leak")
 def leak() -> Ticket:
-    request: LeakRequest = current_input(app).body
+    request: LeakRequest = app.checked_input.body
     caller = current_caller(app)
     clients = tenant_clients().for_caller(caller)
     repository = TicketRepository(TenantTable(request.tenant_id, get_settings().table_name, clients))

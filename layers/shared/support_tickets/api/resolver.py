@@ -91,6 +91,14 @@ class RestApp(APIGatewayRestResolver):
         super().__init__()
         self.accepts = accepts
 
+    @property
+    def checked_input(self) -> CheckedInput:
+        """This request's body and parameters, as :func:`handle` checked them against ``accepts``."""
+        given = self.context.get(INPUT_CONTEXT_KEY)
+        if not isinstance(given, CheckedInput):  # handle() always sets it; belt and braces
+            raise ApiError()
+        return given
+
 
 def create_app(accepts: RouteInput | None = None) -> RestApp:
     """The resolver a REST function registers its one route on, with what that
@@ -148,14 +156,6 @@ def current_caller(app: APIGatewayRestResolver) -> Caller:
     if not isinstance(caller, Caller):  # handle() always sets it; belt and braces
         raise ApiError()
     return caller
-
-
-def current_input(app: APIGatewayRestResolver) -> CheckedInput:
-    """The request's body and parameters, as checked against the route's ``accepts``."""
-    given = app.context.get(INPUT_CONTEXT_KEY)
-    if not isinstance(given, CheckedInput):  # handle() always sets it; belt and braces
-        raise ApiError()
-    return given
 
 
 def _proxy_response(response: Response[Any]) -> dict[str, Any]:
