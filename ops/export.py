@@ -24,9 +24,9 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, is_dataclass
 from typing import Any, TextIO
 
+from aws_lambda_powertools.shared.json_encoder import Encoder
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
@@ -44,10 +44,8 @@ PAGE_SIZE = 100
 
 
 def _json_line(value: Any) -> str:
-    """Compact, UTF-8 as it is (a dataclass as its fields)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        value = asdict(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact, UTF-8 as it is; a dataclass as its fields (Powertools' encoder, as the API writes them)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
 
 
 def _comments(comments: CommentRepository, ticket_id: str, first: list[Comment], cursor: str | None) -> Iterator[str]:

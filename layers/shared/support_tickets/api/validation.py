@@ -31,8 +31,8 @@ from functools import cache
 from typing import Any, Final
 
 from support_tickets.core.errors import InvalidJson, ValidationFailed
+from support_tickets.core.models import JsonSchema
 
-JsonSchema = Mapping[str, Any]
 Detail = dict[str, str]
 
 # What the checker enforces, and what only documents.

@@ -43,7 +43,9 @@ class AuditEvent(TypedDict):
     comment_id: str | None
 
 
-# What a response model's ConfigDict says (unknown fields are not part of the shape).
-_FORBID_EXTRA: Final[dict[str, Any]] = {"extra": "forbid"}
-FieldChange.__pydantic_config__ = _FORBID_EXTRA  # type: ignore[attr-defined]
-AuditEvent.__pydantic_config__ = _FORBID_EXTRA  # type: ignore[attr-defined]
+# What pydantic reads to close a shape's schema (``additionalProperties: false``):
+# a response never has a key its class does not declare. core.models closes its
+# response dataclasses with it too.
+FORBID_EXTRA: Final[dict[str, Any]] = {"extra": "forbid"}
+FieldChange.__pydantic_config__ = FORBID_EXTRA  # type: ignore[attr-defined]
+AuditEvent.__pydantic_config__ = FORBID_EXTRA  # type: ignore[attr-defined]

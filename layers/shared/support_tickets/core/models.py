@@ -20,11 +20,11 @@ and pydantic's import alone would cost it more than a fifth of the floor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Final
 
 from support_tickets.core import keys
-from support_tickets.core.audit import AuditEvent, AuditEventType, AuditField, FieldChange
+from support_tickets.core.audit import FORBID_EXTRA, AuditEvent, AuditEventType, AuditField, FieldChange
 from support_tickets.core.keys import TicketStatus
 
 # The audit event's shapes are plain TypedDicts (the stream's audit writer builds
@@ -34,10 +34,6 @@ __all__ = ["AuditEvent", "AuditEventType", "AuditField", "FieldChange"]
 MAX_BATCH_TICKETS = 100
 
 JsonSchema = Mapping[str, Any]
-
-# What pydantic reads to close a dataclass's schema (``additionalProperties:
-# false``): a response never has a key its class does not declare.
-_FORBID_EXTRA: Final[dict[str, Any]] = {"extra": "forbid"}
 
 STATUS_SCHEMA: Final[JsonSchema] = {"type": "string", "enum": [status.value for status in TicketStatus]}
 _TITLE: Final[JsonSchema] = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -84,15 +80,6 @@ class UpdateTicketRequest:
 
     def changes(self) -> dict[str, Any]:
         return dict(self._changes)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, UpdateTicketRequest) and other._changes == self._changes
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(self._changes)))
-
-    def __repr__(self) -> str:
-        return f"UpdateTicketRequest({self._changes!r})"
 
 
 @dataclass(frozen=True)
@@ -217,7 +204,7 @@ _RESPONSES: tuple[type, ...] = (
     ErrorResponse,
 )
 for _response in _RESPONSES:
-    setattr(_response, "__pydantic_config__", _FORBID_EXTRA)  # noqa: B010 - a class attribute mypy does not know
+    setattr(_response, "__pydantic_config__", FORBID_EXTRA)  # noqa: B010 - a class attribute mypy does not know
 
 
 # ---------------------------------------------------------------- stored items
@@ -276,10 +263,15 @@ class TicketItem:
     def from_row(cls, row: Mapping[str, Any]) -> TicketItem:
         """The summary a row (plain values, as ``from_item`` gives them) holds;
         other attributes are ignored, a missing or mistyped one is :class:`MalformedItem`."""
-        item = cls(
+        status_key = _text(row, "tenant_status")
+        try:
+            keys.status_from_tenant_status(status_key)
+        except (IndexError, ValueError) as exc:
+            raise MalformedItem("tenant_status: not a status key") from exc
+        return cls(
             pk=_text(row, "pk"),
             sk=_text(row, "sk"),
-            tenant_status=_text(row, "tenant_status"),
+            tenant_status=status_key,
             resolver=_text(row, "resolver"),
             ticket_id=_text(row, "ticket_id"),
             title=_text(row, "title"),
@@ -290,15 +282,10 @@ class TicketItem:
             version=_whole_number(row, "version"),
             updated_by=_optional_text(row, "updated_by"),
         )
-        try:
-            item.status  # noqa: B018 - the status must be one of TicketStatus
-        except (IndexError, ValueError) as exc:
-            raise MalformedItem("tenant_status: not a status key") from exc
-        return item
 
     def stored(self) -> dict[str, Any]:
         """The attributes to write, in declaration order."""
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return asdict(self)
 
     @property
     def status(self) -> TicketStatus:
@@ -331,14 +318,13 @@ class CommentItem:
     author: str
     body: str
     created_at: str
-    _fields: ClassVar[tuple[str, ...]] = ("pk", "sk", "comment_id", "author", "body", "created_at")
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CommentItem:
-        return cls(**{name: _text(row, name) for name in cls._fields})
+        return cls(**{field.name: _text(row, field.name) for field in fields(cls)})
 
     def stored(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._fields}
+        return asdict(self)
 
     def comment(self) -> Comment:
         return Comment(comment_id=self.comment_id, author=self.author, body=self.body, created_at=self.created_at)
