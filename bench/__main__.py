@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.aggregation import AGGREGATOR, run_aggregation
 from bench.authorizer import run_authorizer
+from bench.callers import run_callers
 from bench.charts import write_charts
 from bench.cold import run_cold
 from bench.cost import PRICES, aggregation_cost, route_costs
@@ -33,6 +34,9 @@ from bench.warm import progress, run_warm
 from stack_model.functions import FunctionSpec, function_specs
 
 HERE = Path(__file__).resolve().parent
+# The many-callers figures of the design before one client per container (a
+# client per credential set), measured with bench/callers.py at e1f0191.
+BEFORE_CALLERS = HERE / "callers_before.json"
 
 METHOD = (
     "How: the local stack runs in its own process (`python -m local_stack serve`: moto behind the IAM guard, "
@@ -128,6 +132,9 @@ def _measure(
     results["warm"] = warm["routes"]
     results["naive_overhead"] = warm["naive_overhead"]
     results["credentials"] = run_credentials(stack, f"{prefix}-x", quick=args.quick)
+    results["callers"] = run_callers(stack, specs, callers=args.callers, tenant_prefix=f"{prefix}-m")
+    if BEFORE_CALLERS.is_file():
+        results["callers_before"] = json.loads(BEFORE_CALLERS.read_text(encoding="utf-8"))
     results["authorizer"] = run_authorizer(stack, specs, runs=args.warm_runs, tenant_prefix=f"{prefix}-z")
     phase("aggregation")
     results["aggregation"] = run_aggregation(
@@ -154,6 +161,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-tenants", type=int, default=10)
     parser.add_argument("--batch-runs", type=int, default=5)
     parser.add_argument("--heat-fraction", type=float, default=0.1, help="share of a hot tenant's second simulated")
+    parser.add_argument("--callers", type=int, default=1000, help="distinct callers on one warm container")
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument(
         "--cold-only",
@@ -177,6 +185,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         # 3 tenants: at most 9 (tenant, status) pairs, still one transaction of ours against 20-odd naive writes
         args.batch_records, args.batch_tenants, args.batch_runs = 50, 3, 1
         args.heat_fraction = 0.005
+        args.callers = 20
     return args
 
 

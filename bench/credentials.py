@@ -11,12 +11,17 @@ that is what is counted, with the real code wherever it exists:
 - ours: API Gateway's authorizer cache (one answer per token for
   ``ReauthorizeEvery`` = 300 s, credentials included) in front of the
   authorizer's warm containers, each with one
-  :class:`support_tickets.data.session.CredentialCache` (the production class)
-  against a Cognito stub that counts ``GetId`` and
-  ``GetCredentialsForIdentity``; credentials last an hour, as Cognito's do. The
-  API functions make no credential call at all.
-- functions: the same cache in every API function container, each exchanging
-  the tokens it sees (the design before the data perimeter).
+  :class:`support_tickets.data.session.TokenExchange` (the production class:
+  an exchange on every invocation, so that Cognito's ``ServerSideTokenCheck``
+  refuses a revoked user within the 300 s) against a Cognito stub that counts
+  ``GetId`` and ``GetCredentialsForIdentity``; credentials last an hour, as
+  Cognito's do. The API functions make no credential call at all.
+- kept per token: the same, with the credentials kept per token in each
+  authorizer container until 600 s before they or the token expire
+  (:class:`KeptPerToken`, the design before revocation was required): fewer
+  exchanges, but a revoked user kept its access for up to about 55 minutes.
+- functions: that per-token cache in every API function container, each
+  exchanging the tokens it sees (the design before the data perimeter).
 - per tenant: per container, one ``AssumeRole`` with the tag ``TenantId`` per
   tenant, cached until 300 s before its one-hour expiry
   (:class:`PerTenantAssumeRole`): fewer calls, but the function, not IAM, would
@@ -33,6 +38,7 @@ request of a user, 1 instead of 0 or 1 on each new token), not the milliseconds.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -46,11 +52,12 @@ from bench.stats import summary
 from stack_model.template import role_arn
 from support_tickets.core.identity import IdToken
 from support_tickets.core.settings import Settings
-from support_tickets.data.session import CredentialCache
+from support_tickets.data.session import TokenExchange
 
 CREDENTIAL_SECONDS = 3600  # Cognito's enhanced flow; the old AssumeRole's DurationSeconds
 AUTHORIZER_CACHE_SECONDS = 300  # the template's ReauthorizeEvery
 OLD_RENEW_BEFORE_SECONDS = 300  # what the replaced per-tenant cache used
+KEPT_RENEW_BEFORE_SECONDS = 600  # what the replaced per-token cache used
 # Identity pools' default request-rate quotas, per account and Region (Cognito
 # developer guide, "Quotas": adjustable; the minimum across Regions).
 QUOTA_RPS = {"GetId": 25, "GetCredentialsForIdentity": 200}
@@ -105,6 +112,24 @@ class _NoBoto3:
         return object()
 
 
+class KeptPerToken:
+    """The replaced per-token cache, per container: the exchange's credentials
+    kept until ``KEPT_RENEW_BEFORE_SECONDS`` before they or the token expire."""
+
+    def __init__(self, exchange: TokenExchange, clock: _Clock) -> None:
+        self._exchange = exchange
+        self._clock = clock
+        self._until: dict[str, datetime] = {}
+
+    def credentials(self, token: IdToken) -> None:
+        until = self._until.get(token.value)
+        if until is not None and self._clock() < until:
+            return
+        credentials = self._exchange.credentials(token)
+        expires = min(credentials.expires_at, token.expires_at)
+        self._until[token.value] = datetime.fromtimestamp(expires, UTC) - timedelta(seconds=KEPT_RENEW_BEFORE_SECONDS)
+
+
 class PerTenantAssumeRole:
     """The replaced design's cache, per container: one AssumeRole per tenant,
     kept until ``OLD_RENEW_BEFORE_SECONDS`` before its one-hour expiry."""
@@ -119,6 +144,10 @@ class PerTenantAssumeRole:
         if expires is None or self._clock() >= expires - timedelta(seconds=OLD_RENEW_BEFORE_SECONDS):
             self._calls["AssumeRole"] += 1
             self._expires[tenant_id] = self._clock() + timedelta(seconds=CREDENTIAL_SECONDS)
+
+
+def _exchange(cognito: _CountingCognito) -> TokenExchange:
+    return TokenExchange(_settings(), cognito_client=cognito, boto3_session=_NoBoto3())  # type: ignore[arg-type]
 
 
 def _settings() -> Settings:
@@ -175,16 +204,12 @@ def simulate(mix: Mix) -> dict[str, Any]:
     }
     clock = _Clock()
     cognito = _CountingCognito(clock)
-    authorizers = [
-        CredentialCache(_settings(), cognito_client=cognito, boto3_session=_NoBoto3(), clock=clock)  # type: ignore[arg-type]
-        for _ in range(mix.containers)
-    ]
+    authorizers = [_exchange(cognito) for _ in range(mix.containers)]
     gateway_cache: dict[str, datetime] = {}
+    kept_cognito = _CountingCognito(clock)
+    kept = [KeptPerToken(_exchange(kept_cognito), clock) for _ in range(mix.containers)]
     functions_cognito = _CountingCognito(clock)
-    functions = [
-        CredentialCache(_settings(), cognito_client=functions_cognito, boto3_session=_NoBoto3(), clock=clock)  # type: ignore[arg-type]
-        for _ in range(mix.containers)
-    ]
+    functions = [KeptPerToken(_exchange(functions_cognito), clock) for _ in range(mix.containers)]
     tokens: set[str] = set()
     before_calls: Counter[str] = Counter()
     before = [PerTenantAssumeRole(clock, before_calls) for _ in range(mix.containers)]
@@ -195,6 +220,7 @@ def simulate(mix: Mix) -> dict[str, Any]:
         if request.at >= steady_from and not at_steady:
             at_steady = {
                 "ours": Counter(cognito.calls),
+                "kept": Counter(kept_cognito.calls),
                 "functions": Counter(functions_cognito.calls),
                 "before": Counter(before_calls),
             }
@@ -206,17 +232,24 @@ def simulate(mix: Mix) -> dict[str, Any]:
         if cached_until is None or request.at >= cached_until:
             # API Gateway's cache missed: one authorizer invocation, on some warm container.
             authorizers[request.container].credentials(token)
+            kept[request.container].credentials(token)
             gateway_cache[token.value] = request.at + timedelta(seconds=AUTHORIZER_CACHE_SECONDS)
         functions[request.container].credentials(token)
         before[request.container].request(request.tenant)
     users = mix.tenants * mix.users_per_tenant
-    total = {"ours": dict(cognito.calls), "functions": dict(functions_cognito.calls), "before": dict(before_calls)}
+    total = {
+        "ours": dict(cognito.calls),
+        "kept": dict(kept_cognito.calls),
+        "functions": dict(functions_cognito.calls),
+        "before": dict(before_calls),
+    }
     steady = {design: dict(Counter(total[design]) - at_steady.get(design, Counter())) for design in total}
     steady_hours = mix.hours - 1
     rows = {}
     for design, label in (
-        ("ours", "ours: the authorizer, behind API Gateway's cache (per token)"),
-        ("functions", "every API function container, per token"),
+        ("ours", "ours: the authorizer exchanges on every invocation, behind API Gateway's 300 s cache"),
+        ("kept", "the authorizer keeping credentials per token (no revocation for up to ~55 min)"),
+        ("functions", "every API function container keeping credentials per token"),
         ("before", "per tenant (AssumeRole)"),
     ):
         calls = sum(total[design].values())
@@ -254,6 +287,8 @@ def simulate(mix: Mix) -> dict[str, Any]:
         if exchanges_per_user_hour
         else None,
         "exchanges_per_user_hour": round(exchanges_per_user_hour, 3),
+        # The GetCredentialsForIdentity rate that 100,000 such users need (a quota increase past the default).
+        "quota_rps_for_100k_users": math.ceil(100_000 * exchanges_per_user_hour / 3600),
     }
 
 

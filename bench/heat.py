@@ -93,14 +93,14 @@ FUNCTION_ENVIRONMENT = {
 def _functions_environment(table_name: str) -> Iterator[None]:
     """The functions' environment and fresh container caches, for one simulation."""
     from support_tickets.core.settings import get_settings
-    from support_tickets.data.session import credential_cache, tenant_clients
+    from support_tickets.data.session import tenant_clients, token_exchange
     from support_tickets.data.tenant_registry import tenant_configs
     from support_tickets.streams.aggregation import aggregator_client
 
     environment = {**FUNCTION_ENVIRONMENT, "TABLE_NAME": table_name}
     saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
-    for cached in (get_settings, credential_cache, tenant_clients, aggregator_client, tenant_configs):
+    for cached in (get_settings, token_exchange, tenant_clients, aggregator_client, tenant_configs):
         cached.cache_clear()
     try:
         yield
@@ -145,12 +145,12 @@ def _caller(username: str) -> Caller:
     credentials come from the in-process identity pool, as in production)."""
     from stack_model.events import authorizer_context
     from support_tickets.core.identity import IdToken, caller_from_context, token_payload
-    from support_tickets.data.session import credential_cache
+    from support_tickets.data.session import token_exchange
 
     token = _user_pool().id_token(TENANT, username)
     payload = token_payload(token) or {}
     # What the authorizer passes: the in-process identity pool's credentials for the token.
-    credentials = credential_cache().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+    credentials = token_exchange().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
     context = authorizer_context(payload, credentials=credentials)
     return caller_from_context(context, {CLIENT_ID}, f"Bearer {token}")
 

@@ -107,7 +107,7 @@ class _OneRequestsClient:
 class Designs:
     """Swaps the credentials the domain layer uses: ``ours`` is production's
     :func:`support_tickets.data.session.tenant_clients` (the authorizer's
-    credentials, a client per key), ``naive`` the above. Everything else
+    credentials, one client signing each call with them), ``naive`` the above. Everything else
     (handlers, events, emulator) is shared."""
 
     def __init__(self, cognito_endpoint_url: str | None, identity_pool_id: str) -> None:

@@ -163,9 +163,11 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "",
         "Simulated with a virtual clock (`bench/credentials.py`): ours is API Gateway's authorizer cache (one answer "
         "per token for 300 s) in front of the authorizer's warm containers, each with the production "
-        "`CredentialCache`, against a Cognito stub that counts calls (the API functions, inside the data perimeter, "
-        "make none); the others exchange in every API function container, or assume the role per tenant. Steady "
-        "state = after the first hour (every container has seen every user).",
+        "`TokenExchange` (an exchange on every invocation, so that a revoked user is refused within the 300 s), "
+        "against a Cognito stub that counts calls (the API functions, inside the data perimeter, make none); the "
+        "others keep credentials per token in the authorizer (the design before revocation was required) or in "
+        "every API function container, or assume the role per tenant. Steady state = after the first hour (every "
+        "container has seen every user).",
         "",
         "| clients renew their token | design | GetId | GetCredentialsForIdentity | AssumeRole | credential calls "
         "per request | steady state: per request | per user-hour | per token |",
@@ -186,12 +188,13 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
     lines += [
         "",
         f"Requests: {first['requests']:,} ({first['steady_requests']:,} in the steady state). Ours exchanges a "
-        f"user's token only on API Gateway's cache misses, at most once per authorizer container per token "
-        f"(GetCredentialsForIdentity), and asks for the user's identity once per container (GetId); per tenant, a "
+        f"user's token on each of API Gateway's cache misses (GetCredentialsForIdentity: at most one per token "
+        f"per 300 s), and asks for the user's identity once per authorizer container (GetId); per tenant, a "
         f"container would assume the role once per tenant per 55 minutes, whoever the users, but the function, not "
-        f"IAM, would choose the tenant. At {first['exchanges_per_user_hour']:g} exchanges per user-hour the default "
-        f"quota of {first['quota_rps']['GetCredentialsForIdentity']} GetCredentialsForIdentity/s per account and "
-        f"Region carries about {first['users_at_quota']:,} active users; GetId's default "
+        f"IAM, would choose the tenant. At {first['exchanges_per_user_hour']:g} exchanges per active user-hour the "
+        f"default quota of {first['quota_rps']['GetCredentialsForIdentity']} GetCredentialsForIdentity/s per "
+        f"account and Region carries about {first['users_at_quota']:,} active users; 100,000 need "
+        f"{first['quota_rps_for_100k_users']}/s (a quota increase). GetId's default "
         f"{first['quota_rps']['GetId']}/s bounds how fast new containers warm up (one GetId per user each).",
         "",
         f"One exchange against the local stack (median of {exchange['samples']}): GetId "
@@ -204,6 +207,41 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines + perimeter_markdown()
+
+
+def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
+    """Many callers on one warm container: now, and (when recorded) the design before."""
+    lines = [
+        f"## Many callers on one warm container: {callers['callers']:,} credential sets on one `{callers['function']}`",
+        "",
+        "`bench/callers.py`: the handler in this process with Lambda's 1,024 file descriptors, connections kept "
+        "alive as AWS keeps them (`bench/keepalive.py`); each caller a new credential set of the identity pool "
+        "(a new token's), a first request then a repeat. The earlier design kept a DynamoDB client (and its "
+        "connection pool) per credential set.",
+        "",
+        "| design | descriptors at start | after 100 callers | at the end | memory growth | first failure "
+        "| new caller's first request / repeat (medians) |",
+        "|---|---:|---:|---:|---:|---|---:|",
+    ]
+    for label, result in (
+        ("before: a client per credential set", before),
+        ("ours: one client, signed per call", callers),
+    ):
+        if result is None:
+            continue
+        points = {point["callers"]: point for point in result["checkpoints"]}
+        end = result["checkpoints"][-1]
+        failure = result["first_failure"]
+        failed = f"caller {failure['caller']}: {failure['status']}" if failure else "none"
+        growth = f"{result['rss_growth_mb']:g} MB" if result["rss_growth_mb"] is not None else "-"
+        after_100 = points.get(100, {}).get("open_descriptors", "-")
+        lines.append(
+            f"| {label} | {result['checkpoints'][0]['open_descriptors']} | {after_100} | "
+            f"{end['open_descriptors']} (caller {end['callers']:,}) | {growth} | {failed} | "
+            f"{result['first_request_ms']['median']:.1f} / {result['repeat_request_ms']['median']:.1f} ms = "
+            f"{result['first_over_repeat']:.2f}x |"
+        )
+    return [*lines, ""]
 
 
 def perimeter_markdown() -> list[str]:
@@ -267,6 +305,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         "",
     ]
     lines += credentials_markdown(results["credentials"]) if "credentials" in results else []
+    lines += callers_markdown(results["callers"], results.get("callers_before")) if "callers" in results else []
     lines += authorizer_markdown(results["authorizer"]) if "authorizer" in results else []
     cold = results.get("cold")
     if cold:

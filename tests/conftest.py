@@ -42,7 +42,7 @@ from stack_model.template import table_definition
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload
 from support_tickets.core.settings import get_settings
 from support_tickets.data.comment_repository import CommentRepository
-from support_tickets.data.session import credential_cache, tenant_clients
+from support_tickets.data.session import tenant_clients, token_exchange
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
@@ -104,9 +104,11 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
-    caches = (get_settings, credential_cache, tenant_clients, tenant_configs)
+    caches = (get_settings, token_exchange, tenant_clients, tenant_configs)
     for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
         cached.cache_clear()
+    with _gateway_answers_lock:
+        _gateway_answers.clear()
 
 
 def _create_resources() -> None:
@@ -237,11 +239,27 @@ def token_for_claims(claims: Mapping[str, str], *, groups: list[str] | None = No
     return token
 
 
+# API Gateway's authorizer cache, for the in-process requests: the answer (its
+# credentials included) per token, for ReauthorizeEvery; the authorizer itself keeps none.
+_gateway_answers: dict[str, tuple[float, TenantCredentials]] = {}
+_gateway_answers_lock = threading.Lock()
+AUTHORIZER_CACHE_SECONDS = 300
+
+
 def credentials_for_token(token: str) -> TenantCredentials:
-    """What the API's authorizer obtains for ``token``: the in-process identity
-    pool's credentials, through the authorizer's own credential cache."""
+    """What the API's authorizer passes for ``token``: the in-process identity
+    pool's credentials, from the authorizer's token exchange, kept per token for
+    300 s as API Gateway keeps the authorizer's answer."""
+    now = time.time()
+    with _gateway_answers_lock:
+        cached = _gateway_answers.get(token)
+        if cached is not None and now < cached[0]:
+            return cached[1]
     payload = token_payload(token) or {}
-    return credential_cache().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+    credentials = token_exchange().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+    with _gateway_answers_lock:
+        _gateway_answers[token] = (now + AUTHORIZER_CACHE_SECONDS, credentials)
+    return credentials
 
 
 def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) -> Caller:
@@ -255,7 +273,7 @@ def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) 
 
 def tenant_table(tenant_id: str) -> TenantTable:
     """A tenant's view of the mocked table, with the credentials of one of its
-    users' tokens (the identity pool's, through the real credential cache)."""
+    users' tokens (the identity pool's, through the real token exchange)."""
     return tickets.table_for(caller_for(tenant_id))
 
 

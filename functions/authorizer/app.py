@@ -21,7 +21,7 @@ from support_tickets.auth.jwks import Jwks
 from support_tickets.core.errors import Unauthorized
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
-from support_tickets.data.session import BOTO_CONFIG, credential_cache
+from support_tickets.data.session import BOTO_CONFIG, token_exchange
 from support_tickets.data.tenant_registry import tenant_configs
 
 logger = Logger()
@@ -38,16 +38,16 @@ def authorizer() -> TenantAuthorizer:
         settings.allowed_client_ids,
     )
 
-    credentials = credential_cache()
+    exchange = token_exchange()
 
     def client() -> Any:
         # Not boto3's default session (it keeps the first credentials it resolves): the
-        # credential cache's, whose Cognito client has loaded botocore's endpoint data already.
-        return credentials.boto3_session.client(
+        # token exchange's, whose Cognito client has loaded botocore's endpoint data already.
+        return exchange.boto3_session.client(
             "dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
         )
 
-    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), credentials.credentials)
+    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), exchange.credentials)
 
 
 @logger.inject_lambda_context(clear_state=True)

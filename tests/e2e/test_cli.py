@@ -20,7 +20,7 @@ from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.functions import function_specs, load_handler
 from stack_model.template import PROJECT_ROOT
 from support_tickets.core.settings import get_settings
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import token_exchange
 from tests.e2e.conftest import (
     ENV_FILE,
     START_TIMEOUT_S,
@@ -126,13 +126,13 @@ def invoke_as_sam_local(state_dir: Path, event_file: str, function: str) -> dict
     lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
     with environment({**variables, **lambda_env, "POWERTOOLS_METRICS_DISABLED": "true"}):
         get_settings.cache_clear()
-        credential_cache.cache_clear()
+        token_exchange.cache_clear()
         try:
             handler = load_handler(spec.code_uri, spec.handler)
             response: dict[str, Any] = handler(event, LambdaContext(function_name=function))
         finally:
             get_settings.cache_clear()
-            credential_cache.cache_clear()
+            token_exchange.cache_clear()
     return response
 
 
@@ -240,12 +240,12 @@ def test_the_documented_events_carry_no_token_and_get_no_data(stack: RunningStac
     lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
     with environment({**variables, **lambda_env, "ALLOWED_CLIENT_IDS": SAMPLE_CLIENT_ID}):
         get_settings.cache_clear()
-        credential_cache.cache_clear()
+        token_exchange.cache_clear()
         try:
             response = load_handler(spec.code_uri, spec.handler)(event, LambdaContext(function_name=spec.logical_id))
         finally:
             get_settings.cache_clear()
-            credential_cache.cache_clear()
+            token_exchange.cache_clear()
     assert response["statusCode"] == 401, response
 
 

@@ -88,7 +88,7 @@ def _handler(logical_id: str) -> Handler:
 
 def _exchanged(token: str) -> TenantCredentials | None:
     """The credentials the authorizer would pass for ``token`` (through the
-    authorizer's own credential cache); none for a token that is no JWT of the
+    authorizer's token exchange, kept per token as API Gateway keeps its answer); none for a token that is no JWT of the
     pool at all (the authorizer would have refused it before any exchange)."""
     try:
         return credentials_for_token(token)

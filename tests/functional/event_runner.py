@@ -102,13 +102,13 @@ def authorize(event: dict[str, Any]) -> None:
     if "access_key_id" not in context:
         return
     from support_tickets.core.identity import IdToken, bearer_token, token_payload
-    from support_tickets.data.session import credential_cache
+    from support_tickets.data.session import token_exchange
 
     authorization = next(value for name, value in event["headers"].items() if name.lower() == "authorization")
     token, payload = bearer_token(authorization), token_payload(authorization)
     assert token is not None, "a REST event without a token"
     assert payload is not None, "a REST event without a token"
-    credentials = credential_cache().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
+    credentials = token_exchange().credentials(IdToken(token, str(payload["sub"]), int(payload["exp"])))
     context.update(credentials.as_context())
 
 

@@ -20,7 +20,7 @@ from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
-from support_tickets.data.session import credential_cache
+from support_tickets.data.session import token_exchange
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import all_items, instant_tenant_admin, mocked_aws, random_tenant_id, tenant_table
@@ -85,7 +85,7 @@ def test_paging_returns_exactly_the_tenants_tickets_of_that_status_each_once(
     shards: int, tickets: int, limit: int, resolvers: list[str | None], seed: int
 ) -> None:
     rng = random.Random(seed)
-    credential_cache.cache_clear()
+    token_exchange.cache_clear()
     with mocked_aws():
         tenant, neighbour = random_tenant_id(), random_tenant_id()
         repo = repo_with(tenant, shards=shards)

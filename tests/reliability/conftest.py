@@ -9,7 +9,7 @@ the session's, shared with tests/e2e (the tests use tenants of their own).
 wire*, before moto sees them (a ``before-send`` handler that runs ahead of
 moto's). Unlike patching ``_make_api_call``, every botocore layer above the
 HTTP request still runs: retries with backoff, error parsing, signing. It also
-records every request the credential cache's clients send (service, operation,
+records every request the token exchange's and the functions' clients send (service, operation,
 botocore's attempt number, the access key that signed it) and the access keys
 the identity pool issued, so a test can prove which credentials reached DynamoDB.
 """
@@ -154,7 +154,7 @@ class WireFaults:
 @pytest.fixture
 def wire(monkeypatch: pytest.MonkeyPatch) -> WireFaults:
     """Faults on the wire for every botocore session created during the test
-    (the credential cache's Cognito and DynamoDB clients), ahead of moto."""
+    (the token exchange's Cognito client and the functions' DynamoDB client), ahead of moto."""
     # boto3's default session (the tests' admin client, the aggregator) is made
     # before the patch, so it never carries this test's handlers.
     boto3._get_default_session()

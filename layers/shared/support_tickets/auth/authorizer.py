@@ -37,7 +37,7 @@ kept per container for ``TENANT_CONFIG_TTL_SECONDS`` like every function's copy.
 An allowed caller's context also carries its tenant credentials: the
 authorizer (outside the VPC, where Cognito is reachable) exchanges the
 verified token at the stack's identity pool
-(:class:`support_tickets.data.session.CredentialCache`), and the functions
+(:class:`support_tickets.data.session.TokenExchange`), and the functions
 (inside the VPC, which reaches DynamoDB only) use them through the stack's
 gateway endpoint, the only place ``TenantAccessRole``'s policy admits them.
 API Gateway caches them with the answer, so a cached token costs no Cognito

@@ -17,7 +17,6 @@ from typing import Any
 # How stale a container's copy of a tenant record may be (support_tickets.data.tenant_registry);
 # resharding (ops.tenants) waits this long between its phases.
 DEFAULT_TENANT_CONFIG_TTL_SECONDS = 30
-DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS = 600
 # Cognito's ClientId: 1-128 word characters or "+".
 _CLIENT_ID = re.compile(r"[\w+]{1,128}", re.ASCII)
 # Cognito's IdentityPoolId: <region>:<GUID> (API reference: [\w-]+:[0-9a-f-]+, at most 55).
@@ -44,12 +43,6 @@ class Settings:
     region: str = "us-east-1"
     # Local development only (docs/local-stack.md, sam local): empty when deployed.
     endpoint_url: str | None = None
-    # The authorizer gives cached credentials up this long before they (or the
-    # token they came from) expire: longer than API Gateway's authorizer cache
-    # (ReauthorizeEvery, 300 s) plus the longest function timeout (29 s), so
-    # credentials API Gateway serves from its cache never expire during a
-    # request (tests/unit/test_template.py holds the template to it).
-    credentials_renew_before_seconds: int = DEFAULT_CREDENTIALS_RENEW_BEFORE_SECONDS
     tenant_config_ttl_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS
 
     @classmethod
@@ -139,10 +132,6 @@ _VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "identity_pool_id": ("IDENTITY_POOL_ID", _optional(_matching(_IDENTITY_POOL_ID, max_length=55))),
     "region": ("AWS_REGION", _optional(_any)),
     "endpoint_url": ("AWS_ENDPOINT_OVERRIDE", _optional(_any, empty_is_none=True)),
-    "credentials_renew_before_seconds": (
-        "CREDENTIALS_RENEW_BEFORE_SECONDS",
-        _optional(_number(int, 30, 1800)),
-    ),
     "tenant_config_ttl_seconds": ("TENANT_CONFIG_TTL_SECONDS", _optional(_number(float, 0, 300))),
 }
 

@@ -2,43 +2,58 @@
 
 Two halves, one on each side of the data perimeter:
 
-- :class:`CredentialCache`, in the API's Lambda authorizer (outside the VPC):
+- :class:`TokenExchange`, in the API's Lambda authorizer (outside the VPC):
   the caller's verified ID token is exchanged with the stack's Cognito
   identity pool, ``GetId`` (the caller's identity), then
   ``GetCredentialsForIdentity`` (``Logins`` = the user pool's provider name →
   the token). Cognito verifies the token itself (signature, issuer, app client,
-  expiry) and returns credentials of ``TenantAccessRole`` whose session tag
-  ``TenantId`` is the token's ``custom:tenant_id`` (the template's principal
-  tag map). The authorizer passes them to the functions in its context, and
-  API Gateway caches them with its answer for the token.
-- :class:`TenantClients`, in the API functions (inside the stack's VPC): a
-  DynamoDB client built from the credentials of the request's context
-  (:class:`~support_tickets.core.identity.TenantCredentials`). The role's
-  policy admits only items under ``TENANT#<that tag>|`` and only through the
-  stack's DynamoDB gateway endpoint (``aws:SourceVpce``): the same credentials,
-  obtained by a user from the identity pool's public API with its own token,
-  reach nothing from anywhere else.
+  expiry and, with the pool's ``ServerSideTokenCheck``, that the user still
+  exists, is enabled and has not signed out globally) and returns credentials
+  of ``TenantAccessRole`` whose session tag ``TenantId`` is the token's
+  ``custom:tenant_id`` (the template's principal tag map). The authorizer
+  passes them to the functions in its context, and API Gateway caches them
+  with its answer for the token (``ReauthorizeEvery``, 300 s).
+- :class:`TenantClients`, in the API functions (inside the stack's VPC): one
+  DynamoDB client per container, every call of which is signed with the
+  credentials of the request it serves
+  (:class:`~support_tickets.core.identity.TenantCredentials`, from the
+  request's authorizer context). The role's policy admits only items under
+  ``TENANT#<that tag>|`` and only through the stack's DynamoDB gateway endpoint
+  (``aws:SourceVpce``): the same credentials, obtained by a user from the
+  identity pool's public API with its own token, reach nothing from anywhere
+  else.
 
 The functions' own role may neither read the table nor assume the tenant role,
 and no function takes a tenant id and returns credentials, so no code path (or
 a buggy handler) can ask for another tenant's access: a repository built for
 another tenant id is refused by IAM.
 
-Caching, per warm container (a small LRU each, bounded memory):
+What is kept, per warm container:
 
-- the authorizer keeps credentials per token (keyed by a SHA-256 digest of it,
-  never the token) until the earlier of the credentials' expiry and the
-  token's ``exp``, minus ``CREDENTIALS_RENEW_BEFORE_SECONDS``; that margin is
-  longer than API Gateway's authorizer cache (``ReauthorizeEvery``) plus the
-  longest function timeout, so credentials handed out never expire during a
-  request that API Gateway's cache serves them to (a template test holds it).
-  Credentials obtained closer than the margin to the token's expiry serve
-  their one request and are not kept. The identity id is kept per user (the
-  token's ``sub``): a user's next token costs one ``GetCredentialsForIdentity``
-  and no ``GetId`` (GetId has the identity pool's lowest rate quota, 25
-  requests/s per account by default).
-- the functions keep one DynamoDB client per access key id until the
-  credentials expire: a warm request makes no credential call at all.
+- the authorizer keeps **no credentials**: every invocation exchanges the
+  token, so a user that was signed out globally, disabled or deleted is
+  refused by Cognito at the next invocation, and API Gateway invokes the
+  authorizer again for every token once its cached answer is 300 s old.
+  Revocation takes effect within that window, whatever the credentials' own
+  hour. It keeps the identity id per user (the token's ``sub``, a bounded
+  LRU): ``GetId`` has the identity pool's lowest rate quota (25 requests/s per
+  account by default) and grants nothing (``GetCredentialsForIdentity`` checks
+  the token again), so a user's next exchange costs one call, not two.
+  Credentials Cognito issues last an hour (its enhanced flow's fixed
+  lifetime), longer than the 300 s API Gateway may serve them plus the longest
+  function timeout (a template test holds it).
+- the functions keep **one client**, whatever the number of callers: one
+  connection pool (``max_pool_connections``), no client, session or socket per
+  user, so open file descriptors and memory stay flat however many users a
+  warm container has served, and a new user's first request builds nothing.
+  Each call carries its caller's credentials to botocore's signer (the
+  ``request_credentials`` of the call's signing context, set from a parameter
+  the call's ``provide-client-params`` handler takes off): nothing of one
+  request's credentials outlives it, so a context that shares an access key id
+  with an earlier one, but not its secret and session token, signs with its
+  own (wrong) secret and is refused by DynamoDB. A call without credentials is
+  refused before it is signed: the client never signs with the function's own
+  role.
 
 Failures never fall back to other credentials: Cognito throttling or an
 outage fails the authorizer (API Gateway's 5xx), a refused token (expired,
@@ -50,15 +65,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.credentials import Credentials
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from support_tickets.core.errors import Throttled, Unauthorized, Unavailable
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials
@@ -68,9 +82,12 @@ if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
     from mypy_boto3_dynamodb import DynamoDBClient
 
-MAX_CACHED_TOKENS = 256
 MAX_CACHED_IDENTITIES = 4096
-MAX_CACHED_CLIENTS = 256
+# What Cognito's enhanced flow issues: an hour, not configurable.
+COGNITO_CREDENTIALS_SECONDS: Final = 3600
+# The call parameter that carries a request's credentials to the shared client's
+# signer (taken off before botocore validates the parameters).
+REQUEST_CREDENTIALS_PARAMETER: Final = "RequestCredentials"
 THROTTLING_CODES = frozenset(
     {
         "Throttling",
@@ -94,12 +111,9 @@ BOTO_CONFIG = Config(
     read_timeout=5,
     max_pool_connections=10,
 )
-
-Clock = Callable[[], datetime]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
+# The functions' one client: the endpoint never depends on its own credentials
+# (they never sign; the callers' carry no account id either).
+TENANT_CLIENT_CONFIG = BOTO_CONFIG.merge(Config(account_id_endpoint_mode="disabled"))
 
 
 def logins(settings: Settings, token: IdToken) -> dict[str, str]:
@@ -107,14 +121,9 @@ def logins(settings: Settings, token: IdToken) -> dict[str, str]:
     return {settings.user_pool_provider_name: token.value}
 
 
-@dataclass(frozen=True, slots=True)
-class _Cached:
-    credentials: TenantCredentials
-    usable_until: datetime
-
-
-class CredentialCache:
-    """The authorizer's, container-wide: per token, identity-pool credentials."""
+class TokenExchange:
+    """The authorizer's: a verified ID token in, identity-pool credentials out,
+    on every invocation (API Gateway caches the answer, this keeps no credentials)."""
 
     def __init__(
         self,
@@ -122,33 +131,12 @@ class CredentialCache:
         *,
         cognito_client: CognitoIdentityClient | None = None,
         boto3_session: boto3.Session | None = None,
-        clock: Clock = _utcnow,
     ) -> None:
         self._settings = settings
         self._boto3_session = boto3_session or boto3.Session()
         self._cognito_client = cognito_client
-        self._clock = clock
-        self._margin = timedelta(seconds=settings.credentials_renew_before_seconds)
-        self._credentials: OrderedDict[str, _Cached] = OrderedDict()
         self._identities: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
-
-    def credentials(self, token: IdToken) -> TenantCredentials:
-        """The token's credentials: cached, or exchanged now."""
-        now = self._clock()
-        with self._lock:
-            entry = self._credentials.get(token.digest)
-            if entry is not None and now < entry.usable_until:
-                self._credentials.move_to_end(token.digest)
-                return entry.credentials
-        credentials = self._exchange(token)
-        credentials_expire = datetime.fromtimestamp(credentials.expires_at, UTC)
-        token_expires = datetime.fromtimestamp(token.expires_at, UTC)
-        usable_until = min(credentials_expire, token_expires) - self._margin
-        if now < usable_until:
-            with self._lock:
-                _remember(self._credentials, token.digest, _Cached(credentials, usable_until), MAX_CACHED_TOKENS)
-        return credentials
 
     @property
     def boto3_session(self) -> boto3.Session:
@@ -156,11 +144,6 @@ class CredentialCache:
         DynamoDB client from it too: a second session would load botocore's
         endpoint and partition data again, a cost the size of a whole client)."""
         return self._boto3_session
-
-    def invalidate(self, token: IdToken) -> None:
-        """Forget a token's credentials."""
-        with self._lock:
-            self._credentials.pop(token.digest, None)
 
     # ------------------------------------------------------------ the exchange
     def _cognito(self) -> CognitoIdentityClient:
@@ -191,7 +174,9 @@ class CredentialCache:
             _remember(self._identities, token.subject, identity_id, MAX_CACHED_IDENTITIES)
         return identity_id, False
 
-    def _exchange(self, token: IdToken) -> TenantCredentials:
+    def credentials(self, token: IdToken) -> TenantCredentials:
+        """The token's credentials, exchanged now (Cognito checks the token, and
+        that its user may still have credentials)."""
         try:
             identity_id, cached = self._identity_id(token)
             try:
@@ -226,79 +211,87 @@ class CredentialCache:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _CachedClient:
-    client: DynamoDBClient
-    expires_at: int
-
-
 class TenantClients:
-    """The functions', container-wide: a DynamoDB client per set of tenant
-    credentials (those of the request's authorizer context)."""
+    """The functions', container-wide: one DynamoDB client, each call signed
+    with the credentials of the request it serves."""
 
-    def __init__(
-        self, settings: Settings, *, boto3_session: boto3.Session | None = None, clock: Clock = _utcnow
-    ) -> None:
+    def __init__(self, settings: Settings, *, boto3_session: boto3.Session | None = None) -> None:
         self._settings = settings
-        self._boto3_session = boto3_session or boto3.Session()
-        self._clock = clock
-        self._clients: OrderedDict[str, _CachedClient] = OrderedDict()
+        self._boto3_session = boto3_session
+        self._client: DynamoDBClient | None = None
         self._lock = threading.Lock()
 
     def for_caller(self, caller: Caller) -> CallerClients:
         """The clients of one request: its caller's credentials, nobody else's."""
-        return CallerClients(self, caller.credentials)
+        return CallerClients(self.client(), caller.credentials)
 
-    def dynamodb(self, credentials: TenantCredentials) -> DynamoDBClient:
-        now = self._clock().timestamp()
+    def client(self) -> DynamoDBClient:
+        """The container's client (built on the first request, not at import)."""
         with self._lock:
-            entry = self._clients.get(credentials.access_key_id)
-            if entry is not None and now < entry.expires_at:
-                self._clients.move_to_end(credentials.access_key_id)
-                return entry.client
-        client = self._boto3_session.client(
-            "dynamodb",
-            region_name=self._settings.region,
-            endpoint_url=self._settings.endpoint_url,
-            aws_access_key_id=credentials.access_key_id,
-            aws_secret_access_key=credentials.secret_access_key,
-            aws_session_token=credentials.session_token,
-            config=BOTO_CONFIG,
+            if self._client is None:
+                session = self._boto3_session or boto3.Session()
+                client = session.client(
+                    "dynamodb",
+                    region_name=self._settings.region,
+                    endpoint_url=self._settings.endpoint_url,
+                    config=TENANT_CLIENT_CONFIG,
+                )
+                client.meta.events.register(
+                    "provide-client-params.dynamodb.*",
+                    _sign_with_request_credentials,
+                    unique_id="support-tickets-request-credentials",
+                )
+                self._client = client
+            return self._client
+
+
+def _sign_with_request_credentials(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """Hands the call's credentials to botocore's signer (``request_credentials``
+    of the call's signing context, which it prefers to the client's own), or
+    refuses a call that has none: this client never signs as the function."""
+    credentials = params.pop(REQUEST_CREDENTIALS_PARAMETER, None)
+    if not isinstance(credentials, Credentials):
+        raise NoCredentialsError()
+    context.setdefault("signing", {})["request_credentials"] = credentials
+
+
+class SignedClient:
+    """The container's client as one caller's: every API call it makes carries
+    that caller's credentials, whatever thread makes it."""
+
+    __slots__ = ("_client", "_credentials")
+
+    def __init__(self, client: DynamoDBClient, credentials: TenantCredentials) -> None:
+        self._client = client
+        self._credentials = Credentials(
+            credentials.access_key_id, credentials.secret_access_key, credentials.session_token
         )
-        with self._lock:
-            _remember(
-                self._clients,
-                credentials.access_key_id,
-                _CachedClient(client, credentials.expires_at),
-                MAX_CACHED_CLIENTS,
-            )
-        return client
 
-    def forget(self, credentials: TenantCredentials) -> None:
-        with self._lock:
-            self._clients.pop(credentials.access_key_id, None)
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name in self._client.meta.method_to_api_mapping:
+            return partial(attribute, **{REQUEST_CREDENTIALS_PARAMETER: self._credentials})
+        return attribute
 
 
 class CallerClients:
     """The :class:`~support_tickets.data.table.ClientProvider` of one request:
-    the DynamoDB client of the credentials its authorizer context carries. They
-    can't be renewed here (only the authorizer exchanges tokens): once DynamoDB
-    refused them as expired, the request is a 503 and the client's retry gets
-    fresh ones."""
+    the container's client, signing with the credentials its authorizer context
+    carries. They can't be renewed here (only the authorizer exchanges tokens):
+    once DynamoDB refused them as expired, the request is a 503 and the
+    client's retry gets fresh ones."""
 
-    def __init__(self, clients: TenantClients, credentials: TenantCredentials) -> None:
-        self._clients = clients
-        self._credentials = credentials
+    def __init__(self, client: DynamoDBClient, credentials: TenantCredentials) -> None:
+        self._client = cast("DynamoDBClient", SignedClient(client, credentials))
         self._refused = False
 
     def dynamodb(self) -> DynamoDBClient:
         if self._refused:
             raise Unavailable("The request's credentials expired; retry.")
-        return self._clients.dynamodb(self._credentials)
+        return self._client
 
     def invalidate(self) -> None:
         self._refused = True
-        self._clients.forget(self._credentials)
 
 
 def _remember[V](entries: OrderedDict[str, V], key: str, value: V, limit: int) -> None:
@@ -323,9 +316,9 @@ def _as_utc(expiration: Any) -> datetime:
 
 
 @cache
-def credential_cache() -> CredentialCache:
-    """The authorizer's container-wide cache (created on first use, not at import)."""
-    return CredentialCache(get_settings())
+def token_exchange() -> TokenExchange:
+    """The authorizer's, container-wide (created on first use, not at import)."""
+    return TokenExchange(get_settings())
 
 
 @cache
