@@ -48,9 +48,7 @@ def signed_environ(
     url = f"http://{host}{path}" + (f"?{query}" if query else "")
     request = AWSRequest(method=method, url=url, headers=all_headers, data=body)
     if credentials is not None:
-        keys = BotocoreCredentials(
-            credentials.access_key_id, credentials.secret_access_key, credentials.session_token
-        )
+        keys = BotocoreCredentials(credentials.access_key_id, credentials.secret_access_key, credentials.session_token)
         signer = (
             SigV4Auth(keys, service, region)
             if presign_seconds is None
@@ -61,7 +59,7 @@ def signed_environ(
         else:
             with mock.patch("botocore.auth.get_current_datetime", return_value=when.replace(tzinfo=None)):
                 signer.add_auth(request)
-    return environ_of(request.method, request.url, dict(request.headers.items()), body)
+    return environ_of(method, str(request.url), dict(request.headers.items()), body)
 
 
 def environ_of(method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:

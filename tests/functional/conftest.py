@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
+from local_stack.state import OPERATOR_CREDENTIALS
 from support_tickets.data.tenant_registry import TIERS
 from tests.conftest import all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
@@ -107,6 +108,8 @@ def local_state_file(directory: Path, table_name: str) -> Path:
                 "table_name": table_name,
                 "usage_plan_ids": stack_usage_plans(),
                 "stack_name": STACK_NAME,
+                "operator_access_key_id": OPERATOR_CREDENTIALS["aws_access_key_id"],
+                "operator_secret_access_key": OPERATOR_CREDENTIALS["aws_secret_access_key"],
             }
         )
     )
