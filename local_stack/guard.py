@@ -13,14 +13,16 @@ managed policies (see :mod:`stack_model.roles`):
 - **STS AssumeRole** (any caller): validated and authorized as STS does
   (:mod:`local_stack.sts`: the target must be a role of the template, its
   trust policy and the caller's own policies must allow it). When moto then
-  issues the credentials, the guard records their access key id with the
-  role, the session name and the session tags: that is how
+  issues the credentials, the guard records their access key id, secret and
+  session token with the role, the session name and the session tags: that
+  is how
   ``${aws:PrincipalTag/...}`` gets its value later. Other credential-minting
   STS actions are refused (the guard could not attribute their keys).
   ``TenantAccessRole`` trusts only the identity pool, so nobody assumes it
   with ``AssumeRole``, the operator included, as in AWS.
 - **The identity pool** (``GetId``, ``GetCredentialsForIdentity``,
-  ``GetOpenIdToken``, signed or not, as Cognito takes them): answered by
+  ``GetOpenIdToken``, unsigned as the SDKs send them, or signed by a key
+  whose signature verifies): answered by
   :class:`local_stack.identity_pool.LocalIdentityPool`; the credentials it
   issues are recorded like AssumeRole's, with the role and the tags Cognito
   would set. Its other actions follow the rules below.
