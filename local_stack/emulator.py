@@ -15,6 +15,9 @@ half at ``/<pool id>/.well-known/jwks.json``.
 The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
 emulated account's administrator, see :mod:`local_stack.guard`), never with
 credentials from your environment, and always go to the emulator's endpoint.
+The guard verifies every signed request against the secrets the emulator
+issued (:mod:`local_stack.sigv4`): that pair, and the credentials of each role
+session its STS and identity pool hand out.
 
 The data perimeter has its own way in: a second listener,
 :attr:`Emulator.endpoint_url`, stands for the stack's DynamoDB gateway
@@ -44,7 +47,8 @@ from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, local_values
 from local_stack.moto_fixes import MOTO_LOCK
-from local_stack.sessions import Session
+from local_stack.sessions import Session, Sessions
+from local_stack.sigv4 import Credentials
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import Values, resources, role_arn, table_arguments, table_definition
@@ -149,7 +153,13 @@ class Emulator:
                 },
             )
         }
-        self.guard = Guard(DomainDispatcherApplication(create_backend_app), roles={}, tables=tables)
+        operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
+        self.guard = Guard(
+            DomainDispatcherApplication(create_backend_app),
+            roles={},
+            tables=tables,
+            sessions=Sessions(operator=operator),
+        )
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
         self._thread.start()

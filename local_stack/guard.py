@@ -1,22 +1,28 @@
 """The IAM guard in front of the emulator: what AWS would refuse, refused.
 
-moto answers every request as if IAM allowed it. The guard is a WSGI
-middleware in front of moto's server: it finds who signed each request
-(:mod:`local_stack.sessions`), routes it by service and evaluates the
-template's policies for it with :mod:`local_stack.iam`. A role's policies are
-its inline ones and its AWS managed policies (see :mod:`stack_model.roles`):
+moto answers every request as if IAM allowed it, whoever signed it. The
+guard is a WSGI middleware in front of moto's server: it verifies each signed
+request's SigV4 signature against the secret the emulator issued for its key
+(:mod:`local_stack.sigv4`, the keys in :mod:`local_stack.sessions`; an unknown
+key, a session token that is not the key's, a timestamp too far from the clock
+or a wrong signature are refused as the service refuses them), then routes it
+by service and evaluates the template's policies for it with
+:mod:`local_stack.iam`. A role's policies are its inline ones and its AWS
+managed policies (see :mod:`stack_model.roles`):
 
 - **STS AssumeRole** (any caller): validated and authorized as STS does
   (:mod:`local_stack.sts`: the target must be a role of the template, its
   trust policy and the caller's own policies must allow it). When moto then
-  issues the credentials, the guard records their access key id with the
-  role, the session name and the session tags: that is how
+  issues the credentials, the guard records their access key id, secret and
+  session token with the role, the session name and the session tags: that
+  is how
   ``${aws:PrincipalTag/...}`` gets its value later. Other credential-minting
   STS actions are refused (the guard could not attribute their keys).
   ``TenantAccessRole`` trusts only the identity pool, so nobody assumes it
   with ``AssumeRole``, the operator included, as in AWS.
 - **The identity pool** (``GetId``, ``GetCredentialsForIdentity``,
-  ``GetOpenIdToken``, signed or not, as Cognito takes them): answered by
+  ``GetOpenIdToken``, unsigned as the SDKs send them, or signed by a key
+  whose signature verifies): answered by
   :class:`local_stack.identity_pool.LocalIdentityPool`; the credentials it
   issues are recorded like AssumeRole's, with the role and the tags Cognito
   would set. Its other actions follow the rules below.
@@ -31,14 +37,17 @@ its inline ones and its AWS managed policies (see :mod:`stack_model.roles`):
   resource the call names (:func:`resource_of`). A call whose resource the
   guard can't name is refused: judged on ``*``, a Deny naming the resource
   would not apply.
-- Requests signed with any **other** key are the local operator: the stack's
-  own set-up, your ``aws --endpoint-url`` commands and ``sam local``
-  containers (which sign with your host credentials). The operator is the
-  emulated account's administrator and stands in for the Lambda service: its
-  requests pass unchecked, except that it too can assume only the template's
-  roles and only under their trust conditions; its principal counts as named
-  by any trust policy.
-- **Unsigned** requests reach only the user pool's JWKS/OpenID configuration
+- Requests signed with the **operator's** key
+  (:data:`local_stack.state.OPERATOR_CREDENTIALS`, the one key without a
+  session): the stack's own set-up, the ops tools and tests, your ``aws
+  --endpoint-url`` commands and ``sam local`` containers given that pair. The
+  operator is the emulated account's administrator and stands in for the
+  Lambda service: its requests pass unchecked, except that it too can assume
+  only the template's roles and only under their trust conditions; its
+  principal counts as named by any trust policy. Any other key is unknown
+  (``UnrecognizedClientException`` / ``InvalidClientTokenId``).
+- **Unsigned** requests (neither an ``Authorization`` header nor a presigned
+  query string) reach only the user pool's JWKS/OpenID configuration
   and Cognito's unauthenticated and token-authorized operations
   (:data:`local_stack.cognito.PUBLIC_ACTIONS`); Cognito's admin and
   management APIs need IAM credentials, and everything else (``/moto-api/``,
@@ -63,10 +72,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from local_stack import cognito, iam
+from local_stack import cognito, iam, sigv4
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
+from local_stack.sigv4 import Credentials
 from local_stack.sts import AssumeRoleRequest, assume_role_request, authorize_assume_role, xml_denial
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
@@ -83,6 +93,7 @@ _REFUSED_STS_ACTIONS = frozenset(
     {"AssumeRoleWithWebIdentity", "AssumeRoleWithSAML", "GetSessionToken", "GetFederationToken", "AssumeRoot"}
 )
 _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
+_STS_KEYS = ("AccessKeyId", "SecretAccessKey", "SessionToken")
 _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
 # Set by the emulator's gateway-endpoint listener only (a WSGI key no client header can become).
 SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
@@ -143,29 +154,44 @@ class Guard:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
-        authorization = environ.get("HTTP_AUTHORIZATION", "")
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         response: _Response | None
-        signer = signer_of(authorization) if authorization else None
         identity_pool_action = (
             target.removeprefix(_IDENTITY_POOL_TARGET) if target.startswith(_IDENTITY_POOL_TARGET) else ""
         )
-        if identity_pool_action in IDENTITY_POOL_ACTIONS:
+        if sigv4.is_signed(environ):
+            response = self._signed(environ, body, target, identity_pool_action)
+        elif identity_pool_action in IDENTITY_POOL_ACTIONS:
             response = self._identity_pool(identity_pool_action, body)
-        elif not authorization:
-            response = self._unsigned(environ, body, target)
-        elif signer is None:
-            # moto would hand it to a default backend: nothing the guard could judge.
-            response = _json_denial("AccessDeniedException", "The request's credential scope can't be read.")
         else:
-            session = self.sessions.get(signer.access_key)
-            response = self._authorize(
-                environ, body, session, region=signer.region, service=signer.service, target=target
-            )
+            response = self._unsigned(environ, body, target)
         if response is None:
             response = self._forward(environ, body)
         start_response(response.status, response.headers)
         return [response.body]
+
+    def _signed(self, environ: Environ, body: bytes, target: str, identity_pool_action: str) -> _Response | None:
+        """A signed request: its signature verified against the key's secret,
+        then judged as its signer's (``None``: forward it)."""
+        try:
+            signed = sigv4.verify(environ, body, self.sessions.credentials)
+            if signed.presigned:
+                # moto dispatches and attributes requests by this header only.
+                environ["HTTP_AUTHORIZATION"] = signed.authorization()
+            signer = signer_of(environ["HTTP_AUTHORIZATION"])
+            if signer is None or signer.access_key not in (None, signed.access_key):
+                # moto would act for another key than the one that signed.
+                raise sigv4.SignatureError(sigv4.Failure.INCOMPLETE, "The Authorization header names two keys.")
+        except sigv4.SignatureError as exc:
+            log.warning("refused a signature (%s): %s", exc.failure.value, exc.message)
+            answer = sigv4.refusal(
+                exc, service=_claimed_service(environ), target=target, content_type=environ.get("CONTENT_TYPE", "")
+            )
+            return _Response(*answer)
+        if identity_pool_action in IDENTITY_POOL_ACTIONS:
+            return self._identity_pool(identity_pool_action, body)
+        session = self.sessions.get(signed.access_key)
+        return self._authorize(environ, body, session, region=signer.region, service=signer.service, target=target)
 
     def _identity_pool(self, action: str, body: bytes) -> _Response:
         """Cognito's answer (JSON 1.1); issued credentials are recorded with
@@ -187,7 +213,10 @@ class Guard:
             log.warning("identity pool refused %s: %s", action, error[1])
             return _json_denial(error[0], error[1], content_type="application/x-amz-json-1.1")
         if issued is not None:
-            self.sessions.add(Session(issued.access_key_id, issued.role, issued.session_name, dict(issued.tags)))
+            self.sessions.add(
+                Session(issued.access_key_id, issued.role, issued.session_name, dict(issued.tags)),
+                Credentials(issued.access_key_id, issued.secret_key, issued.session_token),
+            )
         payload = json.dumps(answer).encode()
         headers = [
             ("Content-Type", "application/x-amz-json-1.1"),
@@ -292,22 +321,43 @@ class Guard:
             return _Response(*xml_denial(message))
         response = self._forward(environ, body)
         if response.status.startswith("200"):
-            access_key = ET.fromstring(response.body).find(f".//{_STS_NS}AccessKeyId")  # noqa: S314 - moto's own XML
+            issued = ET.fromstring(response.body).find(f".//{_STS_NS}Credentials")  # noqa: S314 - moto's own XML
+            keys = [issued.findtext(f"{_STS_NS}{name}") if issued is not None else None for name in _STS_KEYS]
             role = next(role for role in self.roles.values() if role.arn == request.role_arn)
-            if access_key is None or not access_key.text:
+            access_key, secret, token = keys
+            if not access_key or not secret or not token:
                 return _Response(*xml_denial("The emulator returned no credentials."))
             self.sessions.add(
-                Session(access_key.text, role, request.session_name, dict(request.tags), request.session_policy)
+                Session(access_key, role, request.session_name, dict(request.tags), request.session_policy),
+                Credentials(access_key, secret, token),
             )
         return response
 
 
 def _read_body(environ: Environ) -> bytes:
+    """The whole body: ``Content-Length`` bytes, or a chunked body to its end
+    (werkzeug decodes the chunks and marks the input terminated)."""
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    return environ["wsgi.input"].read(length) if length > 0 else b""
+    if length > 0:
+        return bytes(environ["wsgi.input"].read(length))
+    if environ.get("wsgi.input_terminated"):
+        return bytes(environ["wsgi.input"].read())
+    return b""
+
+
+def _claimed_service(environ: Environ) -> str:
+    """The service a request's credential scope names (how to word a refusal
+    of its signature), as moto would read it; "" when there is none."""
+    authorization = environ.get("HTTP_AUTHORIZATION", "")
+    if authorization:
+        signer = signer_of(authorization)
+        return signer.service if signer is not None else ""
+    credential = dict(sigv4.query_pairs(environ)).get("X-Amz-Credential", "")
+    parts = credential.split("/")
+    return parts[3].lower() if len(parts) == 5 else ""
 
 
 def _request_params(environ: Environ, body: bytes, target: str) -> dict[str, Any]:

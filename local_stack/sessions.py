@@ -1,12 +1,17 @@
-"""Who signed a request, and the role sessions the emulator issued: the
+"""Who signed a request, and the credentials the emulator issued: the
 guard's registry of request signers.
 
 :func:`signer_of` reads the ``Authorization`` header exactly as moto reads it,
 so both always agree on the caller and the service. A :class:`Session` is a
 set of credentials the emulator's STS or identity pool issued for a role of
 the template, with its session name and tags (what ``${aws:PrincipalTag/...}``
-is later evaluated with); :class:`Sessions` finds one by its access key id.
-Any other key is the local operator (see :mod:`local_stack.guard`).
+is later evaluated with). :class:`Sessions` is the one place that knows every
+key the emulator accepts and its secret and session token
+(:class:`local_stack.sigv4.Credentials`): the operator's fixed pair
+(:data:`local_stack.state.OPERATOR_CREDENTIALS`) and each role session's, as
+AssumeRole or the identity pool issued them. The guard verifies every signed
+request against it (:mod:`local_stack.sigv4`); a key it does not hold is
+refused, a verified key without a session is the operator.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
 from local_stack import iam
+from local_stack.sigv4 import Credentials
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
 
@@ -80,15 +86,30 @@ class Session:
 
 
 class Sessions:
-    """Access key id -> session, for every AssumeRole the guard let through."""
+    """Access key id -> credentials (every key the emulator issued) and, for a
+    role session (an AssumeRole the guard let through, the identity pool's
+    credentials), the session. ``operator``: the one key without a session."""
 
-    def __init__(self) -> None:
+    def __init__(self, operator: Credentials | None = None) -> None:
         self._by_key: dict[str, Session] = {}
+        self._credentials: dict[str, Credentials] = {}
         self._lock = threading.Lock()
+        if operator is not None:
+            self._credentials[operator.access_key_id] = operator
 
-    def add(self, session: Session) -> None:
+    def add(self, session: Session, credentials: Credentials) -> None:
+        if credentials.access_key_id != session.access_key_id or credentials.session_token is None:
+            raise ValueError("a role session's credentials are its own key's, with a session token")
         with self._lock:
+            if credentials.access_key_id in self._credentials and credentials.access_key_id not in self._by_key:
+                raise ValueError("the operator's key can't become a role session's")
             self._by_key[session.access_key_id] = session
+            self._credentials[credentials.access_key_id] = credentials
+
+    def credentials(self, access_key_id: str) -> Credentials | None:
+        """The secret and session token of a key the emulator issued (``None``: unknown)."""
+        with self._lock:
+            return self._credentials.get(access_key_id)
 
     def get(self, access_key_id: str | None) -> Session | None:
         if access_key_id is None:

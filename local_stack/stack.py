@@ -32,7 +32,16 @@ from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, aut
 from local_stack.lambda_runtime import LambdaContext, environment
 from local_stack.local_values import LOCAL_API_ID
 from local_stack.poller import StreamPoller, failure_message
-from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, REGION, STATE_FILE, read_state, write_json
+from local_stack.state import (
+    DEFAULT_STATE_DIR,
+    ENV_FILE,
+    EVENTS_DIR,
+    OPERATOR_CREDENTIALS,
+    REGION,
+    STATE_FILE,
+    read_state,
+    write_json,
+)
 from local_stack.stream_source import stream_functions, stream_source
 from local_stack.usage import KeyDirectory, UsageMeter
 from ops import sample_events
@@ -410,6 +419,10 @@ class LocalStack:
             "usage_plan_ids": dict(self.provisioned.usage_plans),
             "stack_name": str(self.provisioned.values.ref("AWS::StackName")),
             "authorizer_cache_seconds": self.authorizer.ttl_seconds if self.authorizer else None,
+            # The one long-term key the emulator accepts (its administrator): what the ops
+            # tools, your `aws --endpoint-url` commands and `sam local` sign with.
+            "operator_access_key_id": OPERATOR_CREDENTIALS["aws_access_key_id"],
+            "operator_secret_access_key": OPERATOR_CREDENTIALS["aws_secret_access_key"],
         }
 
     # ------------------------------------------------------------ control endpoint

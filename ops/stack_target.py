@@ -43,6 +43,16 @@ def _local_state(args: argparse.Namespace) -> dict[str, Any]:
     return state
 
 
+def _operator(state: dict[str, Any]) -> tuple[str, str]:
+    """The local emulator's operator key and secret, from its state file: the
+    emulator verifies every request's signature, and this is the one long-term
+    key it holds."""
+    try:
+        return str(state["operator_access_key_id"]), str(state["operator_secret_access_key"])
+    except KeyError as exc:
+        raise TargetError("the local stack's state names no operator key: restart `make dev`") from exc
+
+
 def _outputs(session: Any, stack: str) -> dict[str, str]:
     stacks = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
     return {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
@@ -57,12 +67,14 @@ def api_keys_target(args: argparse.Namespace) -> ApiKeys:
 
     if args.local:
         state = _local_state(args)
+        region = state.get("region", "us-east-1")
+        key, secret = _operator(state)
         client = boto3.client(
             "apigateway",
-            region_name=state.get("region", "us-east-1"),
+            region_name=region,
             endpoint_url=state["emulator_url"],
-            aws_access_key_id="local",
-            aws_secret_access_key="local",  # noqa: S106 - the local emulator takes any key
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
         )
         return ApiKeys(client, dict(state.get("usage_plan_ids", {})), str(state.get("stack_name", "local")))
     session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
@@ -98,10 +110,9 @@ def stack_target(args: argparse.Namespace) -> Target:
     default_retention = int(template()["Parameters"]["AuditRetentionDays"]["Default"])
     if args.local:
         state = _local_state(args)
+        key, secret = _operator(state)
         session = boto3.Session(
-            region_name=state.get("region", "us-east-1"),
-            aws_access_key_id="local",
-            aws_secret_access_key="local",  # noqa: S106 - the local emulator takes any key
+            region_name=state.get("region", "us-east-1"), aws_access_key_id=key, aws_secret_access_key=secret
         )
 
         def local(service: str) -> Any:

@@ -116,14 +116,25 @@ def port_open(url: str) -> bool:
         return sock.connect_ex((host, int(port))) == 0
 
 
+def operator_environment(state_dir: Path) -> dict[str, str]:
+    """The credentials ``sam local`` passes a container from your environment:
+    the emulator's operator key, as its state file names it (docs/local-stack.md)."""
+    state = json.loads((state_dir / STATE_FILE).read_text())
+    return {
+        "AWS_ACCESS_KEY_ID": state["operator_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": state["operator_secret_access_key"],
+    }
+
+
 def invoke_as_sam_local(state_dir: Path, event_file: str, function: str) -> dict[str, Any]:
-    """What ``sam local invoke <function> -e <state>/events/<file> --env-vars
-    <state>/env.json`` runs: the function with env.json's variables (and host
-    credentials, the emulator's operator) and the event as written."""
+    """What ``AWS_ACCESS_KEY_ID=<operator key> AWS_SECRET_ACCESS_KEY=<its secret>
+    sam local invoke <function> -e <state>/events/<file> --env-vars
+    <state>/env.json`` runs: the function with env.json's variables (and the
+    emulator's operator credentials) and the event as written."""
     spec = function_specs()[function]
     variables = json.loads((state_dir / ENV_FILE).read_text())[function]
     event = json.loads((state_dir / EVENTS_DIR / event_file).read_text())
-    lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
+    lambda_env = {"AWS_REGION": "us-east-1", **operator_environment(state_dir)}
     with environment({**variables, **lambda_env, "POWERTOOLS_METRICS_DISABLED": "true"}):
         get_settings.cache_clear()
         token_exchange.cache_clear()
@@ -237,7 +248,7 @@ def test_the_documented_events_carry_no_token_and_get_no_data(stack: RunningStac
     variables = json.loads((stack.state_dir / ENV_FILE).read_text())["CreateTicketFunction"]
     event = json.loads((PROJECT_ROOT / "events" / "create_ticket.json").read_text())
     spec = function_specs()["CreateTicketFunction"]
-    lambda_env = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAHOSTCREDENTIALS1", "AWS_SECRET_ACCESS_KEY": "x"}
+    lambda_env = {"AWS_REGION": "us-east-1", **operator_environment(stack.state_dir)}
     with environment({**variables, **lambda_env, "ALLOWED_CLIENT_IDS": SAMPLE_CLIENT_ID}):
         get_settings.cache_clear()
         token_exchange.cache_clear()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
+from local_stack.state import OPERATOR_CREDENTIALS
 from support_tickets.data.tenant_registry import TIERS
 from tests.conftest import all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
@@ -95,6 +96,13 @@ def stack_usage_plans() -> dict[str, str]:
     return {tier: plans[tier] for tier in TIERS}
 
 
+# The operator's key, as `make dev` names it in its state file (the --local ops tools sign with it).
+OPERATOR_STATE = {
+    "operator_access_key_id": OPERATOR_CREDENTIALS["aws_access_key_id"],
+    "operator_secret_access_key": OPERATOR_CREDENTIALS["aws_secret_access_key"],
+}
+
+
 def local_state_file(directory: Path, table_name: str) -> Path:
     """What `make dev` writes to ``.local/stack.json``, for the mocked stack:
     operator commands run with ``--local --local-state <it>`` find its table,
@@ -107,6 +115,7 @@ def local_state_file(directory: Path, table_name: str) -> Path:
                 "table_name": table_name,
                 "usage_plan_ids": stack_usage_plans(),
                 "stack_name": STACK_NAME,
+                **OPERATOR_STATE,
             }
         )
     )

@@ -16,6 +16,7 @@ from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
 from tests.conftest import REGION, RepoFactory, random_tenant_id
+from tests.functional.conftest import OPERATOR_STATE
 from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def test_cli_against_the_local_stack_state_file(
     tenant = random_tenant_id()
     seed(repo_for, harness, tenant)
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name, **OPERATOR_STATE}))
     capsys.readouterr()
     # endpoint_url None: the client goes to "AWS", which moto intercepts in this test.
     exit_code = main(["--tenant", tenant, "--local", "--local-state", str(state)])

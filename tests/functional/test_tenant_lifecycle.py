@@ -31,7 +31,7 @@ from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import REGION, all_items, instant_tenant_admin, random_tenant_id
 from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
-from tests.functional.conftest import STACK_NAME, Snapshot, local_state_file, stack_usage_plans
+from tests.functional.conftest import OPERATOR_STATE, STACK_NAME, Snapshot, local_state_file, stack_usage_plans
 from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
@@ -552,7 +552,7 @@ def test_offboarding_is_refused_without_confirm_equal_to_the_tenant(
     with pytest.raises(OffboardError, match="CONFIRM"):
         offboarding(dynamodb, table_name, pool, FakeClock()).run("1", confirm)
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name, **OPERATOR_STATE}))
     argv = ["--tenant", "1", "--local", "--local-state", str(state)]
     assert offboard.main(argv + (["--confirm", confirm] if confirm is not None else [])) == 1
     error = capsys.readouterr().err
@@ -637,7 +637,7 @@ def test_the_export_command_warns_when_the_tenant_is_active(
     api.new_ticket(User("1"))
     api.new_ticket(User("10"))
     state = tmp_path / "stack.json"
-    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name}))
+    state.write_text(json.dumps({"emulator_url": None, "table_name": table_name, **OPERATOR_STATE}))
     capsys.readouterr()  # the arrangement's handler logs
     assert export.main(["--tenant", "1", "--local", "--local-state", str(state)]) == 0
     out, err = capsys.readouterr()

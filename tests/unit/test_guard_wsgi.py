@@ -1,10 +1,10 @@
-"""The guard as moto's server sees it: whole WSGI requests, a recording
-application behind it. Who signed a request is read exactly as moto reads it,
+"""The guard as moto's server sees it: whole WSGI requests, signed by
+botocore, a recording application behind it. Who signed a request is the key
+whose secret verifies its signature, and moto must read the same key from it;
 non-DynamoDB calls are judged on their real resource, managed policies count."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -18,13 +18,17 @@ from local_stack import iam
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import Guard
 from local_stack.sessions import Session, Sessions, signer_of
+from local_stack.sigv4 import Credentials
 from stack_model import managed_policies
 from stack_model.roles import RoleDefinition
+from tests.signed import OPERATOR, signed_environ
 from tests.unit.test_guard_policy import AGGREGATOR_ROLE, QUEUE_ARN, ROLES, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}
 TENANT_KEY = "ASIATENANTSESSION001"
 AGGREGATOR_KEY = "ASIAAGGREGATOR000001"
+TENANT = Credentials(TENANT_KEY, "tenant-secret", "tenant-session-token")
+AGGREGATOR = Credentials(AGGREGATOR_KEY, "aggregator-secret", "aggregator-session-token")
 QUEUE_URL = "http://127.0.0.1:5000/123456789012/AggregateCountsFailureQueue"
 
 
@@ -47,19 +51,27 @@ class Recorder:
         return [b"{}"]
 
 
-def call(guard: Guard, *, header: str | None, target: str = "", body: bytes = b"", form: bool = False) -> str:
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/",
-        "QUERY_STRING": "",
-        "CONTENT_TYPE": "application/x-www-form-urlencoded" if form else "application/x-amz-json-1.0",
-        "CONTENT_LENGTH": str(len(body)),
-        "wsgi.input": io.BytesIO(body),
-    }
+def call(
+    guard: Guard,
+    *,
+    signed_by: Credentials | None,
+    service: str = "dynamodb",
+    target: str = "",
+    body: bytes = b"",
+    form: bool = False,
+    header: str | None = None,
+) -> str:
+    """The guard's status for a request signed by ``signed_by`` (``header``:
+    that ``Authorization`` header instead of the signer's)."""
+    environ = signed_environ(
+        signed_by,
+        service,
+        target=target,
+        body=body,
+        content_type="application/x-www-form-urlencoded" if form else None,
+    )
     if header is not None:
         environ["HTTP_AUTHORIZATION"] = header
-    if target:
-        environ["HTTP_X_AMZ_TARGET"] = target
     status: list[str] = []
     b"".join(guard(environ, lambda s, headers, exc_info=None: status.append(s)))
     return status[0]
@@ -72,9 +84,9 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 def guard(recorder: Recorder) -> Guard:
-    sessions = Sessions()
-    sessions.add(Session(TENANT_KEY, TENANT_ROLE, "tenant-acme", {"TenantId": "acme"}))
-    sessions.add(Session(AGGREGATOR_KEY, AGGREGATOR_ROLE, "aggregator"))
+    sessions = Sessions(operator=OPERATOR)
+    sessions.add(Session(TENANT_KEY, TENANT_ROLE, "tenant-acme", {"TenantId": "acme"}), TENANT)
+    sessions.add(Session(AGGREGATOR_KEY, AGGREGATOR_ROLE, "aggregator"), AGGREGATOR)
     return Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions)
 
 
@@ -82,28 +94,29 @@ SCAN = json.dumps({"TableName": "SupportTicket"}).encode()
 
 
 # ---------------------------------------------------------------- who signed
+def test_the_guard_and_moto_attribute_a_signed_request_to_the_same_key(guard: Guard, recorder: Recorder) -> None:
+    environ = signed_environ(TENANT, target="DynamoDB_20120810.Scan", body=SCAN)
+    moto = BaseResponse()
+    moto.headers = {"Authorization": environ["HTTP_AUTHORIZATION"]}
+    moto.querystring = {}
+    assert moto.get_access_key() == TENANT_KEY
+    # So the tenant session's Scan is judged as the session's, and refused.
+    assert call(guard, signed_by=TENANT, target="DynamoDB_20120810.Scan", body=SCAN).startswith("400")
+    assert recorder.forwarded == []
+
+
 @pytest.mark.parametrize(
     "header",
     [
-        pytest.param(authorization(TENANT_KEY), id="plain"),
         # The operator's key first, the session's later in the header: moto
         # attributes the request to the last 20-character key it finds.
         pytest.param(authorization("LOCALOPERATOR", tail=f", Credential={TENANT_KEY}/x"), id="two-credentials"),
         pytest.param(authorization("AKIAOPERATOR00000001", tail=f" {TENANT_KEY}:"), id="key-in-signature"),
     ],
 )
-def test_the_guard_attributes_a_request_to_the_key_moto_attributes_it_to(
-    guard: Guard, recorder: Recorder, header: str
-) -> None:
-    moto = BaseResponse()
-    moto.headers = {"Authorization": header}
-    moto.querystring = {}
-    assert moto.get_access_key() == TENANT_KEY
-    signer = signer_of(header)
-    assert signer is not None
-    assert signer.access_key == TENANT_KEY
-    # So the tenant session's Scan is judged as the session's, and refused.
-    assert call(guard, header=header, target="DynamoDB_20120810.Scan", body=SCAN).startswith("400")
+def test_a_header_naming_two_keys_is_refused(guard: Guard, recorder: Recorder, header: str) -> None:
+    # Not SigV4's three parts: AWS could not read it, and moto would act for another key.
+    assert call(guard, signed_by=OPERATOR, header=header, target="DynamoDB_20120810.Scan", body=SCAN).startswith("400")
     assert recorder.forwarded == []
 
 
@@ -132,16 +145,22 @@ def test_region_and_service_are_the_ones_moto_dispatches_by(header: str, service
 @pytest.mark.parametrize("header", ["AWS4-HMAC-SHA256", "Bearer x", "AWS4-HMAC-SHA256 Credential=a/b/c"])
 def test_a_scope_moto_cannot_dispatch_by_is_refused(guard: Guard, recorder: Recorder, header: str) -> None:
     assert signer_of(header) is None
-    assert call(guard, header=header, target="DynamoDB_20120810.Scan", body=SCAN).startswith("400")
+    status = call(guard, signed_by=OPERATOR, header=header, target="DynamoDB_20120810.Scan", body=SCAN)
+    assert status.startswith("400")
     assert recorder.forwarded == []
 
 
-def test_a_key_moto_does_not_recognise_is_the_operator(guard: Guard, recorder: Recorder) -> None:
-    # 13 characters: moto acts as its default account; here, the operator.
+def test_the_operators_key_is_one_moto_does_not_recognise(guard: Guard, recorder: Recorder) -> None:
+    # 13 characters: moto acts as its default account; the guard, as the operator (its secret verified).
     signer = signer_of(authorization("LOCALOPERATOR"))
     assert signer is not None
     assert signer.access_key is None
-    assert call(guard, header=authorization("LOCALOPERATOR"), target="DynamoDB_20120810.Scan", body=SCAN) == "200 OK"
+    assert call(guard, signed_by=OPERATOR, target="DynamoDB_20120810.Scan", body=SCAN) == "200 OK"
+    # Any other key is no one's, whatever its length.
+    for stranger in ("AKIAHOSTCREDENTIALS1", "local"):
+        status = call(guard, signed_by=Credentials(stranger, "x"), target="DynamoDB_20120810.Scan", body=SCAN)
+        assert status.startswith("400")
+    assert len(recorder.forwarded) == 1
 
 
 # ---------------------------------------------------------------- real resources
@@ -153,11 +172,11 @@ def test_the_aggregator_sends_to_its_on_failure_queue(guard: Guard, recorder: Re
     # Allowed in AWS: the role's sqs:SendMessage names this queue's ARN.
     assert QUEUE_ARN.endswith(":AggregateCountsFailureQueue")
     status = call(
-        guard, header=authorization(AGGREGATOR_KEY, "sqs"), target="AmazonSQS.SendMessage", body=send_message(QUEUE_URL)
+        guard, signed_by=AGGREGATOR, service="sqs", target="AmazonSQS.SendMessage", body=send_message(QUEUE_URL)
     )
     assert status == "200 OK"
     query = urlencode({"Action": "SendMessage", "QueueUrl": QUEUE_URL, "MessageBody": "{}"}).encode()
-    assert call(guard, header=authorization(AGGREGATOR_KEY, "sqs"), body=query, form=True) == "200 OK"
+    assert call(guard, signed_by=AGGREGATOR, service="sqs", body=query, form=True) == "200 OK"
     assert len(recorder.forwarded) == 2
 
 
@@ -173,7 +192,7 @@ def test_the_aggregator_sends_to_its_on_failure_queue(guard: Guard, recorder: Re
     ],
 )
 def test_nothing_else_on_sqs(guard: Guard, recorder: Recorder, target: str, body: bytes) -> None:
-    assert call(guard, header=authorization(AGGREGATOR_KEY, "sqs"), target=target, body=body).startswith("400")
+    assert call(guard, signed_by=AGGREGATOR, service="sqs", target=target, body=body).startswith("400")
     assert recorder.forwarded == []
 
 
@@ -191,7 +210,7 @@ def test_services_the_guard_cannot_place_are_refused_to_sessions(
 ) -> None:
     # AWSLambdaBasicExecutionRole grants logs:* on "*"; the guard still can't
     # name the log group's ARN, so it does not pretend to know.
-    status = call(guard, header=authorization(AGGREGATOR_KEY, service), target=target, body=json.dumps(body).encode())
+    status = call(guard, signed_by=AGGREGATOR, service=service, target=target, body=json.dumps(body).encode())
     assert status.startswith("400")
     assert recorder.forwarded == []
 

@@ -6,7 +6,6 @@ the template's role and the token's tenant as session tag, so the guard's
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,8 +23,11 @@ from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
+from local_stack.sessions import Sessions
+from local_stack.sigv4 import Credentials
 from stack_model.events import SAMPLE_CLIENT_ID
 from tests.conftest import IDENTITY_POOL_ID, REGION, SIGNING_KEY, USER_POOL_ID, USER_POOL_PROVIDER, sign_token
+from tests.signed import OPERATOR, signed_environ
 from tests.unit.test_guard_policy import ROLES, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}
@@ -79,30 +81,23 @@ def pool() -> Iterator[LocalIdentityPool]:
 
 @pytest.fixture
 def guard(moto: Moto, pool: LocalIdentityPool) -> Guard:
-    return Guard(moto, roles=ROLES, tables=TABLES, identity_pool=pool)
+    return Guard(moto, roles=ROLES, tables=TABLES, sessions=Sessions(operator=OPERATOR), identity_pool=pool)
 
 
 def send(
-    guard: Guard, target: str, body: dict[str, Any], *, signed_by: str | None = None, source_vpce: str | None = None
+    guard: Guard,
+    target: str,
+    body: dict[str, Any],
+    *,
+    signed_by: Credentials | None = None,
+    source_vpce: str | None = None,
 ) -> tuple[int, Any]:
-    raw = json.dumps(body).encode()
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/",
-        "QUERY_STRING": "",
-        "CONTENT_TYPE": "application/x-amz-json-1.1",
-        "CONTENT_LENGTH": str(len(raw)),
-        "wsgi.input": io.BytesIO(raw),
-        "HTTP_X_AMZ_TARGET": target,
-    }
+    service = "dynamodb" if target.startswith("DynamoDB") else "cognito-identity"
+    environ = signed_environ(
+        signed_by, service, target=target, body=json.dumps(body).encode(), content_type="application/x-amz-json-1.1"
+    )
     if source_vpce is not None:  # as the emulator's gateway-endpoint listener marks it
         environ[SOURCE_VPCE_ENVIRON] = source_vpce
-    if signed_by is not None:
-        service = "dynamodb" if target.startswith("DynamoDB") else "cognito-identity"
-        environ["HTTP_AUTHORIZATION"] = (
-            f"AWS4-HMAC-SHA256 Credential={signed_by}/20261121/us-east-1/{service}/aws4_request, "
-            "SignedHeaders=host;x-amz-date, Signature=0123abcd"
-        )
     status: list[str] = []
     answer = b"".join(guard(environ, lambda s, headers, exc_info=None: status.append(s)))
     return int(status[0].split()[0]), json.loads(answer or b"null")
@@ -134,12 +129,17 @@ def refused(answer: tuple[int, Any], code: str, message: str) -> None:
     assert message in body["message"]
 
 
-def get_item(guard: Guard, access_key: str, pk: str, *, in_vpc: bool = True) -> tuple[int, Any]:
+def issued(credentials: dict[str, Any]) -> Credentials:
+    """The identity pool's answer as the credentials a client signs with."""
+    return Credentials(credentials["AccessKeyId"], credentials["SecretKey"], credentials["SessionToken"])
+
+
+def get_item(guard: Guard, signer: Credentials, pk: str, *, in_vpc: bool = True) -> tuple[int, Any]:
     """A GetItem with tenant credentials: by default the way the functions
     call (through the stack's gateway endpoint), else from anywhere else."""
     body = {"TableName": "SupportTicket", "Key": {"pk": {"S": pk}, "sk": {"S": "SUMMARY"}}}
     source_vpce = LOCAL_VPC_ENDPOINT_ID if in_vpc else None
-    return send(guard, "DynamoDB_20120810.GetItem", body, signed_by=access_key, source_vpce=source_vpce)
+    return send(guard, "DynamoDB_20120810.GetItem", body, signed_by=signer, source_vpce=source_vpce)
 
 
 # ---------------------------------------------------------------- what it issues
@@ -155,12 +155,12 @@ def test_a_token_of_the_pool_gets_credentials_of_its_tenant_only(guard: Guard, m
     assert dict(session.tags) == {"TenantId": "1"}  # the principal tag map: custom:tenant_id
     assert session.arn.endswith(":assumed-role/TenantAccessRole/CognitoIdentityCredentials")
     # Its own tenant's items are forwarded to DynamoDB (moto); tenant "10"'s never.
-    assert get_item(guard, key, "TENANT#1|TICKET#a")[0] == 200
-    status, denial = get_item(guard, key, "TENANT#10|TICKET#a")
+    assert get_item(guard, issued(credentials), "TENANT#1|TICKET#a")[0] == 200
+    status, denial = get_item(guard, issued(credentials), "TENANT#10|TICKET#a")
     assert status == 400
     assert denial["__type"].endswith("AccessDeniedException")
     # The same credentials, held by the user itself outside the stack's VPC: its own item neither.
-    status, denial = get_item(guard, key, "TENANT#1|TICKET#a", in_vpc=False)
+    status, denial = get_item(guard, issued(credentials), "TENANT#1|TICKET#a", in_vpc=False)
     assert status == 400
     assert denial["__type"].endswith("AccessDeniedException")
     assert moto.forwarded == ["DynamoDB_20120810.GetItem"]
@@ -177,7 +177,7 @@ def test_one_identity_per_user_whatever_the_token(guard: Guard) -> None:
 def test_signed_or_not_the_call_is_the_pools(guard: Guard, moto: Moto) -> None:
     # AWS's SDKs send GetId unsigned; a signed one is the pool's to answer too, never moto's.
     body = {"IdentityPoolId": IDENTITY_POOL_ID, "Logins": {USER_POOL_PROVIDER: token()}}
-    status, found = send(guard, "AWSCognitoIdentityService.GetId", body, signed_by="LOCALOPERATOR")
+    status, found = send(guard, "AWSCognitoIdentityService.GetId", body, signed_by=OPERATOR)
     assert status == 200
     assert found["IdentityId"]
     assert moto.forwarded == []
@@ -188,7 +188,7 @@ def test_a_token_without_a_tenant_gets_credentials_that_reach_nothing(guard: Gua
     session = guard.sessions.get(credentials["AccessKeyId"])
     assert session is not None
     assert dict(session.tags) == {}
-    assert get_item(guard, credentials["AccessKeyId"], "TENANT#acme|TICKET#a")[0] == 400
+    assert get_item(guard, issued(credentials), "TENANT#acme|TICKET#a")[0] == 400
 
 
 # ---------------------------------------------------------------- what it refuses
@@ -308,18 +308,7 @@ def test_assume_role_into_the_tenant_role_is_refused_for_the_operator_too(guard:
         f"Action=AssumeRole&Version=2011-06-15&RoleArn={TENANT_ROLE.arn}&RoleSessionName=x"
         "&Tags.member.1.Key=TenantId&Tags.member.1.Value=acme"
     ).encode()
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": "/",
-        "QUERY_STRING": "",
-        "CONTENT_TYPE": "application/x-www-form-urlencoded",
-        "CONTENT_LENGTH": str(len(raw)),
-        "wsgi.input": io.BytesIO(raw),
-        "HTTP_AUTHORIZATION": (
-            "AWS4-HMAC-SHA256 Credential=LOCALOPERATOR/20261121/us-east-1/sts/aws4_request, "
-            "SignedHeaders=host, Signature=0"
-        ),
-    }
+    environ = signed_environ(OPERATOR, "sts", body=raw, content_type="application/x-www-form-urlencoded")
     status: list[str] = []
     answer = b"".join(guard(environ, lambda s, headers, exc_info=None: status.append(s)))
     assert status[0].startswith("403")
