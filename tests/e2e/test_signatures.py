@@ -6,6 +6,7 @@ pool's), an execution role's (STS AssumeRole), and the operator's."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
@@ -25,6 +26,7 @@ from stack_model.functions import function_specs, load_handler
 from stack_model.roles import function_role
 from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
+from support_tickets.data.session import tenant_clients
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_isolation import exchange, role_credentials
 
@@ -137,6 +139,60 @@ def test_a_presigned_url_is_verified(stack: RunningStack) -> None:
     assert b"<Code>SignatureDoesNotMatch</Code>" in caught.value.read()
 
 
+def forged_admin_token(token: str) -> str:
+    """The user's token with ``admin`` added to its groups and a junk signature:
+    the functions read the token's claims (the authorizer verified it), so only
+    the credentials stand between such a context and the tenant's data."""
+    header, payload, _ = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["cognito:groups"] = ["admin"]
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{header}.{forged}.{'A' * 342}"
+
+
+def test_a_forged_context_with_a_real_key_id_borrows_nothing_from_a_warm_container(stack: RunningStack) -> None:
+    # One warm DeleteTicketFunction: the victim's own request (refused: not an
+    # admin) runs first with its real credentials; then a direct invocation names
+    # the victim's access key id with a junk secret and token, as an admin.
+    tenant = new_tenant_id()
+    token = stack.token(tenant, f"u-{tenant}")
+    ticket = stack.request("POST", "/tickets", token=token, body={"title": "the user's secret"}).body
+    real = exchange(stack, token)
+    genuine = TenantCredentials(
+        real["aws_access_key_id"], real["aws_secret_access_key"], real["aws_session_token"], int(time.time()) + 3600
+    )
+    forged = TenantCredentials(real["aws_access_key_id"], "junk-secret", "junk-token", int(time.time()) + 3600)
+    spec = function_specs()["DeleteTicketFunction"]
+    variables = json.loads((stack.state_dir / ENV_FILE).read_text())["DeleteTicketFunction"]
+    role = role_credentials(stack, function_role("DeleteTicketFunction"))
+    own = {
+        "AWS_ACCESS_KEY_ID": role["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": role["aws_secret_access_key"],
+        "AWS_SESSION_TOKEN": role["aws_session_token"],
+    }
+    path = {"ticket_id": ticket["ticket_id"]}
+    with environment({**variables, **own, "AWS_REGION": "us-east-1", "POWERTOOLS_METRICS_DISABLED": "true"}):
+        get_settings.cache_clear()
+        tenant_clients.cache_clear()
+        try:
+            handler = load_handler(spec.code_uri, spec.handler, module_name="_warm_delete_ticket")
+            context = LambdaContext(function_name=spec.logical_id)
+            as_victim = with_token(rest_event("DELETE", "/tickets/{ticket_id}", path_parameters=path), token, genuine)
+            assert handler(as_victim, context)["statusCode"] == 403  # a member may not delete
+            forged_token = forged_admin_token(token)
+            as_forger = with_token(
+                rest_event("DELETE", "/tickets/{ticket_id}", path_parameters=path), forged_token, forged
+            )
+            response = handler(as_forger, context)
+        finally:
+            get_settings.cache_clear()
+            tenant_clients.cache_clear()
+    assert response["statusCode"] == 401, response
+    # Nothing deleted: the ticket is still the user's, unchanged
+    kept = stack.request("GET", f"/tickets/{ticket['ticket_id']}/summary", token=token)
+    assert (kept.status, kept.body) == (200, ticket)
+
+
 def test_a_function_given_a_forged_context_with_a_real_key_and_a_junk_secret_gets_no_data(
     stack: RunningStack,
 ) -> None:
@@ -162,7 +218,7 @@ def test_a_function_given_a_forged_context_with_a_real_key_and_a_junk_secret_get
             response = load_handler(spec.code_uri, spec.handler)(event, LambdaContext(function_name=spec.logical_id))
         finally:
             get_settings.cache_clear()
-    assert response["statusCode"] >= 400, response
+    assert response["statusCode"] == 401, response
     assert "the user's secret" not in response["body"]
     # The real credentials in the same context read the ticket (the refusal was the secret's).
     listed = stack.request("GET", "/tickets", token=token)

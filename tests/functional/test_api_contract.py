@@ -244,6 +244,19 @@ def test_access_denied_by_the_tenant_policy_is_403(
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("code", ["UnrecognizedClientException", "InvalidSignatureException"])
+@pytest.mark.parametrize("route", ALL_ROUTES)
+def test_credentials_dynamodb_does_not_recognise_are_401(
+    api: Api, user: User, snapshot: Snapshot, ticket_id: str, route: str, code: str
+) -> None:
+    # A forged context (a real access key id, a junk secret) reaches a function only by direct invocation
+    before = snapshot()
+    with aws_fails("dynamodb", client_error(code)):
+        response = sample_request(api, route, user, ticket_id)
+    assert_error(response, 401, "UNAUTHORIZED")
+    assert snapshot() == before
+
+
 @pytest.mark.parametrize("route", ALL_ROUTES)
 def test_an_unexpected_failure_is_a_bare_500_without_internals(
     api: Api, user: User, ticket_id: str, route: str

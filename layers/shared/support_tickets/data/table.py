@@ -8,7 +8,8 @@ the caller's token, which IAM confines to the token's tenant whatever tenant
 the keys name). All their calls
 go through :meth:`TenantTable.call`, the one place that maps AWS errors:
 throttling that outlived botocore's retries becomes ``Throttled`` (429), other
-service failures ``Unavailable`` (503), a refused key ``Forbidden`` (403), a
+service failures ``Unavailable`` (503), a refused key ``Forbidden`` (403),
+credentials DynamoDB does not recognise ``Unauthorized`` (401), a
 transaction conflict ``Conflict`` (409), and credentials that expired under a
 cached client are renewed once and the call retried (nothing was executed:
 DynamoDB authenticates before it acts).
@@ -28,7 +29,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
-from support_tickets.core.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unavailable
+from support_tickets.core.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unauthorized, Unavailable
 from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
 
 if TYPE_CHECKING:
@@ -40,6 +41,10 @@ _deserializer = TypeDeserializer()
 # Codes DynamoDB puts in a transaction's CancellationReasons when it throttled.
 CANCELLATION_THROTTLING_CODES = THROTTLING_CODES | {"ThrottlingError", "ProvisionedThroughputExceeded"}
 UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "ServiceUnavailableException"})
+# DynamoDB authenticates before it acts: a wrong secret, an unknown key or a session token not the key's.
+REFUSED_CREDENTIALS_CODES = frozenset(
+    {"UnrecognizedClientException", "InvalidSignatureException", "IncompleteSignatureException"}
+)
 BATCH_WRITE_SIZE: Final = 25
 MAX_UNPROCESSED_ROUNDS: Final = 8
 
@@ -105,6 +110,9 @@ class TenantTable:
                 if code == "AccessDeniedException":
                     # Only a bug (or an attack) asks for another tenant's keys.
                     raise Forbidden("Access denied.") from exc
+                if code in REFUSED_CREDENTIALS_CODES:
+                    # Credentials no authorizer issued (a forged context): nothing was executed.
+                    raise Unauthorized() from exc
                 if code in UNAVAILABLE_CODES:
                     raise Unavailable() from exc
                 raise
