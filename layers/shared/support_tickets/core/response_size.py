@@ -48,10 +48,13 @@ one item never fills the budget alone:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from aws_lambda_powertools.shared.json_encoder import Encoder
+
+T = TypeVar("T")
 
 LAMBDA_RESPONSE_LIMIT: Final = 6 * 1024 * 1024
 PAGE_BUDGET_BYTES: Final = 5 * 1024 * 1024
@@ -102,3 +105,12 @@ class PageBudget:
         self.used += cost
         self.admitted += 1
         return True
+
+    def take(self, items: Iterable[T]) -> list[T]:
+        """The leading ``items`` the budget admits (the page's items, in order)."""
+        taken: list[T] = []
+        for item in items:
+            if not self.admit(item):
+                break
+            taken.append(item)
+        return taken
