@@ -36,13 +36,13 @@ one item never fills the budget alone:
   1,000 bytes: at most 143,800 bytes. A comment: 10,000 emoji = 140,000 bytes
   plus under 500. An audit event carries a title twice (old and new): at most
   2 x 2,800 + under 1,500 bytes. So ``GET /tickets/{id}`` holds its ticket
-  and at least 35 of the largest comments (5,242,880 - 143,800 - the longest
+  and 36 of the largest comments (5,242,880 - 143,800 - the longest
   cursor, over 140,500 per comment), and a page of 100 list rows (no
   description) is at most 100 x 4,500 bytes.
 - Whatever was written outside the API (an operator, a migration), a
   DynamoDB item is at most 400 KB, and no stored byte costs more than 7: one
   item is at most 2,867,200 bytes, so even a ticket and one comment of that
-  size stay under Lambda's limit (``test_the_worst_item_...`` in the tests).
+  size stay under Lambda's limit (``tests/unit/test_response_size.py``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ never carries a string longer than :data:`MAX_NAMED_KEY_CHARS` characters:
   are ever read past, so a ticket written meanwhile is never skipped.
 
 So the longest cursor follows from these limits (:data:`MAX_CURSOR_LENGTH`,
-1,264 characters; ``tests/unit/test_list_cursor.py`` builds the worst states,
+1,148 characters; ``tests/unit/test_list_cursor.py`` builds the worst states,
 64 shards, 128-character resolvers, 64-character ticket ids, and round-trips
 them), far inside API Gateway's shortest URL limit (8,192 characters, for
 edge-optimized and private APIs; 10,240 for regional ones: "Quotas for
