@@ -14,8 +14,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 
+from ops.reconcile import reconcile
 from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.keys import TicketStatus
@@ -23,9 +25,10 @@ from support_tickets.core.models import CreateTicketRequest
 from support_tickets.data import ticket_repository
 from support_tickets.data.tenant_registry import TenantConfig
 from support_tickets.data.ticket_repository import TicketRepository
-from tests.conftest import tenant_table
+from tests.conftest import REGION, tenant_table
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
+from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -242,9 +245,7 @@ def test_a_flood_beyond_the_budget_ends_each_request_early_and_paging_still_find
     need = 2 + 1
     # When it pages through (limit 2)
     seen: list[str] = []
-    requests = 0
     for page in page_through(tickets, 2, resolver):
-        requests += 1
         before = len(counted)
         seen.extend(item.ticket_id for item in page.items)
         if page.next_cursor is not None:
@@ -308,3 +309,36 @@ def test_a_sharded_tenant_with_planted_rows_in_one_shard(
     plant(dynamodb, table_name, planted)
     seen = [item.ticket_id for page in page_through(tickets, 3) for item in page.items]
     assert sorted(seen) == sorted(own)
+
+
+# ---------------------------------------------------------------- within one request
+@pytest.mark.parametrize(("victim", "attacker"), TENANT_PAIRS)
+@pytest.mark.parametrize("planted_resolver", [EARLY_RESOLVER, keys.UNASSIGNED_RESOLVER], ids=["no-tickets", "theirs"])
+def test_a_request_never_continues_from_another_tenants_key_and_lists_its_own_to_the_end(
+    aws: None, dynamodb: DynamoDBClient, table_name: str, victim: str, attacker: str, planted_resolver: str
+) -> None:
+    # Given the victim's 3 tickets, and 120 rows in the attacker's own partition whose
+    # GSI1 key names the victim's OPEN list (what a buggy function could write)
+    harness = StreamHarness(dynamodb, boto3.client("dynamodbstreams", region_name=REGION), table_name)
+    reports = Reports()
+    tickets = repo(victim, reports)
+    own = {new_ticket(tickets) for _ in range(3)}
+    plant(dynamodb, table_name, foreign_rows(attacker, victim, 120, resolver=planted_resolver))
+    queries: list[dict[str, Any]] = []
+    tickets.table.clients.dynamodb().meta.events.register(
+        "provide-client-params.dynamodb.Query", lambda params, **_: queries.append(dict(params))
+    )
+    # When the victim lists its OPEN tickets 10 at a time, to the end
+    pages = list(page_through(tickets, 10))
+    seen = [item.ticket_id for page in pages for item in page.items]
+    # Then exactly its own tickets, once, and no Query ever started at a key that is not its own
+    assert sorted(seen) == sorted(own)
+    assert len(queries) > len(pages)  # the planted rows did take more than one DynamoDB page
+    start_keys = [query["ExclusiveStartKey"] for query in queries if "ExclusiveStartKey" in query]
+    assert all(key["pk"]["S"].startswith(keys.tenant_prefix(victim)) for key in start_keys)
+    assert reports.foreign
+    # And once the stream is counted, the victim's counts show no drift: the planted rows count for nobody
+    harness.deliver(harness.new_records())
+    report = reconcile(dynamodb, table_name, victim)
+    assert not report.drifted
+    assert {count.status: count.actual for count in report.counts}["OPEN"] == 3
