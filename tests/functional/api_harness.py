@@ -56,6 +56,8 @@ class ApiResponse:
     headers: dict[str, str]  # lower-case names
     body: Any  # parsed JSON, or None for an empty body
     request_id: str
+    # The Lambda proxy response as the runtime sends it (JSON, UTF-8): what Lambda's 6 MB limit counts.
+    envelope_bytes: int = 0
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -75,8 +77,14 @@ def parse_response(raw: Mapping[str, Any], request_id: str) -> ApiResponse:
     for name, values in (raw.get("multiValueHeaders") or {}).items():
         headers[name.lower()] = ",".join(str(value) for value in values)
     body = raw.get("body")
+    # Python 3.12+ runtimes serialize the answer with ensure_ascii off; never smaller with it on.
+    size = max(len(json.dumps(raw, ensure_ascii=ascii).encode()) for ascii in (False, True))
     return ApiResponse(
-        status=int(raw["statusCode"]), headers=headers, body=json.loads(body) if body else None, request_id=request_id
+        status=int(raw["statusCode"]),
+        headers=headers,
+        body=json.loads(body) if body else None,
+        request_id=request_id,
+        envelope_bytes=size,
     )
 
 

@@ -472,3 +472,22 @@ def test_a_ticket_moved_by_the_migration_while_a_list_reads_is_shown_once(
     listed_ids = [item.ticket_id for item in page.items]
     assert listed_ids.count(ticket) == 1
     assert sorted(listed_ids) == sorted(candidates)
+
+
+# ---------------------------------------------------------------- the longest cursors
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_paging_64_shards_of_the_longest_resolvers_accepts_every_cursor_it_gets(
+    aws: None, tenant: str, other: str
+) -> None:
+    # Given a tenant in the middle of a reshard from 1 to 64 shards (65 partitions read),
+    # its tickets assigned to 128-character resolvers (incompressible ones)
+    rng = random.Random(7)
+    alphabet = "-._@0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    repo = repo_with(tenant, shards=64, read=(1, 64))
+    own = {new_ticket(repo, "".join(rng.choice(alphabet) for _ in range(128))) for _ in range(260)}
+    other_ticket = new_ticket(repo_with(other, shards=64), "z" * 128)
+    # When it pages through 100 at a time, every cursor is one the next request accepts
+    seen = page_through(repo, OPEN, 100)
+    # Then every ticket once, none of the other tenant's
+    assert sorted(seen) == sorted(own)
+    assert other_ticket not in seen

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor
-from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.data.cursor import MAX_CURSOR_LENGTH, decode_cursor, encode_cursor, query_fingerprint
 
 ATTRS = frozenset({"pk", "sk"})
 KEY = {"pk": "TENANT#a|TICKET#1", "sk": "COMMENT#x"}
@@ -67,3 +68,14 @@ def test_truncated_cursor_is_invalid() -> None:
     cursor = encode_cursor(fingerprint, KEY)
     with pytest.raises(InvalidCursor):
         decode_cursor(cursor[:-6], fingerprint, ATTRS, ok)
+
+
+def test_the_longest_audit_trail_cursor_is_accepted() -> None:
+    # Every partition of the day at the longest sort key the audit pattern allows.
+    longest = keys.audit_sk("2026-11-21T10:00:00.000Z", "9" * keys.SEQUENCE_DIGITS, "e" * 128)
+    state = {"d": "2026-11-21", "f": "2026-11-01T00:00:00.000Z", "t": "2026-12-01T23:59:59.999Z"}
+    state.update({str(shard): longest for shard in range(keys.AUDIT_SHARDS)})
+    fingerprint = query_fingerprint("1", "audit", "", "")
+    cursor = encode_cursor(fingerprint, state)
+    assert len(cursor) <= MAX_CURSOR_LENGTH
+    assert decode_cursor(cursor, fingerprint, frozenset(state), lambda _: True) == state

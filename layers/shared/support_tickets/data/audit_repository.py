@@ -33,8 +33,9 @@ from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
 from support_tickets.core.errors import InvalidCursor, TicketNotFound, ValidationFailed
 from support_tickets.core.models import AuditPage
+from support_tickets.core.response_size import PageBudget
 from support_tickets.data.audit_items import event_from_item
-from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.data.cursor import MAX_CURSOR_LENGTH, decode_cursor, encode_cursor, query_fingerprint
 from support_tickets.data.table import TenantTable, to_item
 from support_tickets.data.ticket_repository import TicketRepository
 
@@ -49,6 +50,11 @@ _SHARD_KEYS: Final = tuple(str(shard) for shard in range(keys.AUDIT_SHARDS))
 TRAIL_CURSOR_ATTRIBUTES: Final = frozenset({_DAY_KEY, _FROM_KEY, _TO_KEY, *_SHARD_KEYS})
 _NOT_STARTED: Final = ""
 _EXHAUSTED: Final = "-"
+
+
+def _page_budget() -> PageBudget:
+    """A page of events, sized with the longest cursor either read can give."""
+    return PageBudget.around(AuditPage(events=[], next_cursor="c" * MAX_CURSOR_LENGTH))
 
 
 def _iso(moment: datetime) -> str:
@@ -153,13 +159,15 @@ class AuditRepository:
             )
             query["ExclusiveStartKey"] = to_item(start)
         items, _ = self.table.query_up_to(query, limit + 1, from_cursor=cursor is not None)
-        page = items[:limit]
-        if not page and cursor is None:
+        if not items and cursor is None:
             TicketRepository(self.table).get_ticket_summary(ticket_id)  # 404 unless the ticket exists
+        # The page ends at `limit` events or at the response's byte budget.
+        events = _page_budget().take(event_from_item(item) for item in items[:limit])
         next_cursor = None
-        if len(items) > limit:
-            next_cursor = encode_cursor(fingerprint, {"pk": page[-1]["pk"], "sk": page[-1]["sk"]})
-        return AuditPage(events=[event_from_item(item) for item in page], next_cursor=next_cursor)
+        if len(items) > len(events):
+            last = items[len(events) - 1]
+            next_cursor = encode_cursor(fingerprint, {"pk": last["pk"], "sk": last["sk"]})
+        return AuditPage(events=events, next_cursor=next_cursor)
 
     # ------------------------------------------------------------ the tenant's trail
     def tenant_trail(
@@ -181,21 +189,25 @@ class AuditRepository:
                 raise InvalidCursor()
         events: list[AuditEvent] = []
         days_read = 0
+        budget = _page_budget()
         while True:
-            events.extend(self._read_day(window, day, positions, limit - len(events)))
+            events.extend(self._read_day(window, day, positions, limit - len(events), budget))
             day_done = all(position == _EXHAUSTED for position in positions.values())
             if day_done and day <= window.first_day:
                 return AuditPage(events=events, next_cursor=None)
             if day_done:
                 day, positions = day - timedelta(days=1), dict.fromkeys(_SHARD_KEYS, _NOT_STARTED)
                 days_read += 1
-            if len(events) >= limit or days_read >= MAX_DAYS_PER_PAGE:
+            if len(events) >= limit or days_read >= MAX_DAYS_PER_PAGE or budget.full:
                 state = {_DAY_KEY: day.isoformat(), _FROM_KEY: window.start, _TO_KEY: window.end, **positions}
                 return AuditPage(events=events, next_cursor=encode_cursor(fingerprint, state))
 
-    def _read_day(self, window: AuditWindow, day: date, positions: dict[str, str], need: int) -> list[AuditEvent]:
+    def _read_day(
+        self, window: AuditWindow, day: date, positions: dict[str, str], need: int, budget: PageBudget
+    ) -> list[AuditEvent]:
         """Up to ``need`` of the day's newest events not read yet, across its
-        partitions; ``positions`` moves past what was taken.
+        partitions, while ``budget`` admits them; ``positions`` moves past what
+        was taken (an event the budget refuses is the next page's first).
 
         A k-way merge that reads each partition lazily: first a share of
         ``need`` from every partition at once (an event's partition comes from
@@ -213,7 +225,7 @@ class AuditRepository:
         share = -(-need // len(parts))
         with ThreadPoolExecutor(max_workers=len(parts)) as pool:
             list(pool.map(lambda part: self._read_partition(window, day, part, share), parts))
-        taken: list[dict[str, Any]] = []
+        taken: list[AuditEvent] = []
         while len(taken) < need:
             # Before choosing the newest head, every partition that may hold more must show its next one.
             for part in parts:
@@ -224,13 +236,16 @@ class AuditRepository:
             if not heads:
                 break
             newest = max(heads, key=lambda part: str(part.buffer[0]["sk"]))
+            event = event_from_item(newest.buffer[0])
+            if not budget.admit(event):
+                break
             item = newest.buffer.popleft()
-            taken.append(item)
+            taken.append(event)
             positions[str(newest.shard)] = item["sk"]
         for part in parts:
             if not part.buffer and not part.more:
                 positions[str(part.shard)] = _EXHAUSTED
-        return [event_from_item(item) for item in taken]
+        return taken
 
     def _read_partition(self, window: AuditWindow, day: date, part: _DayPartition, want: int) -> None:
         """The next ``want`` events of ``part`` (newest first) into its buffer."""

@@ -20,7 +20,8 @@ from support_tickets.core.clock import utc_now_iso
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.core.ids import new_id
 from support_tickets.core.models import Comment, CommentItem, TicketItem, TicketWithComments
-from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
+from support_tickets.core.response_size import PageBudget
+from support_tickets.data.cursor import MAX_CURSOR_LENGTH, decode_cursor, encode_cursor, query_fingerprint
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, to_item
 from support_tickets.data.ticket_repository import TicketRepository
 
@@ -88,7 +89,10 @@ class CommentRepository:
         the page the summary comes with them in that same call; when more
         comments follow, the page ends early and one GetItem fetches the summary.
         DynamoDB ends a Query page at 1 MB: the read follows it until it has
-        ``limit + 1`` items or the collection ends, so no comment is skipped."""
+        ``limit + 1`` items or the collection ends, so no comment is skipped. A
+        page also ends before a comment that would take the response past its
+        byte budget (:class:`~support_tickets.core.response_size.PageBudget`):
+        the cursor then continues at that comment."""
         tickets = self._tickets()
         pk = tickets.ticket_pk(ticket_id)
         fingerprint = query_fingerprint(self.table.tenant_id, "comments", ticket_id)
@@ -104,18 +108,19 @@ class CommentRepository:
         items, _ = self.table.query_up_to(query, limit + 1, from_cursor=cursor is not None)
         summary = next((item for item in items if item["sk"] == keys.SUMMARY_SK), None)
         comment_items = [item for item in items if item["sk"].startswith(keys.COMMENT_SK_PREFIX)]
-        next_cursor = None
         if summary is None:
             if not comment_items:
                 raise TicketNotFound()
-            comment_items = comment_items[:limit]
-            if len(items) > limit:
-                last_comment = comment_items[-1]
-                next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
             ticket = tickets.get_ticket_summary(ticket_id)
         else:
             ticket = TicketItem.from_row(summary).ticket()
-        comments = [CommentItem.from_row(item).comment() for item in comment_items]
+        # The page ends at `limit` comments or at the response's byte budget (the ticket counts).
+        budget = PageBudget.around(TicketWithComments(ticket=ticket, comments=[], next_cursor="c" * MAX_CURSOR_LENGTH))
+        comments = budget.take(CommentItem.from_row(item).comment() for item in comment_items[:limit])
+        next_cursor = None
+        if len(comments) < len(comment_items):
+            last_comment = comment_items[len(comments) - 1]
+            next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
         return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics
@@ -32,6 +32,7 @@ from support_tickets.core.models import (
     TicketItem,
     TicketPage,
 )
+from support_tickets.core.response_size import PageBudget
 from support_tickets.data import listing
 from support_tickets.data.cursor import query_fingerprint
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
@@ -360,24 +361,28 @@ class TicketRepository:
     ) -> TicketPage:
         """Every GSI1 key of ``status`` the tenant's shard counts use, queried in
         parallel and merged (:mod:`support_tickets.data.listing`), optionally for one
-        ``resolver``.
+        ``resolver``; a page ends at ``limit`` tickets or at the response's byte
+        budget, whichever comes first.
 
         While a reshard migrates tickets from the keys of the old shard count
         to those of the new, the old-only keys are read first and the others
         after them: a ticket moved meanwhile is seen before its move or after
         it, never missed by this request (if seen twice, it is shown once)."""
         fingerprint = query_fingerprint(self.tenant_id, "list", status.value, resolver or "")
-        start = {} if cursor is None else listing.decode_cursor(cursor, fingerprint, resolver)
+        start = None if cursor is None else listing.decode_cursor(cursor, fingerprint, resolver)
         config = self.config(self.table)
         partitions = keys.status_partitions(self.tenant_id, status, config.read_shards)
         current = set(keys.status_partitions(self.tenant_id, status, [config.shards]))
-        suffixes = {partition: listing.partition_suffix(self.tenant_id, status, partition) for partition in partitions}
-
+        ordinals = {
+            partition: listing.ordinal(listing.partition_suffix(self.tenant_id, status, partition))
+            for partition in partitions
+        }
         skip = max(MIN_SKIPPED_ROWS, MAX_SKIPPED_ROWS // len(partitions))
+        resolver_key = None if resolver is None else keys.resolver_key(resolver)
 
         def read(partition: str) -> listing.PartitionRead:
-            position = start.get(suffixes[partition])
-            return self._read_partition(partition, resolver, position, limit + 1, skip)
+            position = None if start is None else start.position_of(ordinals[partition])
+            return self._read_partition(partition, resolver_key, position, limit + 1, skip)
 
         reads: dict[str, listing.PartitionRead] = {}
         for round_of in ([p for p in partitions if p not in current], [p for p in partitions if p in current]):
@@ -399,75 +404,153 @@ class TicketRepository:
             dropped = entry.dropped or {}
             (self.on_foreign_row if entry.foreign else self.on_malformed_row)(dropped)
 
-        page = listing.merge([reads[partition] for partition in partitions], limit, accept=accept, drop=drop)
+        budget = PageBudget.around(TicketPage(items=[], next_cursor="c" * listing.MAX_CURSOR_LENGTH))
+        ordered = [reads[partition] for partition in partitions]
+        page = listing.merge(
+            ordered,
+            limit,
+            accept=accept,
+            drop=drop,
+            fits=lambda row: budget.admit(TicketItem.from_row(row).list_item()),
+        )
         items = [TicketItem.from_row(row).list_item() for row in page.rows]
         if page.exhausted:
             return TicketPage(items=items, next_cursor=None)
-        positions = {suffix: start[suffix] for suffix in suffixes.values() if suffix in start}
-        positions.update({suffixes[partition]: position for partition, position in page.positions.items()})
-        return TicketPage(items=items, next_cursor=listing.encode_cursor(fingerprint, positions, resolver))
+        boundary = start or listing.Boundary("")  # nothing read at all: the same place again
+        if page.last is not None:
+            index, entry = page.last
+            after = listing.Boundary.after(ordinals[ordered[index].partition], entry)
+            if after is None:  # past every resolver a ticket can have
+                return TicketPage(items=items, next_cursor=None)
+            boundary = after
+        return TicketPage(items=items, next_cursor=listing.encode_cursor(fingerprint, boundary))
+
+    def _partition_query(
+        self, partition: str, resolver: str | None, position: listing.Position | None
+    ) -> dict[str, Any] | None:
+        """The Query that reads ``partition`` (``resolver`` only, when given) from
+        ``position``; ``None`` when nothing can follow it. A start key is always
+        one of the caller's own keys (``Position.start_key``)."""
+        condition = "tenant_status = :ts"
+        values: dict[str, Any] = {":ts": {"S": partition}}
+        if resolver is not None:
+            if position is not None and position.is_past:
+                return None
+            condition += " AND resolver = :r"
+            values[":r"] = {"S": resolver}
+        elif position is not None and position.is_past:
+            condition += " AND resolver > :after"
+            values[":after"] = {"S": position.resolver}
+        elif position is not None and position.is_at and position.resolver:
+            condition += " AND resolver >= :from"
+            values[":from"] = {"S": position.resolver}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": keys.GSI1_NAME,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if position is not None and not (position.is_past or position.is_at):
+            request["ExclusiveStartKey"] = position.start_key(self.tenant_id, partition)
+        return request
+
+    def _continued_query(
+        self, partition: str, resolver: str | None, last_key: Mapping[str, Any], last: listing.IndexRow
+    ) -> dict[str, Any] | None:
+        """The Query that goes on after ``last``, the last row a DynamoDB page
+        gave (``last_key`` its ``LastEvaluatedKey``): from that very key when it
+        is the caller's own, else from the position derived after the row, so that
+        another tenant's key is never sent, as a start key neither."""
+        if keys.own_suffix(self.tenant_id, str(last_key.get("pk", {}).get("S", ""))) is not None:
+            request = self._partition_query(partition, resolver, None)
+            return None if request is None else {**request, "ExclusiveStartKey": dict(last_key)}
+        following = last.position
+        if following is None:  # a resolver no ticket has: go on at the next one that can be
+            after = listing.next_resolver(last.resolver)
+            if after is None:
+                return None
+            following = listing.Position.at(after)
+        return self._partition_query(partition, resolver, following)
 
     def _read_partition(
         self, partition: str, resolver: str | None, position: listing.Position | None, need: int, skip: int
     ) -> listing.PartitionRead:
         """Rows of ``partition`` in index order until ``need`` of them are the
         caller's tickets, the partition ends, or ``skip`` more rows than that
-        or :data:`MAX_QUERY_PAGES` pages were read (``more`` then says so)."""
-        condition = "tenant_status = :ts"
-        values: dict[str, Any] = {":ts": {"S": partition}}
-        if resolver is not None:
-            if position is not None and position.past:
-                return listing.PartitionRead(partition, [], more=False)
-            condition += " AND resolver = :r"
-            values[":r"] = {"S": resolver}
-        elif position is not None and position.past:
-            condition += " AND resolver > :after"
-            values[":after"] = {"S": position.resolver}
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": keys.GSI1_NAME,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "Limit": need,
-        }
-        if position is not None and not position.past:
-            request["ExclusiveStartKey"] = position.start_key(self.tenant_id, partition)
+        or :data:`MAX_QUERY_PAGES` pages were read (``more`` then says so).
+
+        Rows the position says were read already (``skip``) are read past
+        silently. Past a DynamoDB page, the next Query starts where the last row
+        leaves the partition: its ``LastEvaluatedKey`` when that is the caller's
+        own key, else the position derived from the caller's key space after
+        that row (another tenant's key is never sent back, as a start key
+        neither; listing's docstring)."""
+        request = self._partition_query(partition, resolver, position)
+        if request is None:
+            return listing.PartitionRead(partition, [], more=False)
+        previous = listing.START if position is None else replace(position, skip=0)
+        to_skip = 0 if position is None else position.skip
         rows: list[listing.IndexRow] = []
         tickets = 0
-        for page in range(1, MAX_QUERY_PAGES + 1):
-            response = self.table.query_from_cursor(request, from_cursor=position is not None and page == 1)
-            for item in response["Items"]:
-                row = self._index_row(from_item(item))
-                rows.append(row)
-                tickets += row.row is not None
-            last = response.get("LastEvaluatedKey")
-            if last is None:
-                return listing.PartitionRead(partition, rows, more=False)
-            if tickets >= need or len(rows) >= need + skip:
-                break
-            request["ExclusiveStartKey"] = last
+        from_cursor = position is not None
+        for _ in range(MAX_QUERY_PAGES):
             # Rows that were not tickets widen the next page (bounded by what is left).
-            request["Limit"] = min(need + skip - len(rows), max(need - tickets, len(rows)))
+            wanted = min(need + skip - len(rows), max(need - tickets, len(rows)))
+            request["Limit"] = need + min(to_skip, skip) if not rows else wanted
+            response = self.table.query_from_cursor(request, from_cursor=from_cursor)
+            from_cursor = False
+            entry: listing.IndexRow | None = None
+            for item in response["Items"]:
+                entry = self._index_row(from_item(item), previous)
+                previous = self._next_anchor(entry, previous)
+                if to_skip and not entry.named:
+                    to_skip -= 1  # read (and reported) by an earlier page
+                    continue
+                to_skip = 0
+                rows.append(entry)
+                tickets += entry.row is not None
+            last_key = response.get("LastEvaluatedKey")
+            if last_key is None or entry is None:
+                return listing.PartitionRead(partition, rows, more=last_key is not None)
+            if tickets >= need or len(rows) >= need + skip:
+                return listing.PartitionRead(partition, rows, more=True)
+            continued = self._continued_query(partition, resolver, last_key, entry)
+            if continued is None:
+                return listing.PartitionRead(partition, rows, more=False)
+            request = continued
         return listing.PartitionRead(partition, rows, more=True)
 
-    def _index_row(self, row: dict[str, Any]) -> listing.IndexRow:
-        """A GSI1 row and where its partition resumes after it. GSI keys are not
-        confined by IAM (only the table's partition key is): a row whose item
-        belongs to another tenant, or that is not a well-formed ticket summary
+    @staticmethod
+    def _next_anchor(entry: listing.IndexRow, previous: listing.Position) -> listing.Position:
+        """Where the partition resumes after ``entry``, as the next row's ``previous``:
+        past a row whose resolver no ticket has, at the next resolver one can have."""
+        if entry.position is not None:
+            return entry.position
+        after = listing.next_resolver(entry.resolver)
+        return previous if after is None else listing.Position.at(after)
+
+    def _index_row(self, row: dict[str, Any], previous: listing.Position) -> listing.IndexRow:
+        """A GSI1 row and where its partition resumes after it (``previous``:
+        where it resumed before it). GSI keys are not confined by IAM (only the
+        table's partition key is): a row whose item belongs to another tenant,
+        whose resolver is no ticket's, or that is not a well-formed ticket summary
         of this one, is dropped (and reported by the merge), and never named in
         a cursor."""
         pk, sk, resolver = (str(row.get(name, "")) for name in ("pk", "sk", "resolver"))
         suffix = keys.own_suffix(self.tenant_id, pk)
+        if not listing.is_resolver_key(resolver):
+            return listing.IndexRow(resolver, None, None, row, foreign=suffix is None)
         if suffix is None:
             # Derived from the caller's own key space on the row's side (listing's docstring).
-            before = pk < keys.tenant_key(self.tenant_id, "")
-            return listing.IndexRow(listing.Position(resolver, past=not before), None, row, foreign=True)
-        position = listing.Position(resolver, suffix, sk)
+            if pk < keys.tenant_key(self.tenant_id, ""):
+                return listing.IndexRow(resolver, listing.Position(resolver), None, row, foreign=True)
+            return listing.IndexRow(resolver, listing.Position.past(resolver), None, row, foreign=True)
+        position, named = listing.own_row_position(resolver, suffix, sk, previous)
         ticket_id = keys.ticket_id_of_suffix(suffix)
         if ticket_id is None or sk != keys.SUMMARY_SK or row.get("ticket_id") != ticket_id:
-            return listing.IndexRow(position, None, row)
+            return listing.IndexRow(resolver, position, None, row, named=named)
         try:
             TicketItem.from_row(row)
         except MalformedItem:
-            return listing.IndexRow(position, None, row)
-        return listing.IndexRow(position, row)
+            return listing.IndexRow(resolver, position, None, row, named=named)
+        return listing.IndexRow(resolver, position, row)
