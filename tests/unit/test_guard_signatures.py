@@ -192,7 +192,12 @@ def without_token() -> dict[str, Any]:
 
 SIGNATURE_MISMATCH = "The request signature we calculated does not match the signature you provided."
 INVALID_TOKEN = "The security token included in the request is invalid."
-NOW = datetime.now(UTC)
+
+
+def now() -> datetime:
+    """The guard's clock is the wall clock: read at each test (the module is
+    imported minutes before some of its tests run under xdist)."""
+    return datetime.now(UTC)
 
 
 @pytest.mark.parametrize(
@@ -242,13 +247,13 @@ NOW = datetime.now(UTC)
             id="unknown-key",
         ),
         pytest.param(
-            lambda: tenant_get_item(when=NOW - timedelta(minutes=16)),
+            lambda: tenant_get_item(when=now() - timedelta(minutes=16)),
             "InvalidSignatureException",
             "Signature expired: ",
             id="expired",
         ),
         pytest.param(
-            lambda: tenant_get_item(when=NOW + timedelta(minutes=16)),
+            lambda: tenant_get_item(when=now() + timedelta(minutes=16)),
             "InvalidSignatureException",
             "Signature not yet current: ",
             id="from-the-future",
@@ -272,11 +277,13 @@ def test_dynamodb_refuses_as_dynamodb_does(
 
 def test_dynamodb_allows_fifteen_minutes_of_clock_skew(guard: Guard) -> None:
     # "... (20240805T063417Z - 15 min.)": DynamoDB's own answer (and STS's); other services allow five.
-    assert answer(guard, tenant_get_item(when=NOW - timedelta(minutes=14)))[0] == 200
-    refused = as_boto3_sees_it("dynamodb", "GetItem", tenant_get_item(when=NOW - timedelta(minutes=16)), guard)
+    assert answer(guard, tenant_get_item(when=now() - timedelta(minutes=14)))[0] == 200
+    refused = as_boto3_sees_it("dynamodb", "GetItem", tenant_get_item(when=now() - timedelta(minutes=16)), guard)
     assert refused["Message"].endswith(" - 15 min.)")
     sqs = json.dumps({"QueueUrl": QUEUE_URL, "MessageBody": "{}"}).encode()
-    late = signed_environ(AGGREGATOR, "sqs", target="AmazonSQS.SendMessage", body=sqs, when=NOW - timedelta(minutes=6))
+    late = signed_environ(
+        AGGREGATOR, "sqs", target="AmazonSQS.SendMessage", body=sqs, when=now() - timedelta(minutes=6)
+    )
     refused = as_boto3_sees_it("sqs", "SendMessage", late, guard)
     assert refused["Code"] == "SignatureDoesNotMatch"
     assert refused["Message"].endswith(" - 5 min.)")
@@ -310,7 +317,7 @@ def test_query_protocol_services_refuse_with_their_codes(
         assert (refused["status"], refused["Code"]) == (403, code)
     wrong_token = call(Credentials(AGGREGATOR.access_key_id, AGGREGATOR.secret_access_key, "other"))
     assert as_boto3_sees_it(service, operation, wrong_token, guard)["Code"] == "InvalidClientTokenId"
-    expired = as_boto3_sees_it(service, operation, call(AGGREGATOR, when=NOW - timedelta(minutes=20)), guard)
+    expired = as_boto3_sees_it(service, operation, call(AGGREGATOR, when=now() - timedelta(minutes=20)), guard)
     assert (expired["Code"], expired["Message"][:18]) == ("SignatureDoesNotMatch", "Signature expired:")
     assert len(moto.forwarded) == 1
 
@@ -329,7 +336,7 @@ def test_presigned_requests_are_verified(guard: Guard, moto: Moto) -> None:
     other_action = presigned_caller_identity(AGGREGATOR)
     other_action["QUERY_STRING"] = other_action["QUERY_STRING"].replace("GetCallerIdentity", "GetSessionToken")
     assert as_boto3_sees_it("sts", "GetCallerIdentity", other_action, guard)["Code"] == "SignatureDoesNotMatch"
-    past = presigned_caller_identity(AGGREGATOR, when=NOW - timedelta(minutes=2))  # X-Amz-Expires=60
+    past = presigned_caller_identity(AGGREGATOR, when=now() - timedelta(minutes=2))  # X-Amz-Expires=60
     expired = as_boto3_sees_it("sts", "GetCallerIdentity", past, guard)
     assert (expired["Code"], expired["Message"][:18]) == ("SignatureDoesNotMatch", "Signature expired:")
     both = presigned_caller_identity(AGGREGATOR)
