@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from local_stack import lambda_runtime
 from local_stack.environments import EnvironmentExited, FunctionError, FunctionTimeout
 from local_stack.stack import FunctionRuntime, lambda_environment
 from stack_model.functions import FunctionSpec
 from stack_model.template import PROJECT_ROOT
+from tests.e2e.conftest import environment_processes as environments_of
 
 PROBE_DIR = Path(__file__).with_name("environment_probe")
 LAYER_DIR = PROJECT_ROOT / "layers" / "shared"
@@ -86,20 +86,7 @@ def call(runtime: FunctionRuntime, name: str, **event: Any) -> dict[str, Any]:
 
 
 def environment_processes() -> set[int]:
-    """This process's children that run an environment's runtime (from /proc)."""
-    found: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            command = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        if parent == os.getpid() and lambda_runtime.__file__.encode() in command:
-            found.add(int(entry.name))
-    return found
+    return environments_of(os.getpid())
 
 
 def test_what_a_function_leaves_in_its_modules_no_other_function_sees(
