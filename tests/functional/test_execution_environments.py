@@ -15,8 +15,10 @@ function whose ``Timeout`` is 1 s and a handler that would sleep ten minutes.
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from local_stack import lambda_runtime
 from local_stack.environments import EnvironmentExited, FunctionError, FunctionTimeout
 from local_stack.stack import FunctionRuntime, lambda_environment
 from stack_model.functions import FunctionSpec
@@ -239,3 +242,21 @@ def test_stop_leaves_no_process_and_starts_none_again(tmp_path: Path) -> None:
     with pytest.raises(FunctionError, match="stopping"):
         call(runtime, "Alpha")
     assert environment_processes() == set()
+
+
+def test_the_environments_runtime_imports_only_the_standard_library() -> None:
+    # It runs in the function's process before the function's code: whatever it
+    # imported would be in the function's sys.modules, which Lambda's runtime keeps clean.
+    tree = ast.parse(Path(lambda_runtime.__file__).read_text(encoding="utf-8"))
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(tree)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    assert imported - {"__future__"} <= sys.stdlib_module_names
