@@ -44,7 +44,8 @@ pipe (the runtime then ends on its own), kills what is still running after a
 grace period, and reaps every process. Environments are started in a session
 of their own, so the terminal's Ctrl-C reaches the stack, which stops them in
 order, and not the functions mid-invocation. Were the stack itself killed, an
-idle environment ends when its request pipe closes.
+idle environment ends when its request pipe closes, a busy one within a second
+(its runtime watches that the stack is still its parent).
 """
 
 from __future__ import annotations
@@ -138,9 +139,10 @@ class ExecutionEnvironment:
         self.spec = spec
         request_read, self._request_fd = os.pipe()
         self._response_fd, response_write = os.pipe()
+        command = [sys.executable, "-P", lambda_runtime.__file__, str(request_read), str(response_write)]
         try:
             self.process = subprocess.Popen(  # noqa: S603 - our interpreter, our runtime
-                [sys.executable, "-P", lambda_runtime.__file__, str(request_read), str(response_write)],
+                [*command, str(os.getpid())],
                 cwd=spec.code_uri,
                 env=process_environment(spec, variables),
                 stdin=subprocess.DEVNULL,
@@ -296,7 +298,6 @@ class FunctionEnvironments:
             logical_id: _Pool(spec, environments[logical_id], max_environments) for logical_id, spec in specs.items()
         }
         self._stopped = False
-        self.cold_starts = 0
 
     def invoke(self, spec: FunctionSpec, event: Any) -> Any:
         pool = self._pools[spec.logical_id]
@@ -332,7 +333,6 @@ class FunctionEnvironments:
         with pool.changed:
             pool.starting -= 1
             pool.all.add(environment)
-            self.cold_starts += 1
             if self._stopped:
                 pool.all.discard(environment)
                 environment.kill()

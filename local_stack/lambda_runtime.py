@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -151,10 +152,20 @@ def serve(requests: IO[bytes], responses: IO[bytes]) -> int:
     return 0
 
 
+def _end_with(stack_pid: int) -> None:
+    # An environment busy when the stack was killed (no stop, no closed pipe to
+    # read) would otherwise run on, orphaned, for as long as its handler does.
+    while os.getppid() == stack_pid:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def main(argv: list[str]) -> int:
-    """``python -P lambda_runtime.py <request fd> <response fd>``, run by the
-    local stack in a fresh interpreter with the function's environment."""
-    request_fd, response_fd = int(argv[0]), int(argv[1])
+    """``python -P lambda_runtime.py <request fd> <response fd> <stack pid>``,
+    run by the local stack in a fresh interpreter with the function's
+    environment."""
+    request_fd, response_fd, stack_pid = int(argv[0]), int(argv[1]), int(argv[2])
+    threading.Thread(target=_end_with, args=(stack_pid,), name="end-with-the-stack", daemon=True).start()
     with os.fdopen(request_fd, "rb") as requests, os.fdopen(response_fd, "wb") as responses:
         try:
             return serve(requests, responses)

@@ -111,10 +111,6 @@ class FunctionRuntime:
         """The running environments' process ids, by function."""
         return self._processes.pids()
 
-    @property
-    def cold_starts(self) -> int:
-        return self._processes.cold_starts
-
     def stop(self) -> None:
         self._processes.stop()
 

@@ -16,10 +16,13 @@ function whose ``Timeout`` is 1 s and a handler that would sleep ten minutes.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from local_stack.stack import FunctionRuntime, lambda_environment
 from stack_model.functions import FunctionSpec
 from stack_model.template import PROJECT_ROOT
 from tests.e2e.conftest import environment_processes as environments_of
+from tests.e2e.conftest import running_environment
 
 PROBE_DIR = Path(__file__).with_name("environment_probe")
 LAYER_DIR = PROJECT_ROOT / "layers" / "shared"
@@ -260,3 +264,48 @@ def test_the_environments_runtime_imports_only_the_standard_library() -> None:
         )
     }
     assert imported - {"__future__"} <= sys.stdlib_module_names
+
+
+KEEPER = """
+import json, sys, threading
+from pathlib import Path
+from local_stack.environments import FunctionEnvironments
+from stack_model.functions import FunctionSpec
+
+given = json.loads(sys.argv[1])
+spec = FunctionSpec(**{**given["spec"], "code_uri": Path(given["spec"]["code_uri"]), "layers": (Path(given["layer"]),)})
+environments = FunctionEnvironments({spec.logical_id: spec}, {spec.logical_id: given["variables"]})
+environments.invoke(spec, given["event"])
+"""
+
+
+def test_a_busy_environment_ends_when_the_stack_is_killed(tmp_path: Path) -> None:
+    # Given: a stack process (here, the runtime alone) whose function is busy for good
+    spec = probe("Alpha", timeout_s=600)
+    variables = lambda_environment(spec, ENDPOINT, {"AWS_ACCESS_KEY_ID": key_of("Alpha")}, "test-Alpha")
+    running = tmp_path / "running"
+    given = {
+        "spec": {**{key: value for key, value in vars(spec).items() if key != "layers"}, "code_uri": str(PROBE_DIR)},
+        "layer": str(LAYER_DIR),
+        "variables": variables,
+        "event": {"action": "wait_for", "started": str(running), "path": str(tmp_path / "never")},
+    }
+    keeper = subprocess.Popen(  # noqa: S603 - our interpreter, the code above
+        [sys.executable, "-c", KEEPER, json.dumps(given)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(LAYER_DIR), str(PROJECT_ROOT)])},
+    )
+    try:
+        while not running.exists():
+            assert keeper.poll() is None, "the keeper ended before its function ran"
+            time.sleep(0.05)
+        (environment,) = environments_of(keeper.pid)
+    finally:
+        # When the stack is killed, without a chance to stop anything
+        keeper.kill()
+        keeper.wait()
+    # Then its function's process ends too (its runtime watches its parent)
+    for _ in range(600):
+        if not running_environment(environment):
+            break
+        time.sleep(0.1)
+    assert not running_environment(environment)
