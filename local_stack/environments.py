@@ -108,17 +108,14 @@ class _Ended(Exception):
     pass
 
 
-def process_environment(
-    spec: FunctionSpec, variables: Mapping[str, str], inherited: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def process_environment(spec: FunctionSpec, variables: Mapping[str, str]) -> dict[str, str]:
     """The environment of the function's process: the stack's own variables
     without ``AWS_*`` and Python's path settings, then the function's
     (``variables``: template, Lambda's, its role's credentials), then what
     Lambda's runtime sets for the handler and its import path."""
-    base = dict(os.environ if inherited is None else inherited)
     kept = {
         name: value
-        for name, value in base.items()
+        for name, value in os.environ.items()
         if not name.startswith(("AWS_", "_X_AMZN", "LAMBDA_")) and name not in {"PYTHONPATH", "PYTHONHOME", "_HANDLER"}
     }
     return {
@@ -158,7 +155,6 @@ class ExecutionEnvironment:
             os.close(response_write)
         self._buffer = b""
         self._initialized = False
-        self.invocations = 0
 
     @property
     def pid(self) -> int:
@@ -187,7 +183,6 @@ class ExecutionEnvironment:
             ) from None
         except _Ended:
             raise self._exited(request_id) from None
-        self.invocations += 1
         if "error" in answer:
             raise FunctionError.from_payload(answer["error"])
         return answer.get("result")
@@ -223,7 +218,7 @@ class ExecutionEnvironment:
             while view:
                 written = os.write(self._request_fd, view)
                 view = view[written:]
-        except (BrokenPipeError, OSError):
+        except OSError:  # BrokenPipeError: it ended
             raise _Ended from None
 
     def _read(self, deadline: float) -> dict[str, Any]:
