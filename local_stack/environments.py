@@ -3,13 +3,13 @@ of its own, as each Lambda function runs in containers of its own.
 
 An environment is a fresh interpreter (``python -P``, the venv's, which
 stands for the runtime's site-packages) started with the function's
-environment only: its template variables with ``Globals`` merged, what Lambda
+environment: its template variables with ``Globals`` merged, what Lambda
 adds (region, function name, memory size, log group, its execution role's
 credentials in the emulator) and ``PYTHONPATH`` as Lambda builds it, the
 function's code directory, then its layers' content (``/opt/python``). The
-stack's own variables come along (a developer's ``TENANT_CONFIG_TTL_SECONDS``
-reaches the functions, as it did in-process), except ``AWS_*``: a developer's
-profile or keys must never stand in for a role. It runs
+stack's own variables come along (the e2e stack's short
+``TENANT_CONFIG_TTL_SECONDS`` must reach the functions), except ``AWS_*``: a
+developer's profile or keys must never stand in for a role. It runs
 :func:`local_stack.lambda_runtime.main`, which imports the handler (the cold
 start) and then answers one invocation at a time.
 
