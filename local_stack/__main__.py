@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument(
         "--usage-plan-refresh-seconds", type=float, default=1.0, help="how long a key's usage plan is kept"
     )
+    serve.add_argument(
+        "--environments-per-function",
+        type=int,
+        default=1,
+        help="execution environments (processes) a function may have at once under concurrent load (default 1)",
+    )
 
     token = commands.add_parser("token", help="print an ID token (creates the user if needed)")
     token.add_argument("--tenant", required=True)
@@ -152,6 +158,7 @@ def _serve(args: argparse.Namespace) -> int:
         parameters=_parameters(args.parameter),
         authorizer_cache_seconds=args.authorizer_cache_seconds,
         usage_plan_refresh_seconds=args.usage_plan_refresh_seconds,
+        environments_per_function=args.environments_per_function,
     )
     stopping = threading.Event()
 

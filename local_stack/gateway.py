@@ -11,14 +11,14 @@ For each request, in API Gateway's order:
    response without being read. Bodies up to that size reach the function,
    which answers 413 above 64 KiB itself, as it does when deployed.
 3. **Authorizer** (:class:`LambdaAuthorizer`): the API's default authorizer
-   from the template (its function, run in-process like the others, with its
-   own role's credentials), called with the ``Authorization`` header as a
+   from the template (its function, run in its own execution environment like
+   the others, with its own role's credentials), called with the ``Authorization`` header as a
    TOKEN event; its answer is cached per header value for the template's
    ``ReauthorizeEvery`` (the stack may shorten it for tests). No header, a
    header the template's ``ValidationExpression`` does not match (checked
    before the function runs), or the function raising ``Unauthorized``: the
    ``UNAUTHORIZED`` gateway response (401); a policy that does not allow this method: ``ACCESS_DENIED``
-   (403); any other failure: ``AUTHORIZER_FAILURE``.
+   (403); any other failure (an error, its timeout): ``AUTHORIZER_FAILURE``.
 4. **Usage plan** (:mod:`local_stack.usage`): the answer's
    ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
    enabled API key in one of the API's usage plans (else ``INVALID_API_KEY``,
@@ -27,10 +27,11 @@ For each request, in API Gateway's order:
 5. **Lambda proxy**: a REST v1 event (:func:`stack_model.events.rest_event`)
    with the authorizer's context under ``requestContext.authorizer`` (strings,
    plus ``principalId`` and ``integrationLatency``, as API Gateway passes a
-   Lambda authorizer's) is given to the function's handler in-process; its
-   ``statusCode``, ``headers`` + ``multiValueHeaders`` and ``body`` become the
-   response. A handler that raises or returns something malformed is a 502
-   (the template's ``DEFAULT_5XX`` body).
+   Lambda authorizer's) is given to the function (in its execution
+   environment, :mod:`local_stack.environments`); its ``statusCode``,
+   ``headers`` + ``multiValueHeaders`` and ``body`` become the response. A
+   function that raises, times out, crashes or returns something malformed is
+   a 502 (the template's ``DEFAULT_5XX`` body).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
 template with ``$context.error.messageString`` and ``$context.authorizer.<key>``
@@ -166,7 +167,7 @@ def authorizer_spec() -> AuthorizerSpec:
 
 
 class LambdaAuthorizer:
-    """A TOKEN authorizer: its function, invoked in-process, and its result cache."""
+    """A TOKEN authorizer: its function, invoked as the stack invokes every function, and its result cache."""
 
     def __init__(
         self,

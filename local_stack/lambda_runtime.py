@@ -1,16 +1,31 @@
-"""Run Lambda handlers in-process, as the Lambda runtime would: a Lambda
-context object and the function's environment for the time of an invocation
-(the functions themselves, and how a handler is loaded, are
-:mod:`stack_model.functions`).
+"""Run Lambda handlers as the Lambda runtime would: a Lambda context object,
+the function's environment for the time of an invocation (for handlers run
+in-process by the tests and benchmarks), and the runtime of an execution
+environment of the local stack (:func:`main`, the child's side of
+:mod:`local_stack.environments`).
+
+The functions themselves, and how the tests load a handler, are
+:mod:`stack_model.functions`. This module imports only the standard library:
+it is what an environment process runs before the function's own code, as
+Lambda's runtime interface client is, and it must not put anything of the
+local stack into the function's modules.
 """
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
+import sys
+import threading
+import time
+import traceback
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import IO, Any
 
 
 @dataclass
@@ -19,7 +34,7 @@ class LambdaContext:
 
     function_name: str
     memory_limit_in_mb: int = 512
-    timeout_s: int = 10
+    timeout_s: float = 10
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     function_version: str = "$LATEST"
     log_group_name: str = "/aws/lambda/local"
@@ -27,15 +42,13 @@ class LambdaContext:
 
     def __post_init__(self) -> None:
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
-        self._deadline_ms = _now_ms() + self.timeout_s * 1000
+        self._deadline_ms = _now_ms() + int(self.timeout_s * 1000)
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, self._deadline_ms - _now_ms())
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.monotonic() * 1000)
 
 
@@ -52,3 +65,114 @@ def environment(variables: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+# ---------------------------------------------------------------- an execution environment's runtime
+def error_payload(exc: BaseException, error_type: str | None = None) -> dict[str, Any]:
+    """An error as Lambda's Python runtime reports it."""
+    return {
+        "errorType": error_type or type(exc).__name__,
+        "errorMessage": str(exc),
+        "stackTrace": traceback.format_tb(exc.__traceback__),
+    }
+
+
+def _marshal(value: Any) -> str:
+    # Lambda's Python runtime serializes a result with json, Decimal as a number.
+    def default(item: Any) -> Any:
+        if isinstance(item, Decimal):
+            return float(item)
+        raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+
+    return json.dumps(value, default=default)
+
+
+def _send(channel: IO[bytes], message: Mapping[str, Any]) -> None:
+    channel.write(json.dumps(message).encode() + b"\n")
+    channel.flush()
+
+
+def _report(error: Mapping[str, Any]) -> None:
+    # In Lambda the runtime logs an invocation's error to the function's log.
+    trace = "".join(error.get("stackTrace", []))
+    sys.stderr.write(f"[ERROR] {error['errorType']}: {error['errorMessage']}\n{trace}")
+    sys.stderr.flush()
+
+
+def _load(handler: str) -> Callable[[Any, Any], Any]:
+    module_name, _, function_name = handler.rpartition(".")
+    module = importlib.import_module(module_name.replace("/", "."))
+    function: Callable[[Any, Any], Any] = getattr(module, function_name)
+    return function
+
+
+def serve(requests: IO[bytes], responses: IO[bytes]) -> int:
+    """Import the handler (the environment's init), then answer one invocation
+    per request line until the stack closes ``requests``.
+
+    Requests are ``{"request_id": ..., "event": ...}``; the first line written
+    is ``{"init": {}}`` or ``{"init": {"error": ...}}`` (then the environment
+    ends, as Lambda discards an environment whose init failed), then one
+    ``{"result": ...}`` or ``{"error": ...}`` per request."""
+    name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
+    try:
+        handler = _load(os.environ["_HANDLER"])
+    except Exception as exc:
+        error = error_payload(exc, "Runtime.ImportModuleError" if isinstance(exc, ImportError) else None)
+        _report(error)
+        _send(responses, {"init": {"error": error}})
+        return 1
+    _send(responses, {"init": {}})
+    for line in requests:
+        request = json.loads(line)
+        context = LambdaContext(
+            function_name=name,
+            memory_limit_in_mb=int(os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]),
+            timeout_s=float(request["timeout_s"]),
+            aws_request_id=str(request["request_id"]),
+            log_group_name=os.environ["AWS_LAMBDA_LOG_GROUP_NAME"],
+            log_stream_name=os.environ["AWS_LAMBDA_LOG_STREAM_NAME"],
+        )
+        try:
+            result = handler(request["event"], context)
+        except Exception as exc:
+            error = error_payload(exc)
+            _report(error)
+            _send(responses, {"error": error})
+            continue
+        try:
+            body = _marshal(result)
+        except (TypeError, ValueError) as exc:
+            error = error_payload(exc, "Runtime.MarshalError")
+            _report(error)
+            _send(responses, {"error": error})
+            continue
+        responses.write(b'{"result": ' + body.encode() + b"}\n")
+        responses.flush()
+    return 0
+
+
+def _end_with(stack_pid: int) -> None:
+    # An environment busy when the stack was killed (no stop, no closed pipe to
+    # read) would otherwise run on, orphaned, for as long as its handler does.
+    while os.getppid() == stack_pid:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    """``python -P lambda_runtime.py <request fd> <response fd> <stack pid>``,
+    run by the local stack in a fresh interpreter with the function's
+    environment."""
+    request_fd, response_fd, stack_pid = int(argv[0]), int(argv[1]), int(argv[2])
+    threading.Thread(target=_end_with, args=(stack_pid,), name="end-with-the-stack", daemon=True).start()
+    with os.fdopen(request_fd, "rb") as requests, os.fdopen(response_fd, "wb") as responses:
+        try:
+            return serve(requests, responses)
+        except BrokenPipeError:
+            # The stack went away mid-answer: nobody is left to answer.
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

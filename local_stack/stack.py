@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import threading
 import time
 import urllib.parse
@@ -28,8 +27,8 @@ from typing import Any
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
+from local_stack.environments import FunctionEnvironments
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
-from local_stack.lambda_runtime import LambdaContext, environment
 from local_stack.local_values import LOCAL_API_ID
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.state import (
@@ -46,10 +45,9 @@ from local_stack.stream_source import stream_functions, stream_source
 from local_stack.usage import KeyDirectory, UsageMeter
 from ops import sample_events
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
-from stack_model.functions import FunctionSpec, Handler, function_specs, load_handler
+from stack_model.functions import FunctionSpec, function_specs
 from stack_model.roles import function_role
 from support_tickets.core.identity import TenantCredentials
-from support_tickets.core.settings import get_settings
 
 log = logging.getLogger("local_stack")
 
@@ -57,6 +55,7 @@ DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
 # The emulator tells the stream pollers of every table write (they read the stream at
 # once): between writes they only check this often, not four times a second.
 IDLE_POLL_INTERVAL_S = 5.0
+DEFAULT_ENVIRONMENTS_PER_FUNCTION = 1
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -81,64 +80,48 @@ class _ApiServer(ThreadedWSGIServer):
 
 # ---------------------------------------------------------------- functions
 class FunctionRuntime:
-    """Runs the template's functions in-process, one invocation at a time.
+    """Runs the template's functions as Lambda does: each in execution
+    environments of its own (:mod:`local_stack.environments`: a process per
+    environment, started on the function's first invocation, its cold start),
+    with its template environment (Globals merged) plus what Lambda adds:
+    region, function name, memory size, and the credentials of the function's
+    execution role in the emulator. A function's module state (the shared
+    layer's caches, ``os.environ``, ``sys.modules``, Powertools' metrics and
+    log keys) is its own, so one function can never send with a client another
+    one built, nor hide a permission its own role lacks. Its ``Timeout`` is
+    enforced; a crashed or timed-out environment is replaced.
 
-    Each function has its own module namespace (loaded on first use, its cold
-    start), its template environment (Globals merged) plus what Lambda adds:
-    region, function name, and the credentials of the function's execution role
-    in the emulator. Timeouts are not enforced.
-
-    Invocations are serialized, and that is the honest granularity in one
-    interpreter: ``os.environ`` is process-wide (the aggregator and the API
-    functions run with different roles' credentials), and so is Powertools'
-    state (``Metrics`` keeps its metric set in class-level storage that every
-    invocation flushes, every ``Logger`` of a service shares one formatter and
-    its keys), so even two different functions at once would share it. Only
-    moto's requests must be serialized (:data:`local_stack.moto_fixes.MOTO_LOCK`),
-    but running functions concurrently needs a process per execution
-    environment, as Lambda has. That was built and measured: on the
-    2-core reference machine the load test's throughput stayed within noise
-    (39 to 57 requests/s against 44 to 51 in-process; the first run lower, paying
-    the environments' cold starts), because the emulator's process (moto, the
-    IAM guard, the HTTP servers) and the clients already use both cores. So the
-    simpler in-process runtime stays. The shared layer's caches are shared by
-    the functions of this process, except the settings: each function reads
-    its own environment (the API functions' endpoint is the gateway
-    endpoint's, the authorizer's is not), so they are read again whenever
-    another function runs.
+    Functions run concurrently; each environment serves one invocation at a
+    time, and a function gets up to ``max_environments`` of them under
+    concurrent load (:data:`DEFAULT_ENVIRONMENTS_PER_FUNCTION` unless the stack
+    is told otherwise).
     """
 
-    def __init__(self, specs: dict[str, FunctionSpec], environments: dict[str, dict[str, str]]) -> None:
+    def __init__(
+        self,
+        specs: dict[str, FunctionSpec],
+        environments: dict[str, dict[str, str]],
+        *,
+        max_environments: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION,
+    ) -> None:
         self.specs = specs
         self._environments = environments
-        self._handlers: dict[str, Handler] = {}
-        self._lock = threading.Lock()
-        self._last_function: str | None = None
+        self._processes = FunctionEnvironments(specs, environments, max_environments=max_environments)
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
 
     def invoke(self, spec: FunctionSpec, event: dict[str, Any]) -> Any:
-        with self._lock, environment(self._environments[spec.logical_id]):
-            if spec.logical_id != self._last_function:
-                # Each function reads its own environment at its cold start (in Lambda, its
-                # own container): the VPC functions' endpoint is not the authorizer's.
-                get_settings.cache_clear()
-                self._last_function = spec.logical_id
-            handler = self._handlers.get(spec.logical_id)
-            if handler is None:
-                handler = load_handler(spec.code_uri, spec.handler, module_name=f"_lambda_{spec.logical_id}")
-                self._handlers[spec.logical_id] = handler
-            context = LambdaContext(
-                function_name=spec.logical_id, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s
-            )
-            return handler(event, context)
+        """The handler's result; :class:`local_stack.environments.FunctionError`
+        when it raised, timed out or its environment ended (as Lambda reports it)."""
+        return self._processes.invoke(spec, event)
 
+    def pids(self) -> dict[str, list[int]]:
+        """The running environments' process ids, by function."""
+        return self._processes.pids()
 
-def layer_directories(specs: Iterable[FunctionSpec]) -> list[Path]:
-    """The content of every layer the functions use: what Lambda puts on the
-    functions' import path."""
-    return list(dict.fromkeys(directory for spec in specs for directory in spec.layers))
+    def stop(self) -> None:
+        self._processes.stop()
 
 
 def lambda_environment(
@@ -198,6 +181,8 @@ class StackOptions:
     authorizer_cache_seconds: float | None = None
     # How long the gateway keeps a key's usage plan before reading it again.
     usage_plan_refresh_seconds: float = 1.0
+    # Execution environments (processes) a function may have at once under concurrent load.
+    environments_per_function: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION
 
 
 class LocalStack:
@@ -232,10 +217,6 @@ class LocalStack:
         self.emulator.start()
         provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
         specs = function_specs(provisioned.values)
-        for directory in layer_directories(specs.values()):
-            # Lambda puts layer content on the import path; the venv has the layer's dependencies.
-            if str(directory) not in sys.path:
-                sys.path.append(str(directory))
         environments: dict[str, dict[str, str]] = {}
         role_credentials: dict[str, dict[str, str]] = {}
         for logical_id, spec in specs.items():
@@ -248,7 +229,9 @@ class LocalStack:
                 role_credentials[role.logical_id],
                 f"local-{logical_id}",
             )
-        runtime = self.runtime = FunctionRuntime(specs, environments)
+        runtime = self.runtime = FunctionRuntime(
+            specs, environments, max_environments=self.options.environments_per_function
+        )
 
         stage = str(provisioned.values.ref("StageName"))
         declared = authorizer_spec()
@@ -338,6 +321,9 @@ class LocalStack:
             self._api_thread.join(timeout=10)
         for poller in self.pollers.values():
             poller.stop()
+        if self.runtime is not None:
+            # After the API and the pollers, the only callers: no environment is started again.
+            self.runtime.stop()
         self.emulator.stop()
         self._remove_state()
         self._api_server = None

@@ -2,7 +2,8 @@
 running it needs (code directory, handler, environment, memory, timeout, API
 routes, VPC or not), and how its handler module is loaded.
 
-Read by the local stack (which runs them in-process), by ``ops.openapi``
+Read by the local stack (which runs each in execution environments of its
+own), by ``ops.openapi``
 (which asks each handler for its routes) and by the tests and benchmarks.
 """
 

@@ -256,6 +256,36 @@ def session_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
         stop_stack(running)
 
 
+def environment_processes(parent: int) -> set[int]:
+    """The local stack's execution environments (functions' processes) that
+    ``parent`` started, from /proc."""
+    from local_stack import lambda_runtime
+
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        # The parent's pid is the second field after the command name (in parentheses).
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and lambda_runtime.__file__.encode() in command:
+            found.add(int(entry.name))
+    return found
+
+
+def running_environment(pid: int) -> bool:
+    """Whether ``pid`` is still an environment's runtime (not reused by another program)."""
+    from local_stack import lambda_runtime
+
+    try:
+        return lambda_runtime.__file__.encode() in (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def new_tenant_id(suffix: str = "") -> str:
     return f"e2e-{secrets.token_hex(4)}{suffix}"
 

@@ -26,9 +26,12 @@ from tests.e2e.conftest import (
     START_TIMEOUT_S,
     STATE_FILE,
     RunningStack,
+    environment_processes,
+    http,
     new_tenant_id,
     python_module,
     run_main,
+    running_environment,
     server_log,
     start_stack,
     stop_stack,
@@ -177,6 +180,9 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
         assert claims_of(token.stdout.strip())["custom:tenant_id"] == "acme"
         running.state = json.loads((tmp_path / STATE_FILE).read_text())
         state = running.state
+        # a request runs two functions (the authorizer, the route's), each in a process of its own
+        listed = http("GET", f"{state['api_url']}/tickets", token=token.stdout.strip())
+        environments = environment_processes(running.process.pid)
         assert state["api_url"] == f"http://127.0.0.1:{port}"
         env_vars = json.loads((tmp_path / ENV_FILE).read_text())
         log = server_log(running)
@@ -234,8 +240,11 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     # a second stack on the same state directory refuses to start
     assert second.returncode == 1
     assert "already running" in second.stderr
-    # Ctrl-C stopped everything: exit 0, state files gone, ports closed
+    # Ctrl-C stopped everything: exit 0, state files gone, ports closed, no function's process left
     assert code == 0, server_log(running)
+    assert listed.status == 200, listed.body
+    assert len(environments) == 2, environments
+    assert not [pid for pid in environments if running_environment(pid)]
     assert not (tmp_path / STATE_FILE).exists()
     assert not (tmp_path / ENV_FILE).exists()
     assert not (tmp_path / EVENTS_DIR).exists()

@@ -49,8 +49,8 @@ def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
 def own_client(service: str) -> Any:
     """A client with the function's execution-role credentials (not a tenant's),
     from a session of its own: boto3's default session resolves credentials
-    once per process, and the local stack runs several functions, each with
-    its role's credentials, in one process."""
+    once per process, and the in-process tests run several functions, each
+    with its role's credentials, in one interpreter."""
     import boto3
 
     from support_tickets.data.session import BOTO_CONFIG

@@ -1,0 +1,380 @@
+"""Execution environments: each function of the local stack runs in processes
+of its own, as each Lambda function runs in containers of its own.
+
+An environment is a fresh interpreter (``python -P``, the venv's, which
+stands for the runtime's site-packages) started with the function's
+environment: its template variables with ``Globals`` merged, what Lambda
+adds (region, function name, memory size, log group, its execution role's
+credentials in the emulator) and ``PYTHONPATH`` as Lambda builds it, the
+function's code directory, then its layers' content (``/opt/python``). The
+stack's own variables come along (the e2e stack's short
+``TENANT_CONFIG_TTL_SECONDS`` must reach the functions), except ``AWS_*``: a
+developer's profile or keys must never stand in for a role. It runs
+:func:`local_stack.lambda_runtime.main`, which imports the handler (the cold
+start) and then answers one invocation at a time.
+
+**Protocol**: JSON lines over two pipes of their own (the function's stdout
+and stderr are the stack's, so its log lines reach the stack's output as a
+Lambda function's reach its log group). The environment writes ``{"init":
+{}}`` once its handler is imported (or ``{"init": {"error": ...}}``, and
+ends), then answers each ``{"request_id", "timeout_s", "event"}`` with
+``{"result": ...}`` or ``{"error": {"errorType", "errorMessage",
+"stackTrace"}}``, Lambda's error shape.
+
+**Timeouts**: an invocation that outlives the function's ``Timeout`` has its
+environment killed (as Lambda does: the next invocation gets a fresh one, cold)
+and raises :class:`FunctionTimeout`, ``Task timed out after N.00 seconds``.
+The import gets Lambda's 10 s init limit plus the function's timeout (Lambda
+runs a slow init again within the first invocation's timeout).
+
+**Crashes**: an environment that ends during an invocation (``os._exit``, a
+signal, out of memory) raises :class:`FunctionError` ``Runtime.ExitError`` for
+that invocation; one found dead between invocations is replaced without one.
+Either way the next invocation starts a new environment, as Lambda does.
+
+**Concurrency**: an environment serves one invocation at a time, like a Lambda
+container; a function gets up to ``max_environments`` of them, each started
+when an invocation finds every existing one busy (never at the stack's
+start: an idle ``make dev`` runs no function), and invocations beyond that
+wait for one to be free (like reserved concurrency). Different functions never
+wait for each other.
+
+**Stop**: :meth:`FunctionEnvironments.stop` closes every environment's request
+pipe (the runtime then ends on its own), kills what is still running after a
+grace period, and reaps every process. Environments are started in a session
+of their own, so the terminal's Ctrl-C reaches the stack, which stops them in
+order, and not the functions mid-invocation. Were the stack itself killed, an
+idle environment ends when its request pipe closes, a busy one within a second
+(its runtime watches that the stack is still its parent).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from local_stack import lambda_runtime
+from stack_model.functions import FunctionSpec
+
+log = logging.getLogger("local_stack.environments")
+
+# Lambda's limit on a function's init phase (on-demand).
+INIT_TIMEOUT_S = 10.0
+# How long a stopping environment gets to end on its own before it is killed.
+STOP_GRACE_S = 2.0
+_CHUNK = 1 << 16
+
+
+class FunctionError(Exception):
+    """A failed invocation, as Lambda reports it: ``str()`` is the
+    ``errorMessage`` (what API Gateway reads of an authorizer's error)."""
+
+    def __init__(self, error_type: str, message: str, stack_trace: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.stack_trace = list(stack_trace)
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> FunctionError:
+        return cls(
+            str(payload.get("errorType", "Unhandled")),
+            str(payload.get("errorMessage", "")),
+            payload.get("stackTrace") or (),
+        )
+
+
+class FunctionTimeout(FunctionError):
+    """The invocation outlived the function's ``Timeout``."""
+
+
+class EnvironmentExited(FunctionError):
+    """The environment's process ended while it owed an answer."""
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _Ended(Exception):
+    pass
+
+
+def process_environment(spec: FunctionSpec, variables: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the function's process: the stack's own variables
+    without ``AWS_*`` and Python's path settings, then the function's
+    (``variables``: template, Lambda's, its role's credentials), then what
+    Lambda's runtime sets for the handler and its import path."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AWS_", "_X_AMZN", "LAMBDA_")) and name not in {"PYTHONPATH", "PYTHONHOME", "_HANDLER"}
+    }
+    return {
+        **kept,
+        **variables,
+        "_HANDLER": spec.handler,
+        "LAMBDA_TASK_ROOT": str(spec.code_uri),
+        "PYTHONPATH": os.pathsep.join(str(path) for path in (spec.code_uri, *spec.layers)),
+        # Lambda's runtime writes each log line as it comes; a killed environment loses none.
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+class ExecutionEnvironment:
+    """One process of one function: started cold, then warm until it ends."""
+
+    def __init__(self, spec: FunctionSpec, variables: Mapping[str, str]) -> None:
+        self.spec = spec
+        request_read, self._request_fd = os.pipe()
+        self._response_fd, response_write = os.pipe()
+        command = [sys.executable, "-P", lambda_runtime.__file__, str(request_read), str(response_write)]
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - our interpreter, our runtime
+                [*command, str(os.getpid())],
+                cwd=spec.code_uri,
+                env=process_environment(spec, variables),
+                stdin=subprocess.DEVNULL,
+                pass_fds=(request_read, response_write),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(self._request_fd)
+            os.close(self._response_fd)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(response_write)
+        self._buffer = b""
+        self._initialized = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def invoke(self, event: Any) -> Any:
+        """The handler's result; :class:`FunctionError` if it raised, or the
+        environment timed out (then it is killed) or ended."""
+        request_id = str(uuid.uuid4())
+        timeout = float(self.spec.timeout_s)
+        if not self._initialized:
+            self._init(time.monotonic() + INIT_TIMEOUT_S + timeout)
+        line = json.dumps({"request_id": request_id, "timeout_s": timeout, "event": event}).encode() + b"\n"
+        deadline = time.monotonic() + timeout
+        try:
+            self._write(line)
+            answer = self._read(deadline)
+        except _Deadline:
+            self.kill()
+            log.warning("%s: %s task timed out after %.2f seconds", self.spec.logical_id, request_id, timeout)
+            raise FunctionTimeout(
+                "Sandbox.Timedout", f"{request_id} Task timed out after {timeout:.2f} seconds"
+            ) from None
+        except _Ended:
+            raise self._exited(request_id) from None
+        if "error" in answer:
+            raise FunctionError.from_payload(answer["error"])
+        return answer.get("result")
+
+    def _init(self, deadline: float) -> None:
+        try:
+            answer = self._read(deadline)
+        except _Deadline:
+            self.kill()
+            raise FunctionTimeout(
+                "Sandbox.Timedout", f"the init of {self.spec.logical_id} did not end in time"
+            ) from None
+        except _Ended:
+            raise self._exited("init") from None
+        init = answer.get("init")
+        if not isinstance(init, dict) or "error" in init:
+            self.kill()
+            raise FunctionError.from_payload((init or {}).get("error") or {"errorType": "Runtime.Unknown"})
+        self._initialized = True
+
+    def _exited(self, request_id: str) -> EnvironmentExited:
+        self.kill()
+        code = self.process.returncode
+        status = f"signal: {-code}" if code is not None and code < 0 else f"exit status {code}"
+        log.warning("%s: environment %d exited (%s) during %s", self.spec.logical_id, self.pid, status, request_id)
+        return EnvironmentExited(
+            "Runtime.ExitError", f"RequestId: {request_id} Error: Runtime exited with error: {status}"
+        )
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._request_fd, view)
+                view = view[written:]
+        except OSError:  # BrokenPipeError: it ended
+            raise _Ended from None
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            ready, _, _ = select.select([self._response_fd], [], [], remaining)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self._response_fd, _CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise _Ended
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        """Ask the runtime to end (its request pipe closes); :meth:`reap` waits."""
+        if self._request_fd >= 0:
+            os.close(self._request_fd)
+            self._request_fd = -1
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.reap(timeout=None)
+
+    def reap(self, timeout: float | None) -> None:
+        """Wait for the process (killing it after ``timeout``), close the pipes."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.close()
+        if self._response_fd >= 0:
+            os.close(self._response_fd)
+            self._response_fd = -1
+
+
+class _Pool:
+    """The environments of one function."""
+
+    def __init__(self, spec: FunctionSpec, variables: Mapping[str, str], limit: int) -> None:
+        self.spec = spec
+        self.variables = dict(variables)
+        self.limit = limit
+        self.idle: list[ExecutionEnvironment] = []
+        self.all: set[ExecutionEnvironment] = set()
+        self.starting = 0
+        self.changed = threading.Condition()
+
+
+class FunctionEnvironments:
+    """Every function's execution environments, started on first use."""
+
+    def __init__(
+        self,
+        specs: Mapping[str, FunctionSpec],
+        environments: Mapping[str, Mapping[str, str]],
+        *,
+        max_environments: int = 1,
+    ) -> None:
+        if max_environments < 1:
+            raise ValueError("a function needs at least one environment")
+        self._pools = {
+            logical_id: _Pool(spec, environments[logical_id], max_environments) for logical_id, spec in specs.items()
+        }
+        self._stopped = False
+
+    def invoke(self, spec: FunctionSpec, event: Any) -> Any:
+        pool = self._pools[spec.logical_id]
+        environment = self._acquire(pool)
+        try:
+            return environment.invoke(event)
+        finally:
+            self._release(pool, environment)
+
+    def _acquire(self, pool: _Pool) -> ExecutionEnvironment:
+        with pool.changed:
+            while True:
+                if self._stopped:
+                    raise FunctionError("Runtime.Stopped", "the local stack is stopping")
+                while pool.idle:
+                    environment = pool.idle.pop()
+                    if environment.alive():
+                        return environment
+                    # Ended between invocations (killed from outside): Lambda just uses another.
+                    pool.all.discard(environment)
+                    environment.reap(timeout=0)
+                if len(pool.all) + pool.starting < pool.limit:
+                    pool.starting += 1
+                    break
+                pool.changed.wait()
+        try:
+            environment = ExecutionEnvironment(pool.spec, pool.variables)
+        except BaseException:
+            with pool.changed:
+                pool.starting -= 1
+                pool.changed.notify()
+            raise
+        with pool.changed:
+            pool.starting -= 1
+            pool.all.add(environment)
+            if self._stopped:
+                pool.all.discard(environment)
+                environment.kill()
+                raise FunctionError("Runtime.Stopped", "the local stack is stopping")
+        log.info("%s: new execution environment (pid %d)", pool.spec.logical_id, environment.pid)
+        return environment
+
+    def _release(self, pool: _Pool, environment: ExecutionEnvironment) -> None:
+        with pool.changed:
+            if environment.alive() and not self._stopped:
+                pool.idle.append(environment)
+            else:
+                pool.all.discard(environment)
+                environment.kill()
+            pool.changed.notify()
+
+    def pids(self) -> dict[str, list[int]]:
+        """The live environments' process ids, by function."""
+        out: dict[str, list[int]] = {}
+        for logical_id, pool in self._pools.items():
+            with pool.changed:
+                pids = [environment.pid for environment in pool.all if environment.alive()]
+            if pids:
+                out[logical_id] = sorted(pids)
+        return out
+
+    def stop(self) -> None:
+        """End every environment: idle ones are asked to end, busy ones killed
+        (their invocations fail, and their invoking threads close their pipes),
+        and every process is reaped."""
+        self._stopped = True
+        idle: list[ExecutionEnvironment] = []
+        busy: list[ExecutionEnvironment] = []
+        for pool in self._pools.values():
+            with pool.changed:
+                idle.extend(pool.idle)
+                busy.extend(pool.all.difference(pool.idle))
+                pool.all = set()
+                pool.idle = []
+                pool.changed.notify_all()
+        for environment in busy:
+            if environment.alive():
+                environment.process.kill()
+        for environment in idle:
+            environment.close()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for environment in idle:
+            environment.reap(timeout=max(0.0, deadline - time.monotonic()))
+        for environment in busy:
+            environment.process.wait()
