@@ -19,6 +19,10 @@ STAMP       := $(VENV)/.installed-$(shell echo $(UV_VERSION) | cat - $(REQUIREME
 # on the import path after the layer, where Lambda has /var/lang/lib/python3.13/site-packages.
 RUNTIME_DIR := .aws-sam/lambda-runtime
 RUNTIME     := $(RUNTIME_DIR)/.installed-$(shell cat layers/shared/lambda-runtime.txt | cksum | cut -d' ' -f1)
+# checkov (the template's security scan, tests/unit/test_checkov.py) in a venv of
+# its own: its pins conflict with requirements-dev.txt (packaging<24 vs pytest's >=24).
+CHECKOV_VENV := .venv-checkov
+CHECKOV      := $(CHECKOV_VENV)/.installed-$(shell cat requirements-checkov.txt | cksum | cut -d' ' -f1)
 # The tests' independent IAM engine (tests/oracle: iam-simulate, AGPL-3.0, a
 # test-time tool only), installed from its lockfile once per lockfile.
 ORACLE_DIR  := tests/oracle
@@ -30,7 +34,7 @@ export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
 .PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant export offboard openapi integration oracle clean
+        bench reconcile onboard tenant export offboard openapi integration oracle checkov clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -50,6 +54,14 @@ $(ORACLE): $(ORACLE_DIR)/package.json $(ORACLE_DIR)/package-lock.json
 	@touch $@
 
 oracle: $(ORACLE) ## install the tests' IAM oracle (npm ci in tests/oracle, from its lockfile)
+
+$(CHECKOV): requirements-checkov.txt $(STAMP)
+	rm -rf $(CHECKOV_VENV)
+	$(PY) -m venv --without-pip $(CHECKOV_VENV)
+	$(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python -r requirements-checkov.txt
+	@touch $@
+
+checkov: $(CHECKOV) ## install checkov into .venv-checkov (from requirements-checkov.txt)
 
 dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker); Ctrl-C stops it
 	$(PY) -m local_stack serve --port $(PORT) $(ARGS)
@@ -83,15 +95,15 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 # off for the build they measure).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 
-test: $(STAMP) $(ORACLE) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
+test: $(STAMP) $(ORACLE) $(CHECKOV) ## the whole suite: lint, sam build, then every test (template checks included) on all cores
 	@$(MAKE) --no-print-directory -j2 lint-code build  # mypy and sam build side by side
 	$(PYTEST) -n auto --dist loadscope
 
-test-deep: $(STAMP) $(ORACLE) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
+test-deep: $(STAMP) $(ORACLE) $(CHECKOV) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
 	@$(MAKE) --no-print-directory -j2 lint-code build
 	TEST_DEPTH=deep $(PYTEST) -n auto --dist loadscope
 
-test-fast: $(STAMP) $(ORACLE) ## tests only, against the current build
+test-fast: $(STAMP) $(ORACLE) $(CHECKOV) ## tests only, against the current build
 	$(PYTEST) -x -q
 
 lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
@@ -139,4 +151,4 @@ openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
 	$(PY) -m ops.openapi > docs/openapi.json
 
 clean: ## remove build output and the venv
-	rm -rf .aws-sam .local $(VENV) .pytest_cache .mypy_cache .ruff_cache $(ORACLE_DIR)/node_modules
+	rm -rf .aws-sam .local $(VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache $(ORACLE_DIR)/node_modules

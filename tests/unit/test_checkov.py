@@ -1,0 +1,78 @@
+"""checkov's scan of template.yaml is clean: each finding is fixed in the
+template or suppressed on its resource (``Metadata: checkov: skip``) with the
+reason it does not apply.
+
+checkov runs from a venv of its own (``make checkov``: .venv-checkov, from
+requirements-checkov.txt), since its pins conflict with requirements-dev.txt;
+``CHECKOV`` may name another checkov executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from stack_model.template import TEMPLATE_PATH, load_template
+
+ROOT = TEMPLATE_PATH.parent
+
+
+def checkov() -> str:
+    tool = os.environ.get("CHECKOV") or str(ROOT / ".venv-checkov" / "bin" / "checkov")
+    assert Path(tool).is_file(), f"{tool} is missing: run `make checkov` (make test does)"
+    return tool
+
+
+def scan() -> dict[str, Any]:
+    result = subprocess.run(  # noqa: S603 - fixed arguments
+        # The cloudformation framework is checkov's scan of SAM templates too (its
+        # checks read AWS::Serverless::* resources and the Globals); nothing to download.
+        [
+            checkov(),
+            "--file",
+            str(TEMPLATE_PATH),
+            "--framework",
+            "cloudformation",
+            "--output",
+            "json",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=240,
+    )
+    assert result.stdout, result.stderr
+    report = json.loads(result.stdout)
+    # One framework scanned: checkov answers with one report (a list when several).
+    (report,) = report if isinstance(report, list) else [report]
+    assert isinstance(report, dict)
+    return report
+
+
+def test_checkov_finds_nothing_unsuppressed_in_the_template() -> None:
+    report = scan()
+    summary = report["summary"]
+    failures = [
+        f"{check['check_id']} {check['resource']}: {check['check_name']}"
+        for check in report["results"]["failed_checks"]
+    ]
+    assert failures == [], "\n".join(failures)
+    assert summary["parsing_errors"] == 0
+    # It read the whole template (SAM resources included), not an empty or partial one.
+    assert summary["resource_count"] == len(load_template()["Resources"])
+    assert summary["passed"] > 0
+    skipped = {(check["check_id"], check["resource"].split(".", 1)[1]) for check in report["results"]["skipped_checks"]}
+    assert skipped == suppressions()
+
+
+def suppressions() -> set[tuple[str, str]]:
+    """Every suppression in the template, each with its reason."""
+    found = set()
+    for name, resource in load_template()["Resources"].items():
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", []):
+            assert len(skip["comment"]) > 20, f"{name} {skip['id']}: say why it does not apply"
+            found.add((skip["id"], name))
+    return found
