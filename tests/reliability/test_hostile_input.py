@@ -26,7 +26,7 @@ from ops.routes import by_name, route_names
 from stack_model.template import table_definition
 from support_tickets.core import keys
 from support_tickets.data.cursor import encode_cursor, query_fingerprint
-from tests.conftest import REGION, all_items, mocked_aws, random_tenant_id
+from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS, REGION, all_items, mocked_aws, random_tenant_id
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -464,6 +464,33 @@ CASES += [
     case(f"{route}-query-{n}", route, 400, "VALIDATION_ERROR", query=query, **ticket_route_defaults(route))
     for route, queries in BAD_QUERIES.items()
     for n, query in enumerate(queries)
+]
+# Numbers are ASCII digits: what int() or a Unicode \d would still read as a number is a 400.
+PAGED_ROUTES = [name for name in ALL_ROUTES if "limit" in ROUTES[name].needs.query]
+CASES += [
+    case(
+        f"{route}-limit-{text.encode('unicode_escape').decode()}",
+        route,
+        400,
+        "VALIDATION_ERROR",
+        query={"limit": text},
+        **ticket_route_defaults(route),
+    )
+    for route in PAGED_ROUTES
+    for text in (*NOT_ASCII_NUMBERS, *INT_ODDITIES)
+]
+# The ticket is at version 1: each of these reads as 1 to int() or a Unicode \d and \s.
+CASES += [
+    case(
+        f"update-if-match-{text.encode('unicode_escape').decode()}",
+        "update",
+        400,
+        "VALIDATION_ERROR",
+        body={"title": "t"},
+        ticket_id=OWN,
+        headers={"If-Match": text},
+    )
+    for text in ("\u0661", "\uff11", '"\u0661"', 'W/"\U0001d7cf"', "+1", "0_1", "\u20031", "1\u00a0")
 ]
 CASES += [
     case(

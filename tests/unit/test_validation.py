@@ -34,6 +34,7 @@ from support_tickets.core.models import (
     CreateTicketRequest,
     UpdateTicketRequest,
 )
+from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS
 
 BODIES = (CreateTicketRequest, UpdateTicketRequest, AddCommentRequest, BatchStatusRequest)
 
@@ -156,6 +157,20 @@ def test_a_limit_is_read_as_a_whole_number() -> None:
     assert read_input(LISTING, event(query={"limit": "7"})).query["limit"] == 7
     for text in ("0", "101", "ten", "7.0", " 7", "99999999999999999999"):
         assert [detail["field"] for detail in failures(LISTING, event(query={"limit": text}))] == ["limit"], text
+
+
+@pytest.mark.parametrize("text", [*NOT_ASCII_NUMBERS, *INT_ODDITIES])
+def test_a_number_is_ascii_digits_only(text: str) -> None:
+    # int() reads every one of these as a number; a client that sends them sent no number.
+    assert [detail["field"] for detail in failures(LISTING, event(query={"limit": text}))] == ["limit"]
+
+
+@pytest.mark.parametrize("text", NOT_ASCII_NUMBERS)
+def test_a_pattern_digit_is_an_ascii_digit(text: str) -> None:
+    # JSON Schema patterns are ECMA-262 regular expressions, where \d is [0-9].
+    declared = RouteInput(query=(Parameter("n", {"type": "string", "pattern": r"^\d+$"}),))
+    assert read_input(declared, event(query={"n": "3"})).query == {"n": "3"}
+    assert [detail["field"] for detail in failures(declared, event(query={"n": text}))] == ["n"]
 
 
 def test_every_failing_parameter_is_named_at_once() -> None:

@@ -26,7 +26,7 @@ from support_tickets.data.ticket_repository import TicketRepository
 
 COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
 # Exactly what comment_sk() writes: a start key of any other shape never reaches DynamoDB.
-_COMMENT_SK = re.compile(r"^COMMENT#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[0-9A-Z]{26}$")
+_COMMENT_SK = re.compile(rf"^COMMENT#{keys.AUDIT_TIME_PATTERN}#[0-9A-Z]{{26}}$")
 
 
 @dataclass(frozen=True, slots=True)

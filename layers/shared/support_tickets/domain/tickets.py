@@ -18,6 +18,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from support_tickets.core.digits import DIGITS
 from support_tickets.core.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
 from support_tickets.core.identity import Caller
 from support_tickets.core.keys import TicketStatus, idempotency_pk
@@ -53,7 +54,8 @@ DEFAULT_PAGE_SIZE = 25
 MAX_PAGE_SIZE = 100
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
-_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
+# HTTP's optional whitespace is spaces and tabs; the version is ASCII digits (core.digits).
+_IF_MATCH = re.compile(rf'^[ \t]*(?:W/)?"?({DIGITS}{{1,18}})"?[ \t]*$')
 
 
 def table_for(caller: Caller) -> TenantTable:
