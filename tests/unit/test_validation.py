@@ -26,7 +26,7 @@ from support_tickets.api.validation import (
     errors,
     read_input,
 )
-from support_tickets.core.errors import InvalidJson, ValidationFailed
+from support_tickets.core.errors import MAX_DETAILS, MAX_FIELD_CHARS, InvalidJson, ValidationFailed
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import (
     AddCommentRequest,
@@ -246,3 +246,18 @@ def test_a_route_without_a_body_ignores_none_and_accepts_no_query() -> None:
     assert failures(RouteInput(), event(query={"limit": "5"})) == [
         {"field": "limit", "message": "unknown query parameter"}
     ]
+
+
+def test_a_400_names_at_most_ten_bounded_problems_and_says_how_many_it_found() -> None:
+    body = json.dumps({"ticket_ids": [0] * 30_000, "status": "DONE", "\U0001f600" * 1000: 0})
+    with pytest.raises(ValidationFailed) as raised:
+        read_input(RouteInput(body=BatchStatusRequest), event(body=body))
+    error = raised.value.body()["error"]
+    assert len(error["details"]) == MAX_DETAILS
+    assert "30003 problems" in error["message"]
+    assert all(set(detail) == {"field", "message"} for detail in error["details"])
+    # Each bounded as JSON writes it: a long name comes back cut, never whole.
+    long_name = failures(RouteInput(body=BatchStatusRequest), event(body=json.dumps({"\U0001f600" * 1000: 0})))[-1]
+    assert len(json.dumps(long_name["field"])) - 2 <= MAX_FIELD_CHARS
+    assert long_name["field"].endswith("...")
+    assert len(json.dumps(raised.value.body())) < 3 * 1024
