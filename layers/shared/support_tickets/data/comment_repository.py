@@ -19,10 +19,17 @@ from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.core.ids import new_id
-from support_tickets.core.models import Comment, CommentItem, TicketItem, TicketWithComments
+from support_tickets.core.models import Comment, CommentItem, MalformedItem, TicketWithComments
 from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.data.table import TenantTable, cancellation_codes, error_code, to_item
-from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, to_item
+from support_tickets.data.ticket_repository import (
+    SUMMARY_SHAPE,
+    SUMMARY_SHAPE_NAMES,
+    SUMMARY_SHAPE_VALUES,
+    TicketRepository,
+    report_malformed_item,
+    ticket_of,
+)
 
 COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
 # Exactly what comment_sk() writes: a start key of any other shape never reaches DynamoDB.
@@ -54,7 +61,11 @@ class CommentRepository:
                         "ConditionCheck": {
                             "TableName": self.table.table_name,
                             "Key": {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
-                            "ConditionExpression": "attribute_exists(pk)",
+                            # A malformed summary takes no comments, like a missing one.
+                            "ConditionExpression": f"attribute_exists(pk) AND {SUMMARY_SHAPE}",
+                            "ExpressionAttributeNames": SUMMARY_SHAPE_NAMES,
+                            "ExpressionAttributeValues": SUMMARY_SHAPE_VALUES,
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                         }
                     },
                     {
@@ -78,6 +89,8 @@ class CommentRepository:
             if len(reasons) > 1 and codes[1] == "ConditionalCheckFailed" and _is_own_comment(reasons[1], stored):
                 return item.comment()  # its first attempt landed: it succeeded once
             if codes and codes[0] == "ConditionalCheckFailed":
+                if reasons and reasons[0].get("Item"):
+                    report_malformed_item(from_item(reasons[0]["Item"]), "not a well-formed ticket summary")
                 raise TicketNotFound() from exc
             self.table.raise_for_cancellation(exc)
         return item.comment()
@@ -114,9 +127,21 @@ class CommentRepository:
                 next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
             ticket = tickets.get_ticket_summary(ticket_id)
         else:
-            ticket = TicketItem.from_row(summary).ticket()
-        comments = [CommentItem.from_row(item).comment() for item in comment_items]
-        return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
+            ticket = ticket_of(summary)
+        return TicketWithComments(ticket=ticket, comments=_comments(comment_items), next_cursor=next_cursor)
+
+
+def _comments(rows: list[dict[str, Any]]) -> list[Comment]:
+    """The comments of these rows; a malformed one (an operator's or a bug's) is
+    left out and reported, as a malformed GSI row is, never a 500. The page's
+    cursor is the last row read, so paging goes on past it."""
+    comments: list[Comment] = []
+    for row in rows:
+        try:
+            comments.append(CommentItem.from_row(row).comment())
+        except MalformedItem as exc:
+            report_malformed_item(row, str(exc), answer="left out of the ticket's comments")
+    return comments
 
 
 def _is_own_comment(reason: Mapping[str, Any], written: Mapping[str, Any]) -> bool:
