@@ -25,7 +25,7 @@ pytestmark = SHARED_AWS
 
 MISSING = "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
 # Each is one way a summary can be unreadable; the update expression removes or retypes one attribute.
-MALFORMED = {
+MALFORMED: dict[str, tuple[str, dict[str, Any]]] = {
     "no-title": ("REMOVE title", {}),
     "no-version": ("REMOVE version", {}),
     "version-as-text": ("SET version = :v", {":v": {"S": "1"}}),
@@ -40,12 +40,11 @@ def malformed_ticket(api: Api, dynamodb: DynamoDBClient, table_name: str, user: 
     ticket_id: str = api.new_ticket(user, title="mine")["ticket_id"]
     assert api.comment(user, ticket_id, {"body": "first"}).status == 201
     update, values = MALFORMED[how]
-    dynamodb.update_item(
-        TableName=table_name,
-        Key=keys.ticket_key(user.tenant_id, ticket_id),
-        UpdateExpression=update,
-        **({"ExpressionAttributeValues": values} if values else {}),
-    )
+    key = keys.ticket_key(user.tenant_id, ticket_id)
+    if values:
+        dynamodb.update_item(TableName=table_name, Key=key, UpdateExpression=update, ExpressionAttributeValues=values)
+    else:
+        dynamodb.update_item(TableName=table_name, Key=key, UpdateExpression=update)
     return ticket_id
 
 
