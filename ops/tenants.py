@@ -62,6 +62,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ops.api_keys import ApiKeyError, ApiKeys
 from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
 from support_tickets.core import keys
+from support_tickets.core.digits import is_digits
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
 from support_tickets.data.table import OwnClient, TenantTable, to_item
@@ -290,7 +291,7 @@ def _status(value: str) -> TenantStatus:
 
 
 def _shards(value: str) -> int:
-    number = int(value) if value.strip().isdigit() else None
+    number = int(value) if is_digits(value) else None
     return keys.validate_shard_count(number)
 
 

@@ -74,6 +74,12 @@ USER_POOL = identity_pool.SigningUserPool(USER_POOL_ID, SAMPLE_CLIENT_ID, REGION
 SIGNING_KEY = USER_POOL.key
 TOKEN_SECONDS = 3600
 FAILURE_QUEUE_NAME = "aggregate-counts-failures"
+# Numbers as no client should write them, that int() and a Unicode \d still
+# read as 3 (or 10): Arabic-Indic, Extended Arabic-Indic, Devanagari, fullwidth
+# and mathematical digits (all Unicode Nd), a superscript (isdigit), and int()'s
+# own leniencies (an underscore, surrounding space, a sign).
+NOT_ASCII_NUMBERS = ("\u0663", "\u06f3", "\u0969", "\uff13", "\U0001d7d1", "1\u0660", "\u00b3")
+INT_ODDITIES = ("1_0", " 3", "3 ", "+3", "\t3", "3\n", "\u20033")
 FAILURE_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{FAILURE_QUEUE_NAME}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import FRESH_AWS, SHARED_AWS
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS, Snapshot, ticket_items
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 pytestmark = SHARED_AWS  # tenants of their own; tests with fixed ones are FRESH_AWS
 
@@ -145,6 +149,35 @@ def test_same_key_and_body_give_the_same_ticket_and_one_write(api: Api, user: Us
     assert record["pk"]["S"] == keys.idempotency_pk(user.tenant_id, f"{user.username}\x1fkey-1")
     assert record["pk"]["S"].startswith(f"TENANT#{user.tenant_id}|IDEMPOTENCY#")
     assert int(record["expiration"]["N"]) > 0
+
+
+@FRESH_AWS
+def test_the_idempotency_record_keeps_the_tickets_id_and_none_of_its_text(
+    api: Api, user: User, snapshot: Snapshot, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given a ticket created with a key, then deleted by an admin
+    ticket = api.create(
+        user, {"title": "Salary of Bob", "description": "Bob earns 1,000,000"}, headers={"Idempotency-Key": "key-1"}
+    ).body
+    assert api.call("delete", user.as_admin(), ticket_id=ticket["ticket_id"]).status == 204
+    # Then the record that outlives it for a day names the ticket by its id only
+    (record,) = snapshot()
+    assert json.loads(record["data"]["S"]) == {"ticket_id": ticket["ticket_id"]}
+    text = json.dumps(record)
+    for words in ("Salary", "Bob", "1,000,000", user.username):
+        assert words not in text
+    # And a record written before, with the whole ticket in it, still replays as a read
+    again = create_with_key(api, user, "key-2")
+    (old,) = [item for item in snapshot() if item["sk"]["S"] != "SUMMARY" and item["pk"] != record["pk"]]
+    whole = json.dumps(again.body)
+    dynamodb.update_item(
+        TableName=table_name,
+        Key={"pk": old["pk"], "sk": old["sk"]},
+        UpdateExpression="SET #data = :whole",
+        ExpressionAttributeNames={"#data": "data"},
+        ExpressionAttributeValues={":whole": {"S": whole}},
+    )
+    assert create_with_key(api, user, "key-2").body == again.body
 
 
 def test_another_user_of_the_tenant_with_the_same_key_gets_their_own_ticket(api: Api, user: User) -> None:

@@ -29,7 +29,7 @@ from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TIERS, TenantConfigCache, TenantStatus, read_tenant_config
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
-from tests.conftest import REGION, all_items, instant_tenant_admin, random_tenant_id
+from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS, REGION, all_items, instant_tenant_admin, random_tenant_id
 from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
 from tests.functional.conftest import OPERATOR_STATE, STACK_NAME, Snapshot, local_state_file, stack_usage_plans
 from tests.functional.stream_harness import StreamHarness
@@ -119,6 +119,24 @@ def test_the_status_command_changes_it_says_how_long_it_takes_and_refuses_bad_va
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert "unknown status" in error
+    assert all_items(dynamodb, table_name) == before
+
+
+@pytest.mark.parametrize("shards", [*NOT_ASCII_NUMBERS, *INT_ODDITIES, "0", "65"])
+def test_a_shard_count_is_ascii_digits_from_1_to_64(
+    aws: None,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    shards: str,
+) -> None:
+    local = ["--local", "--local-state", str(local_state_file(tmp_path, table_name))]
+    assert tenants.main(["--tenant", "acme", *local]) == 0
+    capsys.readouterr()
+    before = all_items(dynamodb, table_name)
+    assert tenants.main(["--tenant", "acme", "--shards", shards, *local]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
     assert all_items(dynamodb, table_name) == before
 
 

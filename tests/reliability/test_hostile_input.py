@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,15 @@ from ops.routes import by_name, route_names
 from stack_model.template import table_definition
 from support_tickets.core import keys
 from support_tickets.data.cursor import encode_cursor, query_fingerprint
-from tests.conftest import REGION, all_items, mocked_aws, random_tenant_id
+from tests.conftest import (
+    INT_ODDITIES,
+    NOT_ASCII_NUMBERS,
+    REGION,
+    all_items,
+    mocked_aws,
+    random_tenant_id,
+    token_for_claims,
+)
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
@@ -465,6 +473,33 @@ CASES += [
     for route, queries in BAD_QUERIES.items()
     for n, query in enumerate(queries)
 ]
+# Numbers are ASCII digits: what int() or a Unicode \d would still read as a number is a 400.
+PAGED_ROUTES = [name for name in ALL_ROUTES if "limit" in ROUTES[name].needs.query]
+CASES += [
+    case(
+        f"{route}-limit-{text.encode('unicode_escape').decode()}",
+        route,
+        400,
+        "VALIDATION_ERROR",
+        query={"limit": text},
+        **ticket_route_defaults(route),
+    )
+    for route in PAGED_ROUTES
+    for text in (*NOT_ASCII_NUMBERS, *INT_ODDITIES)
+]
+# The ticket is at version 1: each of these reads as 1 to int() or a Unicode \d and \s.
+CASES += [
+    case(
+        f"update-if-match-{text.encode('unicode_escape').decode()}",
+        "update",
+        400,
+        "VALIDATION_ERROR",
+        body={"title": "t"},
+        ticket_id=OWN,
+        headers={"If-Match": text},
+    )
+    for text in ("\u0661", "\uff11", '"\u0661"', 'W/"\U0001d7cf"', "+1", "0_1", "\u20031", "1\u00a0")
+]
 CASES += [
     case(
         "update-if-match-not-a-number",
@@ -511,6 +546,69 @@ CASES += [
     ),
 ]
 
+
+# ---------------------------------------------------------------- the largest answers
+def largest_fitting(make: Callable[[int], Any], limit: int = KIB64 - 256) -> Any:
+    """``make(n)`` for the largest ``n`` whose body, as :func:`call` sends it, fits ``limit`` bytes."""
+    low, high = 1, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(json.dumps(make(middle), ensure_ascii=False).encode()) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return make(low)
+
+
+def with_lists_of(body: Any, item: Any, n: int) -> Any:
+    """``body`` with every list in it holding ``n`` times ``item``."""
+    if isinstance(body, list):
+        return [item] * n
+    if isinstance(body, dict):
+        return {key: with_lists_of(value, item, n) for key, value in body.items()}
+    return body
+
+
+def worst_bodies(route: str) -> dict[str, Any]:
+    """Bodies of at most 64 KiB that make the most and the longest problems for ``route``."""
+    valid = VALID_BODY[route]
+    bodies = {
+        "unknown-fields": largest_fitting(lambda n: {**valid, **{f"x{k}": 0 for k in range(n)}}),
+        "unknown-emoji-fields": largest_fitting(lambda n: {**valid, **{f"{EMOJI * 5}{k}": 0 for k in range(n)}}),
+        "one-long-unknown-field": largest_fitting(lambda n: {**valid, EMOJI * n: 0}),
+        "long-wrong-values": largest_fitting(lambda n: dict.fromkeys(valid, "\x00" * n)),
+    }
+    if with_lists_of(valid, 0, 1) != valid:
+        bodies["lists-of-wrong-items"] = largest_fitting(lambda n: with_lists_of(valid, 0, n))
+        bodies["lists-of-long-wrong-items"] = largest_fitting(lambda n: with_lists_of(valid, EMOJI * n, 2))
+    return bodies
+
+
+WORST_QUERIES = {
+    "unknown-parameters": {f"q{k}": "" for k in range(4000)},
+    "one-long-unknown-parameter": {EMOJI * 2000: "1"},
+    "long-wrong-values": {"limit": "\u0000" * 8000, "status": "x" * 8000, "resolver": "\u00e9" * 8000},
+}
+CASES += [
+    case(f"{route}-largest-answer-{name}", route, 400, "VALIDATION_ERROR", body=body, **ticket_route_defaults(route))
+    for route in VALID_BODY
+    for name, body in worst_bodies(route).items()
+]
+CASES += [
+    case(
+        f"{route}-largest-answer-query-{name}",
+        route,
+        400,
+        "VALIDATION_ERROR",
+        query=query,
+        body=VALID_BODY.get(route),
+        **ticket_route_defaults(route),
+    )
+    for route in ALL_ROUTES
+    for name, query in WORST_QUERIES.items()
+]
+
+
 # ---------------------------------------------------------------- identity
 CASES += [
     case(
@@ -540,7 +638,7 @@ CASES += [
 
 
 # ---------------------------------------------------------------- the test
-def call(world: World, spec: Case) -> ApiResponse:
+def call(world: World, spec: Case) -> tuple[ApiResponse, int]:
     user = User(world.me.tenant_id, "alice-admin" if spec.admin else "alice", admin=spec.admin)
     claims = {**user.claims(), **{k: v.replace("<t>", user.tenant_id) for k, v in spec.claims.items()}}
     raw = spec.raw
@@ -551,21 +649,39 @@ def call(world: World, spec: Case) -> ApiResponse:
             raw.encode()
         except UnicodeEncodeError:
             raw = json.dumps(world.fill(spec.body))
-    return Api().call(
+    # Every request reaches a function with its bearer token (the gateway refuses it otherwise).
+    headers = {"Authorization": f"Bearer {token_for_claims(claims)}", **(spec.headers or {})}
+    response = Api().call(
         spec.route,
         None,
         ticket_id=world.fill(spec.ticket_id),
         query=world.fill(spec.query),
-        headers=spec.headers,
+        headers=headers,
         raw_body=raw,
         claims=claims,
     )
+    return response, request_bytes(spec.route, world.fill(spec.ticket_id), world.fill(spec.query), headers, raw)
+
+
+def request_bytes(
+    route: str, ticket_id: str | None, query: dict[str, str] | None, headers: dict[str, str], raw: str | None
+) -> int:
+    """The size of the HTTP request: request line, headers and body."""
+    target = ROUTES[route].url(ticket_id or "") + (
+        "?" + "&".join(f"{name}={value}" for name, value in query.items()) if query else ""
+    )
+    head = f"{ROUTES[route].method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return sum(len(part.encode("utf-8", "surrogatepass")) for part in (head, "\r\n", raw or ""))
 
 
 def hostile_input_gets_its_documented_answer_and_changes_nothing(seeded: World, spec: Case) -> None:
     before = seeded.dump()
-    response = call(seeded, spec)
+    response, sent = call(seeded, spec)
     assert response.status < 500, response.body
+    if not response.ok:
+        # An error body is never larger than the request that caused it, nor than 64 KiB.
+        answered = len(json.dumps(response.body).encode())
+        assert answered <= min(sent, KIB64), (answered, sent, json.dumps(response.body)[:500])
     # Nothing in any answer names the other tenant, or its tickets unless the request did
     text = json.dumps(response.body)
     assert seeded.foreign.tenant_id + "|" not in text

@@ -25,7 +25,7 @@ from support_tickets.core.identity import (
 from support_tickets.core.identity import caller_from_context as caller_of
 from support_tickets.core.identity import caller_from_event as caller_of_event
 from support_tickets.core.settings import ConfigurationError, Settings, get_settings, variables
-from tests.conftest import jwt_shaped
+from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS, jwt_shaped
 
 CLIENT = "ourclient"
 CREDENTIALS = TenantCredentials("ASIAEXAMPLEEXAMPLE", "secret-of-the-credentials", "session-token-of-them", 1795258000)
@@ -190,6 +190,8 @@ def test_the_caller_carries_the_contexts_credentials_never_their_secrets_in_a_re
         {"access_key_id": ""},
         {"credentials_expire_at": "soon"},
         {"credentials_expire_at": "1.5"},
+        *({"credentials_expire_at": f"179525880{digit}"} for digit in NOT_ASCII_NUMBERS),
+        *({"credentials_expire_at": f"179525880{odd}"} for odd in INT_ODDITIES),
     ],
     ids=lambda broken: "-".join(f"{key}={value}" for key, value in broken.items()),
 )

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from support_tickets.core import keys
 from support_tickets.core.keys import InvalidTenantId, TicketStatus
+from tests.conftest import NOT_ASCII_NUMBERS
 
 VALID_TENANTS = st.from_regex(r"\A[a-z0-9-]{1,63}\Z")
 
@@ -158,3 +159,16 @@ def test_a_day_partition_needs_a_day_and_a_shard(day: str) -> None:
         keys.audit_day_pk("acme", day, 0)
     with pytest.raises(ValueError, match="invalid audit shard"):
         keys.audit_day_pk("acme", "2026-11-21", keys.AUDIT_SHARDS)
+
+
+@pytest.mark.parametrize("digit", NOT_ASCII_NUMBERS)
+def test_key_digits_are_ascii_digits(digit: str) -> None:
+    # A Unicode \d or str.isdigit() would take each of these for a digit.
+    later = keys.audit_sk("2026-11-21T10:00:00.000Z", "1", "e")
+    assert not keys.is_audit_sk(later.replace("10:00", f"1{digit[-1]}:00"))
+    assert not keys.is_audit_sk(later.replace("#" + "0" * 39 + "1#", "#" + "0" * 39 + digit[-1] + "#"))
+    assert not keys.is_day(f"2026-11-2{digit[-1]}")
+    with pytest.raises(ValueError, match="invalid"):
+        keys.audit_sk("2026-11-21T10:00:00.000Z", digit, "e")
+    with pytest.raises(ValueError, match="invalid day"):
+        keys.audit_day_pk("acme", f"2026-11-2{digit[-1]}", 0)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import ipaddress
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -495,6 +497,63 @@ def test_the_api_functions_run_in_two_private_subnets_whose_only_way_out_is_the_
         vpc = functions[name]["Properties"]["VpcConfig"]
         assert vpc["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}], name
         assert vpc["SecurityGroupIds"] == [{"Ref": "ApiFunctionSecurityGroup"}], name
+
+
+def test_the_api_functions_egress_is_https_to_dynamodbs_prefix_list_only() -> None:
+    # The narrowest rule a security group can express for a gateway endpoint: its
+    # route's prefix list (an AWS::EC2::VPCEndpoint has no attribute that names it,
+    # hence the parameter; docs/isolation.md).
+    group = single("AWS::EC2::SecurityGroup")
+    (rule,) = group["SecurityGroupEgress"]
+    assert {key: value for key, value in rule.items() if key != "Description"} == {
+        "IpProtocol": "tcp",
+        "FromPort": 443,
+        "ToPort": 443,
+        "DestinationPrefixListId": {"Ref": "DynamoDbPrefixListId"},
+    }
+    assert not [r for r in resources("AWS::EC2::SecurityGroupEgress").values() if r]
+    parameter = translated()["Parameters"]["DynamoDbPrefixListId"]
+    assert "Default" not in parameter  # every deployment names it; no wide fallback
+    pattern = re.compile(parameter["AllowedPattern"])
+    assert pattern.fullmatch("pl-02cd2c6b")
+    assert pattern.fullmatch("pl-0123456789abcdef0")
+    for refused in ("", "0.0.0.0/0", "pl-", "pl-XYZ12345", "sg-0123456789abcdef0", "pl-02cd2c6b\n"):
+        assert not pattern.fullmatch(refused), refused
+
+
+def _vpc_prefixes_that_hold_the_subnets() -> set[int]:
+    """Prefix lengths of a VPC CIDR that CreateVpc accepts (/16 to /28) and that
+    hold every subnet the template carves from it with !Cidr [<VPC>, count, bits]."""
+    carved = []
+    for subnet in resources("AWS::EC2::Subnet").values():
+        index, cidr = subnet["Properties"]["CidrBlock"]["Fn::Select"]
+        block, count, bits = cidr["Fn::Cidr"]
+        assert block == {"Fn::GetAtt": ["Vpc", "CidrBlock"]}
+        carved.append((int(index), int(count), int(bits)))
+    works = set()
+    for prefix in range(33):
+        vpc = ipaddress.ip_network((0, prefix))  # the block's size is all that matters
+        fits = True
+        for index, count, bits in carved:
+            subnets = list(vpc.subnets(new_prefix=32 - bits)) if 32 - bits >= prefix else []
+            # !Cidr fails when the block cannot hold `count` subnets; a subnet is /16 to /28 too.
+            fits = fits and len(subnets) >= count and index < count and 16 <= 32 - bits <= 28
+        if 16 <= prefix <= 28 and fits:
+            works.add(prefix)
+    return works
+
+
+def test_the_vpc_cidr_parameter_admits_exactly_the_prefix_lengths_that_hold_the_subnets() -> None:
+    parameter = translated()["Parameters"]["VpcCidr"]
+    pattern = re.compile(parameter["AllowedPattern"])
+    works = _vpc_prefixes_that_hold_the_subnets()
+    assert works == set(range(16, 24))
+    for prefix in range(33):
+        assert bool(pattern.fullmatch(f"10.0.0.0/{prefix}")) == (prefix in works), prefix
+    assert pattern.fullmatch(parameter["Default"])
+    assert "ConstraintDescription" in parameter
+    for refused in ("10.0.0.256/16", "10.0.0/16", "10.0.0.0/16\n", "\u0661\u0660.0.0.0/16", "10.0.0.0/\uff11\uff16"):
+        assert not pattern.fullmatch(refused), refused
 
 
 def test_credentials_outlive_the_authorizers_cache_and_the_longest_request() -> None:

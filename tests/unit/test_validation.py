@@ -26,7 +26,7 @@ from support_tickets.api.validation import (
     errors,
     read_input,
 )
-from support_tickets.core.errors import InvalidJson, ValidationFailed
+from support_tickets.core.errors import MAX_DETAILS, MAX_FIELD_CHARS, InvalidJson, ValidationFailed
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import (
     AddCommentRequest,
@@ -34,6 +34,7 @@ from support_tickets.core.models import (
     CreateTicketRequest,
     UpdateTicketRequest,
 )
+from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS
 
 BODIES = (CreateTicketRequest, UpdateTicketRequest, AddCommentRequest, BatchStatusRequest)
 
@@ -158,6 +159,20 @@ def test_a_limit_is_read_as_a_whole_number() -> None:
         assert [detail["field"] for detail in failures(LISTING, event(query={"limit": text}))] == ["limit"], text
 
 
+@pytest.mark.parametrize("text", [*NOT_ASCII_NUMBERS, *INT_ODDITIES])
+def test_a_number_is_ascii_digits_only(text: str) -> None:
+    # int() reads every one of these as a number; a client that sends them sent no number.
+    assert [detail["field"] for detail in failures(LISTING, event(query={"limit": text}))] == ["limit"]
+
+
+@pytest.mark.parametrize("text", NOT_ASCII_NUMBERS)
+def test_a_pattern_digit_is_an_ascii_digit(text: str) -> None:
+    # JSON Schema patterns are ECMA-262 regular expressions, where \d is [0-9].
+    declared = RouteInput(query=(Parameter("n", {"type": "string", "pattern": r"^\d+$"}),))
+    assert read_input(declared, event(query={"n": "3"})).query == {"n": "3"}
+    assert [detail["field"] for detail in failures(declared, event(query={"n": text}))] == ["n"]
+
+
 def test_every_failing_parameter_is_named_at_once() -> None:
     found = failures(LISTING, event(query={"status": "open", "resolver": "a b", "tenant_id": "10"}))
     assert [detail["field"] for detail in found] == ["tenant_id", "status", "resolver"]
@@ -231,3 +246,18 @@ def test_a_route_without_a_body_ignores_none_and_accepts_no_query() -> None:
     assert failures(RouteInput(), event(query={"limit": "5"})) == [
         {"field": "limit", "message": "unknown query parameter"}
     ]
+
+
+def test_a_400_names_at_most_ten_bounded_problems_and_says_how_many_it_found() -> None:
+    body = json.dumps({"ticket_ids": [0] * 30_000, "status": "DONE", "\U0001f600" * 1000: 0})
+    with pytest.raises(ValidationFailed) as raised:
+        read_input(RouteInput(body=BatchStatusRequest), event(body=body))
+    error = raised.value.body()["error"]
+    assert len(error["details"]) == MAX_DETAILS
+    assert "30003 problems" in error["message"]
+    assert all(set(detail) == {"field", "message"} for detail in error["details"])
+    # Each bounded as JSON writes it: a long name comes back cut, never whole.
+    long_name = failures(RouteInput(body=BatchStatusRequest), event(body=json.dumps({"\U0001f600" * 1000: 0})))[-1]
+    assert len(json.dumps(long_name["field"])) - 2 <= MAX_FIELD_CHARS
+    assert long_name["field"].endswith("...")
+    assert len(json.dumps(raised.value.body())) < 3 * 1024

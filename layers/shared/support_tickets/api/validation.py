@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
 
+from support_tickets.core.digits import whole_number
 from support_tickets.core.errors import InvalidJson, ValidationFailed
 from support_tickets.core.models import JsonSchema
 
@@ -57,7 +58,6 @@ _ENFORCED: Final = frozenset(
 )
 _DOCUMENTING: Final = frozenset({"default", "description", "title"})
 _TYPES: Final = frozenset({"object", "array", "string", "integer", "null"})
-_WHOLE_NUMBER: Final = re.compile(r"-?\d{1,18}")
 _CONSTRAINTS: Final = frozenset({"minLength", "maxLength", "pattern", "enum"})
 
 
@@ -91,7 +91,9 @@ def _types(schema: JsonSchema) -> frozenset[str]:
 
 @cache
 def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    # JSON Schema patterns are ECMA-262 regular expressions, whose \d, \w and \s
+    # are ASCII; Python's are Unicode unless told (\d would take "٣" for 3).
+    return re.compile(pattern, re.ASCII)
 
 
 # bool before int: JSON's true is not a number here.
@@ -260,9 +262,8 @@ class CheckedInput:
 
 
 def _query_value(parameter: Parameter, text: str) -> Any:
-    if "integer" in _types(parameter.schema) and _WHOLE_NUMBER.fullmatch(text):
-        return int(text)
-    return text
+    number = whole_number(text) if "integer" in _types(parameter.schema) else None
+    return text if number is None else number
 
 
 def _parameters(declared: Sequence[Parameter], given: Mapping[str, str], found: list[Detail]) -> dict[str, Any]:

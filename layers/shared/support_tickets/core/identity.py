@@ -34,6 +34,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from support_tickets.core.digits import whole_number
 from support_tickets.core.errors import Forbidden, Unauthorized
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
 
@@ -113,10 +114,9 @@ class TenantCredentials:
         expires_at = context.get(CONTEXT_CREDENTIALS_EXPIRE_AT)
         if not all(isinstance(value, str) and value for value in values):
             raise Unauthorized()
-        try:
-            expiry = int(str(expires_at), 10)
-        except ValueError:
-            raise Unauthorized() from None
+        expiry = whole_number(str(expires_at))
+        if expiry is None:
+            raise Unauthorized()
         access_key_id, secret_access_key, session_token = (str(value) for value in values)
         return cls(access_key_id, secret_access_key, session_token, expiry)
 

@@ -39,6 +39,8 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Final
 
+from support_tickets.core.digits import is_digits
+
 TENANT_ID_PATTERN: Final = r"^[a-z0-9-]{1,63}$"
 TICKET_ID_PATTERN: Final = r"^[0-9A-Za-z_-]{1,64}$"
 RESOLVER_PATTERN: Final = r"^[A-Za-z0-9._@-]{1,128}$"
@@ -48,11 +50,12 @@ _TICKET_ID = re.compile(TICKET_ID_PATTERN)
 # What an audit sort key is: <ISO 8601 UTC time, milliseconds>#<stream sequence
 # number, 40 digits>#<stream event id>. The sequence number orders the changes
 # of one ticket made within the same millisecond (they share a stream shard).
-AUDIT_TIME_PATTERN: Final = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
+AUDIT_TIME_PATTERN: Final = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
 EVENT_ID_PATTERN: Final = r"[0-9A-Za-z_-]{1,128}"
 SEQUENCE_DIGITS: Final = 40
-_AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#\d{{{SEQUENCE_DIGITS}}}#{EVENT_ID_PATTERN}$")
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#[0-9]{{{SEQUENCE_DIGITS}}}#{EVENT_ID_PATTERN}$")
+# Digits are ASCII digits ([0-9], never \d: a str pattern's \d also matches "٣").
+_DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 
 SUMMARY_SK: Final = "SUMMARY"
 TICKET_MARK: Final = "TICKET#"
@@ -280,7 +283,7 @@ def audit_shard(event_id: str) -> int:
 
 def audit_sk(at: str, sequence_number: str, event_id: str) -> str:
     """``<time>#<sequence number>#<event id>``: time-ordered, unique per stream record."""
-    if not sequence_number.isdigit() or len(sequence_number) > SEQUENCE_DIGITS:
+    if not is_digits(sequence_number) or len(sequence_number) > SEQUENCE_DIGITS:
         raise ValueError("invalid stream sequence number")
     value = f"{at}#{sequence_number.zfill(SEQUENCE_DIGITS)}#{event_id}"
     if not _AUDIT_SK.fullmatch(value):

@@ -19,15 +19,22 @@ from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.core.ids import new_id
-from support_tickets.core.models import Comment, CommentItem, TicketItem, TicketWithComments
+from support_tickets.core.models import Comment, CommentItem, MalformedItem, TicketWithComments
 from support_tickets.core.response_size import PageBudget
 from support_tickets.data.cursor import MAX_CURSOR_LENGTH, decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.data.table import TenantTable, cancellation_codes, error_code, to_item
-from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, to_item
+from support_tickets.data.ticket_repository import (
+    SUMMARY_SHAPE,
+    SUMMARY_SHAPE_NAMES,
+    SUMMARY_SHAPE_VALUES,
+    TicketRepository,
+    report_malformed_item,
+    ticket_of,
+)
 
 COMMENT_KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
 # Exactly what comment_sk() writes: a start key of any other shape never reaches DynamoDB.
-_COMMENT_SK = re.compile(r"^COMMENT#\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[0-9A-Z]{26}$")
+_COMMENT_SK = re.compile(rf"^COMMENT#{keys.AUDIT_TIME_PATTERN}#[0-9A-Z]{{26}}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +62,11 @@ class CommentRepository:
                         "ConditionCheck": {
                             "TableName": self.table.table_name,
                             "Key": {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
-                            "ConditionExpression": "attribute_exists(pk)",
+                            # A malformed summary takes no comments, like a missing one.
+                            "ConditionExpression": f"attribute_exists(pk) AND {SUMMARY_SHAPE}",
+                            "ExpressionAttributeNames": SUMMARY_SHAPE_NAMES,
+                            "ExpressionAttributeValues": SUMMARY_SHAPE_VALUES,
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                         }
                     },
                     {
@@ -79,6 +90,8 @@ class CommentRepository:
             if len(reasons) > 1 and codes[1] == "ConditionalCheckFailed" and _is_own_comment(reasons[1], stored):
                 return item.comment()  # its first attempt landed: it succeeded once
             if codes and codes[0] == "ConditionalCheckFailed":
+                if reasons and reasons[0].get("Item"):
+                    report_malformed_item(from_item(reasons[0]["Item"]), "not a well-formed ticket summary")
                 raise TicketNotFound() from exc
             self.table.raise_for_cancellation(exc)
         return item.comment()
@@ -113,15 +126,32 @@ class CommentRepository:
                 raise TicketNotFound()
             ticket = tickets.get_ticket_summary(ticket_id)
         else:
-            ticket = TicketItem.from_row(summary).ticket()
-        # The page ends at `limit` comments or at the response's byte budget (the ticket counts).
+            ticket = ticket_of(summary)
+        # The page ends at `limit` comments or at the response's byte budget (the ticket
+        # counts). A malformed comment is left out; the cursor names the last row read.
         budget = PageBudget.around(TicketWithComments(ticket=ticket, comments=[], next_cursor="c" * MAX_CURSOR_LENGTH))
-        comments = budget.take(CommentItem.from_row(item).comment() for item in comment_items[:limit])
+        rows = comment_items[:limit]
+        readable = [(row, comment) for row in rows if (comment := _comment(row)) is not None]
+        comments = budget.take(comment for _, comment in readable)
+        last_row: dict[str, Any] | None = None
+        if len(comments) < len(readable):
+            last_row = readable[len(comments) - 1][0]  # cut by size: continue at the next readable one
+        elif len(rows) < len(comment_items):
+            last_row = rows[-1]  # cut by count
         next_cursor = None
-        if len(comments) < len(comment_items):
-            last_comment = comment_items[len(comments) - 1]
-            next_cursor = encode_cursor(fingerprint, {"pk": last_comment["pk"], "sk": last_comment["sk"]})
+        if last_row is not None:
+            next_cursor = encode_cursor(fingerprint, {"pk": last_row["pk"], "sk": last_row["sk"]})
         return TicketWithComments(ticket=ticket, comments=comments, next_cursor=next_cursor)
+
+
+def _comment(row: dict[str, Any]) -> Comment | None:
+    """The comment of this row; a malformed one (an operator's or a bug's) is
+    reported and left out, as a malformed GSI row is, never a 500."""
+    try:
+        return CommentItem.from_row(row).comment()
+    except MalformedItem as exc:
+        report_malformed_item(row, str(exc), answer="left out of the ticket's comments")
+        return None
 
 
 def _is_own_comment(reason: Mapping[str, Any], written: Mapping[str, Any]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics
@@ -47,6 +47,7 @@ MAX_PARALLEL_QUERIES: Final = 16
 DELETE_ATTEMPTS: Final = 5
 FOREIGN_INDEX_ROW_METRIC: Final = "ForeignIndexRow"
 MALFORMED_INDEX_ROW_METRIC: Final = "MalformedIndexRow"
+MALFORMED_ITEM_METRIC: Final = "MalformedItem"
 # Rows of a list request's GSI1 partitions that are not the caller's tickets
 # (planted or malformed) read past beyond the rows the page needs: shared by
 # the partitions, at least MIN_SKIPPED_ROWS each; and at most MAX_QUERY_PAGES
@@ -75,6 +76,50 @@ def _is_own_update(
     if current.get("version", {}).get("N") != str(expected + 1) or current.get("updated_at") != values[":now"]:
         return False
     return all(current.get(attribute) == values[f":{attribute}"] for attribute in stored)
+
+
+def _summary_shape() -> tuple[str, dict[str, str], dict[str, Any]]:
+    """A condition that holds only for an item whose attributes have the types
+    :meth:`TicketItem.from_row` reads (text, a number; an optional one absent),
+    with its names and values."""
+    names: dict[str, str] = {}
+    checks: list[str] = []
+    for number, item_field in enumerate(fields(TicketItem)):
+        name = f"#shape{number}"
+        names[name] = item_field.name
+        check = f"attribute_type({name}, {':shape_n' if item_field.type == 'int' else ':shape_s'})"
+        if item_field.default is None:
+            check = f"(attribute_not_exists({name}) OR attribute_type({name}, :shape_null) OR {check})"
+        elif item_field.default is not MISSING:
+            check = f"(attribute_not_exists({name}) OR {check})"
+        checks.append(check)
+    return " AND ".join(checks), names, {":shape_s": {"S": "S"}, ":shape_n": {"S": "N"}, ":shape_null": {"S": "NULL"}}
+
+
+# Every write that changes a summary holds only if the summary is one the API can
+# read back: a malformed summary (written by an operator or a bug) fails the
+# write's condition exactly as a missing one does, and nothing is changed.
+SUMMARY_SHAPE, SUMMARY_SHAPE_NAMES, SUMMARY_SHAPE_VALUES = _summary_shape()
+
+
+def report_malformed_item(row: Mapping[str, Any], reason: str, answer: str = "answered as a missing ticket") -> None:
+    """A stored item of the caller's own partition the API cannot read (an
+    operator's or a bug's), and how the request answered instead of a 500:
+    reported with its keys and what is wrong, never its content."""
+    logger.warning(
+        f"MalformedItem: {answer}",
+        extra={"row_pk": str(row.get("pk", ""))[:200], "row_sk": str(row.get("sk", ""))[:200], "reason": reason},
+    )
+    Metrics().add_metric(name=MALFORMED_ITEM_METRIC, unit=MetricUnit.Count, value=1)
+
+
+def ticket_of(row: Mapping[str, Any]) -> Ticket:
+    """The ticket a stored summary holds; a malformed one is :class:`TicketNotFound`."""
+    try:
+        return TicketItem.from_row(row).ticket()
+    except MalformedItem as exc:
+        report_malformed_item(row, str(exc))
+        raise TicketNotFound() from exc
 
 
 def _report_foreign_row(row: Mapping[str, Any]) -> None:
@@ -157,7 +202,7 @@ class TicketRepository:
         )
         if "Item" not in response:
             raise TicketNotFound()
-        return TicketItem.from_row(from_item(response["Item"])).ticket()
+        return ticket_of(from_item(response["Item"]))
 
     def update_ticket(
         self, ticket_id: str, changes: Mapping[str, Any], expected_version: int | None, actor: str
@@ -180,7 +225,9 @@ class TicketRepository:
             names[f"#{attribute}"] = attribute
             values[f":{attribute}"] = serialize(value)
             assignments.append(f"#{attribute} = :{attribute}")
-        condition = "attribute_exists(pk)"
+        condition = f"attribute_exists(pk) AND {SUMMARY_SHAPE}"
+        names.update(SUMMARY_SHAPE_NAMES)
+        values.update(SUMMARY_SHAPE_VALUES)
         if expected_version is not None:
             condition += " AND #version = :expected"
             values[":expected"] = {"N": str(expected_version)}
@@ -202,12 +249,13 @@ class TicketRepository:
             if "Item" not in exc.response:
                 raise TicketNotFound() from exc
             current: dict[str, Any] = exc.response["Item"]  # type: ignore[typeddict-item]
+            found = ticket_of(from_item(current))  # a malformed summary is not found
             if expected_version is not None and _is_own_update(current, expected_version, values, stored):
                 # A retry of this very update whose first attempt landed (same new
                 # version, same timestamp, same values): it succeeded once.
-                return TicketItem.from_row(from_item(current)).ticket()
-            raise VersionMismatch(details={"current_version": int(current["version"]["N"])}) from exc
-        return TicketItem.from_row(from_item(response["Attributes"])).ticket()
+                return found
+            raise VersionMismatch(details={"current_version": found.version}) from exc
+        return ticket_of(from_item(response["Attributes"]))
 
     def change_status(self, ticket_ids: Sequence[str], status: TicketStatus, actor: str) -> BatchStatusResponse:
         """All or nothing in one TransactWriteItems (≤100 items, one tenant).
@@ -225,14 +273,16 @@ class TicketRepository:
                     "UpdateExpression": (
                         "SET tenant_status = :ts, #version = #version + :one, updated_at = :now, updated_by = :actor"
                     ),
-                    "ConditionExpression": "attribute_exists(pk)",
-                    "ExpressionAttributeNames": {"#version": "version"},
+                    "ConditionExpression": f"attribute_exists(pk) AND {SUMMARY_SHAPE}",
+                    "ExpressionAttributeNames": {"#version": "version", **SUMMARY_SHAPE_NAMES},
                     "ExpressionAttributeValues": {
                         ":ts": {"S": self._placement(ticket_id, status)},
                         ":one": {"N": "1"},
                         ":now": {"S": now},
                         ":actor": {"S": actor},
+                        **SUMMARY_SHAPE_VALUES,
                     },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             }
             for ticket_id in ticket_ids
@@ -245,11 +295,15 @@ class TicketRepository:
             if error_code(exc) != "TransactionCanceledException":
                 raise
             codes = cancellation_codes(exc)
+            reasons = exc.response.get("CancellationReasons", [])
             missing = [
                 ticket_id
                 for ticket_id, code in zip(ticket_ids, codes, strict=False)
                 if code == "ConditionalCheckFailed"
             ]
+            for reason in reasons:
+                if reason.get("Code") == "ConditionalCheckFailed" and reason.get("Item"):
+                    report_malformed_item(from_item(reason["Item"]), "not a well-formed ticket summary")
             if missing:
                 raise TicketNotFound(details={"missing_ticket_ids": missing}) from exc
             self.table.raise_for_cancellation(exc)

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from support_tickets.core.digits import DIGITS
 from support_tickets.core.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
 from support_tickets.core.identity import Caller
 from support_tickets.core.keys import TicketStatus, idempotency_pk
@@ -53,7 +54,8 @@ DEFAULT_PAGE_SIZE = 25
 MAX_PAGE_SIZE = 100
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
-_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
+# HTTP's optional whitespace is spaces and tabs; the version is ASCII digits (core.digits).
+_IF_MATCH = re.compile(rf'^[ \t]*(?:W/)?"?({DIGITS}{{1,18}})"?[ \t]*$')
 
 
 def table_for(caller: Caller) -> TenantTable:
@@ -83,7 +85,10 @@ def create_ticket(
     The key is scoped to the user: another user of the tenant sending the same
     key creates their own ticket, never receives this one. A replay answers
     what a fresh read of the ticket answers: its current state, or 404 once
-    it was deleted (never the stored copy of a deleted ticket). The record lives
+    it was deleted. So the record keeps the ticket's id and nothing of its
+    text (no title, no description: a deleted ticket's words do not outlive it
+    in a record nobody can find from the ticket), and the body only as
+    Powertools' hash of it (``payload_validation_jmespath``). The record lives
     under one of the tenant's ``TENANT#<t>|IDEMPOTENCY#<n>`` partitions (by user
     and key) and is written through the tenant-scoped client, so keys never
     collide across tenants and a busy tenant's records spread over many keys."""
@@ -104,7 +109,7 @@ def create_ticket(
         IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
     )
-    from aws_lambda_powertools.utilities.idempotency.serialization.dataclass import DataclassSerializer
+    from aws_lambda_powertools.utilities.idempotency.serialization.custom_dict import CustomDictSerializer
 
     persistence = DynamoDBPersistenceLayer(
         table_name=repository.table_name,
@@ -126,16 +131,19 @@ def create_ticket(
         data_keyword_argument="payload",
         persistence_store=persistence,
         config=config,
-        output_serializer=DataclassSerializer(Ticket),
+        # Records written before they kept only the id held the whole ticket: its id is read all the same.
+        output_serializer=CustomDictSerializer(
+            to_dict=lambda ticket_id: {"ticket_id": ticket_id}, from_dict=_ticket_id
+        ),
     )
-    def create_once(payload: dict[str, Any]) -> Ticket:
+    def create_once(payload: dict[str, Any]) -> str:
         created.append(repository.create_ticket(request, created_by=caller.username))
-        return created[-1]
+        return created[-1].ticket_id
 
     created: list[Ticket] = []
     payload = {"user": caller.username, "key": idempotency_key, "request": asdict(request)}
     try:
-        ticket: Ticket = create_once(payload=payload)
+        ticket_id: str = create_once(payload=payload)
     except IdempotencyValidationError as exc:
         raise Conflict("This Idempotency-Key was already used with a different body.") from exc
     except IdempotencyAlreadyInProgressError as exc:
@@ -145,9 +153,15 @@ def create_ticket(
             raise exc.__cause__ from None  # already mapped by the repository (429, 503...)
         raise Unavailable() from exc
     if created:
-        return ticket
+        return created[-1]
     # A replay: answer what a read would (the ticket may have changed, or be gone: 404).
-    return repository.get_ticket_summary(ticket.ticket_id)
+    return repository.get_ticket_summary(ticket_id)
+
+
+def _ticket_id(stored: dict[str, Any]) -> str:
+    """The ticket id an idempotency record names ("" for a record that names none: not found)."""
+    ticket_id = stored.get("ticket_id")
+    return ticket_id if isinstance(ticket_id, str) else ""
 
 
 def list_tickets(

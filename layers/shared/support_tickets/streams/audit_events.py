@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent, AuditEventType, FieldChange
+from support_tickets.core.digits import is_digits
 from support_tickets.data.audit_items import epoch_of, iso_time
 from support_tickets.streams.records import PoisonRecord, record_fields
 
@@ -236,7 +237,7 @@ def audit_record(
             raise PoisonRecord("not a ticket item")
         if not _EVENT_ID.fullmatch(event_id):
             raise PoisonRecord("invalid event id")
-        if not sequence_number.isdigit() or len(sequence_number) > keys.SEQUENCE_DIGITS:
+        if not is_digits(sequence_number) or len(sequence_number) > keys.SEQUENCE_DIGITS:
             raise PoisonRecord("invalid sequence number")
         if event_name not in {"INSERT", "MODIFY", "REMOVE"}:
             raise PoisonRecord(f"unknown event {event_name[:20]!r}")
