@@ -128,12 +128,13 @@ def test_requests_do_not_carry_units_over(
 
 def test_units_are_split_into_reads_and_writes_exactly() -> None:
     # DynamoDB's own split when it gives one, else by the operation; lists summed.
-    assert metering.split_units("query", {"CapacityUnits": 1.5}) == (Decimal("1.5"), 0)
-    assert metering.split_units("put_item", {"CapacityUnits": 3.0}) == (0, Decimal(3))
+    zero = Decimal(0)
+    assert metering.split_units("query", {"CapacityUnits": 1.5}) == (Decimal("1.5"), zero)
+    assert metering.split_units("put_item", {"CapacityUnits": 3.0}) == (zero, Decimal(3))
     assert metering.split_units(
         "transact_write_items", [{"CapacityUnits": 4.0, "WriteCapacityUnits": 4.0}, {"CapacityUnits": 2.0}]
-    ) == (0, Decimal(6))
-    assert metering.split_units("get_item", None) == (0, 0)
+    ) == (zero, Decimal(6))
+    assert metering.split_units("get_item", None) == (zero, zero)
     meter = metering.RequestMeter()
     for _ in range(10):
         meter.add("get_item", {"ConsumedCapacity": {"CapacityUnits": 0.1}})
