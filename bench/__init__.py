@@ -9,7 +9,7 @@ loopback), then measures, side by side in the same run:
    (AssumeRole and a new boto3 client on every request), by invoking the real
    handlers in this process with API Gateway REST events; AWS API calls are
    counted with botocore event hooks (:mod:`bench.calls`), DynamoDB capacity
-   units computed from item sizes (:mod:`bench.capacity`);
+   units computed from item sizes (:mod:`stack_model.capacity`);
 2. cold starts: a fresh interpreter importing each function from the ``sam
    build`` output and serving its first request, against a floor handler that
    imports only boto3 and does one GetItem (:mod:`bench.cold`);

@@ -24,12 +24,12 @@ import boto3
 from boto3.dynamodb.types import TypeSerializer
 
 from bench.calls import CallRecorder
-from bench.capacity import CapacityMeter, TableShape, item_size
 from bench.naive import NaiveAggregator
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
 from local_stack.lambda_runtime import LambdaContext, environment
+from stack_model.capacity import CapacityMeter, TableShape, item_size
 from stack_model.functions import FunctionSpec, load_handler
 from support_tickets.core import keys
 from support_tickets.streams.aggregation import aggregator_client

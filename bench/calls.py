@@ -12,7 +12,7 @@ Requests are measured one at a time. A call from a thread that is not inside
 tenant trail's and a sharded list's parallel queries) counts toward the
 request in flight.
 
-With a :class:`~bench.capacity.CapacityMeter` attached, each DynamoDB call
+With a :class:`~stack_model.capacity.CapacityMeter` attached, each DynamoDB call
 is also sized (the items it reads and writes, looked up as the operator
 before and after the call) to compute the capacity units DynamoDB would bill.
 """
@@ -30,7 +30,7 @@ import boto3
 import botocore.session
 
 if TYPE_CHECKING:
-    from bench.capacity import CapacityMeter
+    from stack_model.capacity import CapacityMeter
 
 
 @dataclass

@@ -9,7 +9,7 @@ domain code (``support_tickets.domain.tickets``: tenant session, tenant record,
 repositories), then the real stream aggregator over the stream records it
 produced, all in-process over moto with the table from ``template.yaml``.
 Every DynamoDB write is recorded with botocore hooks and sized as DynamoDB
-bills it (``bench.capacity``): the table partition it lands on and, when GSI1
+bills it (``stack_model.capacity``): the table partition it lands on and, when GSI1
 changes, the index partitions it removes from and adds to. Writes are
 attributed to partition *keys*; DynamoDB may split a hot key's partition by
 sort key only for the table, never across one GSI1 key's items in the same
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from bench.calls import CallRecorder
-from bench.capacity import TRANSACTION_FACTOR, CapacityMeter, TableShape, _write_units, item_size
 from bench.warm import progress, quiet_stdout
+from stack_model.capacity import TRANSACTION_FACTOR, CapacityMeter, TableShape, item_size, write_units
 
 if TYPE_CHECKING:
     from local_stack.identity_pool import SigningUserPool
@@ -63,14 +63,14 @@ class PartitionHeat(CapacityMeter):
             for kind, key in self._write_keys(operation, pending.params):
                 old = pending.before.get(key)
                 new = None if kind in ("Delete", "DeleteItem", "ConditionCheck") else self._get(key)
-                self.table[key[0]] += _write_units(max(item_size(old), item_size(new)), factor)
+                self.table[key[0]] += write_units(max(item_size(old), item_size(new)), factor)
                 before, after = self.shape.index_entry("GSI1", old), self.shape.index_entry("GSI1", new)
                 if before is not None and after is not None and before == after:
                     continue
                 if before is not None:
-                    self.gsi1[before["tenant_status"]["S"]] += _write_units(item_size(before))
+                    self.gsi1[before["tenant_status"]["S"]] += write_units(item_size(before))
                 if after is not None:
-                    self.gsi1[after["tenant_status"]["S"]] += _write_units(item_size(after))
+                    self.gsi1[after["tenant_status"]["S"]] += write_units(item_size(after))
         return super().after(operation, parsed)
 
 

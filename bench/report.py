@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.authorizer import markdown as authorizer_markdown
-from bench.capacity import ASSUMPTIONS
 from bench.charts import CHART_TITLES
 from bench.cost import perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
+from stack_model.capacity import ASSUMPTIONS
 
 
 def machine() -> dict[str, Any]:

@@ -24,12 +24,12 @@ from typing import Any
 import boto3
 
 from bench.calls import CallRecorder, Tally
-from bench.capacity import CapacityMeter, TableShape
 from bench.naive import Designs
 from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from local_stack.lambda_runtime import environment
+from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec
 from support_tickets.data.session import tenant_clients
 

@@ -43,6 +43,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack import cognito, identity_pool, moto_fixes
+from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, local_values
@@ -155,7 +156,8 @@ class Emulator:
         }
         operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
         self.guard = Guard(
-            DomainDispatcherApplication(create_backend_app),
+            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity).
+            CapacityUnits(DomainDispatcherApplication(create_backend_app), definition["TableName"]),
             roles={},
             tables=tables,
             sessions=Sessions(operator=operator),

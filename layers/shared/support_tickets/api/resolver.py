@@ -28,6 +28,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.validation import CheckedInput, RouteInput, read_input
+from support_tickets.core import metering
 from support_tickets.core.errors import (
     ApiError,
     Forbidden,
@@ -54,7 +55,8 @@ MAX_BODY_BYTES = 64 * 1024
 CALLER_CONTEXT_KEY = "caller"
 INPUT_CONTEXT_KEY = "input"
 # The one line per request that records its outcome (with the tenant_id every
-# line of the request carries): the stack's Contributor Insights rules count it.
+# line of the request carries) and its usage: the stack's Contributor Insights
+# rules count it, the metering function folds it into the tenant's usage.
 REQUEST_OUTCOME_MESSAGE = "request handled"
 
 
@@ -187,8 +189,22 @@ def _body_size(event: Mapping[str, Any]) -> int:
     return len(body.encode("utf-8"))
 
 
+def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: metering.Consumed) -> dict[str, Any]:
+    """The request's usage, as its ``"request handled"`` line carries it (docs/usage.md)."""
+    return {
+        "route": f"{event.get('httpMethod')} {event.get('resource')}",
+        "request_id": getattr(context, "aws_request_id", None),
+        "read_units": float(consumed.read_units),
+        "write_units": float(consumed.write_units),
+        "dynamodb_calls": consumed.calls,
+        "duration_ms": round(consumed.elapsed_ms, 3),
+        "memory_mb": int(getattr(context, "memory_limit_in_mb", 0) or 0),
+    }
+
+
 def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
+    metering.start()
     try:
         if _body_size(event) > MAX_BODY_BYTES:
             raise PayloadTooLarge()
@@ -199,16 +215,27 @@ def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[
         return _proxy_response(error_response(exc))
     logger.append_keys(tenant_id=caller.tenant_id, user=caller.username)
     tracer.put_annotation(key="tenant_id", value=caller.tenant_id)
+    status = 500  # unless the resolver answers: whatever escapes is Lambda's error
     try:
-        _require_json_body(event)
-        checked = read_input(app.accepts, event)
-    except ApiError as exc:
-        response = _proxy_response(error_response(exc))
-    else:
-        app.append_context(**{CALLER_CONTEXT_KEY: caller, INPUT_CONTEXT_KEY: checked})  # type: ignore[no-untyped-call]
-        response = app.resolve(event, context)
-    logger.info(
-        REQUEST_OUTCOME_MESSAGE,
-        extra={"method": event.get("httpMethod"), "resource": event.get("resource"), "status": response["statusCode"]},
-    )
-    return response
+        try:
+            _require_json_body(event)
+            checked = read_input(app.accepts, event)
+        except ApiError as exc:
+            response = _proxy_response(error_response(exc))
+        else:
+            app.append_context(**{CALLER_CONTEXT_KEY: caller, INPUT_CONTEXT_KEY: checked})  # type: ignore[no-untyped-call]
+            response = app.resolve(event, context)
+        status = response["statusCode"]
+        return response
+    finally:
+        # The request's one outcome line, with its usage: the metering function
+        # counts it (exactly once per request, whatever happened above).
+        logger.info(
+            REQUEST_OUTCOME_MESSAGE,
+            extra={
+                "method": event.get("httpMethod"),
+                "resource": event.get("resource"),
+                "status": status,
+                "usage": usage_fields(event, context, metering.finish()),
+            },
+        )

@@ -12,7 +12,9 @@ service failures ``Unavailable`` (503), a refused key ``Forbidden`` (403),
 credentials DynamoDB does not recognise ``Unauthorized`` (401), a
 transaction conflict ``Conflict`` (409), and credentials that expired under a
 cached client are renewed once and the call retried (nothing was executed:
-DynamoDB authenticates before it acts).
+DynamoDB authenticates before it acts). It is also where a request's DynamoDB
+units are measured: every call asks for ``ReturnConsumedCapacity`` and adds
+the answer to the request's meter (:mod:`support_tickets.core.metering`).
 
 Only GetItem, Query, PutItem, UpdateItem, DeleteItem, BatchWriteItem and
 TransactWriteItems are used: never Scan, never a filter expression.
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from support_tickets.core import keys
+from support_tickets.core import keys, metering
 from support_tickets.core.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unauthorized, Unavailable
 from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
 
@@ -90,10 +92,13 @@ class TenantTable:
         keys.validate_tenant_id(self.tenant_id)
 
     def call(self, operation: str, **kwargs: Any) -> Any:
+        if operation in metering.METERED_OPERATIONS:
+            # Table and index units, counted for the request's usage line (docs/usage.md).
+            kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
         for attempt in (1, 2):
             client = self.clients.dynamodb()
             try:
-                return getattr(client, operation)(**kwargs)
+                response = getattr(client, operation)(**kwargs)
             except ClientError as exc:
                 code = error_code(exc)
                 if code in EXPIRED_CREDENTIALS_CODES:
@@ -118,6 +123,8 @@ class TenantTable:
                 raise
             except BotoCoreError as exc:
                 raise Unavailable() from exc
+            metering.add(operation, response)
+            return response
         raise Unavailable()  # pragma: no cover - the loop returns or raises
 
     def query_from_cursor(self, query: dict[str, Any], *, from_cursor: bool) -> Any:

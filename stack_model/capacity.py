@@ -2,8 +2,12 @@
 
 moto answers ``ReturnConsumedCapacity`` with constants (0.5 or 1.0 whatever
 the item), so the units are computed here instead, by DynamoDB's published
-rules, from the items each call actually touches. The meter looks them up as
-the operator just before and just after the call (never timed):
+rules, from the items each call actually touches. Two users, one model: the
+local emulator answers ``ConsumedCapacity`` with these units
+(:mod:`local_stack.capacity`), and the benchmark sizes its calls with them.
+The meter looks the items up (with a client that sees every item: the
+operator's, or the emulator's own backend) just before and just after the
+call (never timed):
 
 - reads: item sizes summed per call (a Query sums all items it reads, before
   any projection; a GSI Query the index entries), rounded up to 4 KB; 1 RRU
@@ -114,11 +118,11 @@ class TableShape:
         return {name: value for name, value in item.items() if name in names}
 
 
-def _write_units(size: int, factor: int = 1) -> float:
+def write_units(size: int, factor: int = 1) -> float:
     return float(factor * max(1, math.ceil(size / WRITE_UNIT_BYTES)))
 
 
-def _read_units(size: int, consistent: bool) -> float:
+def read_units(size: int, consistent: bool) -> float:
     units = max(1, math.ceil(size / READ_UNIT_BYTES))
     return float(units if consistent else units / 2)
 
@@ -206,19 +210,19 @@ class CapacityMeter:
             return 0.0, 0.0
         if operation == "Query":
             total = sum(item_size(item) for item in pending.read_items)
-            return _read_units(total, bool(params.get("ConsistentRead"))), 0.0
+            return read_units(total, bool(params.get("ConsistentRead"))), 0.0
         if operation == "GetItem":
             ((_, key),) = self._write_keys(operation, params)
-            return _read_units(item_size(pending.before[key]), bool(params.get("ConsistentRead"))), 0.0
+            return read_units(item_size(pending.before[key]), bool(params.get("ConsistentRead"))), 0.0
         factor = TRANSACTION_FACTOR if operation == "TransactWriteItems" else 1
         wru = 0.0
         for kind, key in self._write_keys(operation, params):
             old = pending.before.get(key)
             if kind == "ConditionCheck":
-                wru += _write_units(item_size(old), factor)
+                wru += write_units(item_size(old), factor)
                 continue
             new = self._get(key)
-            wru += _write_units(max(item_size(old), item_size(new)), factor)
+            wru += write_units(max(item_size(old), item_size(new)), factor)
             for index in self.shape.indexes:
                 wru += self._index_writes(index, old, new)
         return 0.0, wru
@@ -228,10 +232,10 @@ class CapacityMeter:
         if before is None and after is None:
             return 0.0
         if before is None or after is None:
-            return _write_units(item_size(before or after))
+            return write_units(item_size(before or after))
         index_keys = self.shape.indexes[index][0]
         if any(before[name] != after[name] for name in index_keys):
-            return _write_units(item_size(before)) + _write_units(item_size(after))
+            return write_units(item_size(before)) + write_units(item_size(after))
         if before == after:
             return 0.0
-        return _write_units(max(item_size(before), item_size(after)))
+        return write_units(max(item_size(before), item_size(after)))

@@ -1,0 +1,148 @@
+"""Realistic ``ConsumedCapacity`` from the emulator, from the capacity model.
+
+moto answers ``ReturnConsumedCapacity`` with a constant (0.5 or 1.0 whatever
+the items), which would make every local usage figure wrong. This WSGI
+middleware sits between the guard and moto (it sees only requests the guard
+let through, one at a time) and, for a DynamoDB call that asks for
+``TOTAL`` or ``INDEXES``, replaces moto's figure with the units of
+:class:`stack_model.capacity.CapacityMeter` (the benchmark's model: the items
+the call touches, looked up in moto just before and just after it).
+
+The lookups are requests of their own to moto, made here in-process with the
+caller's headers (moto attributes a request to an account by its
+``Authorization`` header and checks no signature: the guard did) and never
+seen by the guard, the stream pollers or the caller. The answer keeps moto's
+shape: one ``ConsumedCapacity`` object (a list of one for
+``TransactWriteItems`` and ``BatchWriteItem``) with ``CapacityUnits``, the
+read or write part, and with ``INDEXES`` the same total under ``Table`` (the
+model sums GSI1's writes into the total; it does not split them out).
+"""
+
+from __future__ import annotations
+
+import binascii
+import io
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stack_model.capacity import CapacityMeter, TableShape
+
+Environ = dict[str, Any]
+WsgiApp = Callable[[Environ, Callable[..., Any]], Iterable[bytes]]
+
+_TARGET_PREFIX = "DynamoDB_20120810."
+# What the model sizes; anything else keeps moto's answer.
+METERED = frozenset({"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+_LISTED = frozenset({"TransactWriteItems", "BatchWriteItem"})
+_READS = frozenset({"GetItem", "Query"})
+
+
+def _call(app: WsgiApp, environ: Environ, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+    environ["wsgi.input"] = io.BytesIO(body)
+    environ["CONTENT_LENGTH"] = str(len(body))
+    captured: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        captured["status"], captured["headers"] = status, headers
+        return lambda _data: None
+
+    chunks = app(environ, start_response)
+    try:
+        data = b"".join(chunks)
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return str(captured["status"]), list(captured["headers"]), data
+
+
+class _Lookups:
+    """``get_item`` and ``query`` as :class:`CapacityMeter` calls them, answered
+    by moto directly (not through the guard), as the caller's account."""
+
+    def __init__(self, app: WsgiApp, environ: Environ) -> None:
+        self._app = app
+        self._environ = environ
+
+    def _ask(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        environ = dict(self._environ)
+        environ["HTTP_X_AMZ_TARGET"] = _TARGET_PREFIX + operation
+        status, _, data = _call(self._app, environ, json.dumps(params).encode())
+        if not status.startswith("200"):
+            raise RuntimeError(f"capacity lookup {operation} failed: {status} {data[:200]!r}")
+        answer: dict[str, Any] = json.loads(data)
+        return answer
+
+    def get_item(self, **params: Any) -> dict[str, Any]:
+        return self._ask("GetItem", params)
+
+    def query(self, **params: Any) -> dict[str, Any]:
+        return self._ask("Query", params)
+
+
+def consumed_capacity(operation: str, table_name: str, read: float, write: float, mode: str) -> Any:
+    """The ``ConsumedCapacity`` DynamoDB answers for these units."""
+    total = read + write
+    consumed: dict[str, Any] = {"TableName": table_name, "CapacityUnits": total}
+    if operation in _READS:
+        consumed["ReadCapacityUnits"] = read
+    else:
+        consumed["WriteCapacityUnits"] = write
+    if mode == "INDEXES":
+        consumed["Table"] = {"CapacityUnits": total}
+    return [consumed] if operation in _LISTED else consumed
+
+
+class CapacityUnits:
+    """WSGI middleware over moto: model units in ``ConsumedCapacity`` (see the module docstring)."""
+
+    def __init__(self, app: WsgiApp, table_name: str) -> None:
+        self._app = app
+        self._shape = TableShape.from_template(table_name)
+
+    def __call__(self, environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        operation = self._metered_operation(environ)
+        if operation is None:
+            return self._app(environ, start_response)
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        params = json.loads(body or b"{}")
+        mode = params.get("ReturnConsumedCapacity", "NONE") if isinstance(params, dict) else "NONE"
+        if mode not in ("TOTAL", "INDEXES") or not self._own_table(operation, params):
+            status, headers, data = _call(self._app, environ, body)
+            start_response(status, headers)
+            return [data]
+        meter = CapacityMeter(_Lookups(self._app, dict(environ)), self._shape)
+        meter.before(operation, params)
+        status, headers, data = _call(self._app, environ, body)
+        if status.startswith("200"):
+            answer = json.loads(data)
+            read, write = meter.after(operation, answer)
+            answer["ConsumedCapacity"] = consumed_capacity(operation, self._shape.name, read, write, mode)
+            data = json.dumps(answer).encode()
+            headers = [
+                (name, value) for name, value in headers if name.lower() not in ("content-length", "x-amz-crc32")
+            ]
+            headers += [("Content-Length", str(len(data))), ("x-amz-crc32", str(binascii.crc32(data)))]
+        start_response(status, headers)
+        return [data]
+
+    @staticmethod
+    def _metered_operation(environ: Environ) -> str | None:
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if not target.startswith(_TARGET_PREFIX):
+            return None
+        operation = target.removeprefix(_TARGET_PREFIX)
+        return operation if operation in METERED else None
+
+    def _own_table(self, operation: str, params: dict[str, Any]) -> bool:
+        """Every item of the call is in the stack's table (the one the model knows)."""
+        if operation == "TransactWriteItems":
+            return all(
+                body.get("TableName") == self._shape.name
+                for action in params.get("TransactItems", [])
+                for body in action.values()
+            )
+        if operation == "BatchWriteItem":
+            return set(params.get("RequestItems", {})) <= {self._shape.name}
+        return bool(params.get("TableName") == self._shape.name)
