@@ -15,13 +15,13 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from support_tickets.core import keys
+from support_tickets.core import keys, webhook_urls
 from support_tickets.core.errors import ApiError, WebhookNotFound
 from support_tickets.core.identity import Caller
 from support_tickets.core.ids import new_id
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest, RotatedSecret, WebhookPage
 from support_tickets.core.settings import get_settings
-from support_tickets.core.webhook_urls import Resolver, check_webhook_url, system_resolver
+from support_tickets.core.webhook_urls import Resolver, check_webhook_url
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.webhook_repository import ACTIVE, SecretSealer, WebhookItem, WebhookRepository
@@ -55,11 +55,10 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def create_webhook(
-    caller: Caller, request: CreateWebhookRequest, resolve: Resolver = system_resolver
-) -> CreatedWebhook:
+def create_webhook(caller: Caller, request: CreateWebhookRequest, resolve: Resolver | None = None) -> CreatedWebhook:
     table = _admin_table(caller)
-    check_webhook_url(request.url, resolve=resolve, allow_local_http=get_settings().webhook_allow_local_http)
+    allow_local_http = get_settings().webhook_allow_local_http
+    check_webhook_url(request.url, resolve=resolve or webhook_urls.system_resolver, allow_local_http=allow_local_http)
     webhook_id = new_id()
     secret = new_secret()
     key = keys.webhook_key(table.tenant_id, webhook_id)
