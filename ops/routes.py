@@ -114,6 +114,17 @@ class ApiRoute(TemplateRoute):
         return Path(self.code_uri).name
 
     @property
+    def path_parameter(self) -> str | None:
+        """The id its path names (``ticket_id``, ``webhook_id``), if any."""
+        start = self.path.find("{")
+        return self.path[start + 1 : self.path.index("}")] if start >= 0 else None
+
+    @property
+    def takes_webhook(self) -> bool:
+        """The path names a webhook (``{webhook_id}``)."""
+        return self.path_parameter == "webhook_id"
+
+    @property
     def takes_ticket(self) -> bool:
         """The path names a ticket (``{ticket_id}``)."""
         return "{" + PATH_PARAMETER + "}" in self.path

@@ -46,7 +46,7 @@ from support_tickets.data.session import tenant_clients, token_exchange
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
-from support_tickets.domain import tickets
+from support_tickets.domain.tenancy import table_for
 from support_tickets.streams.aggregation import aggregator_client
 from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import failure_queue_client
@@ -280,7 +280,7 @@ def caller_for(tenant_id: str, username: str = "alice", *, admin: bool = False) 
 def tenant_table(tenant_id: str) -> TenantTable:
     """A tenant's view of the mocked table, with the credentials of one of its
     users' tokens (the identity pool's, through the real token exchange)."""
-    return tickets.table_for(caller_for(tenant_id))
+    return table_for(caller_for(tenant_id))
 
 
 @pytest.fixture

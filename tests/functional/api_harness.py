@@ -182,7 +182,7 @@ class Api:
         event = rest_event(
             spec.method,
             spec.path,
-            path_parameters={PATH_PARAMETER: ticket_id} if ticket_id is not None else None,
+            path_parameters={spec.path_parameter or PATH_PARAMETER: ticket_id} if ticket_id is not None else None,
             query=query,
             headers=headers,
             body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),

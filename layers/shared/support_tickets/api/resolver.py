@@ -71,11 +71,14 @@ def error_response(exc: ApiError) -> Response[Any]:
     )
 
 
-def _route_not_matched_response(exc: NotFoundError) -> Response[Any]:
+def _route_not_matched(not_found: type[ApiError]) -> Any:
     # API Gateway only invokes a function for its own route, so a path the
-    # resolver can't match has a {ticket_id} with characters no ticket id has
-    # (e.g. "#"): not found, like any other invalid id.
-    return error_response(TicketNotFound())
+    # resolver can't match has an id ({ticket_id}, {webhook_id}) with
+    # characters no such id has (e.g. "#"): not found, like any other invalid id.
+    def response(exc: NotFoundError) -> Response[Any]:
+        return error_response(not_found())
+
+    return response
 
 
 def _unexpected_error_response(exc: Exception) -> Response[Any]:
@@ -105,12 +108,13 @@ class RestApp(APIGatewayRestResolver):
         return given
 
 
-def create_app(accepts: RouteInput | None = None) -> RestApp:
+def create_app(accepts: RouteInput | None = None, not_found: type[ApiError] = TicketNotFound) -> RestApp:
     """The resolver a REST function registers its one route on, with what that
-    route accepts besides its path (nothing, by default: any query parameter is a 400)."""
+    route accepts besides its path (nothing, by default: any query parameter is a 400),
+    and the error of an id in its path that no such thing can have."""
     app = RestApp(accepts or RouteInput())
     app.exception_handler(ApiError)(error_response)
-    app.exception_handler(NotFoundError)(_route_not_matched_response)
+    app.exception_handler(NotFoundError)(_route_not_matched(not_found))
     app.exception_handler(Exception)(_unexpected_error_response)
     return app
 

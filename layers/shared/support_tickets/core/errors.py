@@ -95,6 +95,12 @@ class InvalidCursor(ApiError):
     default_message = "The cursor is not valid for this query."
 
 
+class InvalidWebhookUrl(ApiError):
+    status = 400
+    code = "INVALID_WEBHOOK_URL"
+    default_message = "Webhook URLs must be https:// and point at a public address."
+
+
 class Unauthorized(ApiError):
     status = 401
     code = "UNAUTHORIZED"
@@ -117,6 +123,24 @@ class TicketNotFound(ApiError):
     status = 404
     code = "TICKET_NOT_FOUND"
     default_message = "Ticket not found."
+
+
+class WebhookNotFound(ApiError):
+    status = 404
+    code = "WEBHOOK_NOT_FOUND"
+    default_message = "Webhook not found."
+
+
+class DeliveryNotFound(ApiError):
+    status = 404
+    code = "DELIVERY_NOT_FOUND"
+    default_message = "Delivery not found."
+
+
+class TooManyWebhooks(ApiError):
+    status = 409
+    code = "TOO_MANY_WEBHOOKS"
+    default_message = "This tenant already has the most webhooks it may have (10)."
 
 
 class Conflict(ApiError):

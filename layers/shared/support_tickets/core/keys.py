@@ -295,6 +295,40 @@ def is_audit_sk(value: str) -> bool:
     return bool(_AUDIT_SK.fullmatch(value))
 
 
+# ---------------------------------------------------------------- webhooks
+WEBHOOK_ID_PATTERN: Final = r"^[0-9A-Za-z_-]{1,64}$"
+_WEBHOOK_ID = re.compile(WEBHOOK_ID_PATTERN)
+WEBHOOK_SK_PREFIX: Final = "WEBHOOK#"
+WEBHOOK_COUNT_SK: Final = "COUNT"
+
+
+def is_valid_webhook_id(webhook_id: str) -> bool:
+    return bool(_WEBHOOK_ID.fullmatch(webhook_id))
+
+
+def webhooks_pk(tenant_id: str) -> str:
+    """A tenant's webhooks (at most 10) and their count share one partition."""
+    return f"{tenant_prefix(tenant_id)}WEBHOOKS"
+
+
+def webhook_key(tenant_id: str, webhook_id: str) -> dict[str, dict[str, str]]:
+    if not is_valid_webhook_id(webhook_id):
+        raise ValueError("invalid webhook id")
+    return {"pk": {"S": webhooks_pk(tenant_id)}, "sk": {"S": f"{WEBHOOK_SK_PREFIX}{webhook_id}"}}
+
+
+def webhook_count_key(tenant_id: str) -> dict[str, dict[str, str]]:
+    """How many webhooks a tenant has: the race-safe limit's counter."""
+    return {"pk": {"S": webhooks_pk(tenant_id)}, "sk": {"S": WEBHOOK_COUNT_SK}}
+
+
+def webhook_deliveries_pk(tenant_id: str, webhook_id: str) -> str:
+    """A webhook's delivery records, newest last by sort key ``<created_at>#<delivery id>``."""
+    if not is_valid_webhook_id(webhook_id):
+        raise ValueError("invalid webhook id")
+    return f"{tenant_prefix(tenant_id)}WEBHOOK#{webhook_id}#DELIVERIES"
+
+
 def idempotency_pk(tenant_id: str, scope: str) -> str:
     """The partition of an idempotency record: one of :data:`IDEMPOTENCY_BUCKETS` per
     tenant, chosen by ``scope`` (the user and the Idempotency-Key)."""

@@ -119,6 +119,36 @@ class BatchStatusRequest:
         object.__setattr__(self, "status", TicketStatus(self.status))  # the checked body gives its value
 
 
+WEBHOOK_EVENT_TYPES: Final = ("ticket.created", "ticket.updated", "ticket.deleted", "comment.added")
+MAX_WEBHOOK_URL_LENGTH: Final = 2048
+
+
+@dataclass(frozen=True)
+class CreateWebhookRequest:
+    """The URL's rules beyond its length are the domain's (400 ``INVALID_WEBHOOK_URL``)."""
+
+    SCHEMA: ClassVar[JsonSchema] = {
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "minLength": 1, "maxLength": MAX_WEBHOOK_URL_LENGTH},
+            "events": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(WEBHOOK_EVENT_TYPES)},
+                "minItems": 1,
+                "maxItems": len(WEBHOOK_EVENT_TYPES),
+                "uniqueItems": True,
+            },
+            "description": {"type": "string", "maxLength": 500, "default": ""},
+        },
+        "required": ["url", "events"],
+        "additionalProperties": False,
+    }
+
+    url: str
+    events: list[str]
+    description: str = ""
+
+
 # ---------------------------------------------------------------- responses
 @dataclass(frozen=True)
 class TicketListItem:
@@ -180,6 +210,39 @@ class AuditPage:
 
 
 @dataclass(frozen=True)
+class Webhook:
+    """A registered endpoint; its secret is never part of it."""
+
+    webhook_id: str
+    url: str
+    events: list[str]
+    description: str
+    status: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class CreatedWebhook(Webhook):
+    """The webhook as created, with its signing secret: the only time it is shown."""
+
+    secret: str
+
+
+@dataclass(frozen=True)
+class WebhookPage:
+    items: list[Webhook]
+
+
+@dataclass(frozen=True)
+class RotatedSecret:
+    """A webhook's new secret (shown once); the previous one signs until ``previous_secret_expires_at``."""
+
+    webhook_id: str
+    secret: str
+    previous_secret_expires_at: str
+
+
+@dataclass(frozen=True)
 class ErrorDetail:
     code: str
     message: str
@@ -200,6 +263,10 @@ _RESPONSES: tuple[type, ...] = (
     BatchStatusResponse,
     AggregatesResponse,
     AuditPage,
+    Webhook,
+    CreatedWebhook,
+    WebhookPage,
+    RotatedSecret,
     ErrorDetail,
     ErrorResponse,
 )

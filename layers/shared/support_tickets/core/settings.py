@@ -24,6 +24,9 @@ _IDENTITY_POOL_ID = re.compile(r"[\w-]+:[0-9a-f-]+", re.ASCII)
 # A user pool's ProviderName (its GetAtt): cognito-idp.<region>.amazonaws.com/<user pool id>.
 _USER_POOL_PROVIDER = re.compile(r"cognito-idp\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[\w-]+_[0-9a-zA-Z]+", re.ASCII)
 
+# A KMS key's ARN: arn:<partition>:kms:<region>:<account>:key/<key id>.
+_KMS_KEY_ARN = re.compile(r"arn:aws[\w-]*:kms:[a-z0-9-]+:\d{12}:key/[\w-]+", re.ASCII)
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -44,6 +47,10 @@ class Settings:
     # Local development only (docs/local-stack.md, sam local): empty when deployed.
     endpoint_url: str | None = None
     tenant_config_ttl_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS
+    # The KMS key webhook secrets are encrypted with (the webhook functions' environment only).
+    webhook_key_arn: str | None = None
+    # The local stack only: also accept http://127.0.0.1:<port> webhook URLs.
+    webhook_allow_local_http: bool = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -124,6 +131,12 @@ def _any(raw: str) -> str:
     return raw
 
 
+def _boolean(raw: str) -> bool:
+    if raw not in {"true", "false"}:
+        raise ValueError(raw)
+    return raw == "true"
+
+
 # Field -> (its environment variable, how its value is read).
 _VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "table_name": ("TABLE_NAME", _required(_table_name)),
@@ -133,6 +146,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "region": ("AWS_REGION", _optional(_any)),
     "endpoint_url": ("AWS_ENDPOINT_OVERRIDE", _optional(_any, empty_is_none=True)),
     "tenant_config_ttl_seconds": ("TENANT_CONFIG_TTL_SECONDS", _optional(_number(float, 0, 300))),
+    "webhook_key_arn": ("WEBHOOK_KEY_ARN", _optional(_matching(_KMS_KEY_ARN))),
+    "webhook_allow_local_http": ("WEBHOOK_ALLOW_LOCAL_HTTP", _optional(_boolean)),
 }
 
 

@@ -219,11 +219,32 @@ class TenantClients:
         self._settings = settings
         self._boto3_session = boto3_session
         self._client: DynamoDBClient | None = None
+        self._kms: Any = None  # a botocore KMS client (no type stubs for it in the venv)
         self._lock = threading.Lock()
 
     def for_caller(self, caller: Caller) -> CallerClients:
         """The clients of one request: its caller's credentials, nobody else's."""
         return CallerClients(self.client(), caller.credentials)
+
+    def kms_for_caller(self, caller: Caller) -> Any:
+        """The container's KMS client (the webhook functions' only: built on their
+        first request), every call signed with ``caller``'s credentials."""
+        with self._lock:
+            if self._kms is None:
+                session = self._boto3_session or boto3.Session()
+                kms = session.client(
+                    "kms",
+                    region_name=self._settings.region,
+                    endpoint_url=self._settings.endpoint_url,
+                    config=TENANT_CLIENT_CONFIG,
+                )
+                kms.meta.events.register(
+                    "provide-client-params.kms.*",
+                    _sign_with_request_credentials,
+                    unique_id="support-tickets-request-credentials",
+                )
+                self._kms = kms
+        return SignedClient(self._kms, caller.credentials)
 
     def client(self) -> DynamoDBClient:
         """The container's client (built on the first request, not at import)."""
@@ -261,7 +282,7 @@ class SignedClient:
 
     __slots__ = ("_client", "_credentials")
 
-    def __init__(self, client: DynamoDBClient, credentials: TenantCredentials) -> None:
+    def __init__(self, client: Any, credentials: TenantCredentials) -> None:
         self._client = client
         self._credentials = Credentials(
             credentials.access_key_id, credentials.secret_access_key, credentials.session_token

@@ -4,7 +4,7 @@ Handlers call these and nothing else; these decide (a suspended tenant,
 admin-only routes, ``If-Match``, idempotent creation) and leave storage to the
 repositories.
 
-Every operation starts at :func:`table_for`, which refuses a suspended tenant
+Every operation starts at :func:`~support_tickets.domain.tenancy.table_for`, which refuses a suspended tenant
 (``403 TENANT_SUSPENDED``) from its tenant record, read through the
 container's cache (:mod:`support_tickets.data.tenant_registry`): a warm request
 adds no DynamoDB call, and a suspension or a reactivation reaches every
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from support_tickets.core.digits import DIGITS
-from support_tickets.core.errors import ApiError, Conflict, TenantSuspended, Unavailable, ValidationFailed
+from support_tickets.core.errors import ApiError, Conflict, Unavailable, ValidationFailed
 from support_tickets.core.identity import Caller
 from support_tickets.core.keys import TicketStatus, idempotency_pk
 from support_tickets.core.models import (
@@ -35,11 +35,9 @@ from support_tickets.core.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.core.settings import get_settings
-from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
-from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
+from support_tickets.domain.tenancy import table_for  # every operation starts there
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -56,17 +54,6 @@ IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 IDEMPOTENCY_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
 # HTTP's optional whitespace is spaces and tabs; the version is ASCII digits (core.digits).
 _IF_MATCH = re.compile(rf'^[ \t]*(?:W/)?"?({DIGITS}{{1,18}})"?[ \t]*$')
-
-
-def table_for(caller: Caller) -> TenantTable:
-    """The caller's tenant's view of the table, every repository works through
-    it, with the credentials the authorizer obtained for the caller's own token
-    (never for a tenant id); a suspended tenant gets no further (its data stays
-    as it is)."""
-    table = TenantTable(caller.tenant_id, get_settings().table_name, tenant_clients().for_caller(caller))
-    if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
-        raise TenantSuspended()
-    return table
 
 
 def repository_for(caller: Caller) -> TicketRepository:

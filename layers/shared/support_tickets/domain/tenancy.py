@@ -1,0 +1,26 @@
+"""The one way into a tenant's data for every domain operation: the caller's
+tenant's view of the table, refused for a suspended tenant.
+
+Its own module so that each route's operations (tickets, webhooks) load only
+their own repositories on a cold start.
+"""
+
+from __future__ import annotations
+
+from support_tickets.core.errors import TenantSuspended
+from support_tickets.core.identity import Caller
+from support_tickets.core.settings import get_settings
+from support_tickets.data.session import tenant_clients
+from support_tickets.data.table import TenantTable
+from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
+
+
+def table_for(caller: Caller) -> TenantTable:
+    """The caller's tenant's view of the table, every repository works through
+    it, with the credentials the authorizer obtained for the caller's own token
+    (never for a tenant id); a suspended tenant gets no further (its data stays
+    as it is)."""
+    table = TenantTable(caller.tenant_id, get_settings().table_name, tenant_clients().for_caller(caller))
+    if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
+        raise TenantSuspended()
+    return table
