@@ -32,7 +32,7 @@ from support_tickets.core import keys
 from support_tickets.core.identity import Caller, IdToken
 from support_tickets.core.settings import Settings, get_settings
 from support_tickets.data.session import BOTO_CONFIG, logins
-from support_tickets.domain import tickets
+from support_tickets.domain import tenancy
 from support_tickets.streams.aggregation import ledger_record_from_stream
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Designs:
     (handlers, events, emulator) is shared."""
 
     def __init__(self, cognito_endpoint_url: str | None, identity_pool_id: str) -> None:
-        self._ours: Callable[[], Any] = vars(tickets)["tenant_clients"]
+        self._ours: Callable[[], Any] = vars(tenancy)["tenant_clients"]
         self._cognito_endpoint_url = cognito_endpoint_url
         self._identity_pool_id = identity_pool_id
         self._cognito: CognitoIdentityClient | None = None
@@ -132,11 +132,11 @@ class Designs:
                 config=BOTO_CONFIG,
             )
         naive = NaiveCredentials(settings, self._cognito, self._identity_pool_id, self.timings)
-        vars(tickets)["tenant_clients"] = lambda: naive
+        vars(tenancy)["tenant_clients"] = lambda: naive
         try:
             yield
         finally:
-            vars(tickets)["tenant_clients"] = self._ours
+            vars(tenancy)["tenant_clients"] = self._ours
 
 
 class NaiveAggregator:

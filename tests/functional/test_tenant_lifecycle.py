@@ -85,7 +85,7 @@ def test_a_suspension_reaches_a_warm_container_within_the_ttl_at_no_cost_per_req
 ) -> None:
     clock = FakeClock()
     cache = TenantConfigCache(30, clock=clock)
-    import support_tickets.domain.tickets as domain
+    import support_tickets.domain.tenancy as domain
 
     monkeypatch.setattr(domain, "tenant_configs", lambda: cache)
     ticket_id = api.new_ticket(user)["ticket_id"]
