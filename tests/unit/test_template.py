@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import ipaddress
 import json
 import re
 import shutil
@@ -532,12 +531,13 @@ def _vpc_prefixes_that_hold_the_subnets() -> set[int]:
         carved.append((int(index), int(count), int(bits)))
     works = set()
     for prefix in range(33):
-        vpc = ipaddress.ip_network((0, prefix))  # the block's size is all that matters
         fits = True
         for index, count, bits in carved:
-            subnets = list(vpc.subnets(new_prefix=32 - bits)) if 32 - bits >= prefix else []
+            subnet_prefix = 32 - bits
+            # How many /subnet_prefix blocks a /prefix holds (counted, not listed: a /0 holds 2**24 /24s).
+            subnets = 2 ** (subnet_prefix - prefix) if subnet_prefix >= prefix else 0
             # !Cidr fails when the block cannot hold `count` subnets; a subnet is /16 to /28 too.
-            fits = fits and len(subnets) >= count and index < count and 16 <= 32 - bits <= 28
+            fits = fits and subnets >= count and index < count and 16 <= subnet_prefix <= 28
         if 16 <= prefix <= 28 and fits:
             works.add(prefix)
     return works
