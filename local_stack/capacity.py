@@ -21,11 +21,11 @@ model sums GSI1's writes into the total; it does not split them out).
 from __future__ import annotations
 
 import binascii
-import io
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from local_stack import wsgi
 from stack_model.capacity import CapacityMeter, TableShape
 
 Environ = dict[str, Any]
@@ -36,25 +36,6 @@ _TARGET_PREFIX = "DynamoDB_20120810."
 METERED = frozenset({"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
 _LISTED = frozenset({"TransactWriteItems", "BatchWriteItem"})
 _READS = frozenset({"GetItem", "Query"})
-
-
-def _call(app: WsgiApp, environ: Environ, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
-    environ["wsgi.input"] = io.BytesIO(body)
-    environ["CONTENT_LENGTH"] = str(len(body))
-    captured: dict[str, Any] = {}
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-        captured["status"], captured["headers"] = status, headers
-        return lambda _data: None
-
-    chunks = app(environ, start_response)
-    try:
-        data = b"".join(chunks)
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-    return str(captured["status"]), list(captured["headers"]), data
 
 
 class _Lookups:
@@ -68,7 +49,7 @@ class _Lookups:
     def _ask(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         environ = dict(self._environ)
         environ["HTTP_X_AMZ_TARGET"] = _TARGET_PREFIX + operation
-        status, _, data = _call(self._app, environ, json.dumps(params).encode())
+        status, _, data = wsgi.call(self._app, environ, json.dumps(params).encode())
         if not status.startswith("200"):
             raise RuntimeError(f"capacity lookup {operation} failed: {status} {data[:200]!r}")
         answer: dict[str, Any] = json.loads(data)
@@ -109,12 +90,12 @@ class CapacityUnits:
         params = json.loads(body or b"{}")
         mode = params.get("ReturnConsumedCapacity", "NONE") if isinstance(params, dict) else "NONE"
         if mode not in ("TOTAL", "INDEXES") or not self._own_table(operation, params):
-            status, headers, data = _call(self._app, environ, body)
+            status, headers, data = wsgi.call(self._app, environ, body)
             start_response(status, headers)
             return [data]
         meter = CapacityMeter(_Lookups(self._app, dict(environ)), self._shape)
         meter.before(operation, params)
-        status, headers, data = _call(self._app, environ, body)
+        status, headers, data = wsgi.call(self._app, environ, body)
         if status.startswith("200"):
             answer = json.loads(data)
             read, write = meter.after(operation, answer)

@@ -59,7 +59,6 @@ not thread-safe; the guard also serializes the requests it forwards.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
@@ -72,7 +71,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from local_stack import cognito, iam, sigv4
+from local_stack import cognito, iam, sigv4, wsgi
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
@@ -226,23 +225,9 @@ class Guard:
         return _Response("200 OK", headers, payload)
 
     def _forward(self, environ: Environ, body: bytes) -> _Response:
-        environ["wsgi.input"] = io.BytesIO(body)
-        environ["CONTENT_LENGTH"] = str(len(body))
-        captured: dict[str, Any] = {}
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-            captured["status"], captured["headers"] = status, headers
-            return lambda _data: None
-
         with self._lock:
-            chunks = self._app(environ, capture)
-            try:
-                data = b"".join(chunks)
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
-        return _Response(captured["status"], list(captured["headers"]), data)
+            status, headers, data = wsgi.call(self._app, environ, body)
+        return _Response(status, headers, data)
 
     def _unsigned(self, environ: Environ, body: bytes, target: str) -> _Response | None:
         path = environ.get("PATH_INFO", "")

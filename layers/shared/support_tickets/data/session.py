@@ -231,39 +231,32 @@ class TenantClients:
         first request), every call signed with ``caller``'s credentials."""
         with self._lock:
             if self._kms is None:
-                session = self._boto3_session or boto3.Session()
-                kms = session.client(
-                    "kms",
-                    region_name=self._settings.region,
-                    endpoint_url=self._settings.endpoint_url,
-                    config=TENANT_CLIENT_CONFIG,
-                )
-                kms.meta.events.register(
-                    "provide-client-params.kms.*",
-                    _sign_with_request_credentials,
-                    unique_id="support-tickets-request-credentials",
-                )
-                self._kms = kms
+                self._kms = self._signing_client("kms")
         return SignedClient(self._kms, caller.credentials)
 
     def client(self) -> DynamoDBClient:
         """The container's client (built on the first request, not at import)."""
         with self._lock:
             if self._client is None:
-                session = self._boto3_session or boto3.Session()
-                client = session.client(
-                    "dynamodb",
-                    region_name=self._settings.region,
-                    endpoint_url=self._settings.endpoint_url,
-                    config=TENANT_CLIENT_CONFIG,
-                )
-                client.meta.events.register(
-                    "provide-client-params.dynamodb.*",
-                    _sign_with_request_credentials,
-                    unique_id="support-tickets-request-credentials",
-                )
-                self._client = client
+                self._client = self._signing_client("dynamodb")
             return self._client
+
+    def _signing_client(self, service: str) -> Any:
+        """A client of ``service`` that signs each call with the credentials the
+        call carries, and refuses a call that carries none."""
+        session = self._boto3_session or boto3.Session()
+        client = session.client(  # type: ignore[call-overload]
+            service,
+            region_name=self._settings.region,
+            endpoint_url=self._settings.endpoint_url,
+            config=TENANT_CLIENT_CONFIG,
+        )
+        client.meta.events.register(
+            f"provide-client-params.{service}.*",
+            _sign_with_request_credentials,
+            unique_id="support-tickets-request-credentials",
+        )
+        return client
 
 
 def _sign_with_request_credentials(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
