@@ -93,6 +93,8 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
     # The stream functions answer a partial-batch response, not an HTTP one.
     "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
     "audit_trail_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
+    # The metering function: both usage lines counted, in one group (one tenant, one day).
+    "metering_logs.json": (None, lambda r: (r["lines"], r["applied"], r["malformed"]) == (2, 1, 0)),
 }
 
 
