@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import importlib.util
 import json
 import random
 import sys
@@ -14,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +21,13 @@ from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from local_stack.lambda_runtime import LambdaContext
+from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
 from support_tickets.streams import metering
 from support_tickets.streams.metering import (
     DEFAULT_REPLAY_HORIZON_SECONDS,
     MalformedDelivery,
-    UsageLedger,
     read_day,
     read_delivery,
 )
@@ -38,9 +37,9 @@ from tests.depth import sized
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-FUNCTION_DIR = Path(__file__).resolve().parents[2] / "functions" / "metering"
+METERING = "MeteringFunction"
 DAY = "2026-11-25"
-MIDNIGHT_MS = 1_764_028_800_000  # 2026-11-25T00:00:00Z
+MIDNIGHT_MS = 1_795_564_800_000  # 2026-11-25T00:00:00Z
 GROUP = "/aws/lambda/support-tickets/CreateTicketFunction"
 ROUTES = ("GET /tickets", "POST /tickets", "GET /tickets/{ticket_id}", "PATCH /tickets/{ticket_id}")
 
@@ -74,7 +73,10 @@ class Line:
         return {"id": self.event_id, "timestamp": self.at_ms, "message": message}
 
 
-def payload(events: list[dict[str, Any]], stream: str = "2026/11/25/[$LATEST]abc", group: str = GROUP) -> dict[str, Any]:
+STREAM = "2026/11/25/[$LATEST]abc"
+
+
+def payload(events: list[dict[str, Any]], stream: str = STREAM, group: str = GROUP) -> dict[str, Any]:
     body = {
         "messageType": "DATA_MESSAGE",
         "owner": "123456789012",
@@ -86,7 +88,7 @@ def payload(events: list[dict[str, Any]], stream: str = "2026/11/25/[$LATEST]abc
     return {"awslogs": {"data": base64.b64encode(gzip.compress(json.dumps(body).encode())).decode()}}
 
 
-def delivery_of(lines: list[Line], stream: str = "2026/11/25/[$LATEST]abc") -> dict[str, Any]:
+def delivery_of(lines: list[Line], stream: str = STREAM) -> dict[str, Any]:
     return payload([line.event() for line in lines], stream)
 
 
@@ -109,13 +111,9 @@ def recount(lines: list[Line], tenant: str, day: str = DAY) -> dict[str, Decimal
 
 
 def load_function() -> ModuleType:
-    name = "_metering_function_under_test"
-    spec = importlib.util.spec_from_file_location(name, FUNCTION_DIR / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The function's handler module, as the template declares it (a module of its own per test)."""
+    spec = function_specs()[METERING]
+    return sys.modules[load_handler(spec.code_uri, spec.handler).__module__]
 
 
 class FlakyClient:
@@ -158,18 +156,11 @@ class Harness:
     client: FlakyClient
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.function.lambda_handler(event, _Context())
+        result: dict[str, Any] = self.function.lambda_handler(event, LambdaContext(METERING))
         return result
 
     def counters(self, tenant: str, day: str = DAY) -> dict[str, Decimal]:
         return read_day(self.dynamodb, self.table_name, tenant, day)
-
-
-class _Context:
-    function_name = "MeteringFunction"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:MeteringFunction"
-    aws_request_id = "metering-request"
 
 
 @pytest.fixture
@@ -177,7 +168,6 @@ def harness(aws: None, dynamodb: DynamoDBClient, table_name: str, monkeypatch: p
     function = load_function()
     flaky = FlakyClient(dynamodb)
     monkeypatch.setattr(function, "metering_client", lambda: flaky)
-    monkeypatch.setattr(metering.time, "sleep", lambda _: None)
     yield Harness(dynamodb, table_name, function, flaky)
     sys.modules.pop(function.__name__, None)
 
@@ -284,7 +274,7 @@ def test_malformed_lines_are_counted_and_reported_and_the_rest_is_counted(
         with_(request_id=None),
         with_(read_units=1e300),
     ]
-    events = [good[0].event()]
+    events: list[Any] = [good[0].event()]
     events += [{"id": f"bad-{n}", "timestamp": MIDNIGHT_MS, "message": m} for n, m in enumerate(bad_messages)]
     events += [
         {"id": "no-time", "message": good[0].event()["message"]},
@@ -293,7 +283,7 @@ def test_malformed_lines_are_counted_and_reported_and_the_rest_is_counted(
         {"id": "text", "timestamp": MIDNIGHT_MS, "message": "START RequestId: 1 Version: $LATEST"},
         good[1].event(),
     ]
-    summary = harness.invoke(payload(events))  # type: ignore[arg-type]
+    summary = harness.invoke(payload(events))
     assert (summary["lines"], summary["malformed"], summary["ignored"]) == (2, len(bad_messages) + 2, 2)
     assert harness.counters(tenant) == recount(good, tenant)
     ((message, logged),) = warnings
@@ -407,7 +397,8 @@ def test_a_journal_that_disagrees_is_never_guessed_at(harness: Harness) -> None:
 def test_one_small_journal_per_delivery_tenant_and_day_expiring_after_the_horizon(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(metering.time, "time", lambda: 1_800_000_000.0)
+    real = harness.function.UsageLedger
+    monkeypatch.setattr(harness.function, "UsageLedger", lambda **kw: real(**kw, clock=lambda: 1_800_000_000.0))
     tenants = [random_tenant_id() for _ in range(2)]
     lines = [Line(str(n), tenants[n % 2], at_ms=MIDNIGHT_MS + n) for n in range(500)]
     harness.invoke(delivery_of(lines))
@@ -461,7 +452,9 @@ LINES = st.lists(
 )
 
 
-@settings(max_examples=sized(deep=60, ci=15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=sized(deep=60, ci=15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(specs=LINES, seed=st.integers(0, 2**32 - 1))
 def test_any_sequence_of_redeliveries_counts_each_distinct_line_once(
     harness: Harness, specs: list[tuple[int, int, str, int, int]], seed: int
@@ -482,10 +475,11 @@ def test_any_sequence_of_redeliveries_counts_each_distinct_line_once(
         by_stream.setdefault(stream, []).append(line)
     # Each stream's lines are cut into deliveries; some events are repeated inside one.
     deliveries: list[dict[str, Any]] = []
-    for stream, lines in by_stream.items():
-        while lines:
-            cut = rng.randint(1, len(lines))
-            chosen, lines = lines[:cut], lines[cut:]
+    for stream, stream_lines in by_stream.items():
+        rest = stream_lines
+        while rest:
+            cut = rng.randint(1, len(rest))
+            chosen, rest = rest[:cut], rest[cut:]
             events = [line.event() for line in chosen]
             events += [rng.choice(events) for _ in range(rng.randint(0, 2))]
             deliveries.append(payload(events, f"{seed}-stream-{stream}"))
@@ -494,8 +488,6 @@ def test_any_sequence_of_redeliveries_counts_each_distinct_line_once(
     pending = list(deliveries)
     done: list[dict[str, Any]] = []
     for _ in range(len(deliveries) * 6):
-        if not pending and not done:
-            break
         source = pending if pending and (not done or rng.random() < 0.7) else done
         event = rng.choice(source)
         harness.client.calls = 0
@@ -511,6 +503,6 @@ def test_any_sequence_of_redeliveries_counts_each_distinct_line_once(
     harness.client.fail_calls = harness.client.crash_after_calls = set()
     for event in pending:
         harness.invoke(event)
-    for tenant in tenants:
+    for tenant_id in tenants:
         for day in ("2026-11-24", DAY):
-            assert harness.counters(tenant, day) == recount(everything, tenant, day)
+            assert harness.counters(tenant_id, day) == recount(everything, tenant_id, day)

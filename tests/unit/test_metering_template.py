@@ -50,12 +50,13 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         if res["Properties"]["FunctionName"] in ({"Ref": METERING}, {"Fn::GetAtt": [METERING, "Arn"]})
     ]
     assert len(permissions) == len(API_FUNCTIONS)
-    groups = set()
+    groups: set[str] = set()
     for permission in permissions:
         assert permission["Action"] == "lambda:InvokeFunction"
         assert "logs." in json.dumps(permission["Principal"])
         source = json.dumps(permission["SourceArn"])
-        assert ":logs:" in source and "log-group:" in source, source
+        assert ":logs:" in source, source
+        assert "log-group:" in source, source
         groups.update(group for group in (log_group_of(f) for f in API_FUNCTIONS) if f'"{group}"' in source)
     assert groups == {log_group_of(function) for function in API_FUNCTIONS}
 

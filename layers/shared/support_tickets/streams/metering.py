@@ -376,7 +376,7 @@ class UsageLedger:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     return "failed"
-                reasons: Sequence[Mapping[str, Any]] = exc.response.get("CancellationReasons", [])  # type: ignore[assignment]
+                reasons: Sequence[Mapping[str, Any]] = exc.response.get("CancellationReasons", [])
                 if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                     self._check_journal(reasons[0].get("Item"), group)
                     return "redelivered"
@@ -409,7 +409,10 @@ def read_day(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) 
     kwargs: dict[str, Any] = {
         "TableName": table_name,
         "KeyConditionExpression": "pk = :pk AND begins_with(sk, :day)",
-        "ExpressionAttributeValues": {":pk": {"S": keys.usage_pk(tenant_id)}, ":day": {"S": keys.usage_day_prefix(day)}},
+        "ExpressionAttributeValues": {
+            ":pk": {"S": keys.usage_pk(tenant_id)},
+            ":day": {"S": keys.usage_day_prefix(day)},
+        },
         "ConsistentRead": True,
     }
     while True:
