@@ -21,6 +21,8 @@ refreshes them), for ``sam local invoke <Function> -e .local/events/<file>``.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -317,6 +319,58 @@ def audit_stream_event() -> dict[str, Any]:
     }
 
 
+def metering_event() -> dict[str, Any]:
+    """What a CloudWatch Logs subscription delivers the metering function: two
+    requests' "request handled" lines of one execution environment (base64 of
+    gzip; a fixed gzip time, so the file is the same on every run)."""
+    lines = [
+        ("GET", "/tickets", 1.5, 0.0, 2, 12.413, "36ad1f7e-0d4a-4a59-9d0b-5b0e2f7d6a01"),
+        ("POST", "/tickets", 0.0, 3.0, 2, 31.207, "36ad1f7e-0d4a-4a59-9d0b-5b0e2f7d6a02"),
+    ]
+    events = [
+        {
+            "id": f"3893948373958{n:02d}00000000000000000000000000000000000000000000",
+            "timestamp": 1763719200000 + n * 1000,
+            "message": json.dumps(
+                {
+                    "level": "INFO",
+                    "location": "handle:244",
+                    "message": "request handled",
+                    "timestamp": f"2026-11-21 10:00:0{n},000+0000",
+                    "service": "support-tickets",
+                    "tenant_id": TENANT,
+                    "user": "alice",
+                    "method": method,
+                    "resource": resource,
+                    "status": 200 if method == "GET" else 201,
+                    "function_request_id": request_id,
+                    "usage": {
+                        "route": f"{method} {resource}",
+                        "request_id": request_id,
+                        "read_units": read,
+                        "write_units": write,
+                        "dynamodb_calls": calls,
+                        "duration_ms": duration,
+                        "memory_mb": 512,
+                    },
+                },
+                separators=(",", ":"),
+            ),
+        }
+        for n, (method, resource, read, write, calls, duration, request_id) in enumerate(lines)
+    ]
+    body = {
+        "messageType": "DATA_MESSAGE",
+        "owner": "123456789012",
+        "logGroup": "/aws/lambda/support-tickets/ListTicketsFunction",
+        "logStream": "2026/11/21/ListTicketsFunction[$LATEST]0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+        "subscriptionFilters": ["support-tickets-ListTicketsFunctionUsage"],
+        "logEvents": events,
+    }
+    data = gzip.compress(json.dumps(body).encode(), mtime=0)
+    return {"awslogs": {"data": base64.b64encode(data).decode()}}
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File stem → event."""
     return {
@@ -324,6 +378,7 @@ def sample_events() -> dict[str, dict[str, Any]]:
         "authorizer": authorizer_event(),
         "aggregate_counts_stream": stream_event(),
         "audit_trail_stream": audit_stream_event(),
+        "metering_logs": metering_event(),
     }
 
 

@@ -77,11 +77,13 @@ def audit_days(table: TenantTable) -> Iterator[list[dict[str, Any]]]:
 
 def fixed_partitions(tenant_id: str) -> list[str]:
     """The partitions every tenant may have whatever its tickets: counts,
-    the aggregator's journals, idempotency records."""
+    the aggregator's journals, idempotency records, usage counters and the
+    metering function's journals."""
     return [
         keys.aggregate_pk(tenant_id),
         *keys.aggregate_journal_partitions(tenant_id),
         *keys.idempotency_partitions(tenant_id),
+        *keys.usage_partitions(tenant_id),
     ]
 
 

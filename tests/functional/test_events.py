@@ -93,6 +93,8 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
     # The stream functions answer a partial-batch response, not an HTTP one.
     "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
     "audit_trail_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
+    # The metering function: both usage lines counted, in one group (one tenant, one day).
+    "metering_logs.json": (None, lambda r: (r["lines"], r["applied"], r["malformed"]) == (2, 1, 0)),
 }
 
 
@@ -244,7 +246,7 @@ def test_events_are_what_the_generator_writes() -> None:
 def test_rest_events_carry_the_authorizers_context_as_api_gateway_sends_it() -> None:
     for name in EVENT_FILES:
         event = json.loads((EVENTS_DIR / name).read_text(encoding="utf-8"))
-        if "Records" in event or event.get("type") == "TOKEN":
+        if "Records" in event or "awslogs" in event or event.get("type") == "TOKEN":
             continue
         context = event["requestContext"]["authorizer"]
         assert {"principalId", "integrationLatency", "tenant_id", "username", "groups", "sub", "jti"} <= set(context)

@@ -447,3 +447,48 @@ def test_a_deny_it_does_not_understand_always_denies() -> None:
 def test_single_valued_operator_on_a_multivalued_key_is_not_understood() -> None:
     plain = condition({"StringLike": {"dynamodb:LeadingKeys": "TENANT#1|*"}})
     assert iam.evaluate([plain], tenant_request("GetItem", ["TENANT#1|A"])) is iam.Decision.IMPLICIT_DENY
+
+
+# ---------------------------------------------------------------- the metering function
+METERING_ROLE = ROLES[function_role("MeteringFunction")]
+
+
+def metering(action: str, keys_: list[str] | None, resource: str = TABLE_ARN) -> iam.Decision:
+    context = {"dynamodb:LeadingKeys": keys_} if keys_ is not None else {}
+    return decide(METERING_ROLE, iam.Request(f"dynamodb:{action}", resource, context))
+
+
+@pytest.mark.parametrize("tenant", ["1", "10", "a-b"])
+def test_metering_role_puts_and_updates_usage_items_only(tenant: str) -> None:
+    from support_tickets.core import keys
+
+    for action in ("PutItem", "UpdateItem"):
+        assert metering(action, [keys.usage_pk(tenant)]) is iam.Decision.ALLOW
+        assert metering(action, [keys.usage_journal_pk(tenant)]) is iam.Decision.ALLOW
+    for action in ("GetItem", "Query", "DeleteItem", "BatchWriteItem", "Scan"):
+        assert metering(action, [keys.usage_pk(tenant)]) is iam.Decision.IMPLICIT_DENY
+    for key in (
+        keys.ticket_pk(tenant, "USAGE"),
+        keys.history_pk(tenant, "USAGE"),
+        keys.aggregate_pk(tenant),
+        keys.tenant_config_key(tenant)["pk"]["S"],
+        keys.webhooks_pk(tenant),
+        f"{keys.usage_pk(tenant)}X",
+        f"{keys.usage_journal_pk(tenant)}#1",
+    ):
+        assert metering("PutItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+        assert metering("UpdateItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+    # A transaction that slips another item in is refused whole; no key at all is refused too.
+    assert metering("UpdateItem", [keys.usage_pk(tenant), keys.ticket_pk(tenant, "a")]) is iam.Decision.IMPLICIT_DENY
+    assert metering("UpdateItem", None) is iam.Decision.IMPLICIT_DENY
+    assert metering("UpdateItem", [keys.usage_pk(tenant)], resource=INDEX_ARN) is iam.Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_tenant_credentials_can_read_but_never_write_their_usage(action: str, tenant: str) -> None:
+    from support_tickets.core import keys
+
+    for key in keys.usage_partitions(tenant):
+        assert decide(TENANT_ROLE, tenant_request("Query", [key], tenant)) is iam.Decision.ALLOW
+        assert decide(TENANT_ROLE, tenant_request(action, [key], tenant)) is iam.Decision.EXPLICIT_DENY

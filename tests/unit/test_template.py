@@ -344,6 +344,8 @@ def test_tenant_credentials_can_never_write_a_tenant_record_the_audit_trail_or_t
                 "TENANT#*|HISTORY#*",
                 "TENANT#*|AUDIT#*",
                 "TENANT#*|AGGREGATE*",
+                "TENANT#*|USAGE",
+                "TENANT#*|USAGE#JOURNAL",
             ]
         }
     }

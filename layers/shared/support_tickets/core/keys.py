@@ -29,6 +29,14 @@ of one day spread over several partitions. Both sort keys are
 contains ``|HISTORY#`` or ``|AUDIT#`` (ticket ids and tenant ids can hold
 neither ``|`` nor ``#``), which is what
 lets IAM confine the audit writer to them with ``dynamodb:LeadingKeys``.
+
+Usage (written from the API functions' log lines, :mod:`support_tickets.streams.metering`):
+counters under ``TENANT#<t>|USAGE`` (sort key ``<YYYY-MM-DD>#<slot>``) and the
+metering function's delivery journal under ``TENANT#<t>|USAGE#JOURNAL``. No
+other partition key ends in ``|USAGE`` or ``|USAGE#JOURNAL``: the part after a
+tenant's ``|`` is one of this module's fixed marks, or a ticket or webhook id
+after its own mark (``TICKET#``, ``HISTORY#``, ...), and no id can hold ``|``.
+That is what lets IAM confine the metering function to them.
 """
 
 from __future__ import annotations
@@ -293,6 +301,54 @@ def audit_sk(at: str, sequence_number: str, event_id: str) -> str:
 
 def is_audit_sk(value: str) -> bool:
     return bool(_AUDIT_SK.fullmatch(value))
+
+
+# ---------------------------------------------------------------- usage
+# Counter items per (tenant, UTC day): the metering function picks one from the
+# log stream (execution environment) a delivery comes from, so concurrent
+# deliveries of one busy tenant rarely update the same item.
+USAGE_SLOTS: Final = 8
+USAGE_MARK: Final = "USAGE"
+
+
+def usage_pk(tenant_id: str) -> str:
+    """A tenant's usage counters (sort key ``<YYYY-MM-DD>#<slot>``, docs/usage.md)."""
+    return f"{tenant_prefix(tenant_id)}{USAGE_MARK}"
+
+
+def usage_sk(day: str, slot: int) -> str:
+    if not _DAY.fullmatch(day):
+        raise ValueError("invalid day")
+    if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < USAGE_SLOTS:
+        raise ValueError("invalid usage slot")
+    return f"{day}#{slot}"
+
+
+def usage_day_prefix(day: str) -> str:
+    """What every counter item of ``day`` starts with (``begins_with`` on the sort key)."""
+    if not _DAY.fullmatch(day):
+        raise ValueError("invalid day")
+    return f"{day}#"
+
+
+def usage_slot(log_stream: str) -> int:
+    return _digest("usage", log_stream) % USAGE_SLOTS
+
+
+def usage_journal_pk(tenant_id: str) -> str:
+    """The metering function's delivery journal of a tenant (items expire by TTL)."""
+    return f"{usage_pk(tenant_id)}#JOURNAL"
+
+
+def usage_journal_key(tenant_id: str, delivery_digest: str) -> dict[str, dict[str, str]]:
+    if not re.fullmatch(r"[0-9a-f]{64}", delivery_digest):
+        raise ValueError("invalid delivery digest")
+    return {"pk": {"S": usage_journal_pk(tenant_id)}, "sk": {"S": delivery_digest}}
+
+
+def usage_partitions(tenant_id: str) -> list[str]:
+    """Every usage partition of a tenant (to export or erase them without a Scan)."""
+    return [usage_pk(tenant_id), usage_journal_pk(tenant_id)]
 
 
 # ---------------------------------------------------------------- webhooks
