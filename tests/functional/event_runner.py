@@ -180,6 +180,10 @@ def main() -> None:
             client.create_table(**job["table"])
             for item in case["seed"]:
                 client.put_item(TableName=job["table"]["TableName"], Item=item)
+            if "WEBHOOK_KEY_ARN" in case["environment"]:
+                # The stack's webhook secrets key (the template's ARN is the deployment's).
+                key = boto3.client("kms", region_name=FAKE_AWS["AWS_REGION"]).create_key()["KeyMetadata"]
+                os.environ["WEBHOOK_KEY_ARN"] = key["Arn"]
             identity_pool.register(pool_of_the_tests)
             try:
                 authorize(case["event"])

@@ -67,7 +67,7 @@ def uncovered(template: dict[str, Any]) -> list[str]:
 
 def test_every_queue_and_every_function_has_its_alarms() -> None:
     template = translated()
-    # What the coverage is derived from: the stack's 14 functions, both stream functions, both queues.
+    # What the coverage is derived from: the stack's 18 functions, both stream functions, both queues.
     assert len(of_type(template, "AWS::Lambda::Function")) == len(API_FUNCTIONS) + 3
     assert stream_functions(template) == {"AggregateCountsFunction", "AuditTrailFunction"}
     assert set(of_type(template, "AWS::SQS::Queue")) == {"AggregateCountsFailureQueue", "AuditTrailFailureQueue"}
@@ -100,7 +100,7 @@ def test_thresholds_page_on_the_first_failure() -> None:
 
 def test_every_alarm_notifies_the_topic_both_ways_and_ignores_missing_data() -> None:
     found = alarms(translated())
-    assert len(found) == 2 + 2 + 2 * 14 + 1
+    assert len(found) == 2 + 2 + 2 * 18 + 1
     for name, alarm in found.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name
