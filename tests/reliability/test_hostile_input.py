@@ -658,6 +658,7 @@ CASES += [
         "FORBIDDEN",
         claims={"cognito:groups": groups},
         ticket_id=path_id(route),
+        body=VALID_BODY.get(route),  # a valid request but for the group
     )
     for route in ADMIN_ROUTES
     for groups in ["", "Admin", "admins", "admin-x"]
