@@ -174,6 +174,9 @@ def main() -> None:
         if case["name"] not in handlers:
             continue
         clear_layer_caches()
+        # Only this function's variables: an empty WEBHOOK_KEY_ARN another
+        # function's environment left (at import) is invalid for every function.
+        os.environ.pop("WEBHOOK_KEY_ARN", None)
         os.environ.update(case["environment"])
         with mock_aws():
             client = boto3.client("dynamodb", region_name=FAKE_AWS["AWS_REGION"])
