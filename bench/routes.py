@@ -104,7 +104,8 @@ class Fixtures:
 
     def tenant(self, route: str) -> tuple[str, str]:
         # User names are global to the pool: one per tenant.
-        return f"{self.prefix}-{route}", f"user-{self.prefix}-{route}"
+        name = route.replace("_", "-")  # a tenant id has no "_" (webhook_list)
+        return f"{self.prefix}-{name}", f"user-{self.prefix}-{name}"
 
     def create(self, tenant_id: str, user: str, title: str, comments: int = 0) -> str:
         event = self.event(

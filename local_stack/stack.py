@@ -405,6 +405,8 @@ class LocalStack:
             "table_name": self.provisioned.table_name,
             "stream_arn": self.provisioned.stream_arn,
             "tenant_role_arn": self.provisioned.roles["TenantAccessRole"].arn,
+            # The key the webhook functions encrypt new secrets with (WEBHOOK_KEY_ARN).
+            "webhook_key_arn": str(self.provisioned.values.get_att("WebhookSecretsKey.Arn")),
             "failure_queue_url": self.provisioned.failure_queue_url,
             "usage_plan_ids": dict(self.provisioned.usage_plans),
             "stack_name": str(self.provisioned.values.ref("AWS::StackName")),
