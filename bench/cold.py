@@ -312,6 +312,9 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     _check_build(specs)
     invoker = Invoker(all_specs)
     api_env = stack.function_environment(all_specs["CreateTicketFunction"])
+    # The fixtures create webhooks too: with the webhook key the webhook functions know.
+    webhook_env = stack.function_environment(all_specs["CreateWebhookFunction"])
+    api_env = {**api_env, **{name: value for name, value in webhook_env.items() if name.startswith("WEBHOOK_")}}
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
         fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)

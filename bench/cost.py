@@ -46,9 +46,10 @@ HOURS_PER_MONTH = 730
 
 def perimeter_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, Any]:
     """The perimeter's fixed monthly cost as deployed (from the template's own
-    resources), against the two ways the functions could have kept calling
-    Cognito from inside the VPC (an interface endpoint, or a NAT gateway, in
-    each of the two AZs)."""
+    resources: since webhooks, the KMS interface endpoint in each of the two
+    AZs), against the two ways the functions could have kept calling Cognito
+    from inside the VPC (an interface endpoint, or a NAT gateway, in each of
+    the two AZs), on top of that."""
     from stack_model.template import load_template
 
     resources = (template or load_template())["Resources"].values()
@@ -68,7 +69,8 @@ def perimeter_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, An
         "hours_per_month": hours,
         "designs": [
             {
-                "design": "ours: DynamoDB gateway endpoint, the token exchange in the authorizer",
+                "design": "ours: DynamoDB gateway endpoint, the token exchange in the authorizer, "
+                "KMS (webhook secrets) through an interface endpoint",
                 "resources": f"VPC, {zones} private subnets, 1 gateway endpoint, {interface} interface endpoints, "
                 f"{nat} NAT gateways",
                 "usd_per_month": round(ours, 2),

@@ -104,7 +104,8 @@ class Fixtures:
 
     def tenant(self, route: str) -> tuple[str, str]:
         # User names are global to the pool: one per tenant.
-        return f"{self.prefix}-{route}", f"user-{self.prefix}-{route}"
+        name = route.replace("_", "-")  # a tenant id has no "_" (webhook_list)
+        return f"{self.prefix}-{name}", f"user-{self.prefix}-{name}"
 
     def create(self, tenant_id: str, user: str, title: str, comments: int = 0) -> str:
         event = self.event(
@@ -118,6 +119,12 @@ class Fixtures:
         for number in range(comments):
             self.comment(tenant_id, user, ticket_id, number)
         return ticket_id
+
+    def create_webhook(self, tenant_id: str, user: str) -> str:
+        """A webhook of ``tenant_id`` (its user as an admin), through the real handler."""
+        sample = next(route for route in api_routes() if route.name == "webhook_create")
+        event = self.event("POST", "/webhooks", tenant_id, user, admin=True, body=json.dumps(sample.body("")))
+        return str(body(self.invoker.call("CreateWebhookFunction", event, 201))["webhook_id"])
 
     def comment(self, tenant_id: str, user: str, ticket_id: str, number: int) -> None:
         event = self.event(
@@ -149,7 +156,10 @@ class Fixtures:
             if route.function in done or not wanted(route.function):
                 continue
             tenant, user = self.tenant(route.name)
-            ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
+            if route.takes_webhook:
+                ticket_id = self.create_webhook(tenant, user)
+            else:
+                ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
 
             def request(n: int, t: str, u: str, i: str, r: ApiRoute) -> dict[str, Any]:
                 payload = r.body(i)
@@ -381,6 +391,53 @@ class Fixtures:
                         batch,
                     ),
                     share=0.2,
+                )
+            )
+
+        # A tenant has at most 10 webhooks (MAX_WEBHOOKS): the n-th create, and the
+        # n-th delete's webhook, are in tenant n // 10 of the route's own.
+        per_tenant = 10
+        if wanted("CreateWebhookFunction"):
+            tenant, user = self.tenant("webhook-create")
+            sample = next(route for route in api_routes() if route.name == "webhook_create")
+            made.append(
+                Route(
+                    "POST /webhooks",
+                    "CreateWebhookFunction",
+                    201,
+                    False,
+                    _bound(
+                        lambda n, t, u, b: self.event(
+                            "POST", "/webhooks", f"{t}-{n // per_tenant}", f"{u}-{n // per_tenant}", admin=True, body=b
+                        ),
+                        tenant,
+                        user,
+                        json.dumps(sample.body("")),
+                    ),
+                )
+            )
+
+        if wanted("DeleteWebhookFunction"):
+            tenant, user = self.tenant("webhook-delete")
+            hooks = [(f"{tenant}-{n // per_tenant}", f"{user}-{n // per_tenant}") for n in range(deletes)]
+            doomed_hooks = [(t, u, self.create_webhook(t, u)) for t, u in hooks]
+            made.append(
+                Route(
+                    "DELETE /webhooks/{id}",
+                    "DeleteWebhookFunction",
+                    204,
+                    False,
+                    _bound(
+                        lambda n, ids: self.event(
+                            "DELETE",
+                            "/webhooks/{webhook_id}",
+                            ids[n][0],
+                            ids[n][1],
+                            admin=True,
+                            path_parameters={"webhook_id": ids[n][2]},
+                        ),
+                        doomed_hooks,
+                    ),
                 )
             )
 

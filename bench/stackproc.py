@@ -23,6 +23,7 @@ from typing import Any
 
 import boto3
 
+from local_stack.local_values import local_environment
 from local_stack.stack import lambda_environment
 from local_stack.state import STATE_FILE, operator_client
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
@@ -116,6 +117,11 @@ class StackProcess:
         credentials = self.role_credentials(function_role(spec.logical_id), f"bench-{spec.logical_id}")
         endpoint = str(self.state["vpc_endpoint_url"]) if spec.in_vpc else self.emulator_url
         environment = lambda_environment(spec, endpoint, credentials, f"bench-{spec.logical_id}")
+        # As make dev runs it (WEBHOOK_ALLOW_LOCAL_HTTP): only what the local stack changes.
+        local = local_environment(spec.environment)
+        environment.update({name: value for name, value in local.items() if value != spec.environment[name]})
+        if "WEBHOOK_KEY_ARN" in spec.environment:
+            environment["WEBHOOK_KEY_ARN"] = str(self.state["webhook_key_arn"])
         # The template's references, as the running stack resolved them.
         environment["TABLE_NAME"] = str(self.state["table_name"])
         if "IDENTITY_POOL_ID" in spec.environment:

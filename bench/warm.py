@@ -121,6 +121,9 @@ def run_warm(
     tenant_clients.cache_clear()
     meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
     env = stack.function_environment(specs["CreateTicketFunction"])
+    # The fixtures create webhooks too: with the webhook key the webhook functions know.
+    webhook_env = stack.function_environment(specs["CreateWebhookFunction"])
+    env = {**env, **{name: value for name, value in webhook_env.items() if name.startswith("WEBHOOK_")}}
     results: list[dict[str, Any]] = []
     try:
         with environment(env), quiet_stdout():

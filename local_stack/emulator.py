@@ -20,13 +20,15 @@ issued (:mod:`local_stack.sigv4`): that pair, and the credentials of each role
 session its STS and identity pool hand out.
 
 The data perimeter has its own way in: a second listener,
-:attr:`Emulator.endpoint_url`, stands for the stack's DynamoDB gateway
-endpoint. Only the functions the template puts in its VPC are pointed at it
-(:func:`local_stack.stack.lambda_environment`), and only DynamoDB answers
-there, as only DynamoDB is routed through the gateway endpoint. Requests that
-arrive through it carry ``aws:SourceVpce`` = the endpoint's id
-(:data:`local_stack.local_values.LOCAL_VPC_ENDPOINT_ID`) for the guard; requests
-to the main listener carry none, like requests from anywhere but the VPC.
+:attr:`Emulator.endpoint_url`, stands for the stack's VPC endpoints: the
+DynamoDB gateway endpoint and the KMS interface endpoint (webhook secrets).
+Only the functions the template puts in its VPC are pointed at it
+(:func:`local_stack.stack.lambda_environment`), and only DynamoDB and KMS's
+``Encrypt`` (the KMS endpoint's policy) answer there. Requests that arrive
+through it carry ``aws:SourceVpce`` = that endpoint's id
+(:data:`local_stack.local_values.LOCAL_VPC_ENDPOINT_ID`, or
+:data:`~local_stack.local_values.LOCAL_KMS_ENDPOINT_ID` for KMS) for the guard;
+requests to the main listener carry none, like requests from anywhere but the VPC.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from local_stack import cognito, identity_pool, moto_fixes
 from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
-from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, local_values
+from local_stack.local_values import LOCAL_KMS_ENDPOINT_ID, LOCAL_VPC_ENDPOINT_ID, local_values
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
@@ -62,6 +64,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sts import STSClient
 
 log = logging.getLogger("local_stack.emulator")
+
+# KMS's JSON protocol target prefix (X-Amz-Target: TrentService.Encrypt).
+KMS_TARGET_PREFIX = "TrentService."
 
 
 Control = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes] | None]
@@ -187,18 +192,32 @@ class Emulator:
         return answer
 
     def _endpoint_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        """The gateway endpoint: DynamoDB only, with the endpoint's id for the guard."""
+        """The stack's VPC endpoints: DynamoDB (the gateway endpoint) and KMS
+        (the interface endpoint, whose policy admits ``kms:Encrypt`` only),
+        each with its endpoint's id for the guard."""
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if not target.startswith("DynamoDB_20120810."):
-            # In AWS the VPC has no route to any other service: the call never arrives.
-            status, headers, body = json_error(
-                "UnreachableFromVpcException",
-                "Only DynamoDB is reachable from the stack's VPC (its gateway endpoint); nothing else has a route.",
-            )
-            start_response(status, headers)
-            return [body]
-        environ[SOURCE_VPCE_ENVIRON] = LOCAL_VPC_ENDPOINT_ID
-        return self._app(environ, start_response)
+        if target.startswith("DynamoDB_20120810."):
+            environ[SOURCE_VPCE_ENVIRON] = LOCAL_VPC_ENDPOINT_ID
+            return self._app(environ, start_response)
+        if target.startswith(KMS_TARGET_PREFIX):
+            if target != KMS_TARGET_PREFIX + "Encrypt":
+                # The endpoint's policy: kms:Encrypt on the webhook key only (the
+                # guard judges the key against the caller's role).
+                status, headers, body = json_error(
+                    "AccessDeniedException",
+                    f"kms:{target.removeprefix(KMS_TARGET_PREFIX)} is not allowed by the KMS endpoint's policy.",
+                )
+                start_response(status, headers)
+                return [body]
+            environ[SOURCE_VPCE_ENVIRON] = LOCAL_KMS_ENDPOINT_ID
+            return self._app(environ, start_response)
+        # In AWS the VPC has no route to any other service: the call never arrives.
+        status, headers, body = json_error(
+            "UnreachableFromVpcException",
+            "Only DynamoDB and KMS are reachable from the stack's VPC (its endpoints); nothing else has a route.",
+        )
+        start_response(status, headers)
+        return [body]
 
     def stop(self) -> None:
         for server in (self._server, self._endpoint_server):
@@ -275,6 +294,7 @@ class Emulator:
         makers: dict[str, Callable[[str, dict[str, Any]], tuple[str, dict[str, str]]]] = {
             "AWS::DynamoDB::Table": self._make_table,
             "AWS::SQS::Queue": self._make_queue,
+            "AWS::KMS::Key": self._make_kms_key,
             "AWS::Cognito::UserPool": self._make_user_pool,
             "AWS::Cognito::UserPoolClient": self._make_user_pool_client,
             "AWS::Cognito::UserPoolGroup": self._make_group,
@@ -327,6 +347,10 @@ class Emulator:
         url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         return url, {"Arn": arn}
+
+    def _make_kms_key(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        metadata = self.client("kms").create_key(Description=str(props.get("Description", logical_id)))["KeyMetadata"]
+        return metadata["KeyId"], {"Arn": metadata["Arn"]}
 
     def _make_user_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         cognito_idp: CognitoIdentityProviderClient = self.client("cognito-idp")

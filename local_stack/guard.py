@@ -36,7 +36,11 @@ managed policies (see :mod:`stack_model.roles`):
 - **Any other service** signed with a recorded session: evaluated on the
   resource the call names (:func:`resource_of`). A call whose resource the
   guard can't name is refused: judged on ``*``, a Deny naming the resource
-  would not apply.
+  would not apply. KMS calls are judged on the key their ``KeyId`` names
+  (an id or a key ARN; an alias is refused), with their encryption context
+  as ``kms:EncryptionContext:<key>`` and ``kms:EncryptionContextKeys``
+  (:func:`kms_context`), and ``aws:SourceVpce`` when they came through the
+  KMS interface endpoint's route of the endpoint listener.
 - Requests signed with the **operator's** key
   (:data:`local_stack.state.OPERATOR_CREDENTIALS`, the one key without a
   session): the stack's own set-up, the ops tools and tests, your ``aws
@@ -94,7 +98,8 @@ _REFUSED_STS_ACTIONS = frozenset(
 _STS_NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
 _STS_KEYS = ("AccessKeyId", "SecretAccessKey", "SessionToken")
 _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
-# Set by the emulator's gateway-endpoint listener only (a WSGI key no client header can become).
+# Set by the emulator's endpoint listener only (a WSGI key no client header can become):
+# the DynamoDB gateway endpoint's id, or the KMS interface endpoint's.
 SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
@@ -122,7 +127,31 @@ def resource_of(service: str, action: str, params: Mapping[str, Any], *, region:
         if isinstance(pool, str) and pool:
             return f"arn:aws:cognito-idp:{region}:{ACCOUNT_ID}:userpool/{pool}"
         raise iam.NotUnderstood(f"cognito-idp:{action} without a user pool")
+    if service == "kms":
+        key = params.get("KeyId")
+        if isinstance(key, str) and key.startswith(f"arn:aws:kms:{region}:") and ":key/" in key:
+            return key
+        if isinstance(key, str) and re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", key):
+            return f"arn:aws:kms:{region}:{ACCOUNT_ID}:key/{key}"
+        # An alias (KMS authorizes the key it names, which the guard does not
+        # look up) or a call without a key.
+        raise iam.NotUnderstood(f"kms:{action} without a key id or key ARN")
     raise iam.NotUnderstood(f"resources of {service}")
+
+
+def kms_context(params: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The KMS condition keys of a cryptographic call: ``kms:EncryptionContext:<key>``
+    for each pair of its encryption context, and ``kms:EncryptionContextKeys``
+    (multivalued; absent when the call has no context, as in KMS)."""
+    context = params.get("EncryptionContext")
+    if context is None:
+        return {}
+    if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
+        raise iam.NotUnderstood("an encryption context that is not a map of strings")
+    found: dict[str, list[str]] = {f"kms:EncryptionContext:{key}": [value] for key, value in context.items()}
+    if context:
+        found["kms:EncryptionContextKeys"] = list(context)
+    return found
 
 
 # ---------------------------------------------------------------- the middleware
@@ -278,11 +307,15 @@ class Guard:
         action = target.split(".", 1)[1] if "." in target else str(params.get("Action", ""))
         try:
             resource = resource_of(service, action, params, region=region)
+            context: dict[str, list[str]] = {**session.context(), **(kms_context(params) if service == "kms" else {})}
         except iam.NotUnderstood as exc:
             log.warning("refused %s:%s for %s: %s", service, action, session.arn, exc)
             resource, decision = "*", None
         else:
-            decision = session.decide(iam.Request(f"{service}:{action}", resource, session.context()))
+            source_vpce = environ.get(SOURCE_VPCE_ENVIRON)
+            if source_vpce is not None:
+                context["aws:SourceVpce"] = [source_vpce]
+            decision = session.decide(iam.Request(f"{service}:{action}", resource, context))
             if decision is iam.Decision.ALLOW:
                 return None
         message = denial_message(session.arn, f"{service}:{action}", resource, decision)

@@ -58,7 +58,13 @@ from typing import Any
 
 # Condition keys whose request value is a set (the others have one value).
 MULTIVALUED_KEYS = frozenset(
-    {"dynamodb:leadingkeys", "dynamodb:attributes", "aws:tagkeys", "cognito-identity.amazonaws.com:amr"}
+    {
+        "dynamodb:leadingkeys",
+        "dynamodb:attributes",
+        "aws:tagkeys",
+        "cognito-identity.amazonaws.com:amr",
+        "kms:encryptioncontextkeys",
+    }
 )
 
 _STATEMENT_ELEMENTS = frozenset({"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"})

@@ -16,6 +16,14 @@ LOCAL_API_ID = "local"
 # Ref, hence TenantAccessRole's aws:SourceVpce condition): what requests to the
 # emulator's endpoint listener carry.
 LOCAL_VPC_ENDPOINT_ID = "vpce-0dd0000000000000a"
+# The id of the template's KMS interface endpoint (the webhook functions' way to KMS).
+LOCAL_KMS_ENDPOINT_ID = "vpce-0cc0000000000000b"
+
+# What a local run sets differently in the functions' environments (only where
+# the template declares the variable): webhooks may point at
+# http://127.0.0.1:<port> receivers on the laptop (docs/webhooks.md, "URLs";
+# deployed it is "false" and no parameter turns it on).
+LOCAL_ENVIRONMENT = {"WEBHOOK_ALLOW_LOCAL_HTTP": "true"}
 
 # A stream label of :func:`offline_values` (an emulator gives a real one).
 OFFLINE_STREAM_LABEL = "2026-11-21T10:00:00.000"
@@ -30,8 +38,9 @@ def local_values(parameters: Mapping[str, str] | None = None) -> Values:
         values.refs[api] = LOCAL_API_ID
     for stage, resource in resources("AWS::ApiGateway::Stage").items():
         values.refs[stage] = str(values.resolve(resource["Properties"]["StageName"]))
-    for endpoint in resources("AWS::EC2::VPCEndpoint"):
-        values.refs[endpoint] = LOCAL_VPC_ENDPOINT_ID
+    for endpoint, resource in resources("AWS::EC2::VPCEndpoint").items():
+        interface = resource["Properties"].get("VpcEndpointType") == "Interface"
+        values.refs[endpoint] = LOCAL_KMS_ENDPOINT_ID if interface else LOCAL_VPC_ENDPOINT_ID
     return values
 
 
@@ -49,8 +58,17 @@ def offline_values(*, user_pool_id: str, client_id: str, identity_pool_id: str) 
         values.add(client, client_id)
     for identity_pool in resources("AWS::Cognito::IdentityPool"):
         values.add(identity_pool, identity_pool_id)
+    for number, key in enumerate(resources("AWS::KMS::Key")):
+        key_id = f"00000000-0000-4000-8000-{number:012d}"
+        values.add(key, key_id, Arn=f"arn:aws:kms:{REGION}:{ACCOUNT_ID}:key/{key_id}")
     # Queues are named by their logical ids, as the emulator creates them.
     for queue in resources("AWS::SQS::Queue"):
         url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{queue}"
         values.add(queue, url, Arn=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{queue}")
     return values
+
+
+def local_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """A function's declared environment as the local stack runs it: the
+    variables of :data:`LOCAL_ENVIRONMENT` it declares set to their local value."""
+    return {name: LOCAL_ENVIRONMENT.get(name, value) for name, value in environment.items()}

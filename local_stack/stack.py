@@ -11,6 +11,7 @@ hour). All are removed on stop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 from local_stack.emulator import Emulator, Provisioned
 from local_stack.environments import FunctionEnvironments
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
-from local_stack.local_values import LOCAL_API_ID
+from local_stack.local_values import LOCAL_API_ID, local_environment
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.state import (
     DEFAULT_STATE_DIR,
@@ -216,7 +217,10 @@ class LocalStack:
         self._check_not_running()
         self.emulator.start()
         provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
-        specs = function_specs(provisioned.values)
+        specs = {
+            logical_id: dataclasses.replace(spec, environment=local_environment(spec.environment))
+            for logical_id, spec in function_specs(provisioned.values).items()
+        }
         environments: dict[str, dict[str, str]] = {}
         role_credentials: dict[str, dict[str, str]] = {}
         for logical_id, spec in specs.items():
@@ -401,6 +405,8 @@ class LocalStack:
             "table_name": self.provisioned.table_name,
             "stream_arn": self.provisioned.stream_arn,
             "tenant_role_arn": self.provisioned.roles["TenantAccessRole"].arn,
+            # The key the webhook functions encrypt new secrets with (WEBHOOK_KEY_ARN).
+            "webhook_key_arn": str(self.provisioned.values.get_att("WebhookSecretsKey.Arn")),
             "failure_queue_url": self.provisioned.failure_queue_url,
             "usage_plan_ids": dict(self.provisioned.usage_plans),
             "stack_name": str(self.provisioned.values.ref("AWS::StackName")),

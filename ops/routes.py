@@ -45,6 +45,8 @@ class Needs:
     operation: str = "Query"
     # Reads several partitions by design (the trail: 8 a day), in parallel.
     scatter: bool = False
+    # Encrypts a new webhook secret: one kms:Encrypt per request, with the caller's credentials.
+    encrypts: bool = False
 
 
 _TICKET_PATH = "/tickets/{ticket_id}"
@@ -81,6 +83,30 @@ NEEDS: dict[tuple[str, str], Needs] = {
         "history", response="AuditPage", errors=frozenset({404}), query={"limit": "25"}
     ),
     ("GET", "/audit"): Needs("audit", response="AuditPage", admin=True, query={"limit": "50"}, scatter=True),
+    # Webhooks (docs/webhooks.md): {webhook_id} routes name a webhook, never a ticket.
+    ("POST", "/webhooks"): Needs(
+        "webhook_create",
+        201,
+        "CreatedWebhook",
+        frozenset({409}),
+        # A public address: no DNS lookup in any suite.
+        body={"url": "https://93.184.215.14/in", "events": ["ticket.created"]},
+        admin=True,
+        operation="TransactWriteItems",
+        encrypts=True,
+    ),
+    ("GET", "/webhooks"): Needs("webhook_list", response="WebhookPage", admin=True),
+    ("DELETE", "/webhooks/{webhook_id}"): Needs(
+        "webhook_delete", 204, None, frozenset({404}), admin=True, operation="TransactWriteItems"
+    ),
+    ("POST", "/webhooks/{webhook_id}/secret"): Needs(
+        "webhook_secret",
+        response="RotatedSecret",
+        errors=frozenset({404}),
+        admin=True,
+        operation="UpdateItem",
+        encrypts=True,
+    ),
 }
 
 
@@ -151,11 +177,15 @@ class ApiRoute(TemplateRoute):
         return json.loads(json.dumps(self.needs.body).replace(TICKET, ticket_id))
 
     def path_parameters(self, ticket_id: str) -> dict[str, str] | None:
-        return {PATH_PARAMETER: ticket_id} if self.takes_ticket else None
+        """The path's one parameter (``ticket_id`` or ``webhook_id``) set to ``ticket_id``."""
+        parameter = self.path_parameter
+        return {parameter: ticket_id} if parameter is not None else None
 
     def url(self, ticket_id: str) -> str:
-        """The request path, with ``ticket_id`` in place of ``{ticket_id}``."""
-        return self.path.replace("{" + PATH_PARAMETER + "}", ticket_id)
+        """The request path, with ``ticket_id`` in place of its parameter
+        (``{ticket_id}``, or ``{webhook_id}``: then it names a webhook)."""
+        parameter = self.path_parameter
+        return self.path.replace("{" + parameter + "}", ticket_id) if parameter is not None else self.path
 
 
 def template_routes() -> list[TemplateRoute]:

@@ -39,6 +39,8 @@ EVENTS_DIR = PROJECT_ROOT / "events"
 TENANT = "acme"
 TICKET_ID = "01JD3Z8W1X4K6M9P2R5T7V0BQE"
 OTHER_TICKET_IDS = ("01JD3Z9A2B3C4D5E6F7G8H9J0K", "01JD3ZA5N6P7Q8R9S0T1V2W3X4")
+# The webhook the {webhook_id} routes' sample events name.
+WEBHOOK_ID = "wh_01JD3ZB7C8D9E0F1G2H3J4K5M6"
 REQUEST_TIME = "21/Nov/2026:10:00:00 +0000"
 REQUEST_EPOCH_MS = 1795255200000
 TABLE_STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket/stream/2026-11-21T09:00:00.000"
@@ -100,6 +102,7 @@ def _rest(
     user: SampleUser,
     *,
     ticket_id: str | None = None,
+    path_parameters: Mapping[str, str] | None = None,
     query: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     body: Any = None,
@@ -107,7 +110,7 @@ def _rest(
     event = rest_event(
         method,
         resource,
-        path_parameters={"ticket_id": ticket_id} if ticket_id else None,
+        path_parameters=dict(path_parameters) if path_parameters else {"ticket_id": ticket_id} if ticket_id else None,
         query=query,
         headers={
             "Host": API_HOST,
@@ -151,6 +154,7 @@ def route_event(route: ApiRoute) -> dict[str, Any]:
         route.path,
         ADMIN if route.needs.admin else MEMBER,
         ticket_id=TICKET_ID if route.takes_ticket else None,
+        path_parameters=route.path_parameters(WEBHOOK_ID) if route.takes_webhook else None,
         query=route.needs.query or None,
         headers=route.needs.headers or None,
         body=route.body(TICKET_ID),

@@ -123,15 +123,28 @@ def _clear_container_caches() -> None:
         _gateway_answers.clear()
 
 
+# The ARN of the webhook secrets key in the current mocked account (moto gives
+# each new key a random id): the ``aws`` fixture names it in WEBHOOK_KEY_ARN.
+_webhook_key: list[str] = []
+
+
+def webhook_key_arn() -> str:
+    """The webhook secrets key of the current mocked account (for WEBHOOK_KEY_ARN)."""
+    return _webhook_key[0]
+
+
 def _create_resources() -> None:
     boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
     boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+    key = boto3.client("kms", region_name=REGION).create_key(Description="WebhookSecretsKey")["KeyMetadata"]
+    _webhook_key[:] = [key["Arn"]]
 
 
 @contextmanager
 def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
     """moto, with the SupportTicket table created from template.yaml's definition,
-    the aggregator's failure queue and the template's identity pool."""
+    the aggregator's failure queue, the webhook secrets key and the template's
+    identity pool."""
     pool = USER_POOL.identity_pool(IDENTITY_POOL_ID)
     with mock_aws():
         _create_resources()
@@ -143,7 +156,7 @@ def mocked_aws() -> Iterator[identity_pool.LocalIdentityPool]:
 
 
 def _empty_aws() -> None:
-    """Every moto backend back to nothing, then the table and queue again: a
+    """Every moto backend back to nothing, then the table, queue and key again: a
     fresh account inside a module's shared ``mock_aws``."""
     BackendDict.reset()
     reset_model_data()
@@ -167,16 +180,19 @@ def _module_aws() -> Iterator[identity_pool.LocalIdentityPool]:
 
 
 @pytest.fixture
-def aws(request: pytest.FixtureRequest) -> Iterator[identity_pool.LocalIdentityPool]:
+def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[identity_pool.LocalIdentityPool]:
     if request.node.get_closest_marker("shared_aws") is None:
         with mocked_aws() as pool:
+            monkeypatch.setenv("WEBHOOK_KEY_ARN", _webhook_key[0])
             yield pool
         return
     shared: identity_pool.LocalIdentityPool = request.getfixturevalue("_module_aws")
     if request.node.get_closest_marker("fresh_aws") is None:
+        monkeypatch.setenv("WEBHOOK_KEY_ARN", _webhook_key[0])
         yield shared
         return
     _empty_aws()
+    monkeypatch.setenv("WEBHOOK_KEY_ARN", _webhook_key[0])
     try:
         yield shared
     finally:

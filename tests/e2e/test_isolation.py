@@ -133,6 +133,8 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
         "USER_POOL_PROVIDER_NAME": stack.state["user_pool_provider_name"],
         "ALLOWED_CLIENT_IDS": stack.state["user_pool_client_id"],
         "POWERTOOLS_METRICS_DISABLED": "true",
+        # The webhook routes encrypt with the stack's key, through the same listener (its KMS endpoint).
+        "WEBHOOK_KEY_ARN": webhook_key_arn(stack),
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
@@ -155,6 +157,29 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
     yield invoke
     get_settings.cache_clear()
     tenant_clients.cache_clear()
+
+
+def webhook_key_arn(stack: RunningStack) -> str:
+    """The ARN of the stack's WebhookSecretsKey in the emulator (found by its description)."""
+    kms = stack.operator("kms")
+    for key in kms.list_keys()["Keys"]:
+        metadata = kms.describe_key(KeyId=key["KeyId"])["KeyMetadata"]
+        if "webhook signing secrets" in metadata.get("Description", ""):
+            return str(metadata["Arn"])
+    raise AssertionError("the emulator has no webhook secrets key")
+
+
+def subject(stack: RunningStack, route: str, tenant: str, title: str) -> tuple[str, str]:
+    """What ``route`` is about, created in ``tenant`` through the API: a webhook
+    for a route whose path names one, else a ticket; its id and its secret text
+    (a title, or the webhook's signing secret)."""
+    if by_name()[route].takes_webhook:
+        token = stack.token(tenant, f"root-{tenant}", admin=True)
+        created = stack.request("POST", "/webhooks", token=token, body=by_name()["webhook_create"].body(""))
+        assert created.status == 201, created.body
+        return str(created.body["webhook_id"]), str(created.body["secret"])
+    ticket = stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": title}).body
+    return str(ticket["ticket_id"]), title
 
 
 def refused_with_nothing_leaked(response: dict[str, Any], *secrets: str) -> None:
@@ -202,19 +227,17 @@ def test_a_handler_acting_for_another_tenant_id_is_stopped_by_the_guard(
     caller, victim = pair(new_tenant_id())
     victim_token = stack.token(victim, f"u-{victim}")
     secret = stack.request("POST", "/tickets", token=victim_token, body={"title": "victim's secret"}).body
-    mine = stack.request("POST", "/tickets", token=stack.token(caller, f"u-{caller}"), body={"title": "mine"}).body
+    # The victim's webhook too, for the routes whose path names a webhook.
+    theirs, their_secret = subject(stack, route, victim, "victim's secret")
+    mine, _ = subject(stack, route, caller, "mine")
     # Control: with its own tenant the same handler runs the route
-    control = broken_handler(
-        caller, {"tenant_id": caller, "route": route, "ticket_id": mine["ticket_id"]}, "/impersonate"
-    )
+    control = broken_handler(caller, {"tenant_id": caller, "route": route, "ticket_id": mine}, "/impersonate")
     assert control["statusCode"] == by_name()[route].needs.success, control
     before = table_items(stack)
 
-    response = broken_handler(
-        caller, {"tenant_id": victim, "route": route, "ticket_id": secret["ticket_id"]}, "/impersonate"
-    )
+    response = broken_handler(caller, {"tenant_id": victim, "route": route, "ticket_id": theirs}, "/impersonate")
 
-    refused_with_nothing_leaked(response, "victim's secret", secret["ticket_id"])
+    refused_with_nothing_leaked(response, "victim's secret", secret["ticket_id"], theirs, their_secret)
     assert table_items(stack) == before
     assert stack.request("GET", f"/tickets/{secret['ticket_id']}/summary", token=victim_token).body == secret
 

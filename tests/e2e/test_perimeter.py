@@ -184,3 +184,34 @@ def test_the_gateway_endpoint_routes_dynamodb_only(stack: RunningStack) -> None:
         client.get_id(IdentityPoolId=stack.state["identity_pool_id"], Logins={})
     assert caught.value.response["Error"]["Code"] == "UnreachableFromVpcException"
     assert json.dumps(caught.value.response["Error"]).count("DynamoDB") == 1
+
+
+def test_tenant_credentials_encrypt_webhook_secrets_only_through_the_kms_endpoint_for_their_own_tenant(
+    stack: RunningStack,
+) -> None:
+    # The KMS interface endpoint (docs/webhooks.md): Encrypt under the caller's own tenant's
+    # context, through the endpoint only; never another tenant's context, never Decrypt.
+    from botocore.exceptions import ClientError
+
+    from tests.e2e.test_isolation import webhook_key_arn
+
+    own = new_tenant_id()
+    other = own + "0"  # "1" against "10"
+    credentials = exchange(stack, stack.token(own, f"u-{own}"))
+    inside = client_with(stack, "kms", credentials, in_vpc=True)
+    outside = client_with(stack, "kms", credentials)
+    key = webhook_key_arn(stack)
+    context = {"tenant_id": own, "webhook_id": "wh_1"}
+    blob = inside.encrypt(KeyId=key, Plaintext=b"whsec_x", EncryptionContext=context)["CiphertextBlob"]
+    assert blob
+
+    def refused(call: Callable[[], Any]) -> None:
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert caught.value.response["Error"]["Code"] == "AccessDeniedException"
+
+    refused(lambda: outside.encrypt(KeyId=key, Plaintext=b"whsec_x", EncryptionContext=context))
+    refused(lambda: inside.encrypt(KeyId=key, Plaintext=b"x", EncryptionContext={**context, "tenant_id": other}))
+    refused(lambda: inside.encrypt(KeyId=key, Plaintext=b"x", EncryptionContext={"tenant_id": own}))
+    refused(lambda: inside.decrypt(CiphertextBlob=blob, EncryptionContext=context))
+    refused(lambda: outside.decrypt(CiphertextBlob=blob, EncryptionContext=context))

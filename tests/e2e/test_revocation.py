@@ -47,7 +47,7 @@ def revocations(stack: RunningStack) -> dict[str, Callable[..., object]]:
 def every_route(stack: RunningStack, token: str, ticket_id: str) -> dict[str, Response]:
     answers = {}
     for route in api_routes():
-        path = route.path.replace("{ticket_id}", ticket_id)
+        path = route.url(ticket_id)
         answers[route.key] = stack.request(route.method, path, token=token, body=route.needs.body)
     return answers
 

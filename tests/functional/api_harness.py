@@ -240,16 +240,34 @@ class Api:
 def sample_request(api: Api, route: str, user: User, ticket_id: str, **kwargs: Any) -> ApiResponse:
     """A valid request to ``route`` about ``ticket_id`` (for tables of cases):
     the route table's sample body, as an admin of ``user``'s tenant where the
-    route needs one. ``kwargs`` go to :meth:`Api.call`."""
+    route needs one. ``kwargs`` go to :meth:`Api.call`. For a route whose path
+    names a webhook, ``ticket_id`` is that webhook's id (:func:`new_subject`)."""
     spec = ROUTES[route]
     caller = user.as_admin() if spec.needs.admin and not user.admin else user
     return api.call(
         route,
         caller,
-        ticket_id=ticket_id if spec.takes_ticket else None,
+        ticket_id=ticket_id if spec.path_parameter is not None else None,
         body=spec.body(ticket_id),
         **kwargs,
     )
+
+
+def new_subject(api: Api, route: str, user: User) -> str:
+    """What a valid request to ``route`` is about, created in ``user``'s
+    tenant: a new webhook's id for a route whose path names a webhook, else a
+    new ticket's id."""
+    if ROUTES[route].takes_webhook:
+        body = ROUTES["webhook_create"].body("")
+        response = api.call("webhook_create", user.as_admin(), body=body)
+        assert response.status == 201, response.body
+        return str(response.body["webhook_id"])
+    return str(api.new_ticket(user)["ticket_id"])
+
+
+def not_found_code(route: str) -> str:
+    """The 404 code of a route whose path or body names something missing (or another tenant's)."""
+    return "WEBHOOK_NOT_FOUND" if ROUTES[route].takes_webhook else "TICKET_NOT_FOUND"
 
 
 @contextmanager

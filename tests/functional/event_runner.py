@@ -174,12 +174,19 @@ def main() -> None:
         if case["name"] not in handlers:
             continue
         clear_layer_caches()
+        # Only this function's variables: an empty WEBHOOK_KEY_ARN another
+        # function's environment left (at import) is invalid for every function.
+        os.environ.pop("WEBHOOK_KEY_ARN", None)
         os.environ.update(case["environment"])
         with mock_aws():
             client = boto3.client("dynamodb", region_name=FAKE_AWS["AWS_REGION"])
             client.create_table(**job["table"])
             for item in case["seed"]:
                 client.put_item(TableName=job["table"]["TableName"], Item=item)
+            if "WEBHOOK_KEY_ARN" in case["environment"]:
+                # The stack's webhook secrets key (the template's ARN is the deployment's).
+                key = boto3.client("kms", region_name=FAKE_AWS["AWS_REGION"]).create_key()["KeyMetadata"]
+                os.environ["WEBHOOK_KEY_ARN"] = key["Arn"]
             identity_pool.register(pool_of_the_tests)
             try:
                 authorize(case["event"])

@@ -23,6 +23,8 @@ from tests.functional.api_harness import (
     aws_fails,
     client_error,
     connection_error,
+    new_subject,
+    not_found_code,
     sample_request,
 )
 from tests.functional.conftest import Snapshot
@@ -48,14 +50,17 @@ def every_route_and_each_variant(variants: list[Any], ids: list[str] | None = No
 
 
 @pytest.fixture
-def ticket_id(api: Api, user: User) -> str:
-    return str(api.new_ticket(user)["ticket_id"])
+def ticket_id(api: Api, user: User, request: pytest.FixtureRequest) -> str:
+    """What the test's route is about: a new ticket, or a new webhook for a
+    route whose path names a webhook."""
+    route = request.node.callspec.params.get("route") if hasattr(request.node, "callspec") else None
+    return new_subject(api, route, user) if route is not None else str(api.new_ticket(user)["ticket_id"])
 
 
 def call_as(api: Api, route: str, claims: dict[str, str] | None, ticket_id: str, **kwargs: Any) -> ApiResponse:
     """``route`` with a valid request but the given authorizer claims."""
     spec = ROUTES[route]
-    path_id = ticket_id if spec.takes_ticket else None
+    path_id = ticket_id if spec.path_parameter is not None else None
     return api.call(route, None, ticket_id=path_id, body=spec.body(ticket_id), claims=claims, **kwargs)
 
 
@@ -121,23 +126,26 @@ def test_a_malformed_tenant_claim_is_403_never_a_default_tenant(
 @FRESH_AWS  # tenants "1" and "10"
 @pytest.mark.parametrize("route", ALL_ROUTES)
 def test_the_tenant_never_comes_from_the_request(api: Api, user: User, snapshot: Snapshot, route: str) -> None:
-    # Given a ticket of tenant "1"
-    victim = api.new_ticket(User("1"))["ticket_id"]
+    # Given a ticket (or, for a webhook's route, a webhook) of tenant "1"
+    victim = new_subject(api, route, User("1"))
     before = snapshot()
     # When tenant "10" names tenant "1" in a header, and asks for the ticket
     attacker = User("10", admin=True)
     response = call_as(api, route, attacker.claims(), victim, headers={"X-Tenant-Id": "1", "custom:tenant_id": "1"})
     # Then it acts as tenant "10": a foreign ticket is not found, a create lands in "10"
-    if route in NAMES_TICKET:
-        assert_error(response, 404, "TICKET_NOT_FOUND")
+    if route in NAMES_TICKET or ROUTES[route].takes_webhook:
+        assert_error(response, 404, not_found_code(route))
         assert snapshot() == before
         return
     # a route that names no ticket answers about the caller's own tenant
     assert response.status == ROUTES[route].needs.success, response.body
     if route == "create":
         assert api.summary(attacker, response.body["ticket_id"]).status == 200
-    elif route == "list":
+    elif route in {"list", "webhook_list"}:
         assert response.body["items"] == []
+    elif route == "webhook_create":
+        listed = api.call("webhook_list", attacker).body["items"]
+        assert [webhook["webhook_id"] for webhook in listed] == [response.body["webhook_id"]]
 
 
 # ---------------------------------------------------------------- request shape

@@ -13,7 +13,7 @@ import pytest
 
 from ops.routes import by_name, route_names
 from tests.conftest import SHARED_AWS
-from tests.functional.api_harness import Api, User, aws_calls, sample_request
+from tests.functional.api_harness import Api, User, aws_calls, new_subject, sample_request
 
 pytestmark = SHARED_AWS  # tenants of their own
 
@@ -22,7 +22,7 @@ pytestmark = SHARED_AWS  # tenants of their own
 def test_a_warm_request_makes_no_credential_call_and_one_dynamodb_call(api: Api, user: User, route: str) -> None:
     spec = by_name()[route]
     # Given a warm container: the caller's token exchanged and the tenant's record read
-    first, second = api.new_ticket(user)["ticket_id"], api.new_ticket(user)["ticket_id"]
+    first, second = new_subject(api, route, user), new_subject(api, route, user)
     assert sample_request(api, route, user, first).status == spec.needs.success
     # When the same caller makes the request again
     with aws_calls() as calls:
@@ -30,6 +30,11 @@ def test_a_warm_request_makes_no_credential_call_and_one_dynamodb_call(api: Api,
     assert response.status == spec.needs.success, response.body
     # Then no credential call: neither Cognito nor STS
     services = Counter(service for service, _, _ in calls)
+    if spec.needs.encrypts:
+        # The new webhook secret: one Encrypt, with the caller's own credentials.
+        assert [operation for service, operation, _ in calls if service == "kms"] == ["Encrypt"], calls
+        calls = [call for call in calls if call[0] != "kms"]
+        services = Counter(service for service, _, _ in calls)
     assert services.keys() <= {"dynamodb"}, calls
     operations = Counter(operation for _, operation, _ in calls)
     if spec.needs.scatter:

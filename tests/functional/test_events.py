@@ -117,7 +117,20 @@ def seed_items(event: dict[str, Any]) -> list[dict[str, Any]]:
     if not context:
         return []
     tenant = context["tenant_id"]
-    return [
+    # The webhook the {webhook_id} routes' events name (its secret: a ciphertext stand-in), and the count.
+    webhook = {
+        "pk": keys.webhooks_pk(tenant),
+        "sk": keys.WEBHOOK_SK_PREFIX + sample_events.WEBHOOK_ID,
+        "webhook_id": sample_events.WEBHOOK_ID,
+        "url": "https://hooks.example.com/in",
+        "events": ["ticket.created"],
+        "description": "",
+        "status": "ACTIVE",
+        "created_at": "2026-11-21T10:00:00.000Z",
+        "secret": "Y2lwaGVydGV4dA==",
+    }
+    count = {"pk": keys.webhooks_pk(tenant), "sk": keys.WEBHOOK_COUNT_SK, "count": 1}
+    return [to_item(webhook), to_item(count)] + [
         to_item(
             TicketItem(
                 pk=keys.ticket_pk(tenant, ticket_id),

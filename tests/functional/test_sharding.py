@@ -25,7 +25,7 @@ from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import all_items, instant_tenant_admin, mocked_aws, random_tenant_id, tenant_table
 from tests.depth import sized
-from tests.functional.api_harness import Api, User, sample_request
+from tests.functional.api_harness import Api, User, new_subject, sample_request
 from tests.functional.conftest import local_state_file, stack_usage_plans
 
 if TYPE_CHECKING:
@@ -417,10 +417,13 @@ def test_a_sharded_tenant_and_a_prefix_tenant_never_reach_each_other(
     spec = by_name()[route]
     owners = {tenant: User(tenant) for tenant in (sharded, plain)}
     mine = {tenant: [api.new_ticket(user)["ticket_id"] for _ in range(3)] for tenant, user in owners.items()}
+    # A webhook of each tenant, for the routes whose path names one.
+    hooks = {tenant: new_subject(api, route, user) for tenant, user in owners.items()} if spec.takes_webhook else {}
     for owner, intruder in ((sharded, plain), (plain, sharded)):
         before = all_items(dynamodb, table_name)
-        response = sample_request(api, route, owners[intruder], mine[owner][0])
-        if spec.names_ticket:
+        subject = hooks[owner] if spec.takes_webhook else mine[owner][0]
+        response = sample_request(api, route, owners[intruder], subject)
+        if spec.names_ticket or spec.takes_webhook:
             assert response.status == 404, response.body
             assert all_items(dynamodb, table_name) == before
             continue

@@ -30,7 +30,7 @@ from support_tickets.data.tenant_registry import TIERS, TenantConfigCache, Tenan
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import INT_ODDITIES, NOT_ASCII_NUMBERS, REGION, all_items, instant_tenant_admin, random_tenant_id
-from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, sample_request
+from tests.functional.api_harness import ROUTES, Api, User, assert_error, aws_calls, new_subject, sample_request
 from tests.functional.conftest import OPERATOR_STATE, STACK_NAME, Snapshot, local_state_file, stack_usage_plans
 from tests.functional.stream_harness import StreamHarness
 
@@ -60,10 +60,10 @@ def admin_tool(aws: None, dynamodb: DynamoDBClient, table_name: str) -> TenantAd
 def test_a_suspended_tenant_is_403_on_every_route_with_its_data_untouched(
     api: Api, user: User, admin_tool: TenantAdmin, snapshot: Snapshot, route: str
 ) -> None:
-    ticket_id = api.new_ticket(user)["ticket_id"]
+    ticket_id = new_subject(api, route, user)
     admin_tool.set_status(user.tenant_id, TenantStatus.SUSPENDED)
     other = User("1" if user.tenant_id != "1" else "10")
-    theirs = api.new_ticket(other)["ticket_id"]
+    theirs = new_subject(api, route, other)
     api_fresh = Api()
     from support_tickets.data.tenant_registry import tenant_configs
 

@@ -17,7 +17,7 @@ import pytest
 
 from support_tickets.core import metering
 from tests.conftest import SHARED_AWS
-from tests.functional.api_harness import ROUTES, Api, User, aws_fails, client_error, sample_request
+from tests.functional.api_harness import ROUTES, Api, User, aws_fails, client_error, new_subject, sample_request
 
 pytestmark = SHARED_AWS
 
@@ -25,8 +25,11 @@ ALL_ROUTES = sorted(ROUTES)
 
 
 @pytest.fixture
-def ticket_id(api: Api, user: User) -> str:
-    return str(api.new_ticket(user)["ticket_id"])
+def ticket_id(api: Api, user: User, request: pytest.FixtureRequest) -> str:
+    """What the test's route is about: a new ticket, or a new webhook for a
+    route whose path names one."""
+    route = request.node.callspec.params.get("route") if hasattr(request.node, "callspec") else None
+    return new_subject(api, route, user) if route is not None else str(api.new_ticket(user)["ticket_id"])
 
 
 @contextmanager

@@ -368,7 +368,8 @@ def routes(condition_values: Mapping[str, set[str]]) -> list[dict[str, str]]:
     every value a policy names, and with a wrong value; ``aws:SourceVpce`` always."""
     varied: dict[str, list[str]] = {}
     for key, values in condition_values.items():
-        if key in _DERIVED_KEYS or key.startswith("aws:principaltag/"):
+        # (kms:EncryptionContext*: the webhook statement's, from a KMS call's body; the calls here are DynamoDB's.)
+        if key in _DERIVED_KEYS or key.startswith(("aws:principaltag/", "kms:encryptioncontext")):
             continue
         name = SOURCE_VPCE if key == SOURCE_VPCE.lower() else key
         varied[name] = [*sorted(value for value in values if "${" not in value), WRONG]
@@ -387,7 +388,7 @@ def cases(roles: Mapping[str, OracleRole], route_set: Sequence[Mapping[str, str]
     role, whose decisions depend on its tags, with :data:`TENANT_TAG_SETS_PER_CALL`
     of them, the others with one, rotating from call to call (a key has more
     calls than there are tag sets, so each key meets each tag set). Routes
-    rotate with another stride, so each tag set meets each route."""
+    change after each run of len(TAG_SETS) calls, so each tag set meets each route."""
     found: list[Case] = []
     all_calls = calls(stream_arn)
     for role in roles.values():
@@ -395,6 +396,9 @@ def cases(roles: Mapping[str, OracleRole], route_set: Sequence[Mapping[str, str]
         for number, call in enumerate(all_calls):
             for turn in range(per_call):
                 shift = (number + turn * len(TAG_SETS) // per_call) % len(TAG_SETS)
-                route = route_set[(number + shift + turn) % len(route_set)]
+                # A run of len(TAG_SETS) calls meets every tag set on one route, the next
+                # run the next route: every pair, whatever the parity of the route count
+                # (number + shift + turn kept to one parity with an even count: two routes never met).
+                route = route_set[(number // len(TAG_SETS) + turn) % len(route_set)]
                 found.append(Case(role, SESSION_NAME, TAG_SETS[shift], route, call))
     return found

@@ -34,12 +34,15 @@ from tests.conftest import (
     mocked_aws,
     random_tenant_id,
     token_for_claims,
+    webhook_key_arn,
 )
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 OWN, OWN_B, FOREIGN, MISSING = "<own>", "<own-b>", "<foreign>", "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
+# A webhook of each tenant (the {webhook_id} routes' subject).
+OWN_WEBHOOK, FOREIGN_WEBHOOK = "<own-webhook>", "<foreign-webhook>"
 LIST_CURSOR, FOREIGN_LIST_CURSOR, COMMENT_CURSOR, FOREIGN_COMMENT_CURSOR = (
     "<list-cursor>",
     "<foreign-list-cursor>",
@@ -84,8 +87,9 @@ def world() -> Iterator[World]:
 
 
 @pytest.fixture
-def seeded(world: World) -> World:
+def seeded(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
     # Seeded inside a test (the autouse environment fixture is function-scoped), once.
+    monkeypatch.setenv("WEBHOOK_KEY_ARN", webhook_key_arn())
     if world.values:
         return world
     api = Api()
@@ -97,6 +101,10 @@ def seeded(world: World) -> World:
         values[other] = api.new_ticket(user, title="second")["ticket_id"]
         for n in range(2):
             assert api.comment(user, values[own], {"body": f"comment {n}"}).status == 201
+    for user, webhook in ((me, OWN_WEBHOOK), (foreign, FOREIGN_WEBHOOK)):
+        created = api.call("webhook_create", user.as_admin(), body=by_name()["webhook_create"].body(""))
+        assert created.status == 201, created.body
+        values[webhook] = created.body["webhook_id"]
     values[LIST_CURSOR] = api.list_tickets(me, limit="1").body["next_cursor"]
     values[FOREIGN_LIST_CURSOR] = api.list_tickets(foreign, limit="1").body["next_cursor"]
     values[COMMENT_CURSOR] = api.get(me, values[OWN], limit="1").body["next_cursor"]
@@ -132,14 +140,20 @@ def case(name: str, *args: Any, **kwargs: Any) -> Any:
 ROUTES = by_name()
 ALL_ROUTES = route_names()
 TICKET_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].takes_ticket]
+WEBHOOK_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].takes_webhook]
 VALID_BODY = {name: ROUTES[name].body(OWN) for name in ALL_ROUTES if ROUTES[name].has_body}
 ADMIN_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].needs.admin]
 # The routes that take free text, and the field that holds most of it (sized bodies).
 TEXT_FIELD = {"create": "description", "update": "description", "comment": "body"}
 
 
+def path_id(route: str) -> str | None:
+    """The id a valid request of ``route`` names in its path: the caller's ticket or webhook."""
+    return OWN if route in TICKET_ROUTES else OWN_WEBHOOK if route in WEBHOOK_ROUTES else None
+
+
 def ticket_route_defaults(route: str) -> dict[str, Any]:
-    return {"ticket_id": OWN if route in TICKET_ROUTES else None, "admin": route in ADMIN_ROUTES}
+    return {"ticket_id": path_id(route), "admin": route in ADMIN_ROUTES}
 
 
 # ---------------------------------------------------------------- bodies
@@ -369,6 +383,19 @@ CASES += [
     )
     for route in TICKET_ROUTES
     for name, ticket_id in HOSTILE_IDS.items()
+]
+CASES += [
+    case(
+        f"{route}-id-{name}",
+        route,
+        404,
+        "WEBHOOK_NOT_FOUND",
+        ticket_id=webhook_id,
+        body=VALID_BODY.get(route),
+        admin=True,
+    )
+    for route in WEBHOOK_ROUTES
+    for name, webhook_id in {**HOSTILE_IDS, "foreign-tenants-webhook": FOREIGN_WEBHOOK}.items()
 ]
 CASES += [
     case(
@@ -630,7 +657,8 @@ CASES += [
         403,
         "FORBIDDEN",
         claims={"cognito:groups": groups},
-        ticket_id=OWN if route in TICKET_ROUTES else None,
+        ticket_id=path_id(route),
+        body=VALID_BODY.get(route),  # a valid request but for the group
     )
     for route in ADMIN_ROUTES
     for groups in ["", "Admin", "admins", "admin-x"]

@@ -205,5 +205,7 @@ def test_real_tokens_with_a_bad_tenant_claim_are_401_on_every_route(
 
 def test_admin_routes_need_the_admin_group(stack: RunningStack, tenants: Tenants, unchanged: None) -> None:
     for route in [route for route in api_routes() if route.needs.admin]:
-        response = stack.request(route.method, route.url(tenants.ticket), token=tenants.token)
+        # A valid request (the route's body, if any) but for the group.
+        body = route.body(tenants.ticket)
+        response = stack.request(route.method, route.url(tenants.ticket), token=tenants.token, body=body)
         error(response, 403, "FORBIDDEN")

@@ -35,6 +35,16 @@ API_FUNCTIONS = {
     "GetAggregatesFunction",
     "GetTicketHistoryFunction",
     "GetAuditTrailFunction",
+    "CreateWebhookFunction",
+    "ListWebhooksFunction",
+    "DeleteWebhookFunction",
+    "RotateWebhookSecretFunction",
+}
+WEBHOOK_FUNCTIONS = {
+    "CreateWebhookFunction",
+    "ListWebhooksFunction",
+    "DeleteWebhookFunction",
+    "RotateWebhookSecretFunction",
 }
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
@@ -115,7 +125,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     # SAM inlines the API as an OpenAPI body: check every operation there.
     paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == len(API_FUNCTIONS) == 11
+    assert len(operations) == len(API_FUNCTIONS) == 15
     for path, verb, op in operations:
         assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
     schemes = rest_api_body()["securityDefinitions"]
@@ -317,8 +327,12 @@ def tenant_role() -> dict[str, Any]:
     return resources("AWS::IAM::Role")["TenantAccessRole"]
 
 
+def tenant_allows() -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in all_role_statements(tenant_role()) if s["Effect"] == "Allow"}
+
+
 def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> None:
-    (statement,) = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Allow"]
+    (statement,) = [s for s in tenant_allows().values() if "kms:Encrypt" not in as_list(s["Action"])]
     assert set(statement["Action"]) == ITEM_ACTIONS
     condition = statement["Condition"]
     assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#${aws:PrincipalTag/TenantId}|*"]
@@ -446,15 +460,89 @@ def test_only_the_authorizer_knows_the_identity_pool_and_nothing_has_a_role_to_a
 
 
 # ---------------------------------------------------------------- the data perimeter
-def test_every_allow_of_the_tenant_role_holds_only_through_the_stacks_gateway_endpoint() -> None:
+def test_every_allow_of_the_tenant_role_holds_only_through_one_of_the_stacks_endpoints() -> None:
     allows = [statement for statement in all_role_statements(tenant_role()) if statement["Effect"] == "Allow"]
     assert allows
     for statement in allows:
-        assert statement["Condition"]["StringEquals"]["aws:SourceVpce"] == {"Ref": "DynamoDbEndpoint"}, statement
+        kms = all(action.startswith("kms:") for action in as_list(statement["Action"]))
+        endpoint = "KmsEndpoint" if kms else "DynamoDbEndpoint"
+        assert statement["Condition"]["StringEquals"]["aws:SourceVpce"] == {"Ref": endpoint}, statement
+
+
+def test_tenant_credentials_may_only_encrypt_webhook_secrets_under_their_own_tenants_context() -> None:
+    statement = tenant_allows()["WebhookSecretsEncryptOnly"]
+    assert statement["Action"] == "kms:Encrypt"
+    assert statement["Resource"] == {"Fn::GetAtt": ["WebhookSecretsKey", "Arn"]}
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "aws:SourceVpce": {"Ref": "KmsEndpoint"},
+            "kms:EncryptionContext:tenant_id": "${aws:PrincipalTag/TenantId}",
+        },
+        "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["tenant_id", "webhook_id"]},
+        "Null": {"kms:EncryptionContext:webhook_id": "false"},
+    }
+    # No other statement of the tenant role names KMS.
+    others = [s for s in all_role_statements(tenant_role()) if s is not statement]
+    assert "kms:" not in json.dumps(others)
+
+
+def test_no_role_of_the_stack_can_decrypt_webhook_secrets() -> None:
+    # The delivery function's role will be the only one (docs/webhooks.md); today none.
+    checked = 0
+    for name in resources("AWS::IAM::Role"):
+        for statement in role_grants(name):
+            checked += 1
+            assert "NotAction" not in statement, (name, statement)
+            for action in as_list(statement["Action"]):
+                assert not fnmatch.fnmatch("kms:decrypt", action.lower()), (name, statement)
+    assert checked > 10
+    key = resources("AWS::KMS::Key")["WebhookSecretsKey"]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    (administers,) = statements(key["KeyPolicy"])
+    assert administers["Principal"] == {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}}
+
+
+def test_only_the_functions_that_encrypt_a_secret_know_the_webhook_key() -> None:
+    from ops.routes import api_routes
+
+    functions = resources("AWS::Lambda::Function")
+    variables = {name: f["Properties"].get("Environment", {}).get("Variables", {}) for name, f in functions.items()}
+    knows = {name for name, found in variables.items() if "WEBHOOK_KEY_ARN" in found}
+    assert knows == {route.function for route in api_routes() if route.needs.encrypts}
+    assert knows == {"CreateWebhookFunction", "RotateWebhookSecretFunction"}
+    for name in knows:
+        assert variables[name]["WEBHOOK_KEY_ARN"] == {"Fn::GetAtt": ["WebhookSecretsKey", "Arn"]}
+    # Deployed, a webhook URL is https to a public address: no parameter turns local http on.
+    assert {name for name, found in variables.items() if "WEBHOOK_ALLOW_LOCAL_HTTP" in found} == {
+        "CreateWebhookFunction"
+    }
+    assert variables["CreateWebhookFunction"]["WEBHOOK_ALLOW_LOCAL_HTTP"] == "false"
+
+
+def test_the_kms_endpoint_is_an_interface_endpoint_that_admits_only_encrypt_on_the_webhook_key() -> None:
+    endpoint = resources("AWS::EC2::VPCEndpoint")["KmsEndpoint"]["Properties"]
+    assert endpoint["VpcEndpointType"] == "Interface"
+    assert endpoint["ServiceName"] == {"Fn::Sub": "com.amazonaws.${AWS::Region}.kms"}
+    assert endpoint["VpcId"] == {"Ref": "Vpc"}
+    assert endpoint["SubnetIds"] == [{"Ref": "PrivateSubnetA"}, {"Ref": "PrivateSubnetB"}]
+    assert endpoint["PrivateDnsEnabled"] is True
+    (policy,) = statements(endpoint["PolicyDocument"])
+    assert (policy["Effect"], policy["Action"]) == ("Allow", "kms:Encrypt")
+    assert policy["Resource"] == {"Fn::GetAtt": ["WebhookSecretsKey", "Arn"]}
+    group = resources("AWS::EC2::SecurityGroup")["KmsEndpointSecurityGroup"]["Properties"]
+    (ingress,) = group["SecurityGroupIngress"]
+    assert {k: v for k, v in ingress.items() if k != "Description"} == {
+        "IpProtocol": "tcp",
+        "FromPort": 443,
+        "ToPort": 443,
+        "CidrIp": {"Fn::GetAtt": ["Vpc", "CidrBlock"]},
+    }
+    (egress,) = group["SecurityGroupEgress"]
+    assert egress["CidrIp"] == "127.0.0.1/32"  # nothing leaves the endpoint's interfaces
 
 
 def test_the_gateway_endpoint_is_dynamodbs_in_the_stacks_vpc_and_only_for_this_table() -> None:
-    endpoint = single("AWS::EC2::VPCEndpoint")
+    endpoint = resources("AWS::EC2::VPCEndpoint")["DynamoDbEndpoint"]["Properties"]
     assert endpoint["VpcEndpointType"] == "Gateway"
     assert endpoint["ServiceName"] == {"Fn::Sub": "com.amazonaws.${AWS::Region}.dynamodb"}
     assert endpoint["VpcId"] == {"Ref": "Vpc"}
@@ -488,8 +576,9 @@ def test_the_api_functions_run_in_two_private_subnets_whose_only_way_out_is_the_
         "AWS::EC2::VPCGatewayAttachment",
         "AWS::EC2::EgressOnlyInternetGateway",
     }
-    assert len(resources("AWS::EC2::VPCEndpoint")) == 1
-    group = single("AWS::EC2::SecurityGroup")
+    # The DynamoDB gateway endpoint and the KMS interface endpoint (webhook secrets).
+    assert set(resources("AWS::EC2::VPCEndpoint")) == {"DynamoDbEndpoint", "KmsEndpoint"}
+    group = resources("AWS::EC2::SecurityGroup")["ApiFunctionSecurityGroup"]["Properties"]
     assert "SecurityGroupIngress" not in group
     functions = resources("AWS::Lambda::Function")
     in_vpc = {name for name, function in functions.items() if "VpcConfig" in function["Properties"]}
@@ -500,18 +589,19 @@ def test_the_api_functions_run_in_two_private_subnets_whose_only_way_out_is_the_
         assert vpc["SecurityGroupIds"] == [{"Ref": "ApiFunctionSecurityGroup"}], name
 
 
-def test_the_api_functions_egress_is_https_to_dynamodbs_prefix_list_only() -> None:
+def test_the_api_functions_egress_is_https_to_dynamodbs_prefix_list_and_the_kms_endpoint_only() -> None:
     # The narrowest rule a security group can express for a gateway endpoint: its
     # route's prefix list (an AWS::EC2::VPCEndpoint has no attribute that names it,
-    # hence the parameter; docs/isolation.md).
-    group = single("AWS::EC2::SecurityGroup")
-    (rule,) = group["SecurityGroupEgress"]
-    assert {key: value for key, value in rule.items() if key != "Description"} == {
-        "IpProtocol": "tcp",
-        "FromPort": 443,
-        "ToPort": 443,
-        "DestinationPrefixListId": {"Ref": "DynamoDbPrefixListId"},
-    }
+    # hence the parameter; docs/isolation.md). The KMS interface endpoint: its group.
+    group = resources("AWS::EC2::SecurityGroup")["ApiFunctionSecurityGroup"]["Properties"]
+    rules = [
+        {key: value for key, value in rule.items() if key != "Description"} for rule in group["SecurityGroupEgress"]
+    ]
+    https = {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}
+    assert rules == [
+        {**https, "DestinationPrefixListId": {"Ref": "DynamoDbPrefixListId"}},
+        {**https, "DestinationSecurityGroupId": {"Ref": "KmsEndpointSecurityGroup"}},
+    ]
     assert not [r for r in resources("AWS::EC2::SecurityGroupEgress").values() if r]
     parameter = translated()["Parameters"]["DynamoDbPrefixListId"]
     assert "Default" not in parameter  # every deployment names it; no wide fallback
