@@ -38,10 +38,11 @@ from moto.core.model_instances import reset_model_data
 import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth asked for
 
 # What every function's environment holds before its modules are imported (the
-# template's Globals): Powertools' Metrics reads its namespace when built, and a
-# module that builds one at import (the resolver's) may be imported while tests
-# are collected, before any fixture runs.
+# template's Globals): Powertools' Metrics reads its namespace and service when
+# built, and a module that builds one at import (the resolver's) may be imported
+# while tests are collected, before any fixture runs.
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "support-tickets")
 from local_stack import identity_pool, moto_fixes
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import table_definition
