@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from local_stack.lambda_runtime import LambdaContext
 from local_stack.stream_source import lambda_record, stream_source
 from ops.reconcile import recount, stored_counts
@@ -99,6 +101,39 @@ class StreamHarness:
 
 class Crash(RuntimeError):
     """The invocation died (timeout, out of memory) after whatever it wrote landed."""
+
+
+class FailingTransactions:
+    """A stream function's client; chosen TransactWriteItems calls (counted from
+    1) fail (nothing applied), are cancelled by a conflict (nothing applied), or
+    crash the invocation after they landed. Every other call goes through."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.fail_calls: set[int] = set()
+        self.conflict_calls: set[int] = set()
+        self.crash_after_calls: set[int] = set()
+        self.calls = 0
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls in self.fail_calls:
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
+        if self.calls in self.conflict_calls:
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+                },
+                "TransactWriteItems",
+            )
+        response = self._client.transact_write_items(**kwargs)
+        if self.calls in self.crash_after_calls:
+            raise Crash("the invocation died after this transaction landed")
+        return response
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 @dataclass

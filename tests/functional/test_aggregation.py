@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +38,14 @@ from tests.conftest import (
 )
 from tests.depth import sized
 from tests.functional.memory_table import MemoryTable, item_size
-from tests.functional.stream_harness import Crash, Record, ShardMapping, StreamHarness, split_into_shards
+from tests.functional.stream_harness import (
+    Crash,
+    FailingTransactions,
+    Record,
+    ShardMapping,
+    StreamHarness,
+    split_into_shards,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -194,29 +200,6 @@ def test_the_same_start_with_newer_records_appended_counts_each_once(
     # A retry from the same checkpoint that now reaches further (a lost checkpoint, or an error after the writes).
     assert harness.invoke(first + harness.new_records()) == []
     assert harness.counts(repo.tenant_id) == harness.truth(repo.tenant_id) == {**zero(), OPEN: 3, CLOSED: 2}
-
-
-class FailingTransactions:
-    """The aggregator's client; chosen TransactWriteItems calls fail (nothing applied)
-    or crash the invocation after they landed."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.fail_calls: set[int] = set()
-        self.crash_after_calls: set[int] = set()
-        self.calls = 0
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls in self.fail_calls:
-            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
-        response = self._client.transact_write_items(**kwargs)
-        if self.calls in self.crash_after_calls:
-            raise Crash("the invocation died after this transaction landed")
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +32,7 @@ from support_tickets.streams.metering import (
 )
 from tests.conftest import all_items, random_tenant_id
 from tests.depth import sized
+from tests.functional.stream_harness import Crash, FailingTransactions
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,10 +42,6 @@ DAY = "2026-11-25"
 MIDNIGHT_MS = 1_795_564_800_000  # 2026-11-25T00:00:00Z
 GROUP = "/aws/lambda/support-tickets/CreateTicketFunction"
 ROUTES = ("GET /tickets", "POST /tickets", "GET /tickets/{ticket_id}", "PATCH /tickets/{ticket_id}")
-
-
-class Crash(Exception):
-    """The invocation died (a timeout) after a transaction landed."""
 
 
 @dataclass(frozen=True)
@@ -116,44 +112,12 @@ def load_function() -> ModuleType:
     return sys.modules[load_handler(spec.code_uri, spec.handler).__module__]
 
 
-class FlakyClient:
-    """The metering client; chosen TransactWriteItems calls fail (nothing applied),
-    conflict (cancelled, nothing applied) or crash the invocation after they landed."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.fail_calls: set[int] = set()
-        self.conflict_calls: set[int] = set()
-        self.crash_after_calls: set[int] = set()
-        self.calls = 0
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls in self.fail_calls:
-            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
-        if self.calls in self.conflict_calls:
-            raise ClientError(
-                {
-                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                    "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
-                },
-                "TransactWriteItems",
-            )
-        response = self._client.transact_write_items(**kwargs)
-        if self.calls in self.crash_after_calls:
-            raise Crash("the invocation died after this transaction landed")
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 @dataclass
 class Harness:
     dynamodb: DynamoDBClient
     table_name: str
     function: ModuleType
-    client: FlakyClient
+    client: FailingTransactions
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.function.lambda_handler(event, LambdaContext(METERING))
@@ -166,7 +130,7 @@ class Harness:
 @pytest.fixture
 def harness(aws: None, dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     function = load_function()
-    flaky = FlakyClient(dynamodb)
+    flaky = FailingTransactions(dynamodb)
     monkeypatch.setattr(function, "metering_client", lambda: flaky)
     yield Harness(dynamodb, table_name, function, flaky)
     sys.modules.pop(function.__name__, None)

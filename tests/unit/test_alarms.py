@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from support_tickets.api.resolver import REQUEST_OUTCOME_MESSAGE
 from tests.unit.test_template import API_FUNCTIONS, resources, translated
 
 TOPIC = {"Ref": "AlarmTopic"}
@@ -226,10 +227,6 @@ def test_the_top_tenant_rules_read_what_the_functions_and_the_access_log_write()
     rules = insight_rules()
     assert set(rules) == {"TopTenantsByRequestsRule", "TopTenantsByErrorsRule", "TopTenantsByThrottlesRule"}
     api_groups = sorted(f"{name}LogGroup" for name in API_FUNCTIONS)
-    # Imported here, not at collection: the resolver's module builds Powertools'
-    # Metrics, which reads its namespace from the environment the fixtures set.
-    from support_tickets.api.resolver import REQUEST_OUTCOME_MESSAGE
-
     outcome = {"Match": "$.message", "In": [REQUEST_OUTCOME_MESSAGE]}
     for rule in rules.values():
         assert rule["Schema"] == {"Name": "CloudWatchLogRule", "Version": 1}
