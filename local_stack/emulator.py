@@ -33,6 +33,7 @@ requests to the main listener carry none, like requests from anywhere but the VP
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -54,7 +55,7 @@ from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
 from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
 from stack_model.roles import RoleDefinition, roles_from_template
-from stack_model.template import Values, resources, role_arn, table_arguments, table_definition
+from stack_model.template import ACCOUNT_ID, Values, resources, role_arn, table_arguments, table_definition
 from support_tickets.core.identity import ADMIN_GROUP
 
 if TYPE_CHECKING:
@@ -282,6 +283,19 @@ class Emulator:
     def session(self, access_key_id: str) -> Session | None:
         assert self.guard is not None
         return self.guard.sessions.get(access_key_id)
+
+    def table_fingerprint(self, table_name: str) -> dict[str, Any]:
+        """Every item of ``table_name`` as one SHA-256 and a count, read in
+        moto's backend: what tests compare before and after an attempt to prove
+        that nothing changed anywhere in the table (a full Scan over HTTP costs
+        most of a second once a session has filled the table; this, milliseconds)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        with MOTO_LOCK:
+            table = dynamodb_backends[ACCOUNT_ID][REGION].get_table(table_name)
+            items = sorted(json.dumps(item.to_json()["Attributes"], sort_keys=True) for item in table.all_items())
+        digest = hashlib.sha256("\n".join(items).encode()).hexdigest()
+        return {"items": len(items), "sha256": digest}
 
     # ------------------------------------------------------------ provisioning
     def provision(self, parameters: Mapping[str, str] | None = None) -> Provisioned:

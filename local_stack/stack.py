@@ -419,8 +419,9 @@ class LocalStack:
 
     # ------------------------------------------------------------ control endpoint
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
-        """``/_local/health`` and ``/_local/stream/drain?timeout=<s>`` on the
-        emulator's port (loopback only): how another process waits for the stream."""
+        """``/_local/health``, ``/_local/stream/drain?timeout=<s>`` and
+        ``/_local/table/fingerprint`` on the emulator's port (loopback only): how
+        another process waits for the stream, and sees whether the table changed."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -440,6 +441,9 @@ class LocalStack:
                 "delivered": sum(poller.delivered for poller in pollers),
                 "given_up": sum(poller.given_up for poller in pollers),
             }
+        elif path == "/_local/table/fingerprint" and environ.get("REQUEST_METHOD") == "GET":
+            assert self.provisioned is not None
+            status, payload = "200 OK", self.emulator.table_fingerprint(self.provisioned.table_name)
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]

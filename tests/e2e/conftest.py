@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from local_stack.state import ENV_FILE, STATE_FILE, operator_client
+from local_stack.state import ENV_FILE, STATE_FILE, local_admin, operator_client
+from ops.tenants import TenantAdmin
 from ops.users import UserPool, ensure_user, id_token
 from stack_model.template import PROJECT_ROOT
 
@@ -75,6 +76,7 @@ class RunningStack:
     state_dir: Path
     state: dict[str, Any] = field(default_factory=dict)
     _clients: dict[str, Any] = field(default_factory=dict)
+    _admin: TenantAdmin | None = None
 
     @property
     def api_url(self) -> str:
@@ -103,14 +105,22 @@ class RunningStack:
         return id_token(pool, username)
 
     def onboard(self, tenant_id: str) -> None:
-        from local_stack.state import local_admin
-
-        local_admin(self.state).ensure(tenant_id)
+        # One admin (and its two clients) per stack: building boto3 clients was most of a token's cost.
+        if self._admin is None:
+            self._admin = local_admin(self.state)
+        self._admin.ensure(tenant_id)
 
     def drain(self, timeout: float = 60.0) -> dict[str, Any]:
         url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
         request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
         with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
+            result: dict[str, Any] = json.load(response)
+        return result
+
+    def table_fingerprint(self) -> dict[str, Any]:
+        """The table's item count and SHA-256 of every item (``/_local/table/fingerprint``)."""
+        url = f"{self.state['control_url']}/table/fingerprint"
+        with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - the local control endpoint
             result: dict[str, Any] = json.load(response)
         return result
 

@@ -42,15 +42,11 @@ PAIRS = [
 ]
 
 
-def table_items(stack: RunningStack) -> list[dict[str, Any]]:
-    """Every item, read as the operator (the guard lets the operator scan),
-    once the aggregator has caught up with the stream (its count items move)."""
+def table_state(stack: RunningStack) -> dict[str, Any]:
+    """The whole table's fingerprint (every item's every attribute, hashed in the
+    emulator), once the stream functions have caught up (their items move)."""
     assert stack.drain()["drained"]
-    client = stack.operator("dynamodb")
-    items: list[dict[str, Any]] = []
-    for page in client.get_paginator("scan").paginate(TableName=stack.state["table_name"]):
-        items.extend(page["Items"])
-    return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+    return stack.table_fingerprint()
 
 
 def role_credentials(stack: RunningStack, role: str, **tags: str) -> dict[str, str]:
@@ -202,7 +198,7 @@ def test_a_handler_building_another_tenants_keys_is_stopped_by_the_guard(
     assert own["statusCode"] == 200, own
     own_id = stack.request("GET", "/tickets", token=stack.token(caller, f"u-{caller}")).body["items"][0]["ticket_id"]
     assert broken_handler(caller, {"tenant_id": caller, "ticket_id": own_id})["statusCode"] == 200
-    before = table_items(stack)
+    before = table_state(stack)
 
     # When: it reads and writes the victim's tickets with the caller's credentials
     read = broken_handler(caller, {"tenant_id": victim, "ticket_id": secret["ticket_id"]})
@@ -211,7 +207,7 @@ def test_a_handler_building_another_tenants_keys_is_stopped_by_the_guard(
     # Then: DynamoDB's AccessDenied surfaces as an error; nothing leaked, nothing written
     refused_with_nothing_leaked(read, "victim's secret")
     refused_with_nothing_leaked(write)
-    assert table_items(stack) == before
+    assert table_state(stack) == before
 
 
 @pytest.mark.parametrize("route", DATA_ROUTES)
@@ -233,13 +229,33 @@ def test_a_handler_acting_for_another_tenant_id_is_stopped_by_the_guard(
     # Control: with its own tenant the same handler runs the route
     control = broken_handler(caller, {"tenant_id": caller, "route": route, "ticket_id": mine}, "/impersonate")
     assert control["statusCode"] == by_name()[route].needs.success, control
-    before = table_items(stack)
+    before = table_state(stack)
 
     response = broken_handler(caller, {"tenant_id": victim, "route": route, "ticket_id": theirs}, "/impersonate")
 
     refused_with_nothing_leaked(response, "victim's secret", secret["ticket_id"], theirs, their_secret)
-    assert table_items(stack) == before
+    assert table_state(stack) == before
     assert stack.request("GET", f"/tickets/{secret['ticket_id']}/summary", token=victim_token).body == secret
+
+
+def test_the_table_fingerprint_sees_any_change_anywhere(stack: RunningStack) -> None:
+    # What "nothing changed" rests on in these suites: one attribute's value, an item
+    # added, an item removed each change the fingerprint; undoing the change restores it.
+    table, dynamodb = stack.state["table_name"], stack.operator("dynamodb")
+    # (not a ticket summary: the stream functions would add items of their own)
+    key = {"pk": {"S": f"TENANT#{new_tenant_id()}|PROBE"}, "sk": {"S": "PROBE"}}
+    empty = table_state(stack)
+    dynamodb.put_item(TableName=table, Item={**key, "title": {"S": "a"}})
+    added = table_state(stack)
+    assert added["items"] == empty["items"] + 1
+    dynamodb.put_item(TableName=table, Item={**key, "title": {"S": "b"}})
+    changed = table_state(stack)
+    assert changed["items"] == added["items"]
+    assert len({empty["sha256"], added["sha256"], changed["sha256"]}) == 3
+    dynamodb.put_item(TableName=table, Item={**key, "title": {"S": "a"}})
+    assert table_state(stack) == added
+    dynamodb.delete_item(TableName=table, Key=key)
+    assert table_state(stack) == empty
 
 
 # ---------------------------------------------------------------- tenant credentials, raw
@@ -257,7 +273,7 @@ def test_tenant_credentials_reach_only_their_own_prefix(
         TableName=table, Item={**theirs, "tenant_status": {"S": f"TENANT#{victim}|OPEN"}}
     )
     assert client.get_item(TableName=table, Key=mine)["Item"]["pk"] == mine["pk"]
-    before = table_items(stack)
+    before = table_state(stack)
 
     assert_denied(lambda: client.get_item(TableName=table, Key=theirs))
     assert_denied(lambda: client.put_item(TableName=table, Item=theirs))
@@ -304,7 +320,7 @@ def test_tenant_credentials_reach_only_their_own_prefix(
     assert_denied(lambda: client.scan(TableName=table))
     assert_denied(lambda: client.execute_statement(Statement=f'SELECT * FROM "{table}"'))  # noqa: S608
     assert_denied(lambda: client.describe_table(TableName=table))
-    assert table_items(stack) == before
+    assert table_state(stack) == before
 
 
 def test_the_denial_reads_like_dynamodbs(stack: RunningStack) -> None:

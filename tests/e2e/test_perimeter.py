@@ -20,7 +20,7 @@ import pytest
 
 from support_tickets.core import keys
 from tests.e2e.conftest import RunningStack, new_tenant_id
-from tests.e2e.test_isolation import assert_denied, client_with, exchange, table_items
+from tests.e2e.test_isolation import assert_denied, client_with, exchange, table_state
 
 
 @pytest.fixture
@@ -134,14 +134,14 @@ def test_a_users_own_credentials_reach_nothing_from_outside_the_stack(
     stack: RunningStack, attack: dict[str, Any]
 ) -> None:
     # Given the table as the API left it
-    before = table_items(stack)
+    before = table_state(stack)
     # When the attacker tries every call with its own identity-pool credentials
     refused = {}
     for name, call in attempts(stack, attack).items():
         refused[name] = assert_denied(call).response["Error"]["Message"]
     # Then each one was DynamoDB's AccessDeniedException, and nothing changed
     assert len(refused) == 13
-    assert table_items(stack) == before
+    assert table_state(stack) == before
     # And the same user's API calls still work (the functions' way in is the gateway endpoint)
     token = attack["tokens"][attack["attacker"]]
     ticket = attack["tickets"][attack["attacker"]]

@@ -16,10 +16,10 @@ from tests.e2e.conftest import Caller, RunningStack
 PLANTED = 120
 
 
-def planted_rows(owner: str, victim: str, resolver: str) -> list[dict[str, Any]]:
+def planted_rows(owner: str, victim: str, resolver: str, label: str) -> list[dict[str, Any]]:
     return [
         {
-            "pk": {"S": keys.ticket_pk(owner, f"planted_{n:04d}")},
+            "pk": {"S": keys.ticket_pk(owner, f"planted_{label}{n:04d}")},
             "sk": {"S": keys.SUMMARY_SK},
             "tenant_status": {"S": keys.tenant_status(victim, "OPEN")},
             "resolver": {"S": resolver},
@@ -52,27 +52,36 @@ def test_a_tenant_lists_its_own_tickets_to_the_end_under_another_tenants_rows(
     stack: RunningStack, tenant_pair: tuple[Caller, Caller]
 ) -> None:
     dynamodb, table = stack.operator("dynamodb"), stack.state["table_name"]
-    for owner, victim in (tenant_pair, tenant_pair[::-1]):
-        # Given the victim's 3 tickets, counted
-        own = {
+    directions = (tenant_pair, tenant_pair[::-1])  # "1" plants in "10"'s list, and "10" in "1"'s
+    # Given each tenant's 3 tickets
+    own = {
+        victim.tenant_id: {
             stack.request("POST", "/tickets", token=victim.token, body={"title": f"mine {n}"}).body["ticket_id"]
             for n in range(3)
         }
-        assert stack.drain()["drained"]
-        # And 120 rows of the owner naming the victim's OPEN list, unassigned like the
-        # victim's tickets (GSI1 orders them by table key) or with no user's resolver
-        for resolver in (keys.UNASSIGNED_RESOLVER, "#AAAA"):
-            rows = planted_rows(owner.tenant_id, victim.tenant_id, resolver)
-            write(dynamodb, table, [{"PutRequest": {"Item": item}} for item in rows])
-            # When the victim lists its OPEN tickets 10 at a time (403 FORBIDDEN before)
-            # Then exactly its own tickets, to the end
-            assert sorted(list_all(stack, victim)) == sorted(own)
-            write(dynamodb, table, [{"DeleteRequest": {"Key": {"pk": row["pk"], "sk": row["sk"]}}} for row in rows])
+        for _, victim in directions
+    }
+    # And, in each direction, 120 rows of the owner naming the victim's OPEN list unassigned
+    # like the victim's tickets (GSI1 orders them by table key among them) and 120 with no
+    # user's resolver (ordered before them): all planted at once, so the stream functions
+    # see them in one pass
+    rows = [
+        row
+        for owner, victim in directions
+        for resolver, label in ((keys.UNASSIGNED_RESOLVER, "u"), ("#AAAA", "a"))
+        for row in planted_rows(owner.tenant_id, victim.tenant_id, resolver, label)
+    ]
+    write(dynamodb, table, [{"PutRequest": {"Item": item}} for item in rows])
+    assert stack.drain()["drained"]
+    for _, victim in directions:
+        # When the victim lists its OPEN tickets 10 at a time (403 FORBIDDEN before)
+        # Then exactly its own tickets, to the end
+        assert sorted(list_all(stack, victim)) == sorted(own[victim.tenant_id])
         # And its counts show no drift: the planted rows count for nobody
-        stack.drain()
         report = reconcile(dynamodb, table, victim.tenant_id)
         assert not report.drifted, report.as_dict()
         assert {count.status: count.actual for count in report.counts}["OPEN"] == 3
+    # The planted rows stay: the pair's tenants are this test's own.
 
 
 def write(dynamodb: Any, table: str, requests: list[dict[str, Any]]) -> None:

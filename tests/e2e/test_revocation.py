@@ -86,12 +86,13 @@ def test_a_revoked_user_is_refused_on_every_route_once_the_cached_answer_expires
     assert summary.body["version"] == created.body["version"]
 
 
-def test_a_current_user_keeps_working_across_cache_expiries(short_cache_stack: RunningStack) -> None:
-    # The control: the same token, past several cache windows, is exchanged again and served.
+def test_a_current_user_keeps_working_across_a_cache_expiry(short_cache_stack: RunningStack) -> None:
+    # The control: the same token, past the cache window, is exchanged again and served,
+    # on the route it used before and on another.
     stack = short_cache_stack
     tenant = new_tenant_id()
     token = stack.token(tenant, f"u-{tenant}")
-    for _ in range(3):
-        assert stack.request("GET", "/tickets", token=token).status == 200
-        time.sleep(CACHE_SECONDS + 0.5)
+    assert stack.request("GET", "/tickets", token=token).status == 200
+    time.sleep(CACHE_SECONDS + 0.5)
+    assert stack.request("GET", "/tickets", token=token).status == 200
     assert stack.request("POST", "/tickets", token=token, body={"title": "still here"}).status == 201

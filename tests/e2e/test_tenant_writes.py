@@ -14,7 +14,7 @@ import pytest
 
 from support_tickets.core import keys
 from tests.e2e.conftest import RunningStack, new_tenant_id
-from tests.e2e.test_isolation import assert_denied, table_items, tenant_client
+from tests.e2e.test_isolation import assert_denied, table_state, tenant_client
 
 ERASING = keys.ERASING_ATTRIBUTE
 
@@ -32,7 +32,7 @@ def test_tenant_credentials_cannot_write_the_counts_nor_set_the_erasing_mark(sta
     token = stack.token(tenant, f"u-{tenant}")
     ticket = stack.request("POST", "/tickets", token=token, body={"title": "mine"}).body
     stack.request("POST", "/tickets", token=stack.token(neighbour, f"u-{neighbour}"), body={"title": "theirs"})
-    before = table_items(stack)
+    before = table_state(stack)
     table = stack.state["table_name"]
     client = tenant_client(stack, tenant)
     count_key = {"pk": {"S": keys.aggregate_pk(tenant)}, "sk": {"S": keys.aggregate_sk("OPEN", 0)}}
@@ -76,7 +76,7 @@ def test_tenant_credentials_cannot_write_the_counts_nor_set_the_erasing_mark(sta
     # Then every one is refused by an explicit deny, and nothing changed
     for attempt in attempts:
         explicitly_denied(attempt)
-    assert table_items(stack) == before
+    assert table_state(stack) == before
 
     # And its API calls still work: update, comment, batch status, list, counts, delete
     admin = stack.token(tenant, f"root-{tenant}", admin=True)

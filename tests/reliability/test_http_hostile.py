@@ -23,7 +23,7 @@ import pytest
 from ops.routes import api_routes
 from ops.users import id_token, new_password
 from tests.e2e.conftest import Response, RunningStack, new_tenant_id
-from tests.e2e.test_isolation import table_items
+from tests.e2e.test_isolation import table_state
 
 GATEWAY_NO_ROUTE = {"error": {"code": "BAD_REQUEST", "message": "Missing Authentication Token"}}
 
@@ -63,9 +63,9 @@ def tenants(stack: RunningStack) -> Tenants:
 
 @pytest.fixture
 def unchanged(stack: RunningStack) -> Iterator[None]:
-    before = table_items(stack)
+    before = table_state(stack)
     yield
-    assert table_items(stack) == before
+    assert table_state(stack) == before
 
 
 def odd_token(stack: RunningStack, tenant_value: str) -> str:
