@@ -45,6 +45,14 @@ each of these code paths as 5.2.5 does.
   shadowed on the table for the duration of the call, which
   :data:`MOTO_LOCK` makes safe. A local secondary index query is unchanged
   (this project has none).
+- :data:`KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE`. moto generates an
+  RSA-2048 private key for every KMS key it creates, symmetric ones included
+  (``moto.kms.utils.generate_private_key``'s fallback), though only the
+  asymmetric operations (Sign, Verify, GetPublicKey) ever read it: about 55 ms
+  of CPU for each ``CreateKey``, and the tests' moto fixture creates the
+  webhook secrets key for every test that uses it (over a minute of CPU per
+  ``make test``). The key is now generated when an asymmetric operation first
+  uses it, with the same spec, so those operations answer as before.
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -64,6 +72,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from moto.core.botocore_stubber import BotocoreStubber
@@ -79,6 +88,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
+from moto.kms import models as kms_models
 
 from local_stack import cognito, identity_pool
 
@@ -89,9 +99,9 @@ MOTO_LOCK = threading.RLock()
 
 @dataclass
 class Patch:
-    """One method of moto replaced by ``wrap(moto's method)``."""
+    """One method (or a module's function) of moto replaced by ``wrap(moto's)``."""
 
-    owner: type
+    owner: type | ModuleType
     name: str
     wrap: Callable[[Any], Any]
     original: Any = None
@@ -424,6 +434,36 @@ def _key(table: Table, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the fixes
+# ---------------------------------------------------------------- KMS private keys on first use
+class _PrivateKeyOnFirstUse:
+    """Stands for moto's private key of a KMS key until something reads it."""
+
+    def __init__(self, generate: Callable[[str], Any], key_spec: str) -> None:
+        self._generate = generate
+        self._key_spec = key_spec
+        self._key: Any = None
+
+    @property
+    def generated(self) -> bool:
+        return self._key is not None
+
+    def __getattr__(self, name: str) -> Any:
+        # Only what the key lacks arrives here; dunder lookups (copy, pickle) must not generate.
+        if name.startswith("__") or name in ("_generate", "_key_spec", "_key"):
+            raise AttributeError(name)
+        if self._key is None:
+            self._key = self._generate(self._key_spec)
+        return getattr(self._key, name)
+
+
+def _private_key_on_first_use(original: Callable[[str], Any]) -> Callable[[str], Any]:
+    @functools.wraps(original)
+    def generate_private_key(key_spec: str) -> Any:
+        return _PrivateKeyOnFirstUse(original, key_spec)
+
+    return generate_private_key
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -441,4 +481,13 @@ QUERIES_READ_THEIR_PARTITION = Fix(
     ],
     reset=_INDEXES.clear,
 )
-FIXES = (ATOMIC_REQUESTS, TRANSACTIONS_UNDO_WHAT_THEY_WROTE, QUERIES_READ_THEIR_PARTITION)
+KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE = Fix(
+    "a KMS key generates its private key when an asymmetric operation first needs it",
+    [Patch(kms_models, "generate_private_key", _private_key_on_first_use)],
+)
+FIXES = (
+    ATOMIC_REQUESTS,
+    TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
+    QUERIES_READ_THEIR_PARTITION,
+    KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
+)

@@ -11,6 +11,9 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   partition, of the table or of GSI1; with the fix only that partition's items
   are examined, and the answers (pages, order, after every kind of write) are
   plain moto's.
+- KMS keys: plain moto generates an RSA key for every KMS key, symmetric ones
+  included; with the fix none until an asymmetric operation needs it, and
+  then those operations answer as in plain moto.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 
 from local_stack import moto_fixes
 from local_stack.moto_fixes import (
     ATOMIC_REQUESTS,
+    KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     MOTO_LOCK,
     QUERIES_READ_THEIR_PARTITION,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
@@ -571,3 +576,48 @@ def test_index_partitions_follow_every_kind_of_write(dynamodb: DynamoDBClient, t
         Parameters=[closed[":s"], {"S": keys.ticket_pk("10", "T007")}, {"S": "SUMMARY"}],
     )
     _answers_agree(table, partitions)
+
+
+# ---------------------------------------------------------------- KMS private keys on first use
+@pytest.fixture
+def rsa_keys_generated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many RSA private keys have been generated since the test began."""
+    generated: list[int] = []
+    original = rsa.generate_private_key
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        generated.append(kwargs.get("key_size", args[1] if len(args) > 1 else 0))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rsa, "generate_private_key", counting)
+    return generated
+
+
+def test_in_plain_moto_every_kms_key_generates_an_rsa_key(aws: None, rsa_keys_generated: list[int]) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    with KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE.removed():
+        kms.create_key(Description="symmetric")
+    assert rsa_keys_generated == [2048]
+
+
+def test_a_symmetric_key_generates_none_and_still_encrypts(aws: None, rsa_keys_generated: list[int]) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    key_id = kms.create_key(Description="symmetric")["KeyMetadata"]["KeyId"]
+    context = {"tenant_id": "1"}
+    blob = kms.encrypt(KeyId=key_id, Plaintext=b"secret", EncryptionContext=context)["CiphertextBlob"]
+    assert kms.decrypt(CiphertextBlob=blob, EncryptionContext=context)["Plaintext"] == b"secret"
+    assert rsa_keys_generated == []
+
+
+def test_an_asymmetric_key_generates_its_key_when_first_used_and_signs_as_before(
+    aws: None, rsa_keys_generated: list[int]
+) -> None:
+    kms = boto3.client("kms", region_name=REGION)
+    key_id = kms.create_key(KeySpec="RSA_3072", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"]
+    assert rsa_keys_generated == []
+    signed = kms.sign(KeyId=key_id, Message=b"m", SigningAlgorithm="RSASSA_PSS_SHA_256")["Signature"]
+    assert rsa_keys_generated == [3072]
+    verify = kms.verify(KeyId=key_id, Message=b"m", Signature=signed, SigningAlgorithm="RSASSA_PSS_SHA_256")
+    assert verify["SignatureValid"] is True
+    assert kms.get_public_key(KeyId=key_id)["PublicKey"]
+    assert rsa_keys_generated == [3072]  # once
