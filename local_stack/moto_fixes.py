@@ -46,6 +46,20 @@ each of these code paths as 5.2.5 does.
   :data:`MOTO_LOCK` makes safe. A local secondary index query is unchanged
   (this project has none).
 
+- :data:`SQS_RECEIVES_AS_SQS_DOES`. Two of moto's SQS differences that the
+  local SQS event source (:mod:`local_stack.sqs_poller`) would pass on to a
+  function. (1) A FIFO ``ReceiveMessage`` walks the queue in order and frees
+  an in-flight message whose visibility timeout has ended only when it reaches
+  it: an earlier message of a group whose visibility ended was skipped while a
+  later one of the same group still counted as in flight, and then the later
+  one was delivered first (``m3`` before ``m2`` after both failed): out of
+  order, which SQS never does. Every message whose visibility has ended is now
+  freed before the walk. (2) ``ChangeMessageVisibility`` refused any value
+  that ended more than 12 hours after the message was *sent*; SQS's limit is
+  12 hours of total visibility since it was last *received* (a message
+  retried for a day can still be given a new timeout on each receive). The
+  last receive is now remembered and the limit counted from it.
+
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
 fixed credentials for any identity, unchecked: :mod:`local_stack.identity_pool`
@@ -79,6 +93,9 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
+from moto.sqs import models as sqs_models
+from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+from moto.sqs.models import SQSBackend
 
 from local_stack import cognito, identity_pool
 
@@ -424,6 +441,54 @@ def _key(table: Table, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the fixes
+# ---------------------------------------------------------------- SQS receives as SQS does
+# SQS's limit on a message's total visibility timeout since it was received.
+MAXIMUM_VISIBILITY_S = 43200
+
+
+def _expired_first(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Free every in-flight message whose visibility has ended before moto
+    walks the queue (its FIFO group lock then sees only what is in flight)."""
+
+    @functools.wraps(original)
+    def receive_message(self: SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        queue = self.get_queue(queue_name)
+        pending = queue.pending_messages
+        for message in [message for message in pending if message.visible]:
+            pending.discard(message)
+        return original(self, queue_name, *args, **kwargs)
+
+    return receive_message
+
+
+def _remember_receive(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def mark_received(self: sqs_models.Message, visibility_timeout: int | None = None) -> None:
+        self.last_received_at = sqs_models.unix_time_millis()  # type: ignore[attr-defined]
+        original(self, visibility_timeout)
+
+    return mark_received
+
+
+def change_message_visibility(self: SQSBackend, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+    """moto's method, the 12 hours counted from the message's last receive."""
+    queue = self.get_queue(queue_name)
+    for message in queue._messages:
+        if message.had_receipt_handle(receipt_handle):
+            now = sqs_models.unix_time_millis()
+            received_at = getattr(message, "last_received_at", None) or message.sent_timestamp
+            if now + int(visibility_timeout) * 1000 - received_at > MAXIMUM_VISIBILITY_S * 1000:
+                raise InvalidParameterValue(
+                    f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                    f"VisibilityTimeout for the message is beyond the limit [{MAXIMUM_VISIBILITY_S} seconds]"
+                )
+            message.change_visibility(visibility_timeout)
+            if message.visible and message in queue.pending_messages:
+                queue.pending_messages.remove(message)
+            return
+    raise ReceiptHandleIsInvalid
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -441,4 +506,12 @@ QUERIES_READ_THEIR_PARTITION = Fix(
     ],
     reset=_INDEXES.clear,
 )
-FIXES = (ATOMIC_REQUESTS, TRANSACTIONS_UNDO_WHAT_THEY_WROTE, QUERIES_READ_THEIR_PARTITION)
+SQS_RECEIVES_AS_SQS_DOES = Fix(
+    "a FIFO receive frees expired in-flight messages first; 12 h of visibility count from the last receive",
+    [
+        Patch(SQSBackend, "receive_message", _expired_first),
+        Patch(sqs_models.Message, "mark_received", _remember_receive),
+        Patch(SQSBackend, "change_message_visibility", lambda _original: change_message_visibility),
+    ],
+)
+FIXES = (ATOMIC_REQUESTS, TRANSACTIONS_UNDO_WHAT_THEY_WROTE, QUERIES_READ_THEIR_PARTITION, SQS_RECEIVES_AS_SQS_DOES)
