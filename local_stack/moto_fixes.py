@@ -461,10 +461,15 @@ def _expired_first(original: Callable[..., Any]) -> Callable[..., Any]:
     return receive_message
 
 
+def _sqs_now_ms() -> float:
+    """moto's SQS clock, as its models read it (the local queue clock's offset included)."""
+    return float(vars(sqs_models)["unix_time_millis"]())
+
+
 def _remember_receive(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def mark_received(self: sqs_models.Message, visibility_timeout: int | None = None) -> None:
-        self.last_received_at = sqs_models.unix_time_millis()  # type: ignore[attr-defined]
+        self.last_received_at = _sqs_now_ms()  # type: ignore[attr-defined]
         original(self, visibility_timeout)
 
     return mark_received
@@ -475,8 +480,8 @@ def change_message_visibility(self: SQSBackend, queue_name: str, receipt_handle:
     queue = self.get_queue(queue_name)
     for message in queue._messages:
         if message.had_receipt_handle(receipt_handle):
-            now = sqs_models.unix_time_millis()
-            received_at = getattr(message, "last_received_at", None) or message.sent_timestamp
+            now = _sqs_now_ms()
+            received_at = float(getattr(message, "last_received_at", None) or message.sent_timestamp or now)
             if now + int(visibility_timeout) * 1000 - received_at > MAXIMUM_VISIBILITY_S * 1000:
                 raise InvalidParameterValue(
                     f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "

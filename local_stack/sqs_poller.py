@@ -209,7 +209,9 @@ class _QueueClock:
                 return
             from moto.sqs import models
 
-            original_s, original_ms = models.unix_time, models.unix_time_millis
+            # The names moto.sqs.models imported (not re-exported: reached through its namespace).
+            namespace = vars(models)
+            original_s, original_ms = namespace["unix_time"], namespace["unix_time_millis"]
 
             def unix_time(dt: Any = None) -> float:
                 return float(original_s(dt)) + (0.0 if dt is not None else self.offset_s)
@@ -217,8 +219,8 @@ class _QueueClock:
             def unix_time_millis(dt: Any = None) -> float:
                 return float(original_ms(dt)) + (0.0 if dt is not None else self.offset_s * 1000.0)
 
-            models.unix_time = unix_time  # type: ignore[assignment]
-            models.unix_time_millis = unix_time_millis  # type: ignore[assignment]
+            namespace["unix_time"] = unix_time
+            namespace["unix_time_millis"] = unix_time_millis
             self._installed = True
 
 
