@@ -237,6 +237,10 @@ def advance_queue_clock(seconds: float) -> float:
 
 
 # ---------------------------------------------------------------- the poller
+class InvalidEventSource(ValueError):
+    """Lambda would refuse to create this event source mapping."""
+
+
 class SqsPoller:
     """One SQS event source: a receiving thread and up to ``concurrency``
     concurrent invocations."""
@@ -286,6 +290,20 @@ class SqsPoller:
         return self._source
 
     # ------------------------------------------------------------ lifecycle
+    def validate(self, function_timeout_s: float) -> None:
+        """What Lambda checks when the event source mapping is created: the
+        function's role may read the queue's attributes, and the queue's
+        visibility timeout is not shorter than the function's timeout
+        (``InvalidParameterValueException``: a message would come back while
+        its invocation still runs)."""
+        attributes = self._sqs.get_queue_attributes(QueueUrl=self._queue_url, AttributeNames=["VisibilityTimeout"])
+        visibility = int(attributes["Attributes"]["VisibilityTimeout"])
+        if visibility < function_timeout_s:
+            raise InvalidEventSource(
+                f"{self._source.name}: Queue visibility timeout: {visibility} seconds is less than "
+                f"Function timeout: {function_timeout_s:g} seconds"
+            )
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"sqs-poller-{self._source.name}", daemon=True)
         self._thread.start()

@@ -359,7 +359,7 @@ class LocalStack:
             "aws_session_token": environment["AWS_SESSION_TOKEN"],
         }
         queue_arn = str(self.provisioned.values.resolve(source.queue))
-        return SqsPoller(
+        poller = SqsPoller(
             self.emulator.client("sqs", **credentials),
             self.provisioned.queue_url(queue_arn),
             queue_arn,
@@ -368,6 +368,9 @@ class LocalStack:
             region=REGION,
             concurrency=concurrency,
         )
+        # A deployment would fail here: so does the local stack's start.
+        poller.validate(spec.timeout_s)
+        return poller
 
     def _queue_written(self) -> None:
         for poller in self.queue_pollers.values():

@@ -22,7 +22,14 @@ from typing import Any
 import boto3
 import pytest
 
-from local_stack.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_source, sqs_sources
+from local_stack.sqs_poller import (
+    InvalidEventSource,
+    SqsPoller,
+    SqsSource,
+    advance_queue_clock,
+    sqs_source,
+    sqs_sources,
+)
 from local_stack.stack import FunctionRuntime, lambda_environment
 from local_stack.stream_source import stream_functions
 from stack_model.functions import FunctionSpec
@@ -179,6 +186,14 @@ def test_the_templates_sqs_sources_are_on_its_queues_not_its_stream() -> None:
     for found in sqs_sources():
         assert found.function not in stream_functions() or found.queue is not None
         assert "Fn::GetAtt" in found.queue
+
+
+def test_lambda_refuses_a_queue_whose_visibility_is_shorter_than_the_functions_timeout(sqs: Any) -> None:
+    url, arn = make_queue(sqs)
+    poller = SqsPoller(sqs, url, arn, source(), invoke=Function())
+    poller.validate(VISIBILITY_S)
+    with pytest.raises(InvalidEventSource, match="Queue visibility timeout: 30 seconds is less than Function timeout"):
+        poller.validate(VISIBILITY_S + 1)
 
 
 # ---------------------------------------------------------------- the event, success
