@@ -372,7 +372,9 @@ class SqsPoller:
             free = self.concurrency - self._running
         if free <= 0:
             return 0
-        wanted = min(RECEIVE_LIMIT, self._source.batch_size - len(self._held)) if not self._fifo else RECEIVE_LIMIT
+        # A FIFO receive is split into per-group batches: taking at most BatchSize
+        # messages keeps every group's batch within it.
+        wanted = min(RECEIVE_LIMIT, self._source.batch_size - (0 if self._fifo else len(self._held)))
         answer = self._sqs.receive_message(
             QueueUrl=self._queue_url,
             MaxNumberOfMessages=max(1, wanted),

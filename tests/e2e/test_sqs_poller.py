@@ -286,6 +286,16 @@ def test_a_group_is_delivered_in_order_one_batch_at_a_time(sqs: Any, poll: Calla
     assert counts(sqs, url) == (0, 0)
 
 
+def test_a_groups_batches_keep_to_batch_size(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
+    url, arn = make_queue(sqs)
+    for n in range(5):
+        send(sqs, url, f"m{n}")
+    function = Function()
+    poller = poll(url, arn, function, source(batch_size=2))
+    assert poller.wait_drained(timeout=10)
+    assert function.batches == [["m0", "m1"], ["m2", "m3"], ["m4"]]
+
+
 def test_a_hanging_group_never_delays_another(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
     url, arn = make_queue(sqs)
     send(sqs, url, "slow-1", group="slow")
