@@ -99,7 +99,9 @@ class FunctionRuntime:
     Functions run concurrently; each environment serves one invocation at a
     time, and a function gets up to ``max_environments`` of them under
     concurrent load (:data:`DEFAULT_ENVIRONMENTS_PER_FUNCTION` unless the stack
-    is told otherwise).
+    is told otherwise; ``limits`` per function: an SQS-triggered function gets
+    as many as its event sources' concurrency, so its message groups run in
+    parallel).
     """
 
     def __init__(
