@@ -85,6 +85,24 @@ TABLE_WRITES = frozenset(
         "ExecuteTransaction",
     )
 )
+# The requests that can make a queue's messages receivable (the SQS pollers are told of each).
+QUEUE_WRITES = frozenset(
+    f"AmazonSQS.{operation}"
+    for operation in ("SendMessage", "SendMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
+)
+# The queue attributes a template's AWS::SQS::Queue may set that moto keeps (CreateQueue's names).
+QUEUE_ATTRIBUTES = (
+    "ContentBasedDeduplication",
+    "DeduplicationScope",
+    "DelaySeconds",
+    "FifoQueue",
+    "FifoThroughputLimit",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "RedrivePolicy",
+    "VisibilityTimeout",
+)
 
 
 class _QuietHandler(MotoRequestHandler):
@@ -143,6 +161,8 @@ class Emulator:
         self.provisioned: Provisioned | None = None
         # Called after every request that may have written the table (TABLE_WRITES).
         self.on_table_write: Callable[[], None] | None = None
+        # Called after every request that may have made a message receivable (QUEUE_WRITES).
+        self.on_queue_write: Callable[[], None] | None = None
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -188,8 +208,11 @@ class Emulator:
         # moto's backends are not thread-safe: one request at a time.
         with MOTO_LOCK:
             answer = self.guard(environ, start_response)
-        if self.on_table_write is not None and environ.get("HTTP_X_AMZ_TARGET", "") in TABLE_WRITES:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if self.on_table_write is not None and target in TABLE_WRITES:
             self.on_table_write()
+        if self.on_queue_write is not None and target in QUEUE_WRITES:
+            self.on_queue_write()
         return answer
 
     def _endpoint_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -317,7 +340,7 @@ class Emulator:
             "AWS::ApiGateway::UsagePlan": self._make_usage_plan,
         }
         for kind, make in makers.items():
-            for logical_id, resource in resources(kind).items():
+            for logical_id, resource in _creation_order(kind, resources(kind)):
                 if values.holds(resource):
                     ref, attributes = make(logical_id, values.resolve(resource["Properties"]))
                     values.add(logical_id, ref, **attributes)
@@ -357,8 +380,14 @@ class Emulator:
         return table["TableName"], {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")}
 
     def _make_queue(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """The queue with the template's attributes (FIFO, visibility timeout,
+        redrive policy...), named as written or after its logical id (a FIFO
+        queue's name ends in ``.fifo``, as CloudFormation names it)."""
         sqs = self.client("sqs")
-        url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+        fifo = str(props.get("FifoQueue", "false")).lower() == "true"
+        name = props.get("QueueName") or (f"{logical_id}.fifo" if fifo else logical_id)
+        attributes = {key: _queue_attribute(props[key]) for key in QUEUE_ATTRIBUTES if key in props}
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         return url, {"Arn": arn}
 
@@ -425,6 +454,24 @@ class Emulator:
 
 
 USAGE_PLAN_PREFIX = "UsagePlan"
+
+
+def _queue_attribute(value: Any) -> str:
+    """A template's queue property as ``CreateQueue`` takes it: a string (a
+    ``RedrivePolicy`` object as JSON, booleans in lower case)."""
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _creation_order(kind: str, found: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Resources of one kind in an order where each names only those made before
+    it: queues with a ``RedrivePolicy`` after their dead-letter queues."""
+    if kind != "AWS::SQS::Queue":
+        return list(found.items())
+    return sorted(found.items(), key=lambda item: "RedrivePolicy" in item[1].get("Properties", {}))
 
 
 def usage_plan_tier(logical_id: str) -> str:

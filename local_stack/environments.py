@@ -36,8 +36,9 @@ Either way the next invocation starts a new environment, as Lambda does.
 container; a function gets up to ``max_environments`` of them, each started
 when an invocation finds every existing one busy (never at the stack's
 start: an idle ``make dev`` runs no function), and invocations beyond that
-wait for one to be free (like reserved concurrency). Different functions never
-wait for each other.
+wait for one to be free (like reserved concurrency); ``limits`` gives some
+functions another number (the stack's SQS-triggered functions: their event
+source's concurrency). Different functions never wait for each other.
 
 **Stop**: :meth:`FunctionEnvironments.stop` closes every environment's request
 pipe (the runtime then ends on its own), kills what is still running after a
@@ -286,11 +287,14 @@ class FunctionEnvironments:
         environments: Mapping[str, Mapping[str, str]],
         *,
         max_environments: int = 1,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
-        if max_environments < 1:
+        limits = limits or {}
+        if min([max_environments, *limits.values()]) < 1:
             raise ValueError("a function needs at least one environment")
         self._pools = {
-            logical_id: _Pool(spec, environments[logical_id], max_environments) for logical_id, spec in specs.items()
+            logical_id: _Pool(spec, environments[logical_id], limits.get(logical_id, max_environments))
+            for logical_id, spec in specs.items()
         }
         self._stopped = False
 

@@ -101,6 +101,13 @@ _IDENTITY_POOL_TARGET = "AWSCognitoIdentityService."
 # Set by the emulator's endpoint listener only (a WSGI key no client header can become):
 # the DynamoDB gateway endpoint's id, or the KMS interface endpoint's.
 SOURCE_VPCE_ENVIRON = "local_stack.source_vpce"
+# SQS's batch actions have no IAM action of their own: each is authorized as its
+# single-message action (SQS Developer Guide, "Amazon SQS batch actions").
+SQS_BATCH_PERMISSIONS = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
 
@@ -305,6 +312,8 @@ class Guard:
             return None
         params = _request_params(environ, body, target)
         action = target.split(".", 1)[1] if "." in target else str(params.get("Action", ""))
+        if service == "sqs":
+            action = SQS_BATCH_PERMISSIONS.get(action, action)
         try:
             resource = resource_of(service, action, params, region=region)
             context: dict[str, list[str]] = {**session.context(), **(kms_context(params) if service == "kms" else {})}

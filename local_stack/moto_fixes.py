@@ -53,6 +53,19 @@ each of these code paths as 5.2.5 does.
   webhook secrets key for every test that uses it (over a minute of CPU per
   ``make test``). The key is now generated when an asymmetric operation first
   uses it, with the same spec, so those operations answer as before.
+- :data:`SQS_RECEIVES_AS_SQS_DOES`. Two of moto's SQS differences that the
+  local SQS event source (:mod:`local_stack.sqs_poller`) would pass on to a
+  function. (1) A FIFO ``ReceiveMessage`` walks the queue in order and frees
+  an in-flight message whose visibility timeout has ended only when it reaches
+  it: an earlier message of a group whose visibility ended was skipped while a
+  later one of the same group still counted as in flight, and then the later
+  one was delivered first (``m3`` before ``m2`` after both failed): out of
+  order, which SQS never does. Every message whose visibility has ended is now
+  freed before the walk. (2) ``ChangeMessageVisibility`` refused any value
+  that ended more than 12 hours after the message was *sent*; SQS's limit is
+  12 hours of total visibility since it was last *received* (a message
+  retried for a day can still be given a new timeout on each receive). The
+  last receive is now remembered and the limit counted from it.
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -89,6 +102,9 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
 from moto.kms import models as kms_models
+from moto.sqs import models as sqs_models
+from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+from moto.sqs.models import SQSBackend
 
 from local_stack import cognito, identity_pool
 
@@ -464,6 +480,59 @@ def _private_key_on_first_use(original: Callable[[str], Any]) -> Callable[[str],
     return generate_private_key
 
 
+# ---------------------------------------------------------------- SQS receives as SQS does
+# SQS's limit on a message's total visibility timeout since it was received.
+MAXIMUM_VISIBILITY_S = 43200
+
+
+def _expired_first(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Free every in-flight message whose visibility has ended before moto
+    walks the queue (its FIFO group lock then sees only what is in flight)."""
+
+    @functools.wraps(original)
+    def receive_message(self: SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> Any:
+        queue = self.get_queue(queue_name)
+        pending = queue.pending_messages
+        for message in [message for message in pending if message.visible]:
+            pending.discard(message)
+        return original(self, queue_name, *args, **kwargs)
+
+    return receive_message
+
+
+def _sqs_now_ms() -> float:
+    """moto's SQS clock, as its models read it (the local queue clock's offset included)."""
+    return float(vars(sqs_models)["unix_time_millis"]())
+
+
+def _remember_receive(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def mark_received(self: sqs_models.Message, visibility_timeout: int | None = None) -> None:
+        self.last_received_at = _sqs_now_ms()  # type: ignore[attr-defined]
+        original(self, visibility_timeout)
+
+    return mark_received
+
+
+def change_message_visibility(self: SQSBackend, queue_name: str, receipt_handle: str, visibility_timeout: int) -> None:
+    """moto's method, the 12 hours counted from the message's last receive."""
+    queue = self.get_queue(queue_name)
+    for message in queue._messages:
+        if message.had_receipt_handle(receipt_handle):
+            now = _sqs_now_ms()
+            received_at = float(getattr(message, "last_received_at", None) or message.sent_timestamp or now)
+            if now + int(visibility_timeout) * 1000 - received_at > MAXIMUM_VISIBILITY_S * 1000:
+                raise InvalidParameterValue(
+                    f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. Reason: Total "
+                    f"VisibilityTimeout for the message is beyond the limit [{MAXIMUM_VISIBILITY_S} seconds]"
+                )
+            message.change_visibility(visibility_timeout)
+            if message.visible and message in queue.pending_messages:
+                queue.pending_messages.remove(message)
+            return
+    raise ReceiptHandleIsInvalid
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -485,9 +554,18 @@ KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE = Fix(
     "a KMS key generates its private key when an asymmetric operation first needs it",
     [Patch(kms_models, "generate_private_key", _private_key_on_first_use)],
 )
+SQS_RECEIVES_AS_SQS_DOES = Fix(
+    "a FIFO receive frees expired in-flight messages first; 12 h of visibility count from the last receive",
+    [
+        Patch(SQSBackend, "receive_message", _expired_first),
+        Patch(sqs_models.Message, "mark_received", _remember_receive),
+        Patch(SQSBackend, "change_message_visibility", lambda _original: change_message_visibility),
+    ],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
     QUERIES_READ_THEIR_PARTITION,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
+    SQS_RECEIVES_AS_SQS_DOES,
 )

@@ -32,6 +32,7 @@ from local_stack.environments import FunctionEnvironments
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.local_values import LOCAL_API_ID, local_environment
 from local_stack.poller import StreamPoller, failure_message
+from local_stack.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
 from local_stack.state import (
     DEFAULT_STATE_DIR,
     ENV_FILE,
@@ -57,6 +58,9 @@ DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
 # once): between writes they only check this often, not four times a second.
 IDLE_POLL_INTERVAL_S = 5.0
 DEFAULT_ENVIRONMENTS_PER_FUNCTION = 1
+# Concurrent invocations of an SQS event source (and environments of its function)
+# when its MaximumConcurrency is higher or unset: each is a process here.
+DEFAULT_QUEUE_CONCURRENCY = 4
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -95,7 +99,9 @@ class FunctionRuntime:
     Functions run concurrently; each environment serves one invocation at a
     time, and a function gets up to ``max_environments`` of them under
     concurrent load (:data:`DEFAULT_ENVIRONMENTS_PER_FUNCTION` unless the stack
-    is told otherwise).
+    is told otherwise; ``limits`` per function: an SQS-triggered function gets
+    as many as its event sources' concurrency, so its message groups run in
+    parallel).
     """
 
     def __init__(
@@ -104,10 +110,11 @@ class FunctionRuntime:
         environments: dict[str, dict[str, str]],
         *,
         max_environments: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION,
+        limits: dict[str, int] | None = None,
     ) -> None:
         self.specs = specs
         self._environments = environments
-        self._processes = FunctionEnvironments(specs, environments, max_environments=max_environments)
+        self._processes = FunctionEnvironments(specs, environments, max_environments=max_environments, limits=limits)
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
@@ -184,6 +191,8 @@ class StackOptions:
     usage_plan_refresh_seconds: float = 1.0
     # Execution environments (processes) a function may have at once under concurrent load.
     environments_per_function: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION
+    # Concurrent invocations of each SQS event source, at most (its MaximumConcurrency if lower).
+    queue_concurrency: int = DEFAULT_QUEUE_CONCURRENCY
 
 
 class LocalStack:
@@ -200,6 +209,8 @@ class LocalStack:
         self.authorizer: LambdaAuthorizer | None = None
         # One per function with a DynamoDB stream event (the aggregator, the audit writer).
         self.pollers: dict[str, StreamPoller] = {}
+        # One per SQS event source mapping, by its logical id.
+        self.queue_pollers: dict[str, SqsPoller] = {}
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
@@ -233,8 +244,17 @@ class LocalStack:
                 role_credentials[role.logical_id],
                 f"local-{logical_id}",
             )
+        queue_sources = [source for source in sqs_sources() if source.enabled and source.function in specs]
+        concurrency = {source.name: self._queue_concurrency(source) for source in queue_sources}
+        limits: dict[str, int] = {}
+        for source in queue_sources:
+            # A function's environments: enough for all its sources' concurrent invocations.
+            limits[source.function] = limits.get(source.function, 0) + concurrency[source.name]
         runtime = self.runtime = FunctionRuntime(
-            specs, environments, max_environments=self.options.environments_per_function
+            specs,
+            environments,
+            max_environments=self.options.environments_per_function,
+            limits={function: max(limit, self.options.environments_per_function) for function, limit in limits.items()},
         )
 
         stage = str(provisioned.values.ref("StageName"))
@@ -265,8 +285,15 @@ class LocalStack:
         for function in stream_functions():
             self.pollers[function] = self._poller(function, specs[function], environments[function], runtime)
         self.emulator.on_table_write = self._table_written
+        for source in queue_sources:
+            self.queue_pollers[source.name] = self._queue_poller(
+                source, specs[source.function], environments[source.function], runtime, concurrency[source.name]
+            )
+        self.emulator.on_queue_write = self._queue_written
         for poller in self.pollers.values():
             poller.start()
+        for queue_poller in self.queue_pollers.values():
+            queue_poller.start()
         if self.options.seed:
             for tenant, (user, admin) in self.options.demo_tenants.items():
                 ensure_user(self.user_pool(), user, tenant)
@@ -312,6 +339,45 @@ class LocalStack:
             idle_interval_s=IDLE_POLL_INTERVAL_S,
         )
 
+    def _queue_concurrency(self, source: SqsSource) -> int:
+        limit = self.options.queue_concurrency
+        return min(source.maximum_concurrency or limit, limit)
+
+    def _queue_poller(
+        self,
+        source: SqsSource,
+        spec: FunctionSpec,
+        environment: dict[str, str],
+        runtime: FunctionRuntime,
+        concurrency: int,
+    ) -> SqsPoller:
+        """An SQS event source. Lambda receives, deletes and reads the queue's
+        attributes with the function's execution role: so does the poller,
+        through the guard."""
+        assert self.provisioned is not None
+        credentials = {
+            "aws_access_key_id": environment["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": environment["AWS_SECRET_ACCESS_KEY"],
+            "aws_session_token": environment["AWS_SESSION_TOKEN"],
+        }
+        queue_arn = str(self.provisioned.values.resolve(source.queue))
+        poller = SqsPoller(
+            self.emulator.client("sqs", **credentials),
+            self.provisioned.queue_url(queue_arn),
+            queue_arn,
+            source,
+            invoke=lambda event: runtime.invoke(spec, event),
+            region=REGION,
+            concurrency=concurrency,
+        )
+        # A deployment would fail here: so does the local stack's start.
+        poller.validate(spec.timeout_s)
+        return poller
+
+    def _queue_written(self) -> None:
+        for poller in self.queue_pollers.values():
+            poller.notify()
+
     def _table_written(self) -> None:
         for poller in self.pollers.values():
             poller.notify()
@@ -325,6 +391,8 @@ class LocalStack:
             self._api_thread.join(timeout=10)
         for poller in self.pollers.values():
             poller.stop()
+        for queue_poller in self.queue_pollers.values():
+            queue_poller.stop()
         if self.runtime is not None:
             # After the API and the pollers, the only callers: no environment is started again.
             self.runtime.stop()
@@ -333,6 +401,7 @@ class LocalStack:
         self._api_server = None
         self._api_thread = None
         self.pollers = {}
+        self.queue_pollers = {}
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -388,6 +457,23 @@ class LocalStack:
             drained = poller.wait_drained(max(0.0, deadline - time.monotonic())) and drained
         return drained
 
+    def wait_for_queues(self, timeout: float = 30.0) -> bool:
+        """True once every message receivable before the call was handed to its
+        function and no SQS-triggered invocation is under way (True without SQS
+        event sources)."""
+        deadline = time.monotonic() + timeout
+        drained = True
+        for poller in list(self.queue_pollers.values()):
+            drained = poller.wait_drained(max(0.0, deadline - time.monotonic())) and drained
+        return drained
+
+    def advance_queue_clock(self, seconds: float) -> float:
+        """Move the emulator's SQS clock forward (visibility timeouts, delays end
+        sooner); the pollers look at once. The total offset."""
+        offset = advance_queue_clock(seconds)
+        self._queue_written()
+        return offset
+
     def state(self) -> dict[str, Any]:
         assert self.provisioned is not None
         return {
@@ -419,9 +505,12 @@ class LocalStack:
 
     # ------------------------------------------------------------ control endpoint
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
-        """``/_local/health``, ``/_local/stream/drain?timeout=<s>`` and
-        ``/_local/table/fingerprint`` on the emulator's port (loopback only): how
-        another process waits for the stream, and sees whether the table changed."""
+        """``/_local/health``, ``/_local/stream/drain?timeout=<s>``,
+        ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``
+        and ``/_local/table/fingerprint`` on the emulator's port (loopback
+        only): how another process waits for the stream and the SQS event
+        sources, moves the queues' clock forward, and sees whether the table
+        changed."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -444,6 +533,24 @@ class LocalStack:
         elif path == "/_local/table/fingerprint" and environ.get("REQUEST_METHOD") == "GET":
             assert self.provisioned is not None
             status, payload = "200 OK", self.emulator.table_fingerprint(self.provisioned.table_name)
+        elif path == "/_local/queues/drain" and environ.get("REQUEST_METHOD") == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+            drained = self.wait_for_queues(timeout)
+            queue_pollers = list(self.queue_pollers.values())
+            status = "200 OK"
+            payload = {
+                "drained": drained,
+                "invocations": sum(poller.invocations for poller in queue_pollers),
+                "deleted": sum(poller.deleted for poller in queue_pollers),
+                "failed_invocations": sum(poller.failed_invocations for poller in queue_pollers),
+            }
+        elif path == "/_local/queues/clock" and environ.get("REQUEST_METHOD") == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            try:
+                status, payload = "200 OK", {"offset_s": self.advance_queue_clock(float(query["advance"][0]))}
+            except (KeyError, ValueError):
+                status, payload = "400 Bad Request", {"error": "advance=<seconds>, not negative"}
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]

@@ -117,10 +117,26 @@ class RunningStack:
             result: dict[str, Any] = json.load(response)
         return result
 
+    def drain_queues(self, timeout: float = 60.0) -> dict[str, Any]:
+        """Wait until every message receivable now was handed to its function
+        and no SQS-triggered invocation is under way (local_stack.sqs_poller)."""
+        return self._control(f"queues/drain?timeout={timeout}", timeout)
+
+    def advance_queue_clock(self, seconds: float) -> float:
+        """Move the emulator's SQS clock forward: visibility timeouts end sooner."""
+        offset: float = self._control(f"queues/clock?advance={seconds}", 10)["offset_s"]
+        return offset
+
     def table_fingerprint(self) -> dict[str, Any]:
         """The table's item count and SHA-256 of every item (``/_local/table/fingerprint``)."""
         url = f"{self.state['control_url']}/table/fingerprint"
         with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - the local control endpoint
+            result: dict[str, Any] = json.load(response)
+        return result
+
+    def _control(self, path: str, timeout: float) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.state['control_url']}/{path}", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310 - the local control endpoint
             result: dict[str, Any] = json.load(response)
         return result
 

@@ -7,6 +7,10 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   cancelled one leaves its records for a stream iterator opened before it
   while the next record reuses a sequence number; with the fix no table is
   copied, every write lands and a cancelled one restores exactly what it wrote.
+- SQS: plain moto delivers a FIFO group's later message first once two
+  failed messages' visibility ended, and refuses a new visibility timeout to a
+  message sent more than 12 hours ago; with the fix the group comes back in
+  order and the 12 hours count from the last receive.
 - Queries: plain moto examines every item of the table for a query of one
   partition, of the table or of GSI1; with the fix only that partition's items
   are examined, and the answers (pages, order, after every kind of write) are
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
@@ -35,8 +40,10 @@ from local_stack.moto_fixes import (
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     MOTO_LOCK,
     QUERIES_READ_THEIR_PARTITION,
+    SQS_RECEIVES_AS_SQS_DOES,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
+from local_stack.sqs_poller import advance_queue_clock
 from support_tickets.core import keys
 from tests.conftest import REGION, all_items
 
@@ -621,3 +628,66 @@ def test_an_asymmetric_key_generates_its_key_when_first_used_and_signs_as_before
     assert verify["SignatureValid"] is True
     assert kms.get_public_key(KeyId=key_id)["PublicKey"]
     assert rsa_keys_generated == [3072]  # once
+
+
+# ---------------------------------------------------------------- SQS receives as SQS does
+def _fifo_queue(sqs: Any, name: str) -> str:
+    url: str = sqs.create_queue(QueueName=f"{name}.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"})[
+        "QueueUrl"
+    ]
+    for n in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{n}", MessageGroupId="g", MessageDeduplicationId=f"m{n}")
+    return url
+
+
+def _receive_bodies(sqs: Any, url: str) -> list[str]:
+    answer = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    return [message["Body"] for message in answer.get("Messages", [])]
+
+
+def _fail_m1_and_m2_then_let_their_visibility_end(sqs: Any, url: str) -> list[str]:
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [message["Body"] for message in messages] == ["m0", "m1", "m2"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=messages[0]["ReceiptHandle"])
+    advance_queue_clock(31)
+    return _receive_bodies(sqs, url)
+
+
+def test_in_plain_moto_a_fifo_group_comes_back_out_of_order(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = _fifo_queue(sqs, "plain-order")
+    with SQS_RECEIVES_AS_SQS_DOES.removed():
+        assert _fail_m1_and_m2_then_let_their_visibility_end(sqs, url) == ["m2"]
+
+
+def test_a_fifo_group_whose_visibility_ended_comes_back_in_order(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = _fifo_queue(sqs, "fixed-order")
+    assert _fail_m1_and_m2_then_let_their_visibility_end(sqs, url) == ["m1", "m2"]
+
+
+def _retry_a_day_later(sqs: Any, url: str) -> None:
+    advance_queue_clock(24 * 3600)
+    (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=3600)
+
+
+def test_in_plain_moto_a_message_sent_a_day_ago_can_never_be_hidden_again(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="plain-day")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="retry me")
+    with SQS_RECEIVES_AS_SQS_DOES.removed(), pytest.raises(ClientError, match="beyond the limit"):
+        _retry_a_day_later(sqs, url)
+
+
+def test_twelve_hours_of_visibility_count_from_the_last_receive(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="fixed-day")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="retry me")
+    _retry_a_day_later(sqs, url)
+    advance_queue_clock(3601)
+    (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=43000)
+    advance_queue_clock(600)  # 10 minutes later, 43,000 s more would end 12 h 10 min after the receive
+    with pytest.raises(ClientError, match="beyond the limit"):
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=43000)

@@ -322,6 +322,18 @@ def test_query_protocol_services_refuse_with_their_codes(
     assert len(moto.forwarded) == 1
 
 
+def test_an_sqs_batch_action_is_authorized_as_its_single_message_action(guard: Guard, moto: Moto) -> None:
+    # The aggregator's role may sqs:SendMessage to its queue, and nothing else of SQS.
+    send = json.dumps({"QueueUrl": QUEUE_URL, "Entries": [{"Id": "1", "MessageBody": "{}"}]}).encode()
+    assert answer(guard, signed_environ(AGGREGATOR, "sqs", target="AmazonSQS.SendMessageBatch", body=send))[0] == 200
+    delete = json.dumps({"QueueUrl": QUEUE_URL, "Entries": [{"Id": "1", "ReceiptHandle": "r"}]}).encode()
+    environ = signed_environ(AGGREGATOR, "sqs", target="AmazonSQS.DeleteMessageBatch", body=delete)
+    refused = as_boto3_sees_it("sqs", "DeleteMessageBatch", environ, guard)
+    assert refused["status"] == 400
+    assert "sqs:DeleteMessage on" in refused["Message"]
+    assert len(moto.forwarded) == 1
+
+
 # ---------------------------------------------------------------- presigned
 def presigned_caller_identity(credentials: Credentials, **changes: Any) -> dict[str, Any]:
     query = "Action=GetCallerIdentity&Version=2011-06-15"
