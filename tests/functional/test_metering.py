@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from local_stack.lambda_runtime import LambdaContext
 from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
+from support_tickets.data.usage_repository import read_day
 from support_tickets.streams import metering
 from support_tickets.streams.metering import (
     DEFAULT_REPLAY_HORIZON_SECONDS,
     MalformedDelivery,
-    read_day,
     read_delivery,
 )
 from tests.conftest import all_items, random_tenant_id

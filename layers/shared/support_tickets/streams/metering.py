@@ -64,20 +64,21 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
+from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 USAGE_MESSAGE: Final = "request handled"
-DEFAULT_REPLAY_HORIZON_SECONDS: Final = 86_400
+DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
 # Bounds a line's numbers must be within to be counted (a request's units and
 # duration: far above any real request, far below DynamoDB's 38 digits).
@@ -88,7 +89,6 @@ MAX_FRACTION_DIGITS: Final = 6
 MAX_TIMESTAMP_MS: Final = 10**13  # the year 2286: a calendar day for any real event
 # "<METHOD> <API Gateway resource path>", as the resolver writes it.
 ROUTE_PATTERN: Final = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /[A-Za-z0-9_./{}-]{0,200}$")
-REQUESTS_PREFIX: Final = "requests:"
 
 
 class MalformedDelivery(ValueError):
@@ -394,38 +394,6 @@ class UsageLedger:
             return  # an emulator that does not return it: the condition alone says it exists
         if item.get("lines", {}).get("N") != str(group.totals.lines) or item.get("day", {}).get("S") != group.day:
             raise JournalMismatch("a journal with this delivery's digest lists other lines")
-
-
-def parse_amount(value: str) -> Decimal:
-    try:
-        return Decimal(value)
-    except InvalidOperation as exc:
-        raise ValueError("not a number") from exc
-
-
-def read_day(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) -> dict[str, Decimal]:
-    """A tenant's counters of ``day``, summed over its slots (strongly consistent)."""
-    sums: dict[str, Decimal] = {}
-    kwargs: dict[str, Any] = {
-        "TableName": table_name,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :day)",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": keys.usage_pk(tenant_id)},
-            ":day": {"S": keys.usage_day_prefix(day)},
-        },
-        "ConsistentRead": True,
-    }
-    while True:
-        page = client.query(**kwargs)
-        for item in page.get("Items", []):
-            for name, value in item.items():
-                if name in {"pk", "sk"} or "N" not in value:
-                    continue
-                sums[name] = sums.get(name, Decimal(0)) + parse_amount(str(value["N"]))
-        if "LastEvaluatedKey" not in page:
-            break
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return sums
 
 
 @cache
