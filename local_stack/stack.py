@@ -28,9 +28,10 @@ from typing import Any
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
-from local_stack.environments import FunctionEnvironments
+from local_stack.environments import FunctionEnvironments, LogSink
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.local_values import LOCAL_API_ID, local_environment
+from local_stack.log_subscriptions import LogDelivery, subscriptions_from_template
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.state import (
     DEFAULT_STATE_DIR,
@@ -104,10 +105,13 @@ class FunctionRuntime:
         environments: dict[str, dict[str, str]],
         *,
         max_environments: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.specs = specs
         self._environments = environments
-        self._processes = FunctionEnvironments(specs, environments, max_environments=max_environments)
+        self._processes = FunctionEnvironments(
+            specs, environments, max_environments=max_environments, log_sink=log_sink
+        )
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
@@ -120,6 +124,10 @@ class FunctionRuntime:
     def pids(self) -> dict[str, list[int]]:
         """The running environments' process ids, by function."""
         return self._processes.pids()
+
+    def settle_logs(self, timeout: float) -> bool:
+        """True once every line the functions wrote so far reached the log sink."""
+        return self._processes.settle_logs(timeout)
 
     def stop(self) -> None:
         self._processes.stop()
@@ -200,6 +208,8 @@ class LocalStack:
         self.authorizer: LambdaAuthorizer | None = None
         # One per function with a DynamoDB stream event (the aggregator, the audit writer).
         self.pollers: dict[str, StreamPoller] = {}
+        # The template's log subscription filters (the metering function's).
+        self.log_delivery: LogDelivery | None = None
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
@@ -233,9 +243,14 @@ class LocalStack:
                 role_credentials[role.logical_id],
                 f"local-{logical_id}",
             )
-        runtime = self.runtime = FunctionRuntime(
-            specs, environments, max_environments=self.options.environments_per_function
+        # Subscribed log lines go to their destination function as CloudWatch Logs sends them.
+        delivery = self.log_delivery = LogDelivery(
+            subscriptions_from_template(), lambda destination, event: runtime.invoke(specs[destination], event)
         )
+        runtime = self.runtime = FunctionRuntime(
+            specs, environments, max_environments=self.options.environments_per_function, log_sink=delivery.line
+        )
+        delivery.start()
 
         stage = str(provisioned.values.ref("StageName"))
         declared = authorizer_spec()
@@ -325,6 +340,8 @@ class LocalStack:
             self._api_thread.join(timeout=10)
         for poller in self.pollers.values():
             poller.stop()
+        if self.log_delivery is not None:
+            self.log_delivery.stop()
         if self.runtime is not None:
             # After the API and the pollers, the only callers: no environment is started again.
             self.runtime.stop()
@@ -333,6 +350,7 @@ class LocalStack:
         self._api_server = None
         self._api_thread = None
         self.pollers = {}
+        self.log_delivery = None
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -388,6 +406,15 @@ class LocalStack:
             drained = poller.wait_drained(max(0.0, deadline - time.monotonic())) and drained
         return drained
 
+    def wait_for_logs(self, timeout: float = 30.0) -> bool:
+        """True once every subscribed line the functions wrote before the call
+        was delivered (the metering function invoked with it)."""
+        if self.runtime is None or self.log_delivery is None:
+            return False
+        deadline = time.monotonic() + timeout
+        settled = self.runtime.settle_logs(timeout)
+        return self.log_delivery.drain(max(0.0, deadline - time.monotonic())) and settled
+
     def state(self) -> dict[str, Any]:
         assert self.provisioned is not None
         return {
@@ -419,8 +446,10 @@ class LocalStack:
 
     # ------------------------------------------------------------ control endpoint
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
-        """``/_local/health`` and ``/_local/stream/drain?timeout=<s>`` on the
-        emulator's port (loopback only): how another process waits for the stream."""
+        """``/_local/health``, ``/_local/stream/drain?timeout=<s>`` and
+        ``/_local/logs/drain?timeout=<s>`` on the emulator's port (loopback
+        only): how another process waits for the stream, or for the log
+        subscriptions' deliveries (the usage counters)."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -439,6 +468,18 @@ class LocalStack:
                 "drained": drained,
                 "delivered": sum(poller.delivered for poller in pollers),
                 "given_up": sum(poller.given_up for poller in pollers),
+            }
+        elif path == "/_local/logs/drain" and environ.get("REQUEST_METHOD") == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+            drained = self.wait_for_logs(timeout)
+            delivery = self.log_delivery
+            status = "200 OK"
+            payload = {
+                "drained": drained,
+                "deliveries": delivery.deliveries if delivery else 0,
+                "delivered_lines": delivery.delivered_lines if delivery else 0,
+                "given_up": delivery.given_up if delivery else 0,
             }
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])

@@ -114,6 +114,14 @@ class RunningStack:
             result: dict[str, Any] = json.load(response)
         return result
 
+    def drain_logs(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Every subscribed log line written so far delivered (the usage counters up to date)."""
+        url = f"{self.state['control_url']}/logs/drain?timeout={timeout}"
+        request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
+        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
+            result: dict[str, Any] = json.load(response)
+        return result
+
     def request(
         self,
         method: str,
