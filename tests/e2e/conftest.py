@@ -135,6 +135,13 @@ class RunningStack:
         return http(method, self.api_url + path, token=token, body=body, raw=raw, headers=headers)
 
 
+def is_usage_item(item: Mapping[str, Any]) -> bool:
+    """A metering item (a usage counter or a delivery journal, docs/usage.md):
+    every request that reaches a function is counted there, a refused one
+    included, so "nothing changed" comparisons of a tenant's data leave them out."""
+    return "|USAGE" in str(item.get("pk", {}).get("S", ""))
+
+
 def http(
     method: str,
     url: str,
@@ -324,6 +331,7 @@ __all__ = [
     "Response",
     "RunningStack",
     "http",
+    "is_usage_item",
     "python_module",
     "run_main",
     "start_stack",

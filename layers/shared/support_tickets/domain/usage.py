@@ -5,9 +5,9 @@ What is counted and priced (at :mod:`support_tickets.core.prices`):
 
 - **API Gateway**: one request per ``"request handled"`` line, that is every
   request that reached an API function with the tenant's verified token (its
-  4xx and 5xx included: API Gateway bills them). Requests the authorizer
-  refused have no tenant and stay unattributed (API Gateway does not bill a
-  request that fails authorization either).
+  4xx and 5xx included: API Gateway bills them). A request the authorizer
+  refused (no valid token, a suspended tenant) or the usage plan throttled
+  runs no function and is not counted; API Gateway does not bill it either.
 - **Lambda**: the API functions' invocations (one per request) and
   GB-seconds (memory size x the handler's duration), plus, where their usage
   lines are counted, the authorizer's invocations per verified token and the
