@@ -9,6 +9,7 @@ import datetime
 import json
 import subprocess
 import time
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -132,7 +133,7 @@ def test_a_suspended_tenant_is_refused_everywhere_and_reactivated(
     assert stack.drain_logs()["drained"] is True
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     counted = read_day(stack.operator("dynamodb"), stack.state["table_name"], tenant.tenant_id, today)
-    assert (counted["requests"], counted["requests:POST /tickets"]) == (1, 1)
+    assert (counted["requests"], counted["requests:POST /tickets"]) == (Decimal(1), Decimal(1))
     assert stack.request("GET", "/tickets", token=neighbour.token).status == 200
     reactivated = command(stack, "tenants", "--tenant", tenant.tenant_id, "--status", "ACTIVE")
     assert reactivated.returncode == 0, reactivated.stderr

@@ -52,10 +52,12 @@ def api_functions() -> set[str]:
 
 def test_every_api_function_is_subscribed_as_the_template_says() -> None:
     subscriptions = subscriptions_from_template()
-    assert {s.source for s in subscriptions} == api_functions()
+    patterns = {s.source: s.pattern.pattern for s in subscriptions}
+    assert set(patterns) == api_functions() | {"AuthorizerFunction"}
     assert {s.destination for s in subscriptions} == {"MeteringFunction"}
-    assert {s.pattern.pattern for s in subscriptions} == {'{ $.message = "request handled" }'}
-    assert "GetUsageFunction" in {s.source for s in subscriptions}
+    assert patterns.pop("AuthorizerFunction") == '{ $.message = "usage" }'
+    assert set(patterns.values()) == {'{ $.message = "request handled" }'}
+    assert "GetUsageFunction" in patterns
 
 
 def test_the_pattern_matches_as_cloudwatch_logs_does() -> None:

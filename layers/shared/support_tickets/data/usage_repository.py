@@ -33,6 +33,13 @@ WRITE_UNITS: Final = "write_units"
 DYNAMODB_CALLS: Final = "dynamodb_calls"
 DURATION_MS: Final = "duration_ms"
 MB_MS: Final = "mb_ms"  # memory size (MB) x duration (ms): GB-seconds = mb_ms / 1024 / 1000
+# The authorizer's invocations per verified token of the tenant, and their MB x ms
+# (its DynamoDB units join read_units / write_units).
+AUTHORIZER_INVOCATIONS: Final = "authorizer_invocations"
+AUTHORIZER_MB_MS: Final = "authorizer_mb_ms"
+# The stream functions' shares (not written yet: docs/usage.md, Status).
+STREAM_INVOCATIONS: Final = "stream_invocations"
+STREAM_MB_MS: Final = "stream_mb_ms"
 # How long a delivery can still arrive (and its journal is kept): Lambda keeps
 # an asynchronous event at most 6 h; a failed delivery may be redriven from the
 # failure queue within this horizon.

@@ -52,8 +52,8 @@ from support_tickets.domain.tenancy import table_for
 EARLIEST_DAY: Final = date(2024, 1, 1)
 DAY_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 # Counters the authorizer's and the stream functions' usage lines add (docs/usage.md).
-EXTRA_INVOCATIONS: Final = ("authorizer_invocations", "stream_invocations")
-EXTRA_MB_MS: Final = ("authorizer_mb_ms", "stream_mb_ms")
+EXTRA_INVOCATIONS: Final = (counters.AUTHORIZER_INVOCATIONS, counters.STREAM_INVOCATIONS)
+EXTRA_MB_MS: Final = (counters.AUTHORIZER_MB_MS, counters.STREAM_MB_MS)
 COST_PLACES: Final = Decimal("1e-10")  # a ten-thousandth of a micro-dollar: a read unit is 1.25e-7
 GB_SECONDS_PLACES: Final = Decimal("1e-9")
 MB_MS_PER_GB_SECOND: Final = Decimal(1024 * 1000)
