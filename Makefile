@@ -34,7 +34,7 @@ export SAM_CLI_TELEMETRY := 0
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
 .PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant export offboard openapi integration oracle checkov clean
+        bench reconcile onboard tenant export usage offboard openapi integration oracle checkov clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -82,6 +82,10 @@ tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHAR
 
 export: $(STAMP) ## a tenant's tickets, comments and history as JSON lines: make export TENANT=<t> [STACK=<stack>] > <t>.jsonl
 	@$(PY) -m ops.export --tenant "$(TENANT)" $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+
+usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYYY-MM-DD] [CHART=<file>.png] [STACK=<stack> [REGION=<r>]]
+	@$(PY) -m ops.usage $(if $(TENANT),--tenant "$(TENANT)",) $(if $(DAY),--day "$(DAY)",) $(if $(CHART),--chart "$(CHART)",) \
+	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
 offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]]
 	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \

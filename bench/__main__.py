@@ -4,7 +4,8 @@ stack, write ``bench/results.json`` and ``bench/results.md``, print the tables.
 ``--quick`` runs everything on tiny sizes (the test suite's smoke run): the
 figures prove the harness works, not how fast anything is. ``--cold-only``
 measures the cold starts alone and puts them into the results already in
-``--out`` (every other section, and its figures, as they were).
+``--out`` (every other section, and its figures, as they were);
+``--metering-only`` does the same for the per-tenant metering's figures.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bench.cost import PRICES, aggregation_cost, route_costs
 from bench.credentials import run_credentials
 from bench.fill import fill_table
 from bench.heat import run_heat
+from bench.metering import run_metering
 from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
@@ -116,6 +118,9 @@ def _measure(
         results["cold"] = cold
     if args.cold_only:
         return results
+    if args.metering_only:
+        results["metering"] = _metering(stack, args, specs, prefix)
+        return results
     phase("filling the table")
     results["table"] = fill_table(
         stack, tickets=args.table_tickets, tenants=args.table_tenants, tenant_prefix=f"{prefix}-f"
@@ -146,7 +151,18 @@ def _measure(
         tenant_prefix=f"{prefix}-a",
     )
     results["aggregation"]["note"] = AGGREGATION_NOTE
+    results["metering"] = _metering(stack, args, specs, prefix)
     return results
+
+
+def _metering(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
+    sizes = {"runs": 2, "deliveries": 1, "lines": 10, "tenants": 2} if args.quick else {
+        "runs": args.warm_runs, "deliveries": 20, "lines": 100, "tenants": 10
+    }  # fmt: skip
+    metering = run_metering(stack, specs, tenant_prefix=f"{prefix}-u", **sizes)
+    if args.metering_only:  # its own date: the other sections keep their run's
+        metering["machine"] = {**machine(), "command": "python -m bench --metering-only"}
+    return metering
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -169,6 +185,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="only the cold starts, replacing them in the results already in --out (the rest kept as it was)",
     )
     parser.add_argument(
+        "--metering-only",
+        action="store_true",
+        help="only the metering's figures, put into the results already in --out (the rest kept as it was)",
+    )
+    parser.add_argument(
         "--cold-instructions",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -179,6 +200,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--cold-only and --skip-cold exclude each other")
     if args.cold_only and not (args.out / "results.json").is_file():
         parser.error(f"--cold-only needs the results of a whole run in {args.out / 'results.json'}")
+    if args.metering_only and (args.cold_only or not (args.out / "results.json").is_file()):
+        parser.error(f"--metering-only needs the results of a whole run in {args.out / 'results.json'}, alone")
+    if args.metering_only:
+        args.skip_cold = True
     if args.quick:
         args.warm_runs, args.cold_runs = 2, 1
         args.table_tickets, args.table_tenants = 25, 4
@@ -206,16 +231,17 @@ def main(argv: list[str] | None = None) -> int:
         "heat_fraction": args.heat_fraction,
     }
     results: dict[str, Any] = {"machine": machine(), "method": METHOD, "parameters": parameters}
-    if args.cold_only:
-        # The earlier run's sections and parameters, with this run's cold starts.
+    if args.cold_only or args.metering_only:
+        # The earlier run's sections and parameters, with this run's cold starts or metering.
         earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
-        earlier["parameters"]["cold_runs"] = args.cold_runs
+        if args.cold_only:
+            earlier["parameters"]["cold_runs"] = args.cold_runs
         results = {**earlier, "method": METHOD}
     progress("starting the local stack")
     phase = _phases(args, started)
     with stack_process() as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
-    if not args.cold_only:
+    if not (args.cold_only or args.metering_only):
         # In memory, after the local stack has stopped: it needs no emulator.
         phase("partition heat")
         results["heat"] = run_heat(fraction=args.heat_fraction)
@@ -228,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         results["setup_retries"] = SETUP_RETRIES
     results["goals"] = goals(results)
-    if not args.cold_only:
+    if not (args.cold_only or args.metering_only):
         results["seconds"] = round(time.monotonic() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

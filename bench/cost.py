@@ -1,8 +1,8 @@
 """Cost per million requests, from the measured calls, capacity units and
 durations, at published us-east-1 on-demand prices.
 
-The prices are constants here, with where they come from; they were not
-fetched live: check the pages before quoting a figure. Durations are this
+The prices are :mod:`support_tickets.core.prices` (with where they come from;
+not fetched live: check the pages before quoting a figure). Durations are this
 machine's, against the local emulator, so the Lambda line is indicative;
 the request, API Gateway and DynamoDB lines do not depend on the machine.
 """
@@ -13,23 +13,19 @@ import math
 from typing import Any
 
 from stack_model.functions import FunctionSpec
+from support_tickets.core import prices
 
+# The list prices live in the layer (the API prices usage with them): one copy.
 PRICES: dict[str, Any] = {
-    "region": "us-east-1",
-    "as_of": "2025 public price pages (DynamoDB on-demand after its 2024-11-01 price cut)",
-    "lambda_x86_per_gb_second_usd": 0.0000166667,
-    "lambda_per_million_requests_usd": 0.20,
-    "api_gateway_rest_per_million_usd": 3.50,
-    "dynamodb_on_demand_per_million_wru_usd": 0.625,
-    "dynamodb_on_demand_per_million_rru_usd": 0.125,
-    "sts_per_call_usd": 0.0,
-    "sources": [
-        "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
-        "https://aws.amazon.com/api-gateway/pricing/ (REST APIs, first 333 million)",
-        "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
-        "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
-        "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
-    ],
+    "region": prices.REGION,
+    "as_of": prices.AS_OF,
+    "lambda_x86_per_gb_second_usd": float(prices.LAMBDA_X86_PER_GB_SECOND_USD),
+    "lambda_per_million_requests_usd": float(prices.LAMBDA_PER_MILLION_REQUESTS_USD),
+    "api_gateway_rest_per_million_usd": float(prices.API_GATEWAY_REST_PER_MILLION_USD),
+    "dynamodb_on_demand_per_million_wru_usd": float(prices.DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD),
+    "dynamodb_on_demand_per_million_rru_usd": float(prices.DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD),
+    "sts_per_call_usd": float(prices.STS_PER_CALL_USD),
+    "sources": list(prices.SOURCES),
 }
 
 

@@ -13,9 +13,12 @@ developer's profile or keys must never stand in for a role. It runs
 :func:`local_stack.lambda_runtime.main`, which imports the handler (the cold
 start) and then answers one invocation at a time.
 
-**Protocol**: JSON lines over two pipes of their own (the function's stdout
-and stderr are the stack's, so its log lines reach the stack's output as a
-Lambda function's reach its log group). The environment writes ``{"init":
+**Protocol**: JSON lines over two pipes of their own (the function's stderr
+is the stack's; its stdout is piped and teed, line by line, to the stack's
+output and to a log sink, as a Lambda function's lines reach its log group,
+where subscription filters see them: :mod:`local_stack.log_subscriptions`).
+Each environment writes a log stream of its own, named as Lambda names them
+(``YYYY/MM/DD/[$LATEST]<32 hex digits>``). The environment writes ``{"init":
 {}}`` once its handler is imported (or ``{"init": {"error": ...}}``, and
 ends), then answers each ``{"request_id", "timeout_s", "event"}`` with
 ``{"result": ...}`` or ``{"error": {"errorType", "errorMessage",
@@ -60,8 +63,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
 
 from local_stack import lambda_runtime
 from stack_model.functions import FunctionSpec
@@ -73,6 +77,15 @@ INIT_TIMEOUT_S = 10.0
 # How long a stopping environment gets to end on its own before it is killed.
 STOP_GRACE_S = 2.0
 _CHUNK = 1 << 16
+# Where an environment's log lines go besides the stack's output:
+# (function logical id, log group, log stream, line without its newline).
+LogSink = Callable[[str, str, str, str], None]
+_OUTPUT_LOCK = threading.Lock()
+
+
+def log_stream_name() -> str:
+    """A new execution environment's log stream, named as Lambda names them."""
+    return f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
 
 
 class FunctionError(Exception):
@@ -133,17 +146,30 @@ def process_environment(spec: FunctionSpec, variables: Mapping[str, str]) -> dic
 class ExecutionEnvironment:
     """One process of one function: started cold, then warm until it ends."""
 
-    def __init__(self, spec: FunctionSpec, variables: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        variables: Mapping[str, str],
+        log_sink: LogSink | None = None,
+        output: BinaryIO | None = None,
+    ) -> None:
         self.spec = spec
+        self.log_stream = log_stream_name()
+        self.log_group = variables.get("AWS_LAMBDA_LOG_GROUP_NAME", f"/aws/lambda/{spec.logical_id}")
+        self._log_sink = log_sink
+        self._output = output if output is not None else sys.stdout.buffer
         request_read, self._request_fd = os.pipe()
         self._response_fd, response_write = os.pipe()
         command = [sys.executable, "-P", lambda_runtime.__file__, str(request_read), str(response_write)]
+        environment = process_environment(spec, {**variables, "AWS_LAMBDA_LOG_STREAM_NAME": self.log_stream})
         try:
             self.process = subprocess.Popen(  # noqa: S603 - our interpreter, our runtime
                 [*command, str(os.getpid())],
                 cwd=spec.code_uri,
-                env=process_environment(spec, variables),
+                env=environment,
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                bufsize=0,  # read by its file descriptor (settle_logs: nothing buffered out of sight)
                 pass_fds=(request_read, response_write),
                 start_new_session=True,
             )
@@ -156,6 +182,79 @@ class ExecutionEnvironment:
             os.close(response_write)
         self._buffer = b""
         self._initialized = False
+        self._logs_read = threading.Condition()
+        self._reading_logs = False
+        self._logs_ended = False
+        self._log_reader = threading.Thread(
+            target=self._read_logs, name=f"logs-{spec.logical_id}-{self.process.pid}", daemon=True
+        )
+        self._log_reader.start()
+
+    def _read_logs(self) -> None:
+        """Tee the function's stdout: each line to the stack's output, then to the sink."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        descriptor = stdout.fileno()
+        rest = b""
+        try:
+            while True:
+                select.select([descriptor], [], [])
+                with self._logs_read:
+                    self._reading_logs = True
+                try:
+                    chunk = os.read(descriptor, _CHUNK)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    if rest:
+                        self._hand_on(rest + b"\n")
+                    return
+                *lines, rest = (rest + chunk).split(b"\n")
+                for line in lines:
+                    self._hand_on(line + b"\n")
+                with self._logs_read:
+                    self._reading_logs = False
+                    self._logs_read.notify_all()
+        finally:
+            stdout.close()
+            with self._logs_read:
+                self._reading_logs = False
+                self._logs_ended = True
+                self._logs_read.notify_all()
+
+    def _hand_on(self, raw: bytes) -> None:
+        with _OUTPUT_LOCK:
+            try:
+                self._output.write(raw)
+                self._output.flush()
+            except (OSError, ValueError):  # the stack's output went away: the sink still gets its lines
+                pass
+        if self._log_sink is not None:
+            text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            try:
+                self._log_sink(self.spec.logical_id, self.log_group, self.log_stream, text)
+            except Exception:  # a sink's bug must not stop the tee
+                log.exception("%s: the log sink failed", self.spec.logical_id)
+
+    def settle_logs(self, timeout: float) -> bool:
+        """True once every whole line the function wrote so far was handed on
+        (its stdout pipe is empty and no read is being handed on), or its output ended."""
+        deadline = time.monotonic() + timeout
+        stdout = self.process.stdout
+        while True:
+            with self._logs_read:
+                if self._logs_ended:
+                    return True
+                if not self._reading_logs:
+                    try:
+                        pending = stdout is not None and bool(select.select([stdout.fileno()], [], [], 0)[0])
+                    except (ValueError, OSError):  # closed meanwhile: its reader has ended
+                        pending = False
+                    if not pending:
+                        return True
+                if time.monotonic() >= deadline:
+                    return False
+                self._logs_read.wait(0.01)
 
     @property
     def pid(self) -> int:
@@ -288,10 +387,12 @@ class FunctionEnvironments:
         *,
         max_environments: int = 1,
         limits: Mapping[str, int] | None = None,
+        log_sink: LogSink | None = None,
     ) -> None:
         limits = limits or {}
         if min([max_environments, *limits.values()]) < 1:
             raise ValueError("a function needs at least one environment")
+        self._log_sink = log_sink
         self._pools = {
             logical_id: _Pool(spec, environments[logical_id], limits.get(logical_id, max_environments))
             for logical_id, spec in specs.items()
@@ -323,7 +424,7 @@ class FunctionEnvironments:
                     break
                 pool.changed.wait()
         try:
-            environment = ExecutionEnvironment(pool.spec, pool.variables)
+            environment = ExecutionEnvironment(pool.spec, pool.variables, self._log_sink)
         except BaseException:
             with pool.changed:
                 pool.starting -= 1
@@ -357,6 +458,17 @@ class FunctionEnvironments:
             if pids:
                 out[logical_id] = sorted(pids)
         return out
+
+    def settle_logs(self, timeout: float) -> bool:
+        """True once every live environment's log lines written so far were handed on."""
+        deadline = time.monotonic() + timeout
+        settled = True
+        for pool in self._pools.values():
+            with pool.changed:
+                environments = list(pool.all)
+            for environment in environments:
+                settled = environment.settle_logs(max(0.0, deadline - time.monotonic())) and settled
+        return settled
 
     def stop(self) -> None:
         """End every environment: idle ones are asked to end, busy ones killed

@@ -28,9 +28,10 @@ from typing import Any
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from local_stack.emulator import Emulator, Provisioned
-from local_stack.environments import FunctionEnvironments
+from local_stack.environments import FunctionEnvironments, LogSink
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.local_values import LOCAL_API_ID, local_environment
+from local_stack.log_subscriptions import LogDelivery, subscriptions_from_template
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
 from local_stack.state import (
@@ -111,10 +112,13 @@ class FunctionRuntime:
         *,
         max_environments: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION,
         limits: dict[str, int] | None = None,
+        log_sink: LogSink | None = None,
     ) -> None:
         self.specs = specs
         self._environments = environments
-        self._processes = FunctionEnvironments(specs, environments, max_environments=max_environments, limits=limits)
+        self._processes = FunctionEnvironments(
+            specs, environments, max_environments=max_environments, limits=limits, log_sink=log_sink
+        )
 
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
@@ -127,6 +131,10 @@ class FunctionRuntime:
     def pids(self) -> dict[str, list[int]]:
         """The running environments' process ids, by function."""
         return self._processes.pids()
+
+    def settle_logs(self, timeout: float) -> bool:
+        """True once every line the functions wrote so far reached the log sink."""
+        return self._processes.settle_logs(timeout)
 
     def stop(self) -> None:
         self._processes.stop()
@@ -211,6 +219,8 @@ class LocalStack:
         self.pollers: dict[str, StreamPoller] = {}
         # One per SQS event source mapping, by its logical id.
         self.queue_pollers: dict[str, SqsPoller] = {}
+        # The template's log subscription filters (the metering function's).
+        self.log_delivery: LogDelivery | None = None
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
         self._wrote_state = False
@@ -250,12 +260,18 @@ class LocalStack:
         for source in queue_sources:
             # A function's environments: enough for all its sources' concurrent invocations.
             limits[source.function] = limits.get(source.function, 0) + concurrency[source.name]
+        # Subscribed log lines go to their destination function as CloudWatch Logs sends them.
+        delivery = self.log_delivery = LogDelivery(
+            subscriptions_from_template(), lambda destination, event: runtime.invoke(specs[destination], event)
+        )
         runtime = self.runtime = FunctionRuntime(
             specs,
             environments,
             max_environments=self.options.environments_per_function,
             limits={function: max(limit, self.options.environments_per_function) for function, limit in limits.items()},
+            log_sink=delivery.line,
         )
+        delivery.start()
 
         stage = str(provisioned.values.ref("StageName"))
         declared = authorizer_spec()
@@ -393,6 +409,8 @@ class LocalStack:
             poller.stop()
         for queue_poller in self.queue_pollers.values():
             queue_poller.stop()
+        if self.log_delivery is not None:
+            self.log_delivery.stop()
         if self.runtime is not None:
             # After the API and the pollers, the only callers: no environment is started again.
             self.runtime.stop()
@@ -402,6 +420,7 @@ class LocalStack:
         self._api_thread = None
         self.pollers = {}
         self.queue_pollers = {}
+        self.log_delivery = None
 
     def __enter__(self) -> LocalStack:
         self.start()
@@ -474,6 +493,15 @@ class LocalStack:
         self._queue_written()
         return offset
 
+    def wait_for_logs(self, timeout: float = 30.0) -> bool:
+        """True once every subscribed line the functions wrote before the call
+        was delivered (the metering function invoked with it)."""
+        if self.runtime is None or self.log_delivery is None:
+            return False
+        deadline = time.monotonic() + timeout
+        settled = self.runtime.settle_logs(timeout)
+        return self.log_delivery.drain(max(0.0, deadline - time.monotonic())) and settled
+
     def state(self) -> dict[str, Any]:
         assert self.provisioned is not None
         return {
@@ -506,11 +534,12 @@ class LocalStack:
     # ------------------------------------------------------------ control endpoint
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
         """``/_local/health``, ``/_local/stream/drain?timeout=<s>``,
-        ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``
-        and ``/_local/table/fingerprint`` on the emulator's port (loopback
-        only): how another process waits for the stream and the SQS event
-        sources, moves the queues' clock forward, and sees whether the table
-        changed."""
+        ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``,
+        ``/_local/logs/drain?timeout=<s>`` and ``/_local/table/fingerprint`` on
+        the emulator's port (loopback only): how another process waits for the
+        stream, the SQS event sources or the log subscriptions' deliveries (the
+        usage counters), moves the queues' clock forward, and sees whether the
+        table changed."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -532,7 +561,8 @@ class LocalStack:
             }
         elif path == "/_local/table/fingerprint" and environ.get("REQUEST_METHOD") == "GET":
             assert self.provisioned is not None
-            status, payload = "200 OK", self.emulator.table_fingerprint(self.provisioned.table_name)
+            skipped = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("skip_pk_containing", [])
+            status, payload = "200 OK", self.emulator.table_fingerprint(self.provisioned.table_name, skipped)
         elif path == "/_local/queues/drain" and environ.get("REQUEST_METHOD") == "POST":
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
@@ -551,6 +581,18 @@ class LocalStack:
                 status, payload = "200 OK", {"offset_s": self.advance_queue_clock(float(query["advance"][0]))}
             except (KeyError, ValueError):
                 status, payload = "400 Bad Request", {"error": "advance=<seconds>, not negative"}
+        elif path == "/_local/logs/drain" and environ.get("REQUEST_METHOD") == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+            drained = self.wait_for_logs(timeout)
+            delivery = self.log_delivery
+            status = "200 OK"
+            payload = {
+                "drained": drained,
+                "deliveries": delivery.deliveries if delivery else 0,
+                "delivered_lines": delivery.delivered_lines if delivery else 0,
+                "given_up": delivery.given_up if delivery else 0,
+            }
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]

@@ -127,6 +127,29 @@ class ApiKeys:
             if not position:
                 return None
 
+    def tenants(self) -> list[str]:
+        """Every tenant with an API key of this stack (its tags say so), sorted:
+        the stack's tenant directory, without a Scan of the table."""
+        found: set[str] = set()
+        position: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"nameQuery": f"{self.stack_name}{NAME_SEPARATOR}", "limit": 500}
+            if position:
+                kwargs["position"] = position
+            page = self.client.get_api_keys(**kwargs)
+            for item in page.get("items", []):
+                tenant_id = item.get("tags", {}).get(TENANT_TAG)
+                # Named for the tenant its tags name, and tagged as this stack's.
+                if (
+                    isinstance(tenant_id, str)
+                    and item.get("name") == f"{self.stack_name}{NAME_SEPARATOR}{tenant_id}"
+                    and self.is_ours(item, tenant_id)
+                ):
+                    found.add(tenant_id)
+            position = page.get("position")
+            if not position:
+                return sorted(found)
+
     def delete(self, tenant_id: str, key_id: str | None = None) -> bool:
         """Take the tenant's key out of this stack's plans and delete it (the
         offboarding); whether there was one (of this stack and tenant, by its

@@ -107,6 +107,8 @@ NEEDS: dict[tuple[str, str], Needs] = {
         operation="UpdateItem",
         encrypts=True,
     ),
+    # Usage (docs/usage.md): a day the sample events' clock has seen (they are fixed).
+    ("GET", "/usage"): Needs("usage", response="UsageResponse", admin=True, query={"day": "2026-11-21"}),
 }
 
 

@@ -18,7 +18,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
 from support_tickets.auth.jwks import Jwks
+from support_tickets.core import metering
 from support_tickets.core.errors import Unauthorized
+from support_tickets.core.identity import CONTEXT_TENANT
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
 from support_tickets.data.session import BOTO_CONFIG, token_exchange
@@ -53,9 +55,20 @@ def authorizer() -> TenantAuthorizer:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    metering.start()
     try:
-        return authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
+        answer = authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
     except Unauthorized:
         logger.info("token refused")
         # The one message API Gateway turns into a 401.
         raise Exception("Unauthorized") from None  # API Gateway's contract
+    # A verified token's invocation is its tenant's (API Gateway caches the
+    # answer per token): one usage line, which the metering function counts.
+    logger.info(
+        metering.USAGE_MESSAGE,
+        extra={
+            CONTEXT_TENANT: answer["context"][CONTEXT_TENANT],
+            "usage": metering.invocation_fields("authorizer", context, metering.finish()),
+        },
+    )
+    return answer

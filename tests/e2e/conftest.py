@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -127,12 +128,22 @@ class RunningStack:
         offset: float = self._control(f"queues/clock?advance={seconds}", 10)["offset_s"]
         return offset
 
-    def table_fingerprint(self) -> dict[str, Any]:
-        """The table's item count and SHA-256 of every item (``/_local/table/fingerprint``)."""
-        url = f"{self.state['control_url']}/table/fingerprint"
+    def table_fingerprint(self, *, skip_pk_containing: str | None = None) -> dict[str, Any]:
+        """The table's item count and SHA-256 of every item (``/_local/table/fingerprint``),
+        but those whose partition key contains ``skip_pk_containing``."""
+        query = (
+            ""
+            if skip_pk_containing is None
+            else "?" + urllib.parse.urlencode({"skip_pk_containing": skip_pk_containing})
+        )
+        url = f"{self.state['control_url']}/table/fingerprint{query}"
         with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - the local control endpoint
             result: dict[str, Any] = json.load(response)
         return result
+
+    def drain_logs(self, timeout: float = 30.0) -> dict[str, Any]:
+        """Every subscribed log line written so far delivered (the usage counters up to date)."""
+        return self._control(f"logs/drain?timeout={timeout}", timeout)
 
     def _control(self, path: str, timeout: float) -> dict[str, Any]:
         request = urllib.request.Request(f"{self.state['control_url']}/{path}", method="POST")  # noqa: S310
@@ -151,6 +162,17 @@ class RunningStack:
         headers: Mapping[str, str] | None = None,
     ) -> Response:
         return http(method, self.api_url + path, token=token, body=body, raw=raw, headers=headers)
+
+
+# What every metering item's partition key contains (a usage counter or a delivery journal).
+USAGE_PK_MARK = "|USAGE"
+
+
+def is_usage_item(item: Mapping[str, Any]) -> bool:
+    """A metering item (a usage counter or a delivery journal, docs/usage.md):
+    every request that reaches a function is counted there, a refused one
+    included, so "nothing changed" comparisons of a tenant's data leave them out."""
+    return USAGE_PK_MARK in str(item.get("pk", {}).get("S", ""))
 
 
 def http(
@@ -338,10 +360,12 @@ def tenant_pair(stack: RunningStack) -> tuple[Caller, Caller]:
 __all__ = [
     "ENV_FILE",
     "STATE_FILE",
+    "USAGE_PK_MARK",
     "Caller",
     "Response",
     "RunningStack",
     "http",
+    "is_usage_item",
     "python_module",
     "run_main",
     "start_stack",

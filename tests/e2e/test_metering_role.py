@@ -12,7 +12,8 @@ from decimal import Decimal
 
 from stack_model.roles import function_role
 from support_tickets.core import keys
-from support_tickets.streams.metering import UsageLedger, read_day, read_delivery
+from support_tickets.data.usage_repository import read_day
+from support_tickets.streams.metering import UsageLedger, read_delivery
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_isolation import assert_denied, client_with, role_credentials
 

@@ -4,14 +4,16 @@ capacity model's units, not moto's constants), under its own tenant only."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
 from typing import Any
 
+from ops import usage as ops_usage
 from stack_model.capacity import TableShape, item_size
 from support_tickets.core import keys
-from tests.e2e.conftest import Caller, RunningStack, server_log
+from tests.e2e.conftest import STATE_FILE, Caller, RunningStack, server_log
 
 DESCRIPTION_BYTES = 9000  # a ticket of about 9.1 KB: 10 write units, 3 x 4 KB to read
 
@@ -73,3 +75,62 @@ def test_units_are_the_models_for_a_known_item(stack: RunningStack, tenant_pair:
     # and the other tenant's lines (none here) never carry this tenant's requests
     assert all(line["tenant_id"] == other.tenant_id for line in usage_lines(stack, other.tenant_id))
     assert not [line for line in usage_lines(stack, other.tenant_id) if line["usage"]["route"] == "POST /tickets"]
+
+
+def test_a_known_mix_of_two_tenants_appears_exactly_in_get_usage_and_make_usage(
+    stack: RunningStack, tenant_pair: tuple[Caller, Caller]
+) -> None:
+    first, second = (caller.tenant_id for caller in tenant_pair)  # "<t>" and "<t>0"
+    admin_1 = stack.token(first, f"a-{first}", admin=True)
+    admin_10 = stack.token(second, f"a-{second}", admin=True)
+    # Given a known mix of requests of each tenant (a 404 is a request too)
+    for title in ("a", "b"):
+        assert stack.request("POST", "/tickets", token=admin_1, body={"title": title}).status == 201
+    assert stack.request("GET", "/tickets", token=admin_1).status == 200
+    own = stack.request("POST", "/tickets", token=admin_10, body={"title": "c"}).body["ticket_id"]
+    assert stack.request("GET", f"/tickets/{own}/summary", token=admin_10).status == 200
+    first_ticket = stack.request("GET", "/tickets", token=admin_1).body["items"][0]["ticket_id"]
+    assert stack.request("GET", f"/tickets/{first_ticket}/summary", token=admin_10).status == 404
+    # When the functions' log lines reach the metering function (no sleep: the drain)
+    drained = stack.drain_logs()
+    assert drained["drained"], drained
+    assert drained["given_up"] == 0
+    # Then each tenant's admin sees exactly its own requests, with units and a cost
+    expected = {
+        first: {"POST /tickets": 2, "GET /tickets": 2},
+        second: {"POST /tickets": 1, "GET /tickets/{ticket_id}/summary": 2},
+    }
+    answers = {}
+    for tenant, token in ((first, admin_1), (second, admin_10)):
+        response = stack.request("GET", "/usage", token=token)
+        assert response.status == 200, response.body
+        usage = answers[tenant] = response.body
+        assert (usage["tenant_id"], usage["requests"]) == (tenant, expected[tenant])
+        assert usage["requests_total"] == sum(expected[tenant].values())
+        # one per request, and the authorizer's for the admin's new token (its answer is cached)
+        assert usage["lambda"]["invocations"] >= usage["requests_total"] + 1
+        assert usage["lambda"]["gb_seconds"] > 0
+        assert usage["dynamodb"]["write_units"] > 0
+        assert usage["dynamodb"]["read_units"] > 0
+        assert usage["cost_usd"]["total"] > usage["cost_usd"]["api_gateway"] > 0
+        assert usage["final"] is False
+    # members may not
+    assert stack.request("GET", "/usage", token=tenant_pair[0].token).status == 403
+    # and make usage says the same, now with the GET /usage requests counted too
+    # (the member's refused one included: it reached the function under its tenant)
+    assert stack.drain_logs()["drained"]
+    expected[first]["GET /usage"] = 2
+    expected[second]["GET /usage"] = 1
+    state = str(stack.state_dir / STATE_FILE)
+    for tenant in (first, second):
+        out = io.StringIO()
+        assert ops_usage.main(["--tenant", tenant, "--local", "--local-state", state], out=out) == 0
+        made = json.loads(out.getvalue())
+        assert (made["tenant_id"], made["requests"]) == (tenant, expected[tenant])
+        assert made["dynamodb"]["write_units"] == answers[tenant]["dynamodb"]["write_units"]  # reading writes nothing
+        assert made["dynamodb"]["read_units"] > answers[tenant]["dynamodb"]["read_units"]  # its Query read
+    table = io.StringIO()
+    assert ops_usage.main(["--local", "--local-state", state], out=table) == 0
+    rows = {line.split()[0]: line.split() for line in table.getvalue().splitlines()[3:]}
+    assert rows[first][1] == str(sum(expected[first].values()))
+    assert rows[second][1] == str(sum(expected[second].values()))

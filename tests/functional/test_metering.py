@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from local_stack.lambda_runtime import LambdaContext
 from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
+from support_tickets.data.usage_repository import read_day
 from support_tickets.streams import metering
 from support_tickets.streams.metering import (
     DEFAULT_REPLAY_HORIZON_SECONDS,
     MalformedDelivery,
-    read_day,
     read_delivery,
 )
 from tests.conftest import all_items, random_tenant_id
@@ -470,3 +470,36 @@ def test_any_sequence_of_redeliveries_counts_each_distinct_line_once(
     for tenant_id in tenants:
         for day in ("2026-11-24", DAY):
             assert harness.counters(tenant_id, day) == recount(everything, tenant_id, day)
+
+
+def authorizer_event(event_id: str, tenant: str, *, function: str = "authorizer", units: str = "1.0") -> dict[str, Any]:
+    message = (
+        f'{{"level":"INFO","message":"usage","tenant_id":"{tenant}","usage":{{"function":"{function}",'
+        f'"request_id":"a-{event_id}","read_units":{units},"write_units":0.0,"dynamodb_calls":1,'
+        f'"duration_ms":3.5,"memory_mb":256}}}}'
+    )
+    return {"id": event_id, "timestamp": MIDNIGHT_MS + 3_600_000, "message": message}
+
+
+def test_the_authorizers_usage_lines_count_its_invocations_not_requests(harness: Harness) -> None:
+    # Given a delivery of the authorizer's log group: two verified tokens of tenant 1, one of 10,
+    # and a line naming a function that writes no usage lines
+    events = [
+        authorizer_event("e1", "1"),
+        authorizer_event("e2", "1", units="0.5"),
+        authorizer_event("e3", "10"),
+        authorizer_event("e4", "1", function="mystery"),
+    ]
+    result = harness.invoke(payload(events, group="/aws/lambda/support-tickets/AuthorizerFunction"))
+    assert result["malformed"] == 1
+    # Then each tenant has its invocations, GB-seconds and units, and no request
+    one = harness.counters("1")
+    assert one["authorizer_invocations"] == 2
+    assert one["authorizer_mb_ms"] == Decimal("3.5") * 256 * 2
+    assert one["read_units"] == Decimal("1.5")
+    assert one["requests"] == 0
+    assert not [name for name in one if name.startswith("requests:")]
+    assert harness.counters("10")["authorizer_invocations"] == 1
+    # and a redelivery counts nothing again
+    harness.invoke(payload(events, group="/aws/lambda/support-tickets/AuthorizerFunction"))
+    assert harness.counters("1")["authorizer_invocations"] == 2

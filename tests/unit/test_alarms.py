@@ -68,7 +68,7 @@ def uncovered(template: dict[str, Any]) -> list[str]:
 
 def test_every_queue_and_every_function_has_its_alarms() -> None:
     template = translated()
-    # What the coverage is derived from: the stack's 19 functions (the API's, the
+    # What the coverage is derived from: the stack's 20 functions (the API's, the
     # authorizer, both stream functions, the metering function), both stream
     # functions, the three failure queues.
     assert len(of_type(template, "AWS::Lambda::Function")) == len(API_FUNCTIONS) + 4
@@ -107,7 +107,7 @@ def test_thresholds_page_on_the_first_failure() -> None:
 
 def test_every_alarm_notifies_the_topic_both_ways_and_ignores_missing_data() -> None:
     found = alarms(translated())
-    assert len(found) == 3 + 2 + 2 * 19 + 1
+    assert len(found) == 3 + 2 + 2 * 20 + 1
     for name, alarm in found.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name

@@ -5,7 +5,9 @@ whole stage with the caller's context and its tenant's API key."""
 from __future__ import annotations
 
 import base64
+import io
 import json
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -57,9 +59,12 @@ def store(client: Any, tenant: str, api_key: str | None = None, tier: str = "bas
 
 
 @pytest.fixture
-def invoke(fetches: list[str], records: Any) -> Invoke:
-    handler = load_handler(PROJECT_ROOT / "functions" / "authorizer", "app.lambda_handler")
+def handler(fetches: list[str], records: Any) -> Callable[..., Any]:
+    return load_handler(PROJECT_ROOT / "functions" / "authorizer", "app.lambda_handler")
 
+
+@pytest.fixture
+def invoke(handler: Callable[..., Any]) -> Invoke:
     def call(authorization: str, method_arn: str = METHOD_ARN) -> dict[str, Any]:
         event = {"type": "TOKEN", "authorizationToken": authorization, "methodArn": method_arn}
         result: dict[str, Any] = handler(event, LambdaContext("AuthorizerFunction"))
@@ -268,3 +273,33 @@ def test_the_jwks_and_the_record_are_read_once_per_container(
         invoke(f"Bearer {USER_POOL.id_token('acme', username)}")
     assert fetches == [JWKS_URL]
     assert reads == ["TENANT#acme|CONFIG"]
+
+
+def authorizer_log(handler: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """What the authorizer's logger writes (its JSON lines), until the test ends."""
+    written = io.StringIO()
+    monkeypatch.setattr(sys.modules[handler.__module__].logger.registered_handler, "stream", written)
+    return written
+
+
+def test_a_verified_token_logs_one_usage_line_for_its_tenant_and_a_refused_one_none(
+    invoke: Invoke, handler: Callable[..., Any], records: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support_tickets.streams.metering import AUTHORIZER, usage_line
+
+    store(records, "acme", "acme-key-0123456789012345")
+    written = authorizer_log(handler, monkeypatch)
+    invoke(f"Bearer {USER_POOL.id_token('acme', 'alice')}")
+    with pytest.raises(Exception, match="Unauthorized"):
+        invoke("Bearer not-a-token")
+    lines = [json.loads(text) for text in written.getvalue().splitlines()]
+    usage = [line for line in lines if line["message"] == "usage"]
+    assert [line["tenant_id"] for line in usage] == ["acme"]
+    assert usage[0]["usage"]["function"] == AUTHORIZER
+    assert usage[0]["usage"]["memory_mb"] > 0
+    # the metering function reads it as one authorizer invocation of acme
+    event = {"id": "1", "timestamp": 1_795_600_000_000, "message": json.dumps(usage[0])}
+    read = usage_line(event)
+    assert read is not None
+    assert (read.tenant_id, read.kind, read.route) == ("acme", AUTHORIZER, "")
+    assert any(line["message"] == "token refused" for line in lines)

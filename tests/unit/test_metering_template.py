@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from support_tickets.api.resolver import REQUEST_OUTCOME_MESSAGE
-from support_tickets.core import keys
-from support_tickets.streams.metering import USAGE_MESSAGE
+from support_tickets.core import keys, metering
+from support_tickets.streams.metering import INVOCATION_MESSAGE, USAGE_MESSAGE
 from tests.unit.test_template import (
     API_FUNCTIONS,
     ITEM_ACTIONS,
@@ -22,6 +22,7 @@ from tests.unit.test_template import (
 )
 
 METERING = "MeteringFunction"
+AUTHORIZER = "AuthorizerFunction"
 
 
 def log_group_of(function: str) -> str:
@@ -36,11 +37,14 @@ def test_every_api_functions_log_group_sends_its_usage_lines_to_the_metering_fun
     for name, subscription in filters.items():
         props = subscription["Properties"]
         assert props["DestinationArn"] == {"Fn::GetAtt": [METERING, "Arn"]}, name
-        assert props["FilterPattern"] == '{ $.message = "request handled" }', name
-        by_group[props["LogGroupName"]["Ref"]] = name
-    assert set(by_group) == {log_group_of(function) for function in API_FUNCTIONS}
-    # The line the resolver writes is the line the function reads.
+        by_group[props["LogGroupName"]["Ref"]] = props["FilterPattern"]
+    expected = {log_group_of(function): '{ $.message = "request handled" }' for function in API_FUNCTIONS}
+    # and the authorizer's usage lines, one per verified token
+    expected[log_group_of(AUTHORIZER)] = '{ $.message = "usage" }'
+    assert by_group == expected
+    # The lines the functions write are the lines the metering function reads.
     assert USAGE_MESSAGE == REQUEST_OUTCOME_MESSAGE == "request handled"
+    assert INVOCATION_MESSAGE == metering.USAGE_MESSAGE == "usage"
 
 
 def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
@@ -49,7 +53,8 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         for res in resources("AWS::Lambda::Permission").values()
         if res["Properties"]["FunctionName"] in ({"Ref": METERING}, {"Fn::GetAtt": [METERING, "Arn"]})
     ]
-    assert len(permissions) == len(API_FUNCTIONS)
+    subscribed = [*API_FUNCTIONS, AUTHORIZER]
+    assert len(permissions) == len(subscribed)
     groups: set[str] = set()
     for permission in permissions:
         assert permission["Action"] == "lambda:InvokeFunction"
@@ -57,8 +62,8 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         source = json.dumps(permission["SourceArn"])
         assert ":logs:" in source, source
         assert "log-group:" in source, source
-        groups.update(group for group in (log_group_of(f) for f in API_FUNCTIONS) if f'"{group}"' in source)
-    assert groups == {log_group_of(function) for function in API_FUNCTIONS}
+        groups.update(group for group in (log_group_of(f) for f in subscribed) if f'"{group}"' in source)
+    assert groups == {log_group_of(function) for function in subscribed}
 
 
 def test_the_metering_role_writes_usage_items_only_and_reads_nothing() -> None:

@@ -39,6 +39,7 @@ API_FUNCTIONS = {
     "ListWebhooksFunction",
     "DeleteWebhookFunction",
     "RotateWebhookSecretFunction",
+    "GetUsageFunction",
 }
 WEBHOOK_FUNCTIONS = {
     "CreateWebhookFunction",
@@ -125,7 +126,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     # SAM inlines the API as an OpenAPI body: check every operation there.
     paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == len(API_FUNCTIONS) == 15
+    assert len(operations) == len(API_FUNCTIONS) == 16
     for path, verb, op in operations:
         assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
     schemes = rest_api_body()["securityDefinitions"]

@@ -30,6 +30,9 @@ METERED_OPERATIONS: Final = READ_OPERATIONS | frozenset(
     {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items"}
 )
 ZERO: Final = Decimal(0)
+# The message of a usage line that is not a request's (the authorizer's, per
+# verified token): the metering function's subscription filter selects it too.
+USAGE_MESSAGE: Final = "usage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +112,17 @@ def add(operation: str, response: Any) -> None:
 
 def finish() -> Consumed:
     return METER.current()
+
+
+def invocation_fields(function: str, context: Any, consumed: Consumed) -> dict[str, Any]:
+    """An invocation's usage on behalf of one tenant (a ``"usage"`` line, docs/usage.md):
+    ``function`` says whose (``authorizer``)."""
+    return {
+        "function": function,
+        "request_id": getattr(context, "aws_request_id", None),
+        "read_units": float(consumed.read_units),
+        "write_units": float(consumed.write_units),
+        "dynamodb_calls": consumed.calls,
+        "duration_ms": round(consumed.elapsed_ms, 3),
+        "memory_mb": int(getattr(context, "memory_limit_in_mb", 0) or 0),
+    }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypedDict
 
 from support_tickets.core import keys
 from support_tickets.core.audit import FORBID_EXTRA, AuditEvent, AuditEventType, AuditField, FieldChange
@@ -240,6 +240,45 @@ class RotatedSecret:
     webhook_id: str
     secret: str
     previous_secret_expires_at: str
+
+
+# The usage object (API.md): TypedDicts (pydantic reads them as models), two of
+# them in the functional form since a key of theirs ("lambda") is a Python keyword.
+class UsageUnits(TypedDict):
+    """DynamoDB read and write request units (index units included)."""
+
+    read_units: float
+    write_units: float
+
+
+class UsageLambda(TypedDict):
+    """Lambda invocations and GB-seconds (memory size x handler duration)."""
+
+    invocations: int
+    gb_seconds: float
+
+
+UsageCost = TypedDict("UsageCost", {"api_gateway": float, "lambda": float, "dynamodb": float, "total": float})
+UsageCost.__doc__ = "Estimated cost in USD at documented list prices (support_tickets.core.prices)."
+UsageResponse = TypedDict(
+    "UsageResponse",
+    {
+        "tenant_id": str,
+        "day": str,
+        "requests": dict[str, int],
+        "requests_total": int,
+        "dynamodb": UsageUnits,
+        "lambda": UsageLambda,
+        "cost_usd": UsageCost,
+        "final": bool,
+    },
+)
+UsageResponse.__doc__ = (
+    "What the tenant consumed and cost on one UTC day; `requests` per `<METHOD> <route path>`. "
+    "`final`: the day's figures no longer change."
+)
+for _usage_shape in (UsageUnits, UsageLambda, UsageCost, UsageResponse):
+    setattr(_usage_shape, "__pydantic_config__", FORBID_EXTRA)  # noqa: B010 - a class attribute mypy does not know
 
 
 @dataclass(frozen=True)

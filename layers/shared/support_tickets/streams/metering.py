@@ -1,5 +1,7 @@
 """Exactly-once usage counters per (tenant, UTC day), from the API functions'
-``"request handled"`` log lines (docs/usage.md).
+``"request handled"`` log lines and the authorizer's ``"usage"`` lines (one per
+verified token: ``authorizer_invocations``, ``authorizer_mb_ms``, its DynamoDB
+units with the tenant's) (docs/usage.md).
 
 A CloudWatch Logs subscription filter delivers the matching lines of one log
 stream (one execution environment) to the metering function: ``awslogs.data``
@@ -64,20 +66,28 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
+from support_tickets.core.metering import USAGE_MESSAGE as USAGE_LINE_MESSAGE
+from support_tickets.data import usage_repository as names
+from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 USAGE_MESSAGE: Final = "request handled"
-DEFAULT_REPLAY_HORIZON_SECONDS: Final = 86_400
+# The "usage" lines: functions whose invocations they attribute to a tenant.
+INVOCATION_MESSAGE: Final = USAGE_LINE_MESSAGE
+REQUEST: Final = "request"
+AUTHORIZER: Final = "authorizer"
+INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER})
+DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
 # Bounds a line's numbers must be within to be counted (a request's units and
 # duration: far above any real request, far below DynamoDB's 38 digits).
@@ -88,7 +98,6 @@ MAX_FRACTION_DIGITS: Final = 6
 MAX_TIMESTAMP_MS: Final = 10**13  # the year 2286: a calendar day for any real event
 # "<METHOD> <API Gateway resource path>", as the resolver writes it.
 ROUTE_PATTERN: Final = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /[A-Za-z0-9_./{}-]{0,200}$")
-REQUESTS_PREFIX: Final = "requests:"
 
 
 class MalformedDelivery(ValueError):
@@ -101,7 +110,10 @@ class JournalMismatch(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class UsageLine:
-    """One request's usage, as its ``"request handled"`` line carries it."""
+    """One request's usage, as its ``"request handled"`` line carries it
+    (``kind`` :data:`REQUEST`), or one invocation's for a tenant, as a
+    ``"usage"`` line carries it (``kind`` the function: :data:`AUTHORIZER`;
+    ``route`` empty)."""
 
     event_id: str
     tenant_id: str
@@ -112,6 +124,7 @@ class UsageLine:
     dynamodb_calls: int
     duration_ms: Decimal
     memory_mb: int
+    kind: str = REQUEST
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +161,19 @@ def utc_day(timestamp_ms: int) -> str:
     return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
 
 
+def _kind_and_route(message: str, usage: Mapping[str, Any]) -> tuple[str, str]:
+    """A request's line names its route; an invocation's line its function."""
+    if message == USAGE_MESSAGE:
+        route = usage.get("route")
+        if not isinstance(route, str) or not ROUTE_PATTERN.fullmatch(route):
+            raise ValueError("no valid route")
+        return REQUEST, route
+    function = usage.get("function")
+    if not isinstance(function, str) or function not in INVOCATION_FUNCTIONS:
+        raise ValueError("no known function")
+    return function, ""
+
+
 def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
     """The usage of one log event; ``None`` when it is not a usage line.
     :class:`ValueError` when it is one that can't be counted."""
@@ -160,7 +186,7 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
         if USAGE_MESSAGE in message:
             raise ValueError("a usage line that is not JSON") from exc
         return None
-    if not isinstance(line, dict) or line.get("message") != USAGE_MESSAGE:
+    if not isinstance(line, dict) or line.get("message") not in (USAGE_MESSAGE, INVOCATION_MESSAGE):
         return None
     usage = line.get("usage")
     if not isinstance(usage, dict):
@@ -174,9 +200,7 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
         tenant_id = keys.validate_tenant_id(line.get("tenant_id"))
     except keys.InvalidTenantId as exc:
         raise ValueError("no valid tenant_id") from exc
-    route = usage.get("route")
-    if not isinstance(route, str) or not ROUTE_PATTERN.fullmatch(route):
-        raise ValueError("no valid route")
+    kind, route = _kind_and_route(line["message"], usage)
     request_id = usage.get("request_id")
     if not isinstance(request_id, str) or not request_id:
         raise ValueError("no request_id")
@@ -190,6 +214,7 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
         dynamodb_calls=_integer(usage.get("dynamodb_calls"), maximum=10**6, name="dynamodb_calls"),
         duration_ms=_number(usage.get("duration_ms"), maximum=MAX_DURATION_MS, name="duration_ms"),
         memory_mb=_integer(usage.get("memory_mb"), maximum=MAX_MEMORY_MB, name="memory_mb"),
+        kind=kind,
     )
 
 
@@ -244,33 +269,46 @@ class Totals:
     """What a group of lines adds to its counter item."""
 
     lines: int = 0
+    requests: int = 0
     by_route: Counter[str] = field(default_factory=Counter)
     read_units: Decimal = Decimal(0)
     write_units: Decimal = Decimal(0)
     dynamodb_calls: int = 0
     duration_ms: Decimal = Decimal(0)
     mb_ms: Decimal = Decimal(0)
+    authorizer_invocations: int = 0
+    authorizer_mb_ms: Decimal = Decimal(0)
 
     def add(self, line: UsageLine) -> None:
         self.lines += 1
-        self.by_route[line.route] += 1
         self.read_units += line.read_units
         self.write_units += line.write_units
         self.dynamodb_calls += line.dynamodb_calls
+        if line.kind == AUTHORIZER:
+            self.authorizer_invocations += 1
+            self.authorizer_mb_ms += line.duration_ms * line.memory_mb
+            return
+        self.requests += 1
+        self.by_route[line.route] += 1
         self.duration_ms += line.duration_ms
         self.mb_ms += line.duration_ms * line.memory_mb
 
     def counters(self) -> dict[str, Decimal | int]:
-        """Attribute name -> amount to ``ADD`` (the item's attributes)."""
-        return {
-            "requests": self.lines,
+        """Attribute name -> amount to ``ADD`` (the item's attributes); the
+        authorizer's only when the group has its lines."""
+        made: dict[str, Decimal | int] = {
+            names.REQUESTS: self.requests,
             **{f"{REQUESTS_PREFIX}{route}": count for route, count in sorted(self.by_route.items())},
-            "read_units": self.read_units,
-            "write_units": self.write_units,
-            "dynamodb_calls": self.dynamodb_calls,
-            "duration_ms": self.duration_ms,
-            "mb_ms": self.mb_ms,
+            names.READ_UNITS: self.read_units,
+            names.WRITE_UNITS: self.write_units,
+            names.DYNAMODB_CALLS: self.dynamodb_calls,
+            names.DURATION_MS: self.duration_ms,
+            names.MB_MS: self.mb_ms,
         }
+        if self.authorizer_invocations:
+            made[names.AUTHORIZER_INVOCATIONS] = self.authorizer_invocations
+            made[names.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,38 +432,6 @@ class UsageLedger:
             return  # an emulator that does not return it: the condition alone says it exists
         if item.get("lines", {}).get("N") != str(group.totals.lines) or item.get("day", {}).get("S") != group.day:
             raise JournalMismatch("a journal with this delivery's digest lists other lines")
-
-
-def parse_amount(value: str) -> Decimal:
-    try:
-        return Decimal(value)
-    except InvalidOperation as exc:
-        raise ValueError("not a number") from exc
-
-
-def read_day(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) -> dict[str, Decimal]:
-    """A tenant's counters of ``day``, summed over its slots (strongly consistent)."""
-    sums: dict[str, Decimal] = {}
-    kwargs: dict[str, Any] = {
-        "TableName": table_name,
-        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :day)",
-        "ExpressionAttributeValues": {
-            ":pk": {"S": keys.usage_pk(tenant_id)},
-            ":day": {"S": keys.usage_day_prefix(day)},
-        },
-        "ConsistentRead": True,
-    }
-    while True:
-        page = client.query(**kwargs)
-        for item in page.get("Items", []):
-            for name, value in item.items():
-                if name in {"pk", "sk"} or "N" not in value:
-                    continue
-                sums[name] = sums.get(name, Decimal(0)) + parse_amount(str(value["N"]))
-        if "LastEvaluatedKey" not in page:
-            break
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    return sums
 
 
 @cache

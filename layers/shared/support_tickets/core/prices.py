@@ -1,0 +1,56 @@
+"""List prices the usage object's cost estimate uses (``GET /usage``,
+``make usage``) and the benchmark prices its figures with: one copy.
+
+us-east-1, on-demand, x86, the first pricing tier of each service, from the
+public price pages (not fetched live: check them before quoting a figure):
+
+- Lambda: https://aws.amazon.com/lambda/pricing/ ($0.20 per million requests,
+  $0.0000166667 per GB-second, x86, first 6 billion GB-seconds a month);
+- API Gateway: https://aws.amazon.com/api-gateway/pricing/ (REST APIs, $3.50
+  per million requests, first 333 million a month);
+- DynamoDB: https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table
+  class, after the 2024-11-01 price cut: $0.625 per million write request
+  units, $0.125 per million read request units);
+- STS and Cognito identity pools' AWS credentials: no charge
+  (https://aws.amazon.com/iam/faqs/, https://aws.amazon.com/cognito/pricing/).
+
+Exact decimals: a day's cost is the sum of many tiny amounts.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Final
+
+REGION: Final = "us-east-1"
+AS_OF: Final = "2025 public price pages (DynamoDB on-demand after its 2024-11-01 price cut)"
+MILLION: Final = Decimal(1_000_000)
+
+LAMBDA_PER_MILLION_REQUESTS_USD: Final = Decimal("0.20")
+LAMBDA_X86_PER_GB_SECOND_USD: Final = Decimal("0.0000166667")
+API_GATEWAY_REST_PER_MILLION_USD: Final = Decimal("3.50")
+DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD: Final = Decimal("0.625")
+DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD: Final = Decimal("0.125")
+STS_PER_CALL_USD: Final = Decimal(0)
+
+SOURCES: Final = (
+    "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
+    "https://aws.amazon.com/api-gateway/pricing/ (REST APIs, first 333 million)",
+    "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
+    "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
+    "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
+)
+
+
+def api_gateway_usd(requests: int) -> Decimal:
+    return requests * API_GATEWAY_REST_PER_MILLION_USD / MILLION
+
+
+def lambda_usd(invocations: int, gb_seconds: Decimal) -> Decimal:
+    return invocations * LAMBDA_PER_MILLION_REQUESTS_USD / MILLION + gb_seconds * LAMBDA_X86_PER_GB_SECOND_USD
+
+
+def dynamodb_usd(read_units: Decimal, write_units: Decimal) -> Decimal:
+    return (
+        read_units * DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD + write_units * DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD
+    ) / MILLION

@@ -1,0 +1,135 @@
+"""A tenant's usage and cost of one UTC day: API.md's usage object, from the
+metering function's counters (docs/usage.md).
+
+What is counted and priced (at :mod:`support_tickets.core.prices`):
+
+- **API Gateway**: one request per ``"request handled"`` line, that is every
+  request that reached an API function with the tenant's verified token (its
+  4xx and 5xx included: API Gateway bills them). A request the authorizer
+  refused (no valid token, a suspended tenant) or the usage plan throttled
+  runs no function and is not counted; API Gateway does not bill it either.
+- **Lambda**: the API functions' invocations (one per request) and
+  GB-seconds (memory size x the handler's duration), plus, where their usage
+  lines are counted, the authorizer's invocations per verified token and the
+  stream functions' shares (:data:`EXTRA_INVOCATIONS`, :data:`EXTRA_MB_MS`).
+- **DynamoDB**: the read and write request units DynamoDB reported for every
+  call the tenant's requests made (``ReturnConsumedCapacity="TOTAL"``: the
+  table's and its indexes').
+
+Shared and not apportioned (on no tenant's figure): the metering function
+itself, log ingestion and storage, the failure queues, KMS, the VPC
+endpoints' hours.
+
+A day is **final** once it ended more than the replay horizon ago
+(:data:`~support_tickets.data.usage_repository.REPLAY_HORIZON_SECONDS`, 24 h):
+CloudWatch Logs delivers within seconds to minutes, Lambda retries an
+asynchronous delivery for at most 6 h, and a delivery kept in the failure
+queue is redriven within the horizon, so no line of the day arrives after it.
+
+A day the API answers for: a calendar date ``YYYY-MM-DD``, not after today
+(UTC) and not before :data:`EARLIEST_DAY`; anything else is a 400
+``VALIDATION_ERROR``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Final
+
+from support_tickets.core import prices
+from support_tickets.core.errors import ValidationFailed
+from support_tickets.core.identity import Caller
+from support_tickets.core.models import UsageResponse
+from support_tickets.data import usage_repository as counters
+from support_tickets.data.usage_repository import UsageRepository
+from support_tickets.domain.tenancy import table_for
+
+# No usage line can predate the metering (and Lambda's JSON log format, which
+# it reads, dates from late 2023): an earlier day is a mistake, not a question.
+EARLIEST_DAY: Final = date(2024, 1, 1)
+DAY_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+# Counters the authorizer's and the stream functions' usage lines add (docs/usage.md).
+EXTRA_INVOCATIONS: Final = (counters.AUTHORIZER_INVOCATIONS, counters.STREAM_INVOCATIONS)
+EXTRA_MB_MS: Final = (counters.AUTHORIZER_MB_MS, counters.STREAM_MB_MS)
+COST_PLACES: Final = Decimal("1e-10")  # a ten-thousandth of a micro-dollar: a read unit is 1.25e-7
+GB_SECONDS_PLACES: Final = Decimal("1e-9")
+MB_MS_PER_GB_SECOND: Final = Decimal(1024 * 1000)
+
+
+def parse_day(text: str | None, now: datetime) -> str:
+    """The day a request asks for (default: today, UTC), checked."""
+    today = now.astimezone(UTC).date()
+    if text is None:
+        return today.isoformat()
+    try:
+        # fromisoformat alone also takes week dates ("2026-W48-3") and "20261125".
+        day = date.fromisoformat(text) if re.fullmatch(DAY_PATTERN, text) else None
+    except ValueError:
+        day = None
+    if day is None:
+        raise ValidationFailed(details=[{"field": "day", "message": "expected a date, YYYY-MM-DD"}])
+    if day > today:
+        raise ValidationFailed(details=[{"field": "day", "message": "a day after today (UTC) has no usage yet"}])
+    if day < EARLIEST_DAY:
+        raise ValidationFailed(details=[{"field": "day", "message": f"no usage before {EARLIEST_DAY.isoformat()}"}])
+    return day.isoformat()
+
+
+def is_final(day: str, now: datetime) -> bool:
+    """The day ended more than the replay horizon ago: its figures no longer change."""
+    ended = datetime.combine(date.fromisoformat(day) + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+    return now.astimezone(UTC) - ended >= timedelta(seconds=counters.REPLAY_HORIZON_SECONDS)
+
+
+def _money(amount: Decimal) -> Decimal:
+    return amount.quantize(COST_PLACES, rounding=ROUND_HALF_EVEN)
+
+
+def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: datetime) -> UsageResponse:
+    """API.md's usage object of a day's summed counters."""
+    zero = Decimal(0)
+    requests_total = int(sums.get(counters.REQUESTS, zero))
+    by_route = {
+        name.removeprefix(counters.REQUESTS_PREFIX): int(count)
+        for name, count in sorted(sums.items())
+        if name.startswith(counters.REQUESTS_PREFIX) and count
+    }
+    read_units = sums.get(counters.READ_UNITS, zero)
+    write_units = sums.get(counters.WRITE_UNITS, zero)
+    invocations = requests_total + sum(int(sums.get(name, zero)) for name in EXTRA_INVOCATIONS)
+    mb_ms = sums.get(counters.MB_MS, zero) + sum((sums.get(name, zero) for name in EXTRA_MB_MS), zero)
+    gb_seconds = mb_ms / MB_MS_PER_GB_SECOND
+    api_gateway = _money(prices.api_gateway_usd(requests_total))
+    lambda_cost = _money(prices.lambda_usd(invocations, gb_seconds))
+    dynamodb = _money(prices.dynamodb_usd(read_units, write_units))
+    return {
+        "tenant_id": tenant_id,
+        "day": day,
+        "requests": by_route,
+        "requests_total": requests_total,
+        "dynamodb": {"read_units": float(read_units), "write_units": float(write_units)},
+        "lambda": {
+            "invocations": invocations,
+            "gb_seconds": float(gb_seconds.quantize(GB_SECONDS_PLACES, rounding=ROUND_HALF_EVEN)),
+        },
+        "cost_usd": {
+            "api_gateway": float(api_gateway),
+            "lambda": float(lambda_cost),
+            "dynamodb": float(dynamodb),
+            "total": float(api_gateway + lambda_cost + dynamodb),
+        },
+        "final": is_final(day, now),
+    }
+
+
+def get_usage(caller: Caller, day: str | None, now: datetime | None = None) -> UsageResponse:
+    """The caller's tenant's usage of ``day`` (admins only; never another tenant's:
+    the Query runs with the caller's tenant credentials)."""
+    table = table_for(caller)
+    caller.require_admin()
+    moment = now or datetime.now(UTC)
+    checked = parse_day(day, moment)
+    return usage_object(table.tenant_id, checked, UsageRepository(table).read_day(checked), moment)

@@ -1,0 +1,169 @@
+"""What each tenant consumed and cost on a UTC day, for operators.
+
+    python -m ops.usage [--tenant <t>] [--day YYYY-MM-DD] [--chart <file>.png]
+                        (--local | --stack <s> [--region <r>])
+
+With ``--tenant``: that tenant's usage object (API.md, the same as its admins
+read with ``GET /usage``) as JSON. Without: a table of every tenant's usage of
+the day, costliest first, and a total line. ``--chart`` also draws each
+tenant's cost by component (API Gateway, Lambda, DynamoDB) as a PNG.
+
+The figures are the metering function's counters (docs/usage.md), read with
+the operator's credentials (one Query per tenant). Every tenant means every
+tenant with an API key of the stack (its directory: ``ops.api_keys``), so an
+offboarded tenant is only shown with ``--tenant``. The day defaults to today
+(UTC); the same days are accepted as by ``GET /usage``. A bad argument is a
+one-line error and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
+from support_tickets.core import keys
+from support_tickets.core.errors import ApiError
+from support_tickets.core.models import UsageResponse
+from support_tickets.data.usage_repository import read_day
+from support_tickets.domain.usage import parse_day, usage_object
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+COMPONENTS = ("api_gateway", "lambda", "dynamodb")
+COLUMNS = ("tenant", "requests", "read units", "write units", "invocations", "GB-s", *COMPONENTS, "total USD")
+
+
+class UsageArgumentError(ValueError):
+    """An argument the command can't use (a tenant id, a day, a chart's file)."""
+
+
+def tenant_usage(client: DynamoDBClient, table_name: str, tenant_id: str, day: str, now: datetime) -> UsageResponse:
+    return usage_object(tenant_id, day, read_day(client, table_name, tenant_id, day), now)
+
+
+def costliest_first(usages: Sequence[UsageResponse]) -> list[UsageResponse]:
+    return sorted(usages, key=lambda usage: (-usage["cost_usd"]["total"], usage["tenant_id"]))
+
+
+def _row(usage: UsageResponse) -> list[str]:
+    cost = usage["cost_usd"]
+    return [
+        usage["tenant_id"],
+        str(usage["requests_total"]),
+        f"{usage['dynamodb']['read_units']:g}",
+        f"{usage['dynamodb']['write_units']:g}",
+        str(usage["lambda"]["invocations"]),
+        f"{usage['lambda']['gb_seconds']:.6f}",
+        *(f"{cost[name]:.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
+        f"{cost['total']:.8f}",
+    ]
+
+
+def write_table(usages: Sequence[UsageResponse], day: str, out: TextIO) -> None:
+    """Every tenant's usage of ``day``, costliest first, with a total line."""
+    ordered = costliest_first(usages)
+    rows = [list(COLUMNS), *(_row(usage) for usage in ordered)]
+    total = [
+        "total",
+        str(sum(u["requests_total"] for u in ordered)),
+        f"{sum(u['dynamodb']['read_units'] for u in ordered):g}",
+        f"{sum(u['dynamodb']['write_units'] for u in ordered):g}",
+        str(sum(u["lambda"]["invocations"] for u in ordered)),
+        f"{sum(u['lambda']['gb_seconds'] for u in ordered):.6f}",
+        *(f"{sum(u['cost_usd'][name] for u in ordered):.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
+        f"{sum(u['cost_usd']['total'] for u in ordered):.8f}",
+    ]
+    rows.append(total)
+    widths = [max(len(row[index]) for row in rows) for index in range(len(COLUMNS))]
+    final = all(usage["final"] for usage in ordered)
+    out.write(f"usage of {day} (UTC){'' if final else ', not final yet'}: {len(ordered)} tenants\n")
+    for number, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))]
+        out.write("  ".join(cells).rstrip() + "\n")
+        if number == 0 or number == len(rows) - 2:
+            out.write("  ".join("-" * width for width in widths) + "\n")
+
+
+def draw_chart(usages: Sequence[UsageResponse], day: str, path: Path) -> None:
+    """Each tenant's cost by component, stacked, costliest first (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ordered = costliest_first(usages)
+    tenants = [usage["tenant_id"] for usage in ordered]
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.6 * len(tenants) + 2), 4.5))
+    bottom = [0.0] * len(ordered)
+    for name, colour in zip(COMPONENTS, ("#1f77b4", "#ff7f0e", "#2ca02c"), strict=True):
+        values = [usage["cost_usd"][name] for usage in ordered]  # type: ignore[literal-required]
+        axes.bar(tenants, values, bottom=bottom, label=name.replace("_", " "), color=colour)
+        bottom = [below + value for below, value in zip(bottom, values, strict=True)]
+    axes.set_title(f"Cost by component per tenant, {day} (UTC, list prices)")
+    axes.set_ylabel("USD")
+    axes.legend()
+    axes.tick_params(axis="x", labelrotation=45)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _checked(args: argparse.Namespace, now: datetime) -> tuple[str, Path | None]:
+    if args.tenant is not None:
+        try:
+            keys.validate_tenant_id(args.tenant)
+        except ValueError as exc:
+            raise UsageArgumentError(f"not a tenant id: {args.tenant!r}") from exc
+    try:
+        day = parse_day(args.day, now)
+    except ApiError as exc:
+        details = "; ".join(str(detail["message"]) for detail in exc.details or ())
+        raise UsageArgumentError(f"not a day usage is kept for: {args.day!r} ({details})") from exc
+    chart = Path(args.chart) if args.chart else None
+    if chart is not None:
+        if chart.suffix.lower() != ".png":
+            raise UsageArgumentError(f"the chart is a PNG file: {args.chart!r}")
+        if not chart.parent.is_dir():
+            raise UsageArgumentError(f"no such directory for the chart: {str(chart.parent)!r}")
+    return day, chart
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime | None = None) -> int:
+    out = out or sys.stdout
+    parser = argparse.ArgumentParser(prog="python -m ops.usage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tenant", help="one tenant's usage object, as JSON")
+    parser.add_argument("--day", help="a UTC day, YYYY-MM-DD (default: today)")
+    parser.add_argument("--chart", help="also draw each tenant's cost by component into this PNG file")
+    add_target_arguments(parser)
+    args = parser.parse_args(argv)
+    moment = now or datetime.now(UTC)
+    try:
+        day, chart = _checked(args, moment)
+        client, table_name = dynamodb_target(args)
+        if args.tenant is not None:
+            usages = [tenant_usage(client, table_name, args.tenant, day, moment)]
+            out.write(json.dumps(usages[0], indent=2) + "\n")
+        else:
+            tenants = api_keys_target(args).tenants()
+            usages = [tenant_usage(client, table_name, tenant, day, moment) for tenant in tenants]
+            write_table(usages, day, out)
+        if chart is not None:
+            draw_chart(usages, day, chart)
+            sys.stderr.write(f"chart: {chart}\n")
+    except (UsageArgumentError, TargetError, ClientError, BotoCoreError, ValueError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

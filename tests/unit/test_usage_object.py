@@ -1,0 +1,107 @@
+"""The usage object of API.md from a day's counters (support_tickets.domain.usage):
+prices, the requested day's checks, when a day is final, and the sums of a
+day's slots (support_tickets.data.usage_repository)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from bench.cost import PRICES
+from support_tickets.core import prices
+from support_tickets.core.errors import ValidationFailed
+from support_tickets.data.usage_repository import add_counters
+from support_tickets.domain.usage import is_final, parse_day, usage_object
+
+NOW = datetime(2026, 11, 25, 14, 30, tzinfo=UTC)
+
+
+def test_the_benchmark_prices_with_the_layers_prices() -> None:
+    assert PRICES["api_gateway_rest_per_million_usd"] == float(prices.API_GATEWAY_REST_PER_MILLION_USD) == 3.5
+    assert PRICES["dynamodb_on_demand_per_million_wru_usd"] == float(prices.DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD)
+    assert PRICES["dynamodb_on_demand_per_million_rru_usd"] == float(prices.DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD)
+    assert PRICES["lambda_x86_per_gb_second_usd"] == float(prices.LAMBDA_X86_PER_GB_SECOND_USD)
+    assert PRICES["sources"] == list(prices.SOURCES)
+
+
+def test_a_days_slots_are_summed_exactly() -> None:
+    pk = {"S": "TENANT#a|USAGE"}
+    items = [
+        {"pk": pk, "sk": {"S": "2026-11-25#0"}, "requests": {"N": "2"}, "read_units": {"N": "0.1"}},
+        {"pk": pk, "sk": {"S": "2026-11-25#5"}, "requests": {"N": "3"}, "read_units": {"N": "0.2"}},
+    ]
+    assert add_counters({}, items) == {"requests": Decimal(5), "read_units": Decimal("0.3")}
+    with pytest.raises(ValueError, match="requests"):
+        add_counters({}, [{"requests": {"N": "x"}}])
+
+
+def test_the_usage_object_of_known_counters() -> None:
+    sums = {
+        "requests": Decimal(3),
+        "requests:GET /tickets": Decimal(2),
+        "requests:POST /tickets": Decimal(1),
+        "read_units": Decimal("4.5"),
+        "write_units": Decimal(10),
+        "dynamodb_calls": Decimal(5),
+        "duration_ms": Decimal("30"),
+        "mb_ms": Decimal(512 * 30),
+    }
+    usage = usage_object("acme", "2026-11-25", sums, NOW)
+    gb_seconds = Decimal(512 * 30) / 1024 / 1000  # 0.015
+    assert usage["requests"] == {"GET /tickets": 2, "POST /tickets": 1}
+    assert usage["requests_total"] == 3
+    assert usage["dynamodb"] == {"read_units": 4.5, "write_units": 10.0}
+    assert usage["lambda"] == {"invocations": 3, "gb_seconds": float(gb_seconds)}
+    api = Decimal(3) * Decimal("3.50") / 10**6
+    lam = Decimal(3) * Decimal("0.20") / 10**6 + gb_seconds * Decimal("0.0000166667")
+    ddb = (Decimal("4.5") * Decimal("0.125") + 10 * Decimal("0.625")) / 10**6
+    cost = usage["cost_usd"]
+    assert cost["api_gateway"] == float(api) == 0.0000105
+    assert cost["lambda"] == float(lam.quantize(Decimal("1e-10")))
+    assert cost["dynamodb"] == float(ddb.quantize(Decimal("1e-10")))
+    assert cost["total"] == pytest.approx(cost["api_gateway"] + cost["lambda"] + cost["dynamodb"], abs=1e-15)
+    assert usage["final"] is False
+
+
+def test_a_day_without_counters_is_all_zero() -> None:
+    usage = usage_object("acme", "2026-11-01", {}, NOW)
+    assert usage["requests"] == {}
+    assert usage["requests_total"] == 0
+    assert usage["cost_usd"] == {"api_gateway": 0.0, "lambda": 0.0, "dynamodb": 0.0, "total": 0.0}
+    assert usage["final"] is True
+
+
+def test_the_authorizers_and_stream_functions_counters_join_lambda() -> None:
+    sums = {"requests": Decimal(1), "authorizer_invocations": Decimal(1), "stream_invocations": Decimal(2)}
+    assert usage_object("acme", "2026-11-25", sums, NOW)["lambda"]["invocations"] == 4
+
+
+@pytest.mark.parametrize(
+    ("now", "final"),
+    [
+        (datetime(2026, 11, 25, 23, 59, tzinfo=UTC), False),  # the day itself
+        (datetime(2026, 11, 26, 23, 59, 59, tzinfo=UTC), False),  # within the replay horizon
+        (datetime(2026, 11, 27, 0, 0, tzinfo=UTC), True),  # 24 h after its end
+    ],
+)
+def test_a_day_is_final_once_the_replay_horizon_passed(now: datetime, final: bool) -> None:
+    assert is_final("2026-11-25", now) is final
+
+
+def test_the_day_defaults_to_today_utc() -> None:
+    assert parse_day(None, datetime(2026, 11, 25, 23, 30, tzinfo=UTC)) == "2026-11-25"
+    assert parse_day("2026-11-25", NOW) == "2026-11-25"
+    assert parse_day("2024-01-01", NOW) == "2024-01-01"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-11-26", "2026-02-30", "2026-W48-3", "20261125", "2026-11-25T00:00:00Z", "", "yesterday", "2023-12-31",
+     "\u0662\u0660\u0662\u0666-11-25"],  # Arabic-Indic digits (a \d pattern would take them)
+)  # fmt: skip
+def test_a_bad_day_is_a_validation_error(text: str) -> None:
+    with pytest.raises(ValidationFailed) as raised:
+        parse_day(text, NOW)
+    assert raised.value.body()["error"]["details"][0]["field"] == "day"
