@@ -147,9 +147,16 @@ class Emulator:
     """moto server + guard on ``host:port`` (0: a free port)."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, control: Control | None = None, endpoint_port: int = 0
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        control: Control | None = None,
+        endpoint_port: int = 0,
+        *,
+        capacity_model: bool = True,
     ) -> None:
         self._host = host
+        self._capacity_model = capacity_model
         self._port = port
         self._endpoint_port = endpoint_port
         self._control = control
@@ -181,9 +188,11 @@ class Emulator:
             )
         }
         operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
+        moto_app = DomainDispatcherApplication(create_backend_app)
         self.guard = Guard(
-            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity).
-            CapacityUnits(DomainDispatcherApplication(create_backend_app), definition["TableName"]),
+            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity),
+            # unless turned off (moto's constant: the benchmark's measure of the asking alone).
+            CapacityUnits(moto_app, definition["TableName"]) if self._capacity_model else moto_app,
             roles={},
             tables=tables,
             sessions=Sessions(operator=operator),
