@@ -67,8 +67,10 @@ def roles_from_template(values: Values) -> dict[str, RoleDefinition]:
     for logical_id, resource in resources("AWS::IAM::Policy").items():
         props = resource["Properties"]
         targets = props.get("Roles", [])
-        if props.get("Users") or props.get("Groups") or not all(
-            isinstance(target, dict) and set(target) == {"Ref"} for target in targets
+        if (
+            props.get("Users")
+            or props.get("Groups")
+            or not all(isinstance(target, dict) and set(target) == {"Ref"} for target in targets)
         ):
             raise managed_policies.UnknownManagedPolicy(f"{logical_id}: only policies of this template's roles")
         for target in targets:

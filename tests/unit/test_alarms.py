@@ -116,7 +116,9 @@ def test_thresholds_page_on_the_first_failure() -> None:
             continue
         expected = 600_000 if alarm["MetricName"] == "IteratorAge" else 0
         watched = [dimension["Value"] for dimension in alarm.get("Dimensions", [])]
-        if any(value == {"Fn::GetAtt": [queue, "QueueName"]} for queue in work_queues(translated()) for value in watched):
+        if any(
+            value == {"Fn::GetAtt": [queue, "QueueName"]} for queue in work_queues(translated()) for value in watched
+        ):
             # A work queue: a backlog that lasts (the minimum of three periods), not a message.
             expected = 1000
             assert (alarm["Statistic"], alarm["EvaluationPeriods"]) == ("Minimum", 3), name

@@ -541,10 +541,11 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
 def test_the_webhook_queue_is_fifo_encrypted_and_feeds_the_delivery_function() -> None:
     queues = resources("AWS::SQS::Queue")
     queue, dead = queues["WebhookEventsQueue"]["Properties"], queues["WebhookEventsDeadLetterQueue"]["Properties"]
-    assert queue["FifoQueue"] is True and dead["FifoQueue"] is True
-    assert queue["SqsManagedSseEnabled"] is True and dead["SqsManagedSseEnabled"] is True
+    for props in (queue, dead):
+        assert props["FifoQueue"] is True
+        assert props["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookEventsDeadLetterQueue", "Arn"]}
-    # 26 h of retries fit in the retention; the visibility is 6 × the function's timeout.
+    # 26 h of retries fit in the retention; the visibility is 6 x the function's timeout.
     assert queue["MessageRetentionPeriod"] > 26 * 3600
     function = resources("AWS::Lambda::Function")["DeliverWebhookFunction"]["Properties"]
     assert queue["VisibilityTimeout"] >= 6 * function["Timeout"]

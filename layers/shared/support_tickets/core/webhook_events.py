@@ -42,7 +42,7 @@ _OF_AUDIT: Final[dict[str, WebhookEventType]] = {
     "comment_added": "comment.added",
 }
 
-# Backoff: min(5 s × 2^n, 6 h) ± 20 %, never more than SQS's 12 h of visibility,
+# Backoff: min(5 s x 2^n, 6 h) ± 20 %, never more than SQS's 12 h of visibility,
 # for at least 24 h: the attempt that finds 26 h gone since the first one is the last.
 BASE_DELAY_SECONDS: Final = 5
 MAX_DELAY_SECONDS: Final = 6 * 3600
@@ -111,7 +111,7 @@ def retry_delay(failed_attempts: int, uniform: Callable[[], float] = random.rand
     """Seconds before the next attempt after ``failed_attempts`` failures (1, 2, ...)."""
     base = min(BASE_DELAY_SECONDS * 2 ** max(failed_attempts - 1, 0), MAX_DELAY_SECONDS)
     jittered = base * (1 - JITTER + 2 * JITTER * uniform())
-    return min(max(1, round(jittered)), MAX_VISIBILITY_SECONDS)
+    return int(min(max(1, round(jittered)), MAX_VISIBILITY_SECONDS))
 
 
 def signature_header(event_id: str, timestamp: int, body: str, secrets: Sequence[str]) -> str:

@@ -149,7 +149,11 @@ class DeliveryRepository:
             return None
         row = from_item(item)
         events = row.get("events")
-        if not isinstance(events, list) or not isinstance(row.get("url"), str) or not isinstance(row.get("secret"), str):
+        if (
+            not isinstance(events, list)
+            or not isinstance(row.get("url"), str)
+            or not isinstance(row.get("secret"), str)
+        ):
             raise MalformedItem("webhook: url, events or secret missing")
         return DeliveryTarget(
             webhook_id=webhook_id,

@@ -25,7 +25,7 @@ source with ``ReportBatchItemFailures``. A message is one event for one webhook
    message was sent; then the delivery is ``FAILED`` and the message goes to
    the dead-letter queue.
 
-Independence: messages of different groups (ticket × webhook) are delivered
+Independence: messages of different groups (ticket x webhook) are delivered
 concurrently within a batch, each with its own timeout, so a hanging endpoint
 delays neither another tenant's nor another webhook's delivery; within a
 group the first failure stops the group (FIFO order), and the rest of its
@@ -271,21 +271,23 @@ class Deliverer:
         now = self.clock()
         status_code = self._attempt(message, target, now)
         if status_code is not None and 200 <= status_code < 300:
-            self._record(repository, message, DELIVERED, status_code, None, now)
+            self._record(repository, message, status=DELIVERED, status_code=status_code, next_attempt_at=None, now=now)
             return "delivered"
         if status_code == 410:
             repository.disable(message.webhook_id)
-            self._record(repository, message, FAILED, status_code, None, now)
+            self._record(repository, message, status=FAILED, status_code=status_code, next_attempt_at=None, now=now)
             return "disabled"
         if now - queued.sent_at >= RETRY_WINDOW_SECONDS:
-            self._record(repository, message, FAILED, status_code, None, now)
+            self._record(repository, message, status=FAILED, status_code=status_code, next_attempt_at=None, now=now)
             self._dead_letter(queued)
             return "gave up"
         # The n of the backoff: this message's receives (a redelivery starts again at 1), but
         # never more than the attempts made (a message that waited behind its group's first
         # one was received with it without being attempted).
         delay = retry_delay(min(queued.receive_count, attempts + 1), self.uniform)
-        self._record(repository, message, PENDING, status_code, _iso(now + delay), now)
+        self._record(
+            repository, message, status=PENDING, status_code=status_code, next_attempt_at=_iso(now + delay), now=now
+        )
         self.sqs.change_message_visibility(
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
@@ -321,6 +323,7 @@ class Deliverer:
         self,
         repository: DeliveryRepository,
         message: DeliveryMessage,
+        *,
         status: str,
         status_code: int | None,
         next_attempt_at: str | None,
@@ -373,7 +376,7 @@ class Deliverer:
                 outcome = self.deliver(queued)
             except RetryLater:
                 return [later.message_id for later in messages[index:]]
-            except Exception:  # noqa: BLE001 - any failure fails this message and its group's rest, never the batch
+            except Exception:
                 logger.exception("webhook delivery failed", extra={"message_id": queued.message_id})
                 return [later.message_id for later in messages[index:]]
             logger.info("webhook message handled", extra={"outcome": outcome, "message_id": queued.message_id})

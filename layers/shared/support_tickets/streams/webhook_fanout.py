@@ -196,7 +196,9 @@ def is_delivery_record(keys_image: Mapping[str, Any]) -> bool:
     return isinstance(sk, str) and sk.startswith(keys.DELIVERY_SK_PREFIX)
 
 
-def publish_record(audited: AuditRecord, old_image: Mapping[str, Any] | None, new_image: Mapping[str, Any] | None) -> int:
+def publish_record(
+    audited: AuditRecord, old_image: Mapping[str, Any] | None, new_image: Mapping[str, Any] | None
+) -> int:
     """The webhook messages of one audited stream record (0 for a record without an event)."""
     if audited.event is None or audited.tenant_id is None:
         return 0
