@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -375,6 +376,56 @@ def metering_event() -> dict[str, Any]:
     return {"awslogs": {"data": base64.b64encode(data).decode()}}
 
 
+def webhook_delivery_event() -> dict[str, Any]:
+    """What Lambda's SQS event source hands the delivery function: one event
+    (a created ticket) for one webhook, as the audit-trail function queued it."""
+    from support_tickets.core.webhook_events import delivery_id, event_body
+    from support_tickets.streams.webhook_fanout import message, message_group
+
+    at = "2026-11-21T10:00:00.000Z"
+    event_id = "c4ca4238a0b923820dcc509a6f75849b"
+    ticket = _summary_image(TICKET_ID, "OPEN", 1)
+    data = {
+        "ticket_id": TICKET_ID,
+        "title": ticket["title"]["S"],
+        "status": "OPEN",
+        "resolver": "johnd",
+        "created_by": ticket["created_by"]["S"],
+        "created_at": ticket["created_at"]["S"],
+        "updated_at": ticket["updated_at"]["S"],
+        "version": 1,
+        "description": ticket["description"]["S"],
+    }
+    event = {"id": event_id, "type": "ticket.created", "timestamp": at, "tenant_id": TENANT, "data": data}
+    delivery = delivery_id(at, event_id, WEBHOOK_ID)
+    body = message(
+        tenant_id=TENANT, webhook_id=WEBHOOK_ID, delivery=delivery, ticket_id=TICKET_ID, body=event_body(event)
+    )
+    return {
+        "Records": [
+            {
+                "messageId": "2e1424d4-f796-459a-8184-9c92662be6da",
+                "receiptHandle": "AQEBzWwaftRI0KuVm4tP+/7q1rGgNqicHq...",
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": str(REQUEST_EPOCH_MS),
+                    "SequenceNumber": "18849496460467696128",
+                    "MessageGroupId": message_group(TENANT, TICKET_ID, WEBHOOK_ID),
+                    "SenderId": "AROAEXAMPLE:AuditTrailFunction",
+                    "MessageDeduplicationId": delivery,
+                    "ApproximateFirstReceiveTimestamp": str(REQUEST_EPOCH_MS + 50),
+                },
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:support-tickets-WebhookEventsQueue.fifo",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    }
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File stem → event."""
     return {
@@ -383,6 +434,7 @@ def sample_events() -> dict[str, dict[str, Any]]:
         "aggregate_counts_stream": stream_event(),
         "audit_trail_stream": audit_stream_event(),
         "metering_logs": metering_event(),
+        "deliver_webhook_sqs": webhook_delivery_event(),
     }
 
 

@@ -94,6 +94,8 @@ EXPECTED: dict[str, tuple[int | None, Check]] = {
     "aggregate_counts_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
     "audit_trail_stream.json": (None, lambda r: r == {"batchItemFailures": []}),
     # The metering function: both usage lines counted, in one group (one tenant, one day).
+    # The delivery function: the sample's webhook is not in the runner's table, so the message is dropped.
+    "deliver_webhook_sqs.json": (None, lambda r: r == {"batchItemFailures": []}),
     "metering_logs.json": (None, lambda r: (r["lines"], r["applied"], r["malformed"]) == (2, 1, 0)),
 }
 

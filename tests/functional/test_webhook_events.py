@@ -13,7 +13,7 @@ import pytest
 
 from support_tickets.core import keys, webhook_urls
 from support_tickets.core.webhook_events import delivery_id, retry_delay
-from support_tickets.data.delivery_repository import DeliveryRepository
+from support_tickets.data.delivery_records import DeliveryRecords
 from support_tickets.streams import webhook_fanout
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL
 from tests.functional.api_harness import Api, User
@@ -106,13 +106,13 @@ def test_tenants_without_webhooks_cost_one_cached_query(
     api: Api, audit: StreamHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries: list[str] = []
-    original = DeliveryRepository.subscriptions
+    original = DeliveryRecords.subscriptions
 
     def counted(self: Any) -> Any:
         queries.append(self.table.tenant_id)
         return original(self)
 
-    monkeypatch.setattr(DeliveryRepository, "subscriptions", counted)
+    monkeypatch.setattr(DeliveryRecords, "subscriptions", counted)
     alice = User("quiet", "alice")
     for n in range(3):
         api.new_ticket(alice, title=f"t{n}")

@@ -26,7 +26,10 @@ from typing import Any, Final, Literal
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from support_tickets.core.audit import AuditEvent
-from support_tickets.core.models import CommentItem, TicketItem
+
+# A webhook's status: ACTIVE receives events; DISABLED (a receiver's 410) does not.
+ACTIVE: Final = "ACTIVE"
+DISABLED: Final = "DISABLED"
 
 WebhookEventType = Literal["ticket.created", "ticket.updated", "ticket.deleted", "comment.added"]
 EVENT_TYPES: Final[tuple[WebhookEventType, ...]] = (
@@ -73,6 +76,10 @@ def webhook_event(
     records them, and the description, which the trail notes without copying:
     the receiver is the tenant's own, and ``data`` holds the new one anyway).
     """
+    # Imported here: the audit-trail function loads the item models only for a
+    # tenant with webhooks (its cold start stays without them, tests/functional/test_cold_imports.py).
+    from support_tickets.core.models import CommentItem, TicketItem
+
     kind = webhook_type(audit["type"])
     try:
         if kind == "comment.added":

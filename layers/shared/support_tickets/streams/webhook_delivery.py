@@ -53,23 +53,23 @@ import urllib3
 from support_tickets.core import keys, webhook_urls
 from support_tickets.core.errors import InvalidWebhookUrl
 from support_tickets.core.webhook_events import (
+    ACTIVE,
     EVENT_TYPES,
     RETRY_WINDOW_SECONDS,
     retry_delay,
     webhook_headers,
 )
 from support_tickets.core.webhook_urls import CheckedUrl, Resolver
-from support_tickets.data.delivery_repository import (
+from support_tickets.data.delivery_records import (
     DELIVERED,
     DELIVERY_RETENTION_SECONDS,
     FAILED,
     PENDING,
     Attempt,
-    DeliveryRepository,
+    DeliveryRecords,
     DeliveryTarget,
 )
 from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.webhook_repository import ACTIVE
 
 logger = logging.getLogger(__name__)
 
@@ -248,8 +248,8 @@ class Deliverer:
     clock: Callable[[], float] = time.time
     uniform: Callable[[], float] = random.random
 
-    def repository(self, tenant_id: str) -> DeliveryRepository:
-        return DeliveryRepository(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
+    def repository(self, tenant_id: str) -> DeliveryRecords:
+        return DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
 
     # ------------------------------------------------------------ one message
     def deliver(self, queued: QueuedMessage) -> str:
@@ -321,7 +321,7 @@ class Deliverer:
 
     def _record(
         self,
-        repository: DeliveryRepository,
+        repository: DeliveryRecords,
         message: DeliveryMessage,
         *,
         status: str,

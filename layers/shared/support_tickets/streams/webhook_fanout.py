@@ -47,7 +47,7 @@ from typing import Any, Final
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
 from support_tickets.core.webhook_events import NotAnEvent, delivery_id, event_body, webhook_event, webhook_type
-from support_tickets.data.delivery_repository import REDELIVER_MARK, DeliveryRepository, Subscription
+from support_tickets.data.delivery_records import REDELIVER_MARK, DeliveryRecords, Subscription
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.audit_writer import audit_client
@@ -102,7 +102,7 @@ class WebhookFanout:
             cached = self._cache.get(tenant_id)
             if cached is not None and now - cached[0] < self.ttl_seconds:
                 return cached[1]
-        found = DeliveryRepository(TenantTable(tenant_id, self.table_name, OwnClient(self.client))).subscriptions()
+        found = DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client))).subscriptions()
         with self._lock:
             self._cache[tenant_id] = (now, found)
             self._cache.move_to_end(tenant_id)
