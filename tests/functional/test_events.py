@@ -132,7 +132,9 @@ def seed_items(event: dict[str, Any]) -> list[dict[str, Any]]:
         "secret": "Y2lwaGVydGV4dA==",
     }
     count = {"pk": keys.webhooks_pk(tenant), "sk": keys.WEBHOOK_COUNT_SK, "count": 1}
-    return [to_item(webhook), to_item(count)] + [
+    # The delivery the redeliver route's event names.
+    delivery = sample_events.delivery_item(tenant, sample_events.WEBHOOK_ID)
+    return [to_item(webhook), to_item(count), delivery] + [
         to_item(
             TicketItem(
                 pk=keys.ticket_pk(tenant, ticket_id),

@@ -173,3 +173,14 @@ def deliverer(
         **extra,
         **options,
     )
+
+
+def process(deliverer: Deliverer, records: list[dict[str, Any]]) -> list[str]:
+    """What Lambda's SQS event source does with one batch: invoke, then delete
+    the messages not reported as failures (a FIFO group stays locked until then)."""
+    failed = deliverer.process_batch(records)
+    sqs = boto3.client("sqs", region_name=REGION)
+    for record in records:
+        if record["messageId"] not in failed:
+            sqs.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"])
+    return failed

@@ -80,7 +80,7 @@ def uncovered(template: dict[str, Any]) -> list[str]:
 
 def test_every_queue_and_every_function_has_its_alarms() -> None:
     template = translated()
-    # What the coverage is derived from: the stack's 20 functions (the API's, the
+    # What the coverage is derived from: the stack's 22 functions (the API's, the
     # authorizer, both stream functions, the metering and webhook delivery
     # functions), both stream functions, the three failure queues, the webhook
     # queue and its dead-letter queue.
@@ -131,7 +131,7 @@ def test_thresholds_page_on_the_first_failure() -> None:
 
 def test_every_alarm_notifies_the_topic_both_ways_and_ignores_missing_data() -> None:
     found = alarms(translated())
-    assert len(found) == 5 + 2 + 2 * 20 + 1
+    assert len(found) == 5 + 2 + 2 * 22 + 1
     for name, alarm in found.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name

@@ -39,12 +39,16 @@ API_FUNCTIONS = {
     "ListWebhooksFunction",
     "DeleteWebhookFunction",
     "RotateWebhookSecretFunction",
+    "ListWebhookDeliveriesFunction",
+    "RedeliverWebhookFunction",
 }
 WEBHOOK_FUNCTIONS = {
     "CreateWebhookFunction",
     "ListWebhooksFunction",
     "DeleteWebhookFunction",
     "RotateWebhookSecretFunction",
+    "ListWebhookDeliveriesFunction",
+    "RedeliverWebhookFunction",
 }
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
@@ -125,7 +129,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     # SAM inlines the API as an OpenAPI body: check every operation there.
     paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == len(API_FUNCTIONS) == 15
+    assert len(operations) == len(API_FUNCTIONS) == 17
     for path, verb, op in operations:
         assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
     schemes = rest_api_body()["securityDefinitions"]

@@ -141,7 +141,7 @@ def openapi_responses(status: int, description: str, *errors: type[ApiError]) ->
     the common ones plus ``errors``. Used in each route's decorator, so the
     OpenAPI document comes from the handlers themselves."""
     responses: dict[int, OpenAPIResponse] = {status: {"description": description}}
-    if status == 204:
+    if status in {202, 204}:  # no body
         responses[status]["content"] = {}
     by_status: defaultdict[int, list[type[ApiError]]] = defaultdict(list)
     for error in (*COMMON_ERRORS, *errors):

@@ -55,6 +55,11 @@ def delivery_of_row(row: Mapping[str, Any]) -> Delivery:
 class DeliveryRepository:
     table: TenantTable
 
+    def require_webhook(self, webhook_id: str) -> None:
+        """:class:`WebhookNotFound` unless the tenant has this webhook."""
+        if not self.webhook_exists(webhook_id):
+            raise WebhookNotFound()
+
     def webhook_exists(self, webhook_id: str) -> bool:
         if not keys.is_valid_webhook_id(webhook_id):
             return False
@@ -67,8 +72,11 @@ class DeliveryRepository:
         return bool(response.get("Item"))
 
     def list_deliveries(self, webhook_id: str, limit: int, cursor: str | None) -> DeliveryPage:
-        """A page of the webhook's deliveries, newest first (404 if the tenant has no such webhook)."""
-        if not self.webhook_exists(webhook_id):
+        """A page of the webhook's deliveries, newest first: one Query. Only an
+        empty first page costs a GetItem, to tell a webhook without deliveries
+        from a missing one (404). Like a ticket's history, deliveries outlive
+        their webhook until they expire (30 days)."""
+        if not keys.is_valid_webhook_id(webhook_id):
             raise WebhookNotFound()
         pk = keys.webhook_deliveries_pk(self.table.tenant_id, webhook_id)
         fingerprint = query_fingerprint(self.table.tenant_id, "deliveries", webhook_id)
@@ -84,6 +92,8 @@ class DeliveryRepository:
             start = decode_cursor(cursor, fingerprint, _KEY_ATTRIBUTES, lambda key: _own_delivery_key(key, pk))
             query["ExclusiveStartKey"] = to_item(start)
         rows, more = self.table.query_up_to(query, limit, from_cursor=cursor is not None)
+        if not rows and cursor is None:
+            self.require_webhook(webhook_id)
         rows = rows[:limit]
         items = []
         for row in rows:
@@ -96,8 +106,7 @@ class DeliveryRepository:
 
     def request_redelivery(self, webhook_id: str, delivery_id: str, at: str) -> None:
         """Mark a delivery for redelivery (404s: the webhook, then the delivery)."""
-        if not self.webhook_exists(webhook_id):
-            raise WebhookNotFound()
+        self.require_webhook(webhook_id)
         if not keys.is_valid_delivery_id(delivery_id):
             raise DeliveryNotFound()
         try:
