@@ -1,6 +1,7 @@
 """POST /webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver: send that
 event to the webhook again, with the same id and body (tenant admins)."""
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
@@ -9,10 +10,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.core.errors import DeliveryNotFound, WebhookNotFound
+from support_tickets.core import keys
+from support_tickets.core.errors import ApiError, DeliveryNotFound, WebhookNotFound
 from support_tickets.domain import webhooks
 
-app = create_app(not_found=WebhookNotFound)
+
+def _not_found(path: Mapping[str, str]) -> ApiError:
+    """The 404 of a path the route can't match: the webhook's, unless only the delivery id is unlike any."""
+    return DeliveryNotFound() if keys.is_valid_webhook_id(path.get("webhook_id") or "") else WebhookNotFound()
+
+
+app = create_app(not_found=_not_found)
 
 
 @app.post(

@@ -38,9 +38,7 @@ def admin_of(tenant_id: str) -> User:
     return User(tenant_id, "root", admin=True)
 
 
-def delivered_hook(
-    api: Api, audit: StreamHarness, table_name: str, tenant_id: str, url: str, tickets: int = 1
-) -> str:
+def delivered_hook(api: Api, audit: StreamHarness, table_name: str, tenant_id: str, url: str, tickets: int = 1) -> str:
     """A webhook of ``tenant_id`` with one delivery per ticket created."""
     created = api.call("webhook_create", admin_of(tenant_id), body={"url": url, "events": ["ticket.created"]})
     assert created.status == 201, created.body
