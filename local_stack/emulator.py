@@ -48,7 +48,13 @@ from local_stack import cognito, identity_pool, moto_fixes
 from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
-from local_stack.local_values import LOCAL_KMS_ENDPOINT_ID, LOCAL_VPC_ENDPOINT_ID, local_values
+from local_stack.local_values import (
+    LOCAL_KMS_ENDPOINT_ID,
+    LOCAL_VPC_ENDPOINT_ID,
+    QUEUE_ATTRIBUTES,
+    local_values,
+    queue_name,
+)
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
@@ -343,8 +349,19 @@ class Emulator:
         return table["TableName"], {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")}
 
     def _make_queue(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """The queue with the template's attributes (a FIFO queue's name ends in
+        ``.fifo``, as CloudFormation names it; its dead-letter queue is made first)."""
         sqs = self.client("sqs")
-        url = sqs.create_queue(QueueName=logical_id)["QueueUrl"]
+        attributes = {
+            name: json.dumps(value)
+            if isinstance(value, dict)
+            else str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
+            for name, value in props.items()
+            if name in QUEUE_ATTRIBUTES
+        }
+        url = sqs.create_queue(QueueName=queue_name(logical_id, props), Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         return url, {"Arn": arn}
 

@@ -134,3 +134,56 @@ def test_kms_condition_keys_and_resources() -> None:
     assert resource_of("kms", "Encrypt", {"KeyId": KEY_ARN}, region="us-east-1") == KEY_ARN
     with pytest.raises(iam.NotUnderstood):
         resource_of("kms", "Encrypt", {"KeyId": KEY_ARN.replace("us-east-1", "eu-west-1")}, region="us-east-1")
+
+
+# ---------------------------------------------------------------- the delivery function's role
+DELIVERY_KEY = "ASIADELIVERYSESSION1"
+DELIVERY = Credentials(DELIVERY_KEY, "delivery-secret", "delivery-session-token")
+
+
+@pytest.fixture
+def delivery_guard(recorder: Recorder) -> Guard:
+    sessions = Sessions(operator=OPERATOR)
+    sessions.add(Session(DELIVERY_KEY, ROLES["DeliverWebhookRole"], "DeliverWebhookFunction", {}), DELIVERY)
+    return Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions)
+
+
+def as_delivery_role(
+    guard: Guard, action: str, *, key: str = KEY_ARN, context: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {"KeyId": key, "CiphertextBlob": "Y2lwaGVydGV4dA=="}
+    if context is not None:
+        body["EncryptionContext"] = context
+    environ = signed_environ(DELIVERY, "kms", target=f"TrentService.{action}", body=json.dumps(body).encode())
+    status: list[str] = []
+    answer = b"".join(guard(environ, lambda s, headers, exc_info=None: status.append(s)))
+    return status[0], json.loads(answer) if answer else {}
+
+
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_the_delivery_role_decrypts_under_a_tenant_and_webhook_context_from_outside_the_vpc(
+    delivery_guard: Guard, recorder: Recorder, tenant: str
+) -> None:
+    context = {"tenant_id": tenant, "webhook_id": "wh_1"}
+    assert as_delivery_role(delivery_guard, "Decrypt", context=context)[0] == "200 OK"
+    assert len(recorder.forwarded) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "key", "context"),
+    [
+        ("Decrypt", KEY_ARN, None),  # no context: KMS binds one to every secret
+        ("Decrypt", KEY_ARN, {"tenant_id": "1"}),
+        ("Decrypt", KEY_ARN, {"tenant_id": "1", "webhook_id": "wh_1", "extra": "x"}),
+        ("Decrypt", OTHER_KEY_ARN, OWN),  # the operations key
+        ("Encrypt", KEY_ARN, OWN),  # it never makes a ciphertext
+        ("GenerateDataKey", KEY_ARN, OWN),
+    ],
+)
+def test_the_delivery_role_may_do_nothing_else_on_kms(
+    delivery_guard: Guard, recorder: Recorder, action: str, key: str, context: dict[str, Any] | None
+) -> None:
+    status, answer = as_delivery_role(delivery_guard, action, key=key, context=context)
+    assert status.startswith("400"), answer
+    assert answer["__type"] == "AccessDeniedException"
+    assert recorder.forwarded == []
