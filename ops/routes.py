@@ -27,6 +27,7 @@ PATH_PARAMETER = "ticket_id"
 # A route whose path names two ids (a webhook's delivery) takes its subject as
 # "<webhook_id>/<delivery_id>": one string, like every other route's subject.
 SUBJECT_SEPARATOR = "/"
+MISSING_DELIVERY = "none"
 # Errors every route can answer (API.md's table): the request, the token, the
 # body's size, throttling, a dependency down.
 COMMON_ERRORS = frozenset({400, 401, 403, 413, 429, 503})
@@ -203,12 +204,12 @@ class ApiRoute(TemplateRoute):
     def path_parameters(self, ticket_id: str) -> dict[str, str] | None:
         """The path's parameters from the route's subject ``ticket_id``: a ticket's
         or a webhook's id, or ``<webhook_id>/<delivery_id>`` for a delivery's route
-        (a subject without the separator names a missing delivery of that webhook)."""
+        (a subject without the separator names the delivery ``none``: a missing one)."""
         names = self.path_parameter_names
         if not names:
             return None
         values = ticket_id.split(SUBJECT_SEPARATOR, len(names) - 1) if len(names) > 1 else [ticket_id]
-        values += [""] * (len(names) - len(values))
+        values += [MISSING_DELIVERY] * (len(names) - len(values))
         return dict(zip(names, values, strict=True))
 
     def url(self, ticket_id: str) -> str:
@@ -216,7 +217,7 @@ class ApiRoute(TemplateRoute):
         (``{ticket_id}``, or ``{webhook_id}``: then it names a webhook)."""
         path = self.path
         for name, value in (self.path_parameters(ticket_id) or {}).items():
-            path = path.replace("{" + name + "}", value or "none")
+            path = path.replace("{" + name + "}", value)
         return path
 
 
