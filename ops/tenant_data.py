@@ -98,7 +98,7 @@ def webhook_partitions(table: TenantTable) -> list[str]:
             webhook_id = str(item["sk"]).removeprefix(keys.WEBHOOK_SK_PREFIX)
             if str(item["sk"]).startswith(keys.WEBHOOK_SK_PREFIX) and keys.is_valid_webhook_id(webhook_id):
                 found.append(keys.webhook_deliveries_pk(table.tenant_id, webhook_id))
-    return [*found, keys.webhooks_pk(table.tenant_id)]
+    return [*found, keys.webhook_rate_pk(table.tenant_id), keys.webhooks_pk(table.tenant_id)]
 
 
 def deserialized(page: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,8 +16,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
+from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.streams.records import own_client
-from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
+from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener, tier_rates
 
 logger = Logger()
 tracer = make_tracer()
@@ -38,6 +39,8 @@ def deliverer() -> Deliverer:
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
         dead_letter_queue_url=os.environ["WEBHOOK_DEAD_LETTER_QUEUE_URL"],
         allow_local_http=settings.webhook_allow_local_http,
+        tier_rates=tier_rates(os.environ.get("WEBHOOK_TIER_RATES", "")),
+        tenant_configs=tenant_configs(),
     )
 
 

@@ -344,3 +344,25 @@ def test_a_message_naming_another_tenant_in_its_event_is_never_sent(
         assert deliverer(table_name, sqs=sqs).process_batch([{**record, "body": json.dumps(forged)}]) == []
         assert receiver.received == []
         assert len(sqs.dead_letters) == 1
+
+
+def test_a_tenant_starts_at_most_its_tiers_deliveries_a_second(api: Api, audit: StreamHarness, table_name: str) -> None:
+    with receivers() as (receiver,):
+        register(api, "busy", receiver.url)
+        for n in range(3):  # three tickets: three groups, one batch
+            api.new_ticket(User("busy", "alice"), title=f"t{n}")
+        audit.deliver(audit.new_records())
+        records = receive()
+        sqs = RecordingSqs()
+        limited = deliverer(table_name, sqs=sqs, tier_rates={"basic": 2}, clock=lambda: 1_800_000_000.5)
+        failed = limited.process_batch(records)
+        # Two of this second's slots taken, the third message back in 2-3 s, unattempted
+        assert len(receiver.received) == 2
+        assert len(failed) == 1
+        assert len(sqs.visibility) == 1
+        assert 2 <= sqs.visibility[0] <= 3
+        # The next second, it goes
+        (late,) = [r for r in records if r["messageId"] in failed]
+        later = deliverer(table_name, tier_rates={"basic": 2}, clock=lambda: 1_800_000_001.5)
+        assert later.process_batch([late]) == []
+        assert len(receiver.received) == 3

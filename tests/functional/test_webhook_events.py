@@ -175,3 +175,14 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
 
 def test_queue_url_comes_from_the_environment() -> None:
     assert webhook_fanout.webhook_fanout().queue_url == WEBHOOK_QUEUE_URL
+
+
+def test_tier_rates_are_read_from_the_functions_setting() -> None:
+    from support_tickets.streams.webhook_delivery import tier_rates
+
+    assert tier_rates("basic=5,standard=25,premium=100") == {"basic": 5, "standard": 25, "premium": 100}
+    assert tier_rates("") is None
+    with pytest.raises(ValueError, match="at least 1"):
+        tier_rates("basic=0")
+    with pytest.raises(ValueError, match="invalid literal"):
+        tier_rates("basic=fast")

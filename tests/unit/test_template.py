@@ -528,10 +528,16 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
     dynamodb = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     for statement in dynamodb:
         keys_allowed = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
-        assert set(keys_allowed) <= {"TENANT#*|WEBHOOKS", "TENANT#*|WEBHOOK#*#DELIVERIES"}, statement
+        assert set(keys_allowed) <= {
+            "TENANT#*|WEBHOOKS",
+            "TENANT#*|WEBHOOK#*#DELIVERIES",
+            "TENANT#*|CONFIG",
+            "TENANT#*|WEBHOOKS#RATE",
+        }, statement
         assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
         assert set(as_list(statement["Action"])) <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
     # A webhook's status is the only attribute it may write (a 410 disables it).
+    assert by_sid["TenantTier"]["Action"] == "dynamodb:GetItem"  # the tier, never a write of the record
     disable = by_sid["DisableWebhooks"]
     assert disable["Condition"]["ForAllValues:StringEquals"] == {"dynamodb:Attributes": ["pk", "sk", "status"]}
     queues = [s for s in granted if any(a.startswith("sqs:") for a in as_list(s["Action"]))]

@@ -396,6 +396,11 @@ def webhook_deliveries_pk(tenant_id: str, webhook_id: str) -> str:
     return f"{tenant_prefix(tenant_id)}WEBHOOK#{webhook_id}#DELIVERIES"
 
 
+def webhook_rate_pk(tenant_id: str) -> str:
+    """A tenant's delivery counters, one item per second (sort key: the epoch second), expiring by TTL."""
+    return f"{webhooks_pk(tenant_id)}#RATE"
+
+
 def delivery_key(tenant_id: str, webhook_id: str, delivery_id: str) -> dict[str, dict[str, str]]:
     if not is_valid_delivery_id(delivery_id):
         raise ValueError("invalid delivery id")

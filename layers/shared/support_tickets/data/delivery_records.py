@@ -156,6 +156,30 @@ class DeliveryRecords:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
 
+    def take_rate_slot(self, second: int, limit: int) -> bool:
+        """One of the ``limit`` deliveries the tenant may start in epoch second
+        ``second``; ``False`` when they are taken (a conditional ``ADD`` on the
+        second's counter, which expires a minute later)."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key={"pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)}, "sk": {"S": str(second)}},
+                UpdateExpression="ADD #count :one SET expiration = :expiration",
+                ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+                ExpressionAttributeNames={"#count": "count"},
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":limit": {"N": str(limit)},
+                    ":expiration": {"N": str(second + 60)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     # ------------------------------------------------------------ deliveries
     def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
         """A delivery's status and attempts so far (``None`` and 0 before its first attempt)."""

@@ -30,6 +30,11 @@ concurrently within a batch, each with its own timeout, so a hanging endpoint
 delays neither another tenant's nor another webhook's delivery; within a
 group the first failure stops the group (FIFO order), and the rest of its
 messages are reported failed unattempted, as Lambda requires for FIFO queues.
+
+Tiers: a tenant may start at most its tier's deliveries per second
+(``WEBHOOK_TIER_RATES``, a conditional counter per tenant and second); a
+message over it returns in 2 to 60 s, no attempt made or counted, like a
+request over the tier's rate gets a 429.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from support_tickets.core.errors import InvalidWebhookUrl
 from support_tickets.core.webhook_events import (
     ACTIVE,
     EVENT_TYPES,
+    JITTER,
     RETRY_WINDOW_SECONDS,
     retry_delay,
     webhook_headers,
@@ -70,12 +76,14 @@ from support_tickets.data.delivery_records import (
     DeliveryTarget,
 )
 from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantConfigCache
 
 logger = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT_SECONDS: Final = 10.0
 # What is read of a response: its status; the body is not needed.
 MAX_GROUPS_IN_PARALLEL: Final = 10
+THROTTLED_MAX_DELAY_SECONDS: Final = 60
 SECRET_CACHE_SECONDS: Final = 300.0
 MAX_CACHED_SECRETS: Final = 1024
 
@@ -247,6 +255,9 @@ class Deliverer:
     timeout: float = DELIVERY_TIMEOUT_SECONDS
     clock: Callable[[], float] = time.time
     uniform: Callable[[], float] = random.random
+    # Deliveries a tenant may start per second, by tier (None: unbounded).
+    tier_rates: Mapping[str, int] | None = None
+    tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
 
     def repository(self, tenant_id: str) -> DeliveryRecords:
         return DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
@@ -269,6 +280,7 @@ class Deliverer:
         if message.redelivery is None and status == DELIVERED:
             return "duplicate"
         now = self.clock()
+        self._within_tier(repository, message.tenant_id, queued, now)
         status_code = self._attempt(message, target, now)
         if status_code is not None and 200 <= status_code < 300:
             self._record(repository, message, status=DELIVERED, status_code=status_code, next_attempt_at=None, now=now)
@@ -292,6 +304,23 @@ class Deliverer:
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
         raise RetryLater(f"retry in {delay} s")
+
+    def _within_tier(self, repository: DeliveryRecords, tenant_id: str, queued: QueuedMessage, now: float) -> None:
+        """Raise :class:`RetryLater` (the message back in a few seconds, no attempt
+        made or counted) when the tenant has started its tier's deliveries of this second."""
+        if self.tier_rates is None:
+            return
+        tier = self.tenant_configs.get(repository.table).tier
+        limit = self.tier_rates.get(tier)
+        if limit is None or repository.take_rate_slot(int(now), limit):
+            return
+        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its rate without a receive per second.
+        delay = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
+        delay = max(1, round(delay * (1 + JITTER * self.uniform())))
+        self.sqs.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
+        )
+        raise RetryLater(f"over the tier's rate: in {delay} s")
 
     def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
         """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
@@ -381,3 +410,16 @@ class Deliverer:
                 return [later.message_id for later in messages[index:]]
             logger.info("webhook message handled", extra={"outcome": outcome, "message_id": queued.message_id})
         return []
+
+
+def tier_rates(text: str) -> dict[str, int] | None:
+    """``basic=5,standard=25,premium=100`` as a mapping (``None`` when empty: unbounded)."""
+    if not text.strip():
+        return None
+    rates: dict[str, int] = {}
+    for part in text.split(","):
+        tier, _, value = part.partition("=")
+        rates[tier.strip()] = int(value)
+        if rates[tier.strip()] < 1:
+            raise ValueError("a tier's rate must be at least 1")
+    return rates
