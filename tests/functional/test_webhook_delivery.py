@@ -366,3 +366,34 @@ def test_a_tenant_starts_at_most_its_tiers_deliveries_a_second(api: Api, audit: 
         later = deliverer(table_name, tier_rates={"basic": 2}, clock=lambda: 1_800_000_001.5)
         assert later.process_batch([late]) == []
         assert len(receiver.received) == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json",
+        "[]",
+        json.dumps({"tenant_id": "acme"}),
+        json.dumps({"tenant_id": "acme", "webhook_id": 7, "delivery_id": "1-a", "ticket_id": "t", "event": "{}"}),
+        json.dumps(
+            {
+                "tenant_id": "acme",
+                "webhook_id": "wh",
+                "delivery_id": "1-a",
+                "ticket_id": "t",
+                "event": json.dumps({"id": "e", "type": "ticket.exploded", "tenant_id": "acme"}),
+            }
+        ),
+    ],
+)
+def test_a_malformed_message_goes_to_the_dead_letters_and_fails_nothing(table_name: str, body: str) -> None:
+    sqs = RecordingSqs()
+    record = {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": body,
+        "attributes": {"MessageGroupId": "acme#t#wh", "MessageDeduplicationId": "d1", "ApproximateReceiveCount": "1"},
+    }
+    assert deliverer(table_name, sqs=sqs).process_batch([record]) == []
+    (parked,) = sqs.dead_letters
+    assert parked["MessageBody"] == body

@@ -124,6 +124,9 @@ class DeliveryMessage:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise PoisonMessage("not a webhook message") from exc
+        texts = (parsed.webhook_id, parsed.delivery_id, parsed.ticket_id, parsed.body, parsed.event_id, parsed.type)
+        if not all(isinstance(text, str) for text in texts) or not isinstance(parsed.redelivery, str | None):
+            raise PoisonMessage("not a webhook message")
         if (
             not keys.is_valid_webhook_id(parsed.webhook_id)
             or not keys.is_valid_delivery_id(parsed.delivery_id)
