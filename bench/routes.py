@@ -166,9 +166,11 @@ class Fixtures:
             tenant, user = self.tenant(route.name)
             if route.takes_webhook:
                 ticket_id = self.create_webhook(tenant, user)
+                # A delivery of it (only the delivery function makes them): what the
+                # deliveries list reads and a redelivery acts on.
+                assert self.seed is not None, "the webhook routes need a delivery: Fixtures(seed=...)"
+                self.seed(delivery_item(tenant, ticket_id))
                 if route.takes_delivery:
-                    assert self.seed is not None, "the deliveries routes need a delivery: Fixtures(seed=...)"
-                    self.seed(delivery_item(tenant, ticket_id))
                     ticket_id = f"{ticket_id}{SUBJECT_SEPARATOR}{sample_delivery_id(ticket_id)}"
             else:
                 ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
