@@ -150,6 +150,28 @@ def _moment(timestamp: str) -> Any:
 
 
 # ---------------------------------------------------------------- outcomes
+def test_a_pending_delivery_to_a_webhook_disabled_since_fails_without_an_attempt(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        (record,) = receive()
+        assert deliverer(table_name).process_batch([record]) == [record["messageId"]]  # PENDING, to retry
+        dynamodb.update_item(
+            TableName=table_name,
+            Key=keys.webhook_key("acme", hook["webhook_id"]),
+            UpdateExpression="SET #s = :d",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":d": {"S": "DISABLED"}},
+        )
+        assert deliverer(table_name).process_batch([record]) == []  # dropped
+        assert len(receiver.received) == 1
+        (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (stored["status"], int(stored["attempts"])) == ("FAILED", 1)
+
+
 def test_a_410_disables_the_webhook(api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str) -> None:
     with receivers(status=410) as (receiver,):
         hook = register(api, "acme", receiver.url)

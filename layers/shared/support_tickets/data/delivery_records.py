@@ -195,6 +195,27 @@ class DeliveryRecords:
         status, attempts = row.get("status"), row.get("attempts")
         return (status if isinstance(status, str) else None), (int(attempts) if attempts is not None else 0)
 
+    def settle_pending(self, webhook_id: str, delivery_id: str) -> None:
+        """A ``PENDING`` delivery whose webhook can't receive it any more (deleted,
+        disabled, unsubscribed) becomes ``FAILED``, without an attempt."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
+                UpdateExpression=f"SET #status = :failed, next_attempt_at = :none REMOVE {REDELIVER_MARK}",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":failed": {"S": FAILED},
+                    ":pending": {"S": PENDING},
+                    ":none": {"NULL": True},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
     def record_attempt(self, attempt: Attempt) -> None:
         """One attempt's outcome (creating the record on the first); clears a redelivery mark."""
         values: dict[str, Any] = {

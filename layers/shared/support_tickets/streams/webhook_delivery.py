@@ -278,7 +278,10 @@ class Deliverer:
         repository = self.repository(message.tenant_id)
         target = repository.target(message.webhook_id)
         if target is None or target.status != ACTIVE or message.type not in target.events:
-            return "dropped"  # deleted, disabled or unsubscribed since: nothing more is sent
+            # Deleted, disabled or unsubscribed since: nothing more is sent, and a
+            # delivery left PENDING (a retry, a redelivery) says so.
+            repository.settle_pending(message.webhook_id, message.delivery_id)
+            return "dropped"
         status, attempts = repository.progress(message.webhook_id, message.delivery_id)
         if message.redelivery is None and status == DELIVERED:
             return "duplicate"
