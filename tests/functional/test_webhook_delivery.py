@@ -419,3 +419,28 @@ def test_a_malformed_message_goes_to_the_dead_letters_and_fails_nothing(table_na
     assert deliverer(table_name, sqs=sqs).process_batch([record]) == []
     (parked,) = sqs.dead_letters
     assert parked["MessageBody"] == body
+
+
+def test_secrets_and_event_data_never_reach_the_logs(
+    api: Api,
+    audit: StreamHarness,
+    table_name: str,
+    log_lines: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG")
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"), title="Sensitive printer title")
+        audit.deliver(audit.new_records())
+        records = receive()
+        log_lines()  # what the set-up printed: not the delivery's
+        caplog.clear()
+        deliverer(table_name).process_batch(records)  # a failed attempt: logged
+        assert len(receiver.received) == 1
+    ours = [r for r in caplog.records if not r.name.startswith(("botocore", "boto3", "urllib3"))]  # the SDK's DEBUG
+    logged = json.dumps(log_lines()) + "\n".join(f"{r.getMessage()} {r.__dict__}" for r in ours)
+    assert "webhook attempt failed" in logged  # the function did log
+    assert hook["secret"] not in logged
+    assert hook["secret"].removeprefix("whsec_") not in logged
+    assert "Sensitive printer title" not in logged

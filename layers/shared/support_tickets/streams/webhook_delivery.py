@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import random
 import threading
 import time
@@ -54,6 +53,7 @@ from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 import urllib3
+from aws_lambda_powertools import Logger
 
 from support_tickets.core import keys, webhook_urls
 from support_tickets.core.errors import InvalidWebhookUrl
@@ -78,7 +78,8 @@ from support_tickets.data.delivery_records import (
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfigCache
 
-logger = logging.getLogger(__name__)
+# The function's Logger's child: JSON lines with the extras, in its log group.
+logger = Logger(child=True)
 
 DELIVERY_TIMEOUT_SECONDS: Final = 10.0
 # What is read of a response: its status; the body is not needed.
@@ -309,6 +310,16 @@ class Deliverer:
         self.sqs.change_message_visibility(
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
+        logger.info(
+            "webhook attempt failed",
+            extra={
+                "tenant_id": message.tenant_id,
+                "webhook_id": message.webhook_id,
+                "delivery_id": message.delivery_id,
+                "status_code": status_code,
+                "retry_in_seconds": delay,
+            },
+        )
         raise RetryLater(f"retry in {delay} s")
 
     def _within_tier(self, repository: DeliveryRecords, tenant_id: str, queued: QueuedMessage, now: float) -> None:
@@ -349,7 +360,7 @@ class Deliverer:
             return self.post(checked, headers, message.body.encode(), self.timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             logger.info(
-                "webhook attempt failed",
+                "webhook receiver did not answer",
                 extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
             )
             return None
