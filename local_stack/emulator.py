@@ -367,6 +367,9 @@ class Emulator:
 
     def _make_kms_key(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         metadata = self.client("kms").create_key(Description=str(props.get("Description", logical_id)))["KeyMetadata"]
+        assert self.guard is not None
+        if isinstance(props.get("KeyPolicy"), dict):  # the guard applies its Denies (moto does not)
+            self.guard.key_policies = {**self.guard.key_policies, metadata["Arn"]: props["KeyPolicy"]}
         return metadata["KeyId"], {"Arn": metadata["Arn"]}
 
     def _make_user_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:

@@ -94,3 +94,12 @@ def local_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """A function's declared environment as the local stack runs it: the
     variables of :data:`LOCAL_ENVIRONMENT` it declares set to their local value."""
     return {name: LOCAL_ENVIRONMENT.get(name, value) for name, value in environment.items()}
+
+
+def key_policies(values: Values) -> dict[str, Any]:
+    """The template's KMS key policies by key ARN, resolved with ``values``."""
+    return {
+        str(values.get_att(f"{key}.Arn")): values.resolve(resource["Properties"]["KeyPolicy"])
+        for key, resource in resources("AWS::KMS::Key").items()
+        if "KeyPolicy" in resource["Properties"]
+    }

@@ -187,3 +187,33 @@ def test_the_delivery_role_may_do_nothing_else_on_kms(
     assert status.startswith("400"), answer
     assert answer["__type"] == "AccessDeniedException"
     assert recorder.forwarded == []
+
+
+# ---------------------------------------------------------------- the key policy's Deny
+def test_the_key_policy_refuses_decrypt_to_any_other_role_whatever_its_policies_allow(recorder: Recorder) -> None:
+    from dataclasses import replace
+
+    from local_stack.local_values import key_policies
+
+    # A role of the stack whose own policies would let it decrypt (an administrator's, a bug's)
+    granting = {"Statement": [{"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"}]}
+    intruder = replace(ROLES["AuditTrailRole"], inline_policies={"AnyDecrypt": granting})
+    sessions = Sessions(operator=OPERATOR)
+    sessions.add(Session(DELIVERY_KEY, intruder, "AuditTrailFunction", {}), DELIVERY)
+    context = {"tenant_id": "1", "webhook_id": "wh_1"}
+    without_key_policy = Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions)
+    assert as_delivery_role(without_key_policy, "Decrypt", context=context)[0] == "200 OK"  # IAM alone allows
+    guarded = Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions, key_policies=key_policies(VALUES))
+    status, answer = as_delivery_role(guarded, "Decrypt", context=context)
+    assert status.startswith("400"), answer
+    assert answer["__type"] == "AccessDeniedException"
+    # The delivery role itself still decrypts under the key policy
+    own = Sessions(operator=OPERATOR)
+    own.add(Session(DELIVERY_KEY, ROLES["DeliverWebhookRole"], "DeliverWebhookFunction", {}), DELIVERY)
+    delivering = Guard(recorder, roles=ROLES, tables=TABLES, sessions=own, key_policies=key_policies(VALUES))
+    assert as_delivery_role(delivering, "Decrypt", context=context)[0] == "200 OK"
+    # And tenant credentials still encrypt (the Deny names Decrypt only)
+    tenants = Sessions(operator=OPERATOR)
+    tenants.add(Session(TENANT_KEY, ROLES["TenantAccessRole"], "tenant-1", {"TenantId": "1"}), TENANT)
+    encrypting = Guard(recorder, roles=ROLES, tables=TABLES, sessions=tenants, key_policies=key_policies(VALUES))
+    assert encrypt(encrypting, context=OWN)[0] == "200 OK"
