@@ -10,10 +10,11 @@ was sent (a redelivery sends the same bytes, the same ``webhook-id``), and a
 TTL (``expiration``). Writers:
 
 - the delivery function (its own role): one ``UpdateItem`` per attempt
-  (:meth:`DeliveryRepository.record_attempt`), which also clears a pending
+  (:meth:`DeliveryRecords.record_attempt`), which also clears a pending
   redelivery mark;
 - ``POST …/redeliver`` (the tenant's own credentials): sets
-  ``redeliver_requested_at`` and ``PENDING`` (:meth:`DeliveryRepository.request_redelivery`);
+  ``redeliver_requested_at`` and ``PENDING``
+  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`);
   the audit-trail function's stream filter sees that change and puts the
   stored event on the queue again (:mod:`support_tickets.streams.webhook_fanout`).
 """
