@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,3 +184,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def operator_put(stack: StackProcess) -> Callable[[dict[str, Any]], None]:
+    """Put an item into the stack's table as the operator (fixtures no handler makes)."""
+    client = stack.operator("dynamodb")
+    table_name = str(stack.state["table_name"])
+    return lambda item: client.put_item(TableName=table_name, Item=item)

@@ -18,7 +18,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_stack.lambda_runtime import LambdaContext
-from ops.routes import by_name, route_names
+from ops.routes import SUBJECT_SEPARATOR, by_name, route_names
+from ops.sample_events import delivery_item, sample_delivery_id
 from ops.users import UserPool, id_token
 from stack_model.events import rest_event, with_token
 from stack_model.functions import load_handler
@@ -177,7 +178,14 @@ def subject(stack: RunningStack, route: str, tenant: str, title: str) -> tuple[s
         token = stack.token(tenant, f"root-{tenant}", admin=True)
         created = stack.request("POST", "/webhooks", token=token, body=by_name()["webhook_create"].body(""))
         assert created.status == 201, created.body
-        return str(created.body["webhook_id"]), str(created.body["secret"])
+        webhook_id = str(created.body["webhook_id"])
+        if by_name()[route].takes_delivery:
+            # A delivery of it (the delivery function makes them; seeded here by the operator)
+            stack.operator("dynamodb").put_item(
+                TableName=stack.state["table_name"], Item=delivery_item(tenant, webhook_id)
+            )
+            return f"{webhook_id}{SUBJECT_SEPARATOR}{sample_delivery_id(webhook_id)}", str(created.body["secret"])
+        return webhook_id, str(created.body["secret"])
     ticket = stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": title}).body
     return str(ticket["ticket_id"]), title
 
