@@ -96,6 +96,10 @@ def test_redeliver_sends_the_same_event_again_through_the_stream_and_the_queue(
         assert response.status == 202, response.body
         (marked,) = deliveries(api, "acme", webhook_id).body["items"]
         assert marked["status"] == "PENDING"
+        # The route wrote the mark and nothing else: the record's own status is still the delivery function's
+        (before,) = [i for i in all_items(dynamodb, table_name) if i["pk"]["S"].endswith("#DELIVERIES")]
+        assert (before["status"]["S"], before["attempts"]["N"]) == ("DELIVERED", "1")
+        assert marked["next_attempt_at"] == before["redeliver_requested_at"]["S"]
         # The mark reaches the audit-trail function through its stream filter
         audit.deliver(audit.new_records())
         (record,) = receive()
@@ -112,6 +116,26 @@ def test_redeliver_sends_the_same_event_again_through_the_stream_and_the_queue(
         assert receive() == []
         stored = [i for i in all_items(dynamodb, table_name) if i["pk"]["S"].endswith("#DELIVERIES")]
         assert "redeliver_requested_at" not in stored[0]
+
+
+def test_a_mark_the_route_did_not_write_queues_nothing_and_lists_nothing_pending(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Tenant credentials may set the mark (it is all they may write of a record), to any value:
+    # only the route's (a time) counts, anything else never becomes a message.
+    with receivers() as (receiver,):
+        webhook_id = delivered_hook(api, audit, table_name, "acme", receiver.url)
+        (delivery,) = deliveries(api, "acme", webhook_id).body["items"]
+        dynamodb.update_item(
+            TableName=table_name,
+            Key=keys.delivery_key("acme", webhook_id, delivery["delivery_id"]),
+            UpdateExpression="SET redeliver_requested_at = :junk",
+            ExpressionAttributeValues={":junk": {"S": "x" * 5000}},
+        )
+        assert deliveries(api, "acme", webhook_id).body["items"] == [delivery]
+        audit.deliver(audit.new_records())
+        assert receive() == []
+        assert len(receiver.received) == 1
 
 
 def test_unknown_webhooks_and_deliveries_are_404(api: Api, audit: StreamHarness, table_name: str) -> None:

@@ -24,7 +24,7 @@ from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness, stream_handler
-from tests.functional.webhook_harness import RecordingSqs, deliverer, receive, receivers
+from tests.functional.webhook_harness import RecordingSqs, deliverer, process, receive, receivers
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -170,6 +170,33 @@ def test_a_pending_delivery_to_a_webhook_disabled_since_fails_without_an_attempt
         assert len(receiver.received) == 1
         (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
         assert (stored["status"], int(stored["attempts"])) == ("FAILED", 1)
+
+
+def test_a_redelivery_to_a_webhook_disabled_since_fails_without_an_attempt_and_clears_the_mark(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers() as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        assert process(deliverer(table_name), receive()) == []
+        (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        path = f"{hook['webhook_id']}/{stored['delivery_id']}"
+        assert api.call("webhook_redeliver", User("acme", "root", admin=True), ticket_id=path).status == 202
+        audit.deliver(audit.new_records())
+        (again,) = receive()
+        dynamodb.update_item(
+            TableName=table_name,
+            Key=keys.webhook_key("acme", hook["webhook_id"]),
+            UpdateExpression="SET #s = :d",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":d": {"S": "DISABLED"}},
+        )
+        assert deliverer(table_name).process_batch([again]) == []  # dropped
+        assert len(receiver.received) == 1
+        (settled,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (settled["status"], int(settled["attempts"])) == ("FAILED", 1)
+        assert "redeliver_requested_at" not in settled
 
 
 def test_a_410_disables_the_webhook(api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
 from support_tickets.core import keys
 from tests.oracle.policies import ACCOUNT_ID, REGION, OracleRole
 
@@ -329,6 +330,68 @@ def keyless_calls(stream_arn: str) -> Iterator[Call]:
     )
 
 
+def webhook_delivery_calls() -> Iterator[Call]:
+    """The delivery side's items (a webhook's delivery records, a tenant's delivery
+    rate counters): the delivery role's reads and writes, and what tenant
+    credentials may do with them (read; of a delivery record, write only the
+    redelivery mark). An update's ``dynamodb:Attributes`` here is its key and every
+    name of its update and condition expressions."""
+    mark = "redeliver_requested_at"
+    for tenant in TENANTS:
+        delivery = keys.delivery_key(tenant, "W1", "1795620804983-abc")
+        rate = {"pk": {"S": keys.webhook_rate_pk(tenant)}, "sk": {"S": "1795620804"}}
+        for key, sets in (
+            (delivery, ((mark,), ("status",), (mark, "status"), ("attempts", "event"))),
+            (rate, (("count",), (mark,))),
+        ):
+            pk = key["pk"]["S"]
+            for names in sets:
+                expression = "SET " + ", ".join(f"{name} = :{name}" for name in names)
+                values = {f":{name}": {"S": "x"} for name in names}
+                body = {
+                    "TableName": TABLE,
+                    "Key": key,
+                    "UpdateExpression": expression,
+                    "ExpressionAttributeValues": values,
+                }
+                yield Call("UpdateItem", body, (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", *names]),))
+                yield Call(
+                    "TransactWriteItems",
+                    {"TransactItems": [{"Update": body}]},
+                    (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", *names]),),
+                )
+            # The route's own shape: the mark, conditional on the record's key.
+            conditional = {
+                "TableName": TABLE,
+                "Key": key,
+                "UpdateExpression": "SET #m = :at",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#m": mark},
+                "ExpressionAttributeValues": {":at": {"S": "2026-11-25T12:00:00.000Z"}},
+            }
+            yield Call("UpdateItem", conditional, (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", mark]),))
+            # The mark, conditional on the status: the condition's names count too.
+            tested = {
+                **conditional,
+                "ConditionExpression": "#s = :at",
+                "ExpressionAttributeNames": {"#m": mark, "#s": "status"},
+            }
+            yield Call("UpdateItem", tested, (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", mark, "status"]),))
+            item = {**key, "status": {"S": "DELIVERED"}}
+            yield Call("PutItem", {"TableName": TABLE, "Item": item}, (_q("PutItem", TABLE_ARN, [pk], list(item)),))
+            yield Call("DeleteItem", {"TableName": TABLE, "Key": key}, (_q("DeleteItem", TABLE_ARN, [pk]),))
+            yield Call("GetItem", {"TableName": TABLE, "Key": key}, (_q("GetItem", TABLE_ARN, [pk]),))
+            query = {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": {"S": pk}}}
+            yield Call("Query", {"TableName": TABLE, **query}, (_q("Query", TABLE_ARN, [pk]),))
+            ticket = keys.ticket_key(tenant, "T1")
+            batch = [{"DeleteRequest": {"Key": ticket}}, {"DeleteRequest": {"Key": key}}]
+            yield Call(
+                "BatchWriteItem",
+                {"RequestItems": {TABLE: batch}},
+                (_q("BatchWriteItem", TABLE_ARN, [ticket["pk"]["S"], pk]),),
+            )
+
+
 def calls(stream_arn: str) -> list[Call]:
     table = table_keys()
     found: list[Call] = []
@@ -339,6 +402,7 @@ def calls(stream_arn: str) -> list[Call]:
     for status_key, tenant in index_keys():
         found += index_query_calls(status_key, tenant, foreign)
     found += multi_item_calls(table)
+    found += webhook_delivery_calls()
     found += keyless_calls(stream_arn)
     return found
 
@@ -401,4 +465,13 @@ def cases(roles: Mapping[str, OracleRole], route_set: Sequence[Mapping[str, str]
                 # (number + shift + turn kept to one parity with an even count: two routes never met).
                 route = route_set[(number // len(TAG_SETS) + turn) % len(route_set)]
                 found.append(Case(role, SESSION_NAME, TAG_SETS[shift], route, call))
+    # And the delivery side's items with their own tenant's credentials on the API
+    # functions' route: the one combination whose verdict the rotation may miss.
+    inside = {SOURCE_VPCE: LOCAL_VPC_ENDPOINT_ID}  # the DynamoDB gateway endpoint's id, as the guard's
+    for role in roles.values():
+        if role.name != "TenantAccessRole":
+            continue
+        for call in webhook_delivery_calls():
+            tenant = keys.tenant_of_key(call.questions[0].context["dynamodb:LeadingKeys"][-1])
+            found.append(Case(role, SESSION_NAME, {"TenantId": tenant}, inside, call))
     return found

@@ -159,3 +159,31 @@ def test_the_requests_cover_what_the_issue_names(run: Run) -> None:
     assert any(outcome.allowed for outcome in outcomes)
     assert any(outcome.explicit for outcome in outcomes)
     assert any(not outcome.allowed and not outcome.explicit for outcome in outcomes)
+
+
+def test_tenant_credentials_on_the_delivery_sides_items_are_compared_both_ways(run: Run) -> None:
+    """Among the compared requests: a tenant's own credentials, through the stack's
+    endpoint, allowed to set the redelivery mark of its own delivery record and
+    explicitly refused any other write of it or of its delivery rate counters."""
+    mark_allowed = refused = 0
+    for case in run.cases:
+        (question, *_) = case.call.questions
+        pk = (question.context.get("dynamodb:LeadingKeys") or ("",))[-1]
+        tenant = case.tags.get("TenantId")
+        own = tenant is not None and pk.startswith(f"TENANT#{tenant}|")
+        if case.role.name != "TenantAccessRole" or not own or not pk.endswith(("#DELIVERIES", "#RATE")):
+            continue
+        if case.route.get(generator.SOURCE_VPCE) in (None, generator.WRONG):
+            continue
+        outcome = run.oracle(case)
+        attributes = set(question.context.get("dynamodb:Attributes", ()))
+        mark_only = attributes == {"pk", "sk", "redeliver_requested_at"} and pk.endswith("#DELIVERIES")
+        if question.action == "dynamodb:UpdateItem" and mark_only:
+            assert outcome.allowed, _describe(case, run.guard(case), outcome)
+            mark_allowed += 1
+        elif question.action not in ("dynamodb:GetItem", "dynamodb:Query"):
+            assert not outcome.allowed, _describe(case, run.guard(case), outcome)
+            assert outcome.explicit, _describe(case, run.guard(case), outcome)
+            refused += 1
+    assert mark_allowed >= 4
+    assert refused >= 20

@@ -13,14 +13,19 @@ TTL (``expiration``). Writers:
   (:meth:`DeliveryRecords.record_attempt`), which also clears a pending
   redelivery mark;
 - ``POST …/redeliver`` (the tenant's own credentials): sets
-  ``redeliver_requested_at`` and ``PENDING``
-  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`);
-  the audit-trail function's stream filter sees that change and puts the
-  stored event on the queue again (:mod:`support_tickets.streams.webhook_fanout`).
+  ``redeliver_requested_at`` and nothing else
+  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`):
+  ``TenantAccessRole`` may write no other attribute of a delivery record, so
+  the status, attempts and event a tenant reads are the delivery function's
+  alone. While the mark is set the delivery is shown ``PENDING``
+  (:func:`pending_redelivery`). The audit-trail function's stream filter sees
+  that change and puts the stored event on the queue again
+  (:mod:`support_tickets.streams.webhook_fanout`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -36,6 +41,15 @@ FAILED: Final = "FAILED"
 # How long a delivery record is kept (TTL from its creation).
 DELIVERY_RETENTION_SECONDS: Final = 30 * 86_400
 REDELIVER_MARK: Final = "redeliver_requested_at"
+# What the route writes as the mark: the request's time (ISO 8601 UTC, milliseconds).
+_MARK = re.compile(rf"^{keys.AUDIT_TIME_PATTERN}$")
+
+
+def pending_redelivery(mark: object) -> str | None:
+    """The time a redelivery was requested, if ``mark`` (a record's
+    :data:`REDELIVER_MARK`) is one the route writes; ``None`` otherwise (no mark,
+    or a value tenant credentials wrote by hand, which nothing acts on)."""
+    return mark if isinstance(mark, str) and _MARK.fullmatch(mark) else None
 
 
 class MalformedWebhook(ValueError):
@@ -197,15 +211,16 @@ class DeliveryRecords:
         return (status if isinstance(status, str) else None), (int(attempts) if attempts is not None else 0)
 
     def settle_pending(self, webhook_id: str, delivery_id: str) -> None:
-        """A ``PENDING`` delivery whose webhook can't receive it any more (deleted,
-        disabled, unsubscribed) becomes ``FAILED``, without an attempt."""
+        """A ``PENDING`` delivery (or one marked for redelivery) whose webhook can't
+        receive it any more (deleted, disabled, unsubscribed) becomes ``FAILED``,
+        without an attempt; the mark goes."""
         try:
             self.table.call(
                 "update_item",
                 TableName=self.table.table_name,
                 Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
                 UpdateExpression=f"SET #status = :failed, next_attempt_at = :none REMOVE {REDELIVER_MARK}",
-                ConditionExpression="#status = :pending",
+                ConditionExpression=f"#status = :pending OR attribute_exists({REDELIVER_MARK})",
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues={
                     ":failed": {"S": FAILED},

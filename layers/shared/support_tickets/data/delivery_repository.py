@@ -17,7 +17,7 @@ from support_tickets.core import keys
 from support_tickets.core.errors import DeliveryNotFound, WebhookNotFound
 from support_tickets.core.models import Delivery, DeliveryPage, MalformedItem
 from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.data.delivery_records import PENDING, REDELIVER_MARK
+from support_tickets.data.delivery_records import PENDING, REDELIVER_MARK, pending_redelivery
 from support_tickets.data.table import TenantTable, error_code, to_item
 
 _PUBLIC: Final = (
@@ -30,21 +30,26 @@ _PUBLIC: Final = (
     "next_attempt_at",
     "created_at",
 )
+_PROJECTED: Final = ("pk", "sk", *_PUBLIC, REDELIVER_MARK)
 _KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
 
 
 def delivery_of_row(row: Mapping[str, Any]) -> Delivery:
-    """The delivery object of a stored record; a malformed one is :class:`MalformedItem`."""
+    """The delivery object of a stored record; a malformed one is :class:`MalformedItem`.
+    A record marked for redelivery is ``PENDING``, its next attempt the request's
+    time, until the delivery function records that attempt (and removes the mark)."""
     try:
         code = row.get("last_status_code")
+        redelivery = pending_redelivery(row.get(REDELIVER_MARK))
+        next_attempt_at = None if row.get("next_attempt_at") is None else str(row["next_attempt_at"])
         return Delivery(
             delivery_id=str(row["delivery_id"]),
             event_id=str(row["event_id"]),
             type=str(row["type"]),
-            status=str(row["status"]),
+            status=PENDING if redelivery is not None else str(row["status"]),
             attempts=int(row.get("attempts", 0)),
             last_status_code=None if code is None else int(code),
-            next_attempt_at=None if row.get("next_attempt_at") is None else str(row["next_attempt_at"]),
+            next_attempt_at=redelivery if redelivery is not None else next_attempt_at,
             created_at=str(row["created_at"]),
         )
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
@@ -85,8 +90,8 @@ class DeliveryRepository:
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :delivery)",
             "ExpressionAttributeValues": {":pk": {"S": pk}, ":delivery": {"S": keys.DELIVERY_SK_PREFIX}},
             "ScanIndexForward": False,
-            "ProjectionExpression": ", ".join(f"#{name}" for name in ("pk", "sk", *_PUBLIC)),
-            "ExpressionAttributeNames": {f"#{name}": name for name in ("pk", "sk", *_PUBLIC)},
+            "ProjectionExpression": ", ".join(f"#{name}" for name in _PROJECTED),
+            "ExpressionAttributeNames": {f"#{name}": name for name in _PROJECTED},
         }
         if cursor is not None:
             start = decode_cursor(cursor, fingerprint, _KEY_ATTRIBUTES, lambda key: _own_delivery_key(key, pk))
@@ -114,10 +119,12 @@ class DeliveryRepository:
                 "update_item",
                 TableName=self.table.table_name,
                 Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
-                UpdateExpression=f"SET {REDELIVER_MARK} = :at, #status = :pending, next_attempt_at = :at",
-                ConditionExpression="attribute_exists(pk) AND attribute_exists(#event)",
-                ExpressionAttributeNames={"#status": "status", "#event": "event"},
-                ExpressionAttributeValues={":at": {"S": at}, ":pending": {"S": PENDING}},
+                # The key and the mark, nothing else: all TenantAccessRole may write of a
+                # delivery record (its Deny TenantsOnlyMarkDeliveriesForRedelivery). Only the
+                # delivery function creates records, always with their event.
+                UpdateExpression=f"SET {REDELIVER_MARK} = :at",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":at": {"S": at}},
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":

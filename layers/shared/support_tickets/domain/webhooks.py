@@ -104,8 +104,9 @@ def list_deliveries(caller: Caller, webhook_id: str, limit: int, cursor: str | N
 
 
 def redeliver(caller: Caller, webhook_id: str, delivery_id: str) -> None:
-    """Send a delivery's event again, soon: the delivery is marked ``PENDING`` with
-    ``redeliver_requested_at``, and the audit-trail function, which sees that
+    """Send a delivery's event again, soon: the delivery is marked with
+    ``redeliver_requested_at`` (listed ``PENDING`` from then on until the
+    delivery function records the attempt), and the audit-trail function, which sees that
     change on the table's stream, queues the stored event again (same event id,
     same body; docs/webhooks.md, "Redeliver"). No endpoint beyond DynamoDB's."""
     table = _admin_table(caller)

@@ -47,7 +47,7 @@ from typing import Any, Final
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
 from support_tickets.core.webhook_events import NotAnEvent, delivery_id, event_body, webhook_event, webhook_type
-from support_tickets.data.delivery_records import REDELIVER_MARK, DeliveryRecords, Subscription
+from support_tickets.data.delivery_records import REDELIVER_MARK, DeliveryRecords, Subscription, pending_redelivery
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.audit_writer import audit_client
@@ -147,8 +147,10 @@ class WebhookFanout:
         """Send a delivery record's stored event again (the record was just marked for it)."""
         owner = keys.deliveries_owner(pk)
         image = new_image or {}
-        requested_at, body, ticket_id = image.get(REDELIVER_MARK), image.get("event"), image.get("ticket_id")
-        delivery = image.get("delivery_id")
+        requested_at = pending_redelivery(image.get(REDELIVER_MARK))
+        body, ticket_id, delivery = image.get("event"), image.get("ticket_id"), image.get("delivery_id")
+        # A mark the route did not write (tenant credentials may set it, nothing else of
+        # the record) is poison, never a message: its value becomes part of one.
         if owner is None or not all(isinstance(value, str) for value in (requested_at, body, ticket_id, delivery)):
             raise PoisonRecord("not a delivery record marked for redelivery")
         tenant_id, webhook_id = owner
