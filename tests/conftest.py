@@ -44,6 +44,7 @@ import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth ask
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "support-tickets")
 from local_stack import identity_pool, moto_fixes
+from local_stack.sqs_poller import QUEUE_CLOCK
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import table_definition
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload
@@ -120,6 +121,9 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _clear_container_caches()
     yield
     _clear_container_caches()
+    # moto's SQS clock is this process's: a test that moved it on (visibility, retries)
+    # must not leave the next one's messages sent "in the future".
+    QUEUE_CLOCK.offset_s = 0.0
 
 
 def _clear_container_caches() -> None:
