@@ -28,7 +28,7 @@ def explicitly_denied(call: Callable[[], Any]) -> None:
 
 
 def own_items(client: Any, table: str, pk: str) -> list[dict[str, Any]]:
-    """A partition read with the tenant's credentials (reading is allowed)."""
+    """A partition's items (tenant credentials may read their own)."""
     query = {"TableName": table, "KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": {"S": pk}}}
     return list(client.query(**query, ConsistentRead=True)["Items"])
 
@@ -74,10 +74,21 @@ def test_tenant_credentials_cannot_write_delivery_records_nor_delivery_rates(sta
         (record,) = own_items(client, table, keys.webhook_deliveries_pk(tenant, hook["webhook_id"]))
         (rate,) = own_items(client, table, keys.webhook_rate_pk(tenant))
         assert (record["status"]["S"], rate["count"]["N"]) == ("DELIVERED", "1")
-        record_key, rate_key = ({"pk": item["pk"], "sk": item["sk"]} for item in (record, rate))
-        their_record_key = {**record_key, "pk": {"S": keys.webhook_deliveries_pk(neighbour, their_hook["webhook_id"])}}
-        their_rate_key = {**rate_key, "pk": {"S": keys.webhook_rate_pk(neighbour)}}
-        before = table_state(stack)
+        operator = stack.operator("dynamodb")
+        (their_record,) = own_items(operator, table, keys.webhook_deliveries_pk(neighbour, their_hook["webhook_id"]))
+        (their_rate,) = own_items(operator, table, keys.webhook_rate_pk(neighbour))
+        record_key, rate_key, their_record_key, their_rate_key = (
+            {"pk": item["pk"], "sk": item["sk"]} for item in (record, rate, their_record, their_rate)
+        )
+        watched = (record_key, rate_key, their_record_key, their_rate_key)
+
+        def delivery_side() -> list[dict[str, Any] | None]:
+            # The table's fingerprint leaves these out (they move with any retry): compared whole here.
+            read = [operator.get_item(TableName=table, Key=key, ConsistentRead=True) for key in watched]
+            return [found.get("Item") for found in read]
+
+        before, items_before = table_state(stack), delivery_side()
+        assert items_before[0] == record
 
         # When it writes them with its own credentials, in every shape a write can take,
         # its own (refused by the explicit Denies) and its neighbour's (not under its prefix)
@@ -86,14 +97,15 @@ def test_tenant_credentials_cannot_write_delivery_records_nor_delivery_rates(sta
                 explicitly_denied(attempt)
         mark_on_rate = {"UpdateExpression": f"SET {MARK} = :m", "ExpressionAttributeValues": {":m": {"S": "x"}}}
         explicitly_denied(lambda: client.update_item(TableName=table, Key=rate_key, **mark_on_rate))
-        for key, item in ((their_record_key, record), (their_rate_key, rate)):
-            for attempt in forged_writes(client, table, key, {**item, **key}):
+        for key, item in ((their_record_key, their_record), (their_rate_key, their_rate)):
+            for attempt in forged_writes(client, table, key, item):
                 assert_denied(attempt)
             marked = {"TableName": table, "Key": key, **mark_on_rate}
             assert_denied(lambda: client.update_item(**marked))  # noqa: B023 (called at once)
 
         # Then nothing changed, item for item
         assert table_state(stack) == before
+        assert delivery_side() == items_before
 
         # And the routes still work: the list, and a redelivery (the mark, written with those credentials)
         admin = stack.token(tenant, f"root-{tenant}", admin=True)
