@@ -19,12 +19,12 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from local_stack.lambda_runtime import LambdaContext
 from support_tickets.core import keys, webhook_urls
 from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import pinned_post
+from support_tickets.streams.webhook_post import pinned_post
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness, stream_handler
-from tests.functional.webhook_harness import RecordingSqs, deliverer, process, receive, receivers
+from tests.functional.webhook_harness import HEAD, Pki, RecordingSqs, deliverer, process, receive, receivers, trickling
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -324,6 +324,65 @@ def test_pinned_post_connects_to_the_checked_address_and_follows_no_redirect() -
         assert pinned_post(checked, {"webhook-id": "x"}, b"{}", 2.0) == 301
         assert len(target.received) == 1
         assert elsewhere.received == []
+
+
+def test_a_receiver_that_trickles_its_answer_is_a_failed_attempt_at_the_deadline(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with trickling(HEAD) as slow:  # the whole head would take ~0.9 s, a byte every 20 ms
+        hook = register(api, "acme", slow.checked.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        records = receive()
+        started = time.monotonic()
+        assert deliverer(table_name, timeout=0.25).process_batch(records) == [records[0]["messageId"]]
+        assert time.monotonic() - started < 0.8
+    (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+    # (last_status_code True: the flattened {"NULL": true}, nothing answered)
+    assert (record["status"], record["last_status_code"], int(record["attempts"])) == ("PENDING", True, 1)
+
+
+@pytest.fixture(scope="module")
+def pki() -> Pki:
+    return Pki.make()
+
+
+@pytest.mark.parametrize(("certified", "delivered"), [("hooks.example.test", True), ("other.example.test", False)])
+def test_https_deliveries_check_the_certificate_against_the_webhooks_host(
+    api: Api,
+    audit: StreamHarness,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pki: Pki,
+    tmp_path: object,
+    certified: str,
+    delivered: bool,
+) -> None:
+    seen: list[str | None] = []
+    with receivers(tls=pki.server_context(tmp_path, certified, seen)) as (receiver,):
+        hook = register(api, "acme", f"https://hooks.example.test:{receiver.port}/in")
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+
+        def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+            # The check passed on the "public" address the test's resolver gave; the receiver is on
+            # 127.0.0.1, so the test dials it there, with its CA: the name checked is still the URL's.
+            assert checked.addresses == (PUBLIC,)
+            local = CheckedUrl(checked.url, checked.host, checked.port, ("127.0.0.1",))
+            return pinned_post(local, headers, body, timeout, tls_context=pki.client_context())
+
+        failed = deliverer(table_name, post=post, resolve=lambda host, port: [PUBLIC]).process_batch(receive())
+        assert seen == ["hooks.example.test"]
+        (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        if delivered:
+            assert failed == []
+            assert (record["status"], int(record["last_status_code"])) == ("DELIVERED", 200)
+            (received,) = receiver.received
+            StandardWebhook(hook["secret"]).verify(received.body, received.headers)
+        else:
+            assert len(failed) == 1
+            assert (record["status"], record["last_status_code"]) == ("PENDING", True)  # NULL: nothing answered
+            assert receiver.received == []
 
 
 # ---------------------------------------------------------------- independence and duplicates

@@ -5,7 +5,10 @@ clock, jitter and timeout."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,7 +18,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
+from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
 from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, webhook_key_arn
 
@@ -38,19 +46,25 @@ class Received:
 @dataclass
 class Receiver:
     """An endpoint that answers ``status`` (``location`` for a redirect) or, with
-    ``hang`` set, holds every request until it is released."""
+    ``hang`` set, holds every request until it is released; with ``tls`` (a
+    server context) it speaks HTTPS."""
 
     status: int = 200
     location: str | None = None
     hang: bool = False
+    tls: ssl.SSLContext | None = None
     received: list[Received] = field(default_factory=list)
     released: threading.Event = field(default_factory=threading.Event)
     server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    @property
+    def port(self) -> int:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        return int(self.server.server_address[1])
 
     def start(self) -> Receiver:
         receiver = self
@@ -74,6 +88,8 @@ class Receiver:
                 return
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self
@@ -184,3 +200,128 @@ def process(deliverer: Deliverer, records: list[dict[str, Any]]) -> list[str]:
         if record["messageId"] not in failed:
             sqs.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"])
     return failed
+
+
+# ---------------------------------------------------------------- a receiver that trickles
+# A complete response head (47 bytes).
+HEAD = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+
+
+@dataclass
+class Trickler:
+    """Reads a request, then sends ``answer`` ``chunk`` bytes every ``interval`` s, then holds the line."""
+
+    answer: bytes
+    interval: float = 0.02
+    chunk: int = 1
+    requests: list[bytes] = field(default_factory=list)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    listener: socket.socket = field(default_factory=lambda: socket.create_server(("127.0.0.1", 0)))
+
+    @property
+    def checked(self) -> CheckedUrl:
+        port = int(self.listener.getsockname()[1])
+        return CheckedUrl(f"http://127.0.0.1:{port}/hook", "127.0.0.1", port, ("127.0.0.1",))
+
+    def serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection:
+                received = b""
+                while b"\r\n\r\n" not in received:
+                    received += connection.recv(65536)
+                self.requests.append(received)
+                try:
+                    for start in range(0, len(self.answer), self.chunk):
+                        connection.sendall(self.answer[start : start + self.chunk])
+                        if self.stopped.wait(self.interval):
+                            return
+                    self.stopped.wait(5)
+                except OSError:
+                    continue  # the client gave up: the point of the test
+
+
+@contextmanager
+def trickling(answer: bytes, **options: float) -> Iterator[Trickler]:
+    trickler = Trickler(answer, **options)  # type: ignore[arg-type]
+    thread = threading.Thread(target=trickler.serve, daemon=True)
+    thread.start()
+    try:
+        yield trickler
+    finally:
+        trickler.stopped.set()
+        trickler.listener.close()
+        thread.join(2)
+
+
+# ---------------------------------------------------------------- a test CA for HTTPS receivers
+@dataclass(frozen=True)
+class Pki:
+    """A test CA and certificates it signed, made here (nothing on disk but for ``ssl``'s loaders)."""
+
+    ca_pem: bytes
+    ca_key: ec.EllipticCurvePrivateKey
+    ca_name: x509.Name
+
+    @classmethod
+    def make(cls, name: str = "Webhook test CA") -> Pki:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(certificate.public_bytes(serialization.Encoding.PEM), key, subject)
+
+    def client_context(self) -> ssl.SSLContext:
+        """What a test passes as ``tls_context``: the test CA as the only trust, host names checked."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+    def server_context(self, tmp_path: object, host: str, seen: list[str | None]) -> ssl.SSLContext:
+        """A receiver's context with a certificate for ``host``; records the SNI it is sent."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .issuer_name(self.ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        directory = tmp_path if isinstance(tmp_path, str) else str(tmp_path)
+        cert_file, key_file = f"{directory}/{host}.crt", f"{directory}/{host}.key"
+        with open(cert_file, "wb") as out:
+            out.write(certificate.public_bytes(serialization.Encoding.PEM))
+        with open(key_file, "wb") as out:
+            out.write(
+                key.private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                )
+            )
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+
+        def sni(_: ssl.SSLObject, name: str | None, __: ssl.SSLContext) -> None:
+            seen.append(name)
+
+        context.sni_callback = sni
+        return context

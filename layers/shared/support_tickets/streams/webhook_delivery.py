@@ -11,7 +11,9 @@ source with ``ReportBatchItemFailures``. A message is one event for one webhook
 2. its URL is checked again (:func:`support_tickets.core.webhook_urls.check_webhook_url`:
    DNS may have changed) and the POST goes to the address that check
    resolved (pinned: no second lookup), with TLS verified against the URL's
-   host name; no redirect is followed (a 3xx is a failed attempt);
+   host name, within one 10 s deadline for the whole exchange
+   (:mod:`support_tickets.streams.webhook_post`); no redirect is followed (a
+   3xx is a failed attempt);
 3. the secret(s) are decrypted with KMS under ``{"tenant_id", "webhook_id"}``:
    only this function's role may, and a ciphertext copied into another
    tenant's item does not decrypt under that item's context; during a
@@ -40,6 +42,7 @@ request over the tier's rate gets a 429.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import random
 import threading
@@ -50,9 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
-from urllib.parse import urlsplit
 
-import urllib3
 from aws_lambda_powertools import Logger
 
 from support_tickets.core import keys, webhook_urls
@@ -77,12 +78,13 @@ from support_tickets.data.delivery_records import (
 )
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfigCache
+from support_tickets.streams.webhook_post import pinned_post
 
 # The function's Logger's child: JSON lines with the extras, in its log group.
 logger = Logger(child=True)
 
+# The whole attempt: connect, TLS, the request, the response's status line and headers.
 DELIVERY_TIMEOUT_SECONDS: Final = 10.0
-# What is read of a response: its status; the body is not needed.
 MAX_GROUPS_IN_PARALLEL: Final = 10
 THROTTLED_MAX_DELAY_SECONDS: Final = 60
 SECRET_CACHE_SECONDS: Final = 300.0
@@ -141,47 +143,6 @@ class DeliveryMessage:
 
 class Poster(Protocol):
     def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int: ...
-
-
-def pinned_post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-    """POST ``body`` to the address ``checked`` resolved to (never a second DNS
-    lookup), TLS verified against the URL's host; no redirect followed, no
-    retry, ``timeout`` for the whole exchange (connect and each read share it).
-    The response's status; a network failure or timeout raises ``urllib3``'s errors."""
-    parts = urlsplit(checked.url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    address = checked.addresses[0]
-    host_header = checked.host if parts.port is None else f"{checked.host}:{checked.port}"
-    budget = urllib3.Timeout(total=timeout)
-    pool: urllib3.HTTPConnectionPool
-    if parts.scheme.lower() == "https":
-        pool = urllib3.HTTPSConnectionPool(
-            address,
-            checked.port,
-            timeout=budget,
-            retries=False,
-            cert_reqs="CERT_REQUIRED",
-            server_hostname=checked.host,
-            assert_hostname=checked.host,
-        )
-    else:  # only http://127.0.0.1:<port> passes the check, and only in the local stack
-        pool = urllib3.HTTPConnectionPool(address, checked.port, timeout=budget, retries=False)
-    try:
-        response = pool.urlopen(
-            "POST",
-            target,
-            body=body,
-            headers={**headers, "host": host_header, "user-agent": "support-tickets-webhooks/1"},
-            redirect=False,
-            retries=False,
-            preload_content=False,
-            assert_same_host=False,
-        )
-        status = int(response.status)
-        response.release_conn()
-        return status
-    finally:
-        pool.close()
 
 
 @dataclass
@@ -358,7 +319,7 @@ class Deliverer:
         headers = webhook_headers(message.event_id, int(now), message.body, signing)
         try:
             return self.post(checked, headers, message.body.encode(), self.timeout)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (http.client.HTTPException, OSError) as exc:
             logger.info(
                 "webhook receiver did not answer",
                 extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
