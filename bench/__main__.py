@@ -5,7 +5,8 @@ stack, write ``bench/results.json`` and ``bench/results.md``, print the tables.
 figures prove the harness works, not how fast anything is. ``--cold-only``
 measures the cold starts alone and puts them into the results already in
 ``--out`` (every other section, and its figures, as they were);
-``--metering-only`` does the same for the per-tenant metering's figures.
+``--metering-only`` does the same for the per-tenant metering's figures, and
+``--webhooks-only`` for the webhook deliveries'.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
 from bench.warm import progress, run_warm
+from bench.webhooks import run_webhooks
 from stack_model.functions import FunctionSpec, function_specs
 
 HERE = Path(__file__).resolve().parent
@@ -121,6 +123,9 @@ def _measure(
     if args.metering_only:
         results["metering"] = _metering(stack, args, specs, prefix)
         return results
+    if args.webhooks_only:
+        results["webhooks"] = _webhooks(stack, args, specs, prefix)
+        return results
     phase("filling the table")
     results["table"] = fill_table(
         stack, tickets=args.table_tickets, tenants=args.table_tenants, tenant_prefix=f"{prefix}-f"
@@ -152,6 +157,7 @@ def _measure(
     )
     results["aggregation"]["note"] = AGGREGATION_NOTE
     results["metering"] = _metering(stack, args, specs, prefix)
+    results["webhooks"] = _webhooks(stack, args, specs, prefix)
     return results
 
 
@@ -163,6 +169,16 @@ def _metering(stack: StackProcess, args: argparse.Namespace, specs: dict[str, Fu
     if args.metering_only:  # its own date: the other sections keep their run's
         metering["machine"] = {**machine(), "command": "python -m bench --metering-only"}
     return metering
+
+
+def _webhooks(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
+    sizes = {"deliveries": 1, "tenants": 1, "changes": 1} if args.quick else {
+        "deliveries": args.warm_runs, "tenants": 12, "changes": 100
+    }  # fmt: skip
+    webhooks = run_webhooks(stack, specs, tenant_prefix=f"{prefix}-h", **sizes)
+    if args.webhooks_only:  # its own date: the other sections keep their run's
+        webhooks["machine"] = {**machine(), "command": "python -m bench --webhooks-only"}
+    return webhooks
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -190,6 +206,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="only the metering's figures, put into the results already in --out (the rest kept as it was)",
     )
     parser.add_argument(
+        "--webhooks-only",
+        action="store_true",
+        help="only the webhook deliveries' figures, put into the results already in --out (the rest kept as it was)",
+    )
+    parser.add_argument(
         "--cold-instructions",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -202,7 +223,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--cold-only needs the results of a whole run in {args.out / 'results.json'}")
     if args.metering_only and (args.cold_only or not (args.out / "results.json").is_file()):
         parser.error(f"--metering-only needs the results of a whole run in {args.out / 'results.json'}, alone")
-    if args.metering_only:
+    only = args.metering_only or args.webhooks_only
+    if args.webhooks_only and (args.cold_only or args.metering_only or not (args.out / "results.json").is_file()):
+        parser.error(f"--webhooks-only needs the results of a whole run in {args.out / 'results.json'}, alone")
+    if only:
         args.skip_cold = True
     if args.quick:
         args.warm_runs, args.cold_runs = 2, 1
@@ -231,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         "heat_fraction": args.heat_fraction,
     }
     results: dict[str, Any] = {"machine": machine(), "method": METHOD, "parameters": parameters}
-    if args.cold_only or args.metering_only:
-        # The earlier run's sections and parameters, with this run's cold starts or metering.
+    if args.cold_only or args.metering_only or args.webhooks_only:
+        # The earlier run's sections and parameters, with this run's cold starts, metering or webhooks.
         earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
         if args.cold_only:
             earlier["parameters"]["cold_runs"] = args.cold_runs
@@ -241,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     phase = _phases(args, started)
     with stack_process() as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
-    if not (args.cold_only or args.metering_only):
+    if not (args.cold_only or args.metering_only or args.webhooks_only):
         # In memory, after the local stack has stopped: it needs no emulator.
         phase("partition heat")
         results["heat"] = run_heat(fraction=args.heat_fraction)
@@ -254,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         results["setup_retries"] = SETUP_RETRIES
     results["goals"] = goals(results)
-    if not (args.cold_only or args.metering_only):
+    if not (args.cold_only or args.metering_only or args.webhooks_only):
         results["seconds"] = round(time.monotonic() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

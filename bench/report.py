@@ -210,6 +210,45 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
     return [*made, ""]
 
 
+def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
+    """A webhook delivery's cost and a ticket change's delay to its receiver (docs/webhooks.md)."""
+    warm, cost, delay = webhooks["warm"], webhooks["cost_per_million_deliveries"], webhooks["delay_ms"]
+    assumed = cost["assumptions"]
+    when = webhooks.get("machine")
+    calls = ", ".join(f"{count:g} {call}" for call, count in warm["calls_per_delivery"].items())
+    return [
+        "## Webhook deliveries: cost and delay",
+        "",
+        *([f"Measured {when['date_utc']} (`{when['command']}`).", ""] if when else []),
+        f"The delivery function ({warm['memory_mb']} MB), warm, one message per invocation, "
+        f"{warm['deliveries']} deliveries to a receiver on 127.0.0.1: {_ms(warm['duration_ms'])} ms "
+        f"(p50 / p95; against the emulator, whose every call is milliseconds of Python: an upper bound). Its AWS "
+        f"calls per delivery: {calls}; {warm['rru_per_delivery']:g} RRU and {warm['wru_per_delivery']:g} WRU "
+        "(the capacity model).",
+        "",
+        f"From a ticket change's API response to its event at the receiver ({webhooks['changes']} tickets created "
+        f"one at a time through the local stack's API): **p50 {delay['p50']:,.0f} ms, p99 {delay['p99']:,.0f} ms** "
+        f"(min {delay['min']:,.0f}, max {delay['max']:,.0f}): the local stack's stream and queue pollers, not "
+        "Lambda's.",
+        "",
+        "| per million deliveries | USD |",
+        "|---|---:|",
+        f"| delivery function: {assumed['invocations']:,} invocations, {assumed['gb_seconds']:,} GB-s "
+        f"| {cost['lambda']:.4f} |",
+        f"| SQS FIFO: {assumed['sqs_requests_per_delivery']} requests per delivery (send, receive, delete; "
+        f"$0.50 per million) | {cost['sqs_fifo']:.4f} |",
+        f"| DynamoDB: {assumed['rru_per_delivery']:g} RRU and {assumed['wru_per_delivery']:g} WRU per delivery "
+        f"(the fan-out's Query included) | {cost['dynamodb']:.4f} |",
+        f"| KMS Decrypt: {assumed['kms_decrypts_per_delivery']} per delivery ($3.00 per million; an upper "
+        f"bound, secrets are cached 5 min per container) | {cost['kms_decrypt']:.4f} |",
+        f"| **total** | **{cost['total']:.4f}** |",
+        f"| each failed attempt adds (per million) | {cost['per_million_retries']:.4f} |",
+        "",
+        webhooks["note"],
+        "",
+    ]
+
+
 def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
     first = credentials["mixes"][0]
     mix = first["mix"]
@@ -465,6 +504,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         "",
         *(heat_markdown(results["heat"]) if "heat" in results else []),
         *(metering_markdown(results["metering"]) if "metering" in results else []),
+        *(webhooks_markdown(results["webhooks"]) if "webhooks" in results else []),
         "## Goals",
         "",
     ]

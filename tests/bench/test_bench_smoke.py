@@ -196,3 +196,20 @@ def test_partition_heat_spreads_a_hot_tenants_status_lists(results: dict[str, An
     assert rows[16]["gsi1"]["wcu_per_second"] < rows[1]["gsi1"]["wcu_per_second"]
     for row in rows.values():
         assert row["table"]["key"].startswith("TENANT#hot|")
+
+
+def test_a_warm_webhook_delivery_reads_twice_writes_twice_and_is_priced(results: dict[str, Any]) -> None:
+    webhooks = results["webhooks"]
+    # The webhook and the delivery's progress read, the tier's counter and the record written;
+    # the tenant's record and the secret come from the warm container's caches.
+    assert webhooks["warm"]["calls_per_delivery"] == {"dynamodb.GetItem": 2, "dynamodb.UpdateItem": 2}
+    assert webhooks["warm"]["wru_per_delivery"] >= 2
+    cost = webhooks["cost_per_million_deliveries"]
+    items = ("lambda", "sqs_fifo", "dynamodb", "kms_decrypt")
+    assert cost["total"] == pytest.approx(sum(cost[item] for item in items), abs=1e-3)
+    assert cost["sqs_fifo"] == pytest.approx(1.5)  # 3 requests per delivery at $0.50 per million
+    assert cost["kms_decrypt"] == pytest.approx(3.0)
+    # A ticket change reached its receiver through the local stack: stream, audit trail, queue, delivery
+    assert webhooks["changes"] == 1
+    assert webhooks["delay_ms"]["p50"] > 0
+    assert "## Webhook deliveries: cost and delay" in markdown(results)

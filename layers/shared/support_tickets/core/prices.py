@@ -12,7 +12,11 @@ public price pages (not fetched live: check them before quoting a figure):
   class, after the 2024-11-01 price cut: $0.625 per million write request
   units, $0.125 per million read request units);
 - STS and Cognito identity pools' AWS credentials: no charge
-  (https://aws.amazon.com/iam/faqs/, https://aws.amazon.com/cognito/pricing/).
+  (https://aws.amazon.com/iam/faqs/, https://aws.amazon.com/cognito/pricing/);
+- SQS: https://aws.amazon.com/sqs/pricing/ (FIFO queues, $0.50 per million
+  requests, each 64 KB chunk of a payload one request, first 100 billion a month);
+- KMS: https://aws.amazon.com/kms/pricing/ ($0.03 per 10,000 symmetric-key
+  requests: $3.00 per million).
 
 Exact decimals: a day's cost is the sum of many tiny amounts.
 """
@@ -32,6 +36,8 @@ API_GATEWAY_REST_PER_MILLION_USD: Final = Decimal("3.50")
 DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD: Final = Decimal("0.625")
 DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD: Final = Decimal("0.125")
 STS_PER_CALL_USD: Final = Decimal(0)
+SQS_FIFO_PER_MILLION_REQUESTS_USD: Final = Decimal("0.50")
+KMS_PER_MILLION_REQUESTS_USD: Final = Decimal("3.00")
 
 SOURCES: Final = (
     "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
@@ -39,6 +45,8 @@ SOURCES: Final = (
     "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
     "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
     "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
+    "https://aws.amazon.com/sqs/pricing/ (FIFO queues, per 64 KB request)",
+    "https://aws.amazon.com/kms/pricing/ (symmetric-key requests)",
 )
 
 
