@@ -11,8 +11,8 @@ its receiver (docs/webhooks.md).
   round-robin over several tenants so that none reaches its tier's
   deliveries per second.
 - **Change to delivery**: ``changes`` tickets created one after the other
-  through the local stack's HTTP API by a tenant with one webhook subscribed
-  to ``ticket.created``; the time from the API's response to the receiver's
+  through the local stack's HTTP API by the first of those tenants (one
+  webhook, subscribed to ``ticket.created``, the same receiver); the time from the API's response to the receiver's
   receipt of that ticket's event (the table's stream, the audit-trail
   function, the FIFO queue, the delivery function: the local stack's pollers,
   whose polling intervals are not Lambda's).
@@ -113,9 +113,9 @@ def api(stack: StackProcess, method: str, path: str, token: str, body: Any) -> t
         return int(response.status), json.loads(response.read() or b"null")
 
 
-def register(stack: StackProcess, tenant: str, url: str) -> str:
-    """A webhook of ``tenant`` (onboarded first: its record and API key) for ``ticket.created``."""
-    local_admin(stack.state).ensure(tenant)
+def register(stack: StackProcess, admin: Any, tenant: str, url: str) -> str:
+    """A webhook of ``tenant`` (onboarded first by ``admin``: its record and API key) for ``ticket.created``."""
+    admin.ensure(tenant)
     token = stack.token(tenant, f"root-{tenant}", admin=True)
     status, created = api(stack, "POST", "/webhooks", token, {"url": url, "events": ["ticket.created"]})
     if status != 201:
@@ -154,50 +154,46 @@ def _sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
 
 
 def run_warm_deliveries(
-    stack: StackProcess, specs: dict[str, FunctionSpec], *, deliveries: int, tenants: int, tenant_prefix: str
+    stack: StackProcess, specs: dict[str, FunctionSpec], *, deliveries: int, receiver: Receiver, hooks: dict[str, str]
 ) -> dict[str, Any]:
     """``deliveries`` timed warm invocations of the delivery function, one message each
-    (and as many more sized with the capacity model)."""
+    (and as many more sized with the capacity model), to ``hooks`` (tenant -> its webhook)."""
     spec = specs[DELIVERY]
-    names = [f"{tenant_prefix}-{index}" for index in range(tenants)]
+    names = list(hooks)
     recorder = CallRecorder()
     meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
     durations: list[float] = []
     tallies = []
-    with receiving() as receiver:
-        hooks = {tenant: register(stack, tenant, receiver.url) for tenant in names}
-        recorder.install()
-        try:
-            with environment(stack.function_environment(spec)), quiet_stdout():
-                handler = load_handler(spec.code_uri, spec.handler, module_name="_bench_deliver_webhook")
-                context = LambdaContext(
-                    function_name=DELIVERY, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s
-                )
-                # One per tenant warms the container up (its clients, each tenant's record and
-                # secret cached as in a busy container): not measured. Then every other delivery is
-                # timed (no capacity model: its look-ups around each call would add to the time) and
-                # the others sized (their calls and units).
-                warmup = len(names)
-                for number in range(warmup + 2 * deliveries):
-                    tenant = names[number % len(names)]
-                    event = {"Records": [_sqs_record(tenant, hooks[tenant], number)]}
-                    sized = number >= warmup and (number - warmup) % 2 == 1
-                    recorder.meter = meter if sized else None
-                    with recorder.request() as tally:
-                        started = time.perf_counter_ns()
-                        result = handler(event, context)
-                        elapsed = time.perf_counter_ns() - started
-                    recorder.meter = None
-                    if result.get("batchItemFailures"):
-                        raise RuntimeError(f"a delivery was not made: {result}")
-                    if sized:
-                        tallies.append(tally)
-                    elif number >= warmup:
-                        durations.append(elapsed / 1e6)
-        finally:
-            recorder.uninstall()
-        if receiver.count != len(names) + 2 * deliveries:
-            raise RuntimeError(f"{receiver.count} of {len(names) + 2 * deliveries} deliveries arrived")
+    recorder.install()
+    try:
+        with environment(stack.function_environment(spec)), quiet_stdout():
+            handler = load_handler(spec.code_uri, spec.handler, module_name="_bench_deliver_webhook")
+            context = LambdaContext(function_name=DELIVERY, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s)
+            # One per tenant warms the container up (its clients, each tenant's record and
+            # secret cached as in a busy container): not measured. Then every other delivery is
+            # timed (no capacity model: its look-ups around each call would add to the time) and
+            # the others sized (their calls and units).
+            warmup = len(names)
+            for number in range(warmup + 2 * deliveries):
+                tenant = names[number % len(names)]
+                event = {"Records": [_sqs_record(tenant, hooks[tenant], number)]}
+                sized = number >= warmup and (number - warmup) % 2 == 1
+                recorder.meter = meter if sized else None
+                with recorder.request() as tally:
+                    started = time.perf_counter_ns()
+                    result = handler(event, context)
+                    elapsed = time.perf_counter_ns() - started
+                recorder.meter = None
+                if result.get("batchItemFailures"):
+                    raise RuntimeError(f"a delivery was not made: {result}")
+                if sized:
+                    tallies.append(tally)
+                elif number >= warmup:
+                    durations.append(elapsed / 1e6)
+    finally:
+        recorder.uninstall()
+    if receiver.count != len(names) + 2 * deliveries:
+        raise RuntimeError(f"{receiver.count} of {len(names) + 2 * deliveries} deliveries arrived")
     calls: dict[str, float] = {}
     for tally in tallies:
         for call, count in tally.calls.items():
@@ -212,18 +208,19 @@ def run_warm_deliveries(
     }
 
 
-def run_delay(stack: StackProcess, *, changes: int, tenant: str, timeout: float = 60.0) -> dict[str, Any]:
-    """``changes`` tickets created one at a time; each one's API response to its event's receipt."""
+def run_delay(
+    stack: StackProcess, *, changes: int, tenant: str, receiver: Receiver, timeout: float = 60.0
+) -> dict[str, Any]:
+    """``changes`` tickets created one at a time by ``tenant`` (whose webhook posts to
+    ``receiver``); each one's API response to its event's receipt."""
     delays: list[float] = []
-    with receiving() as receiver:
-        register(stack, tenant, receiver.url)
-        token = stack.token(tenant, f"u-{tenant}")
-        for number in range(changes):
-            status, ticket = api(stack, "POST", "/tickets", token, {"title": f"change {number}"})
-            answered = time.monotonic()
-            if status != 201:
-                raise RuntimeError(f"ticket not created: {status} {ticket}")
-            delays.append((receiver.wait_for(str(ticket["ticket_id"]), timeout) - answered) * 1000)
+    token = stack.token(tenant, f"u-{tenant}")
+    for number in range(changes):
+        status, ticket = api(stack, "POST", "/tickets", token, {"title": f"change {number}"})
+        answered = time.monotonic()
+        if status != 201:
+            raise RuntimeError(f"ticket not created: {status} {ticket}")
+        delays.append((receiver.wait_for(str(ticket["ticket_id"]), timeout) - answered) * 1000)
     return {
         "changes": changes,
         "delay_ms": {
@@ -305,6 +302,12 @@ def run_webhooks(
     """``tenants``: how many the warm deliveries rotate over, so that none starts more than
     its tier's deliveries a second (5 for the basic tier)."""
     progress("webhooks: warm deliveries, change-to-delivery delay")
-    warm = run_warm_deliveries(stack, specs, deliveries=deliveries, tenants=tenants, tenant_prefix=f"{tenant_prefix}-d")
-    delay = run_delay(stack, changes=changes, tenant=f"{tenant_prefix}-l")
+    admin = local_admin(stack.state)
+    with receiving() as receiver:
+        hooks = {
+            tenant: register(stack, admin, tenant, receiver.url)
+            for tenant in (f"{tenant_prefix}-{index}" for index in range(tenants))
+        }
+        warm = run_warm_deliveries(stack, specs, deliveries=deliveries, receiver=receiver, hooks=hooks)
+        delay = run_delay(stack, changes=changes, tenant=next(iter(hooks)), receiver=receiver)
     return {"warm": warm, **delay, "cost_per_million_deliveries": delivery_cost(warm), "note": DELIVERY_NOTE}
