@@ -1,7 +1,10 @@
 """Exactly-once usage counters per (tenant, UTC day), from the API functions'
-``"request handled"`` log lines and the authorizer's ``"usage"`` lines (one per
+``"request handled"`` log lines, the authorizer's ``"usage"`` lines (one per
 verified token: ``authorizer_invocations``, ``authorizer_mb_ms``, its DynamoDB
-units with the tenant's) (docs/usage.md).
+units with the tenant's) and the stream functions' ``"usage"`` lines (one per
+tenant and invocation: ``stream_mb_ms``, their DynamoDB units with the
+tenant's; no invocation: a shared invocation is no tenant's whole one)
+(docs/usage.md).
 
 A CloudWatch Logs subscription filter delivers the matching lines of one log
 stream (one execution environment) to the metering function: ``awslogs.data``
@@ -77,6 +80,7 @@ from support_tickets.core.metering import USAGE_MESSAGE as USAGE_LINE_MESSAGE
 from support_tickets.data import usage_repository as names
 from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
+from support_tickets.streams.usage import STREAM_FUNCTIONS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -86,7 +90,7 @@ USAGE_MESSAGE: Final = "request handled"
 INVOCATION_MESSAGE: Final = USAGE_LINE_MESSAGE
 REQUEST: Final = "request"
 AUTHORIZER: Final = "authorizer"
-INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER})
+INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER}) | STREAM_FUNCTIONS
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
 # Bounds a line's numbers must be within to be counted (a request's units and
@@ -112,8 +116,8 @@ class JournalMismatch(RuntimeError):
 class UsageLine:
     """One request's usage, as its ``"request handled"`` line carries it
     (``kind`` :data:`REQUEST`), or one invocation's for a tenant, as a
-    ``"usage"`` line carries it (``kind`` the function: :data:`AUTHORIZER`;
-    ``route`` empty)."""
+    ``"usage"`` line carries it (``kind`` the function: :data:`AUTHORIZER`
+    or a stream function's; ``route`` empty)."""
 
     event_id: str
     tenant_id: str
@@ -278,6 +282,8 @@ class Totals:
     mb_ms: Decimal = Decimal(0)
     authorizer_invocations: int = 0
     authorizer_mb_ms: Decimal = Decimal(0)
+    stream_lines: int = 0
+    stream_mb_ms: Decimal = Decimal(0)
 
     def add(self, line: UsageLine) -> None:
         self.lines += 1
@@ -288,6 +294,10 @@ class Totals:
             self.authorizer_invocations += 1
             self.authorizer_mb_ms += line.duration_ms * line.memory_mb
             return
+        if line.kind in STREAM_FUNCTIONS:
+            self.stream_lines += 1
+            self.stream_mb_ms += line.duration_ms * line.memory_mb
+            return
         self.requests += 1
         self.by_route[line.route] += 1
         self.duration_ms += line.duration_ms
@@ -295,7 +305,7 @@ class Totals:
 
     def counters(self) -> dict[str, Decimal | int]:
         """Attribute name -> amount to ``ADD`` (the item's attributes); the
-        authorizer's only when the group has its lines."""
+        authorizer's and the stream functions' only when the group has their lines."""
         made: dict[str, Decimal | int] = {
             names.REQUESTS: self.requests,
             **{f"{REQUESTS_PREFIX}{route}": count for route, count in sorted(self.by_route.items())},
@@ -308,6 +318,8 @@ class Totals:
         if self.authorizer_invocations:
             made[names.AUTHORIZER_INVOCATIONS] = self.authorizer_invocations
             made[names.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
+        if self.stream_lines:
+            made[names.STREAM_MB_MS] = self.stream_mb_ms
         return made
 
 
