@@ -503,3 +503,36 @@ def test_the_authorizers_usage_lines_count_its_invocations_not_requests(harness:
     # and a redelivery counts nothing again
     harness.invoke(payload(events, group="/aws/lambda/support-tickets/AuthorizerFunction"))
     assert harness.counters("1")["authorizer_invocations"] == 2
+
+
+def stream_event(event_id: str, tenant: str, function: str, *, write_units: str, duration_ms: str) -> dict[str, Any]:
+    message = (
+        f'{{"level":"INFO","message":"usage","tenant_id":"{tenant}","usage":{{"function":"{function}",'
+        f'"request_id":"s-1","records":2,"read_units":0.0,"write_units":{write_units},"dynamodb_calls":1,'
+        f'"duration_ms":{duration_ms},"memory_mb":512}}}}'
+    )
+    return {"id": event_id, "timestamp": MIDNIGHT_MS + 3_600_000, "message": message}
+
+
+@pytest.mark.parametrize("function", ["aggregate_counts", "audit_trail"])
+def test_the_stream_functions_usage_lines_add_gb_seconds_and_units_not_invocations(
+    harness: Harness, function: str
+) -> None:
+    # Given one invocation's lines (tenants 1 and 10, the units and duration shared 7:5)
+    events = [
+        stream_event("s1", "1", function, write_units="3.5", duration_ms="5.833"),
+        stream_event("s2", "10", function, write_units="2.5", duration_ms="4.167"),
+    ]
+    group = f"/aws/lambda/support-tickets/{function}"
+    harness.invoke(payload(events, group=group))
+    # Then each tenant has exactly its own share: units, MB x ms; no request, no invocation
+    one, ten = harness.counters("1"), harness.counters("10")
+    assert (one["write_units"], one["stream_mb_ms"]) == (Decimal("3.5"), Decimal("5.833") * 512)
+    assert (ten["write_units"], ten["stream_mb_ms"]) == (Decimal("2.5"), Decimal("4.167") * 512)
+    for counters in (one, ten):
+        assert counters["requests"] == 0
+        assert "authorizer_invocations" not in counters
+        assert "stream_invocations" not in counters
+    # and a redelivery counts nothing again
+    harness.invoke(payload(events, group=group))
+    assert harness.counters("1")["stream_mb_ms"] == Decimal("5.833") * 512
