@@ -73,7 +73,13 @@ def test_the_metering_role_writes_usage_items_only_and_reads_nothing() -> None:
     role = role_of(METERING)
     granted = all_role_statements(role)
     table = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items,) = table
+    (items,) = [s for s in table if "dynamodb:ConditionCheckItem" not in as_list(s["Action"])]
+    # and a condition check on tenant records only (is the tenant being offboarded?)
+    (check,) = [s for s in table if "dynamodb:ConditionCheckItem" in as_list(s["Action"])]
+    assert as_list(check["Action"]) == ["dynamodb:ConditionCheckItem"]
+    assert check["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#*|CONFIG"]
+    assert check["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert check["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
     assert set(items["Action"]) == {"dynamodb:PutItem", "dynamodb:UpdateItem"}
     assert items["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
         "TENANT#*|USAGE",

@@ -32,6 +32,18 @@ The scheme: a **delivery journal** per (tenant, day).
    throttling) applied nothing and is retried; a group still failing is left
    for Lambda's retry of the whole delivery, where the groups that did commit
    are skipped by their journals.
+4. The transaction also holds a ``ConditionCheck`` on the tenant's record
+   (``TENANT#<t>|CONFIG``: ``attribute_not_exists(offboarding_since)``): a
+   group of a tenant being offboarded (or offboarded: ``make offboard`` keeps
+   the record, marked, until no delivery can arrive any more, the replay
+   horizon included) is cancelled on it, writes nothing, and is skipped and
+   reported. A delivery that Lambda retried for hours (or an operator redrove)
+   after the offboarding erased the tenant's usage partitions thus never
+   writes them again. The check is part of the group's transaction: no extra
+   round trip, and no race with the offboarding marking the record (either the
+   group committed before, and the offboarding's erasure, which follows the
+   mark, removes it; or the check fails). A tenant without a record (never
+   stored: the defaults) is counted.
 
 Counters (all ``ADD``, numbers only: DynamoDB's ``ADD`` works on numbers and
 sets, not on a map's members, so requests per route are top-level attributes
@@ -78,6 +90,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.metering import USAGE_MESSAGE as USAGE_LINE_MESSAGE
 from support_tickets.data import usage_repository as names
+from support_tickets.data.tenant_registry import OFFBOARDING_SINCE
 from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
 from support_tickets.streams.usage import STREAM_FUNCTIONS
@@ -93,6 +106,9 @@ AUTHORIZER: Final = "authorizer"
 INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER}) | STREAM_FUNCTIONS
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
+CHECK_FAILED: Final = "ConditionalCheckFailed"
+# The position of the tenant record's check in a group's transaction (journal, counters, check).
+OFFBOARDING_CHECK: Final = 2
 # Bounds a line's numbers must be within to be counted (a request's units and
 # duration: far above any real request, far below DynamoDB's 38 digits).
 MAX_UNITS: Final = Decimal(10**9)
@@ -345,6 +361,15 @@ def groups(delivery: Delivery) -> list[Group]:
     return [Group(tenant, day, tuple(ids), totals) for (tenant, day), (ids, totals) in sorted(by_key.items())]
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedGroup:
+    """A group not counted because its tenant is being (or was) offboarded."""
+
+    tenant_id: str
+    day: str
+    lines: int
+
+
 @dataclass
 class MeterResult:
     groups: int = 0
@@ -353,6 +378,7 @@ class MeterResult:
     failed: int = 0
     lines_applied: int = 0
     attempts: int = 0
+    offboarded: list[SkippedGroup] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -380,6 +406,8 @@ class UsageLedger:
                 result.lines_applied += group.totals.lines
             elif outcome == "redelivered":
                 result.redelivered += 1
+            elif outcome == "offboarded":
+                result.offboarded.append(SkippedGroup(group.tenant_id, group.day, group.totals.lines))
             else:
                 result.failed += 1
         return result
@@ -414,10 +442,20 @@ class UsageLedger:
                     "ExpressionAttributeValues": values,
                 }
             },
+            {
+                # Never for a tenant being offboarded (step 4 of the module docstring).
+                "ConditionCheck": {
+                    "TableName": self.table_name,
+                    "Key": keys.tenant_config_key(group.tenant_id),
+                    "ConditionExpression": "attribute_not_exists(#offboarding)",
+                    "ExpressionAttributeNames": {"#offboarding": OFFBOARDING_SINCE},
+                }
+            },
         ]
 
     def _transact(self, delivery: Delivery, group: Group, slot: int, result: MeterResult) -> str:
-        """``applied``, ``redelivered`` (its journal exists) or ``failed`` (nothing applied)."""
+        """``applied``, ``redelivered`` (its journal exists), ``offboarded`` (its
+        tenant's record is marked) or ``failed`` (nothing applied)."""
         items = self._items(delivery, group, slot)
         for attempt in range(TRANSACTION_ATTEMPTS):
             result.attempts += 1
@@ -427,7 +465,9 @@ class UsageLedger:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     return "failed"
                 reasons: Sequence[Mapping[str, Any]] = exc.response.get("CancellationReasons", [])
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                if len(reasons) > OFFBOARDING_CHECK and reasons[OFFBOARDING_CHECK].get("Code") == CHECK_FAILED:
+                    return "offboarded"
+                if reasons and reasons[0].get("Code") == CHECK_FAILED:
                     self._check_journal(reasons[0].get("Item"), group)
                     return "redelivered"
                 if attempt + 1 < TRANSACTION_ATTEMPTS:
