@@ -116,7 +116,9 @@ class MemoryTable:
                 item[attribute] = {"N": str(total)}
             self._store(item)
         # Twice the units of the items' writes, per 1 KB of each, reported per table.
-        written = [self.items[_key(action.get("Put", {}).get("Item") or action["Update"]["Key"])] for action in TransactItems]
+        written = [
+            self.items[_key(action.get("Put", {}).get("Item") or action["Update"]["Key"])] for action in TransactItems
+        ]
         units = sum(2 * math.ceil(item_size(item) / 1024) for item in written)
         table = (TransactItems[0].get("Put") or TransactItems[0]["Update"])["TableName"] if TransactItems else ""
         consumed = _consumed(table, ReturnConsumedCapacity, write=units)
