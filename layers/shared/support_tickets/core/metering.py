@@ -93,7 +93,7 @@ class RequestMeter:
         self._write = ZERO
         self._calls = 0
         self._started = time.perf_counter()
-        self._by_tenant: dict[str, Consumed] = {}
+        self._by_tenant: dict[str, list[Any]] = {}  # tenant -> [read, write, calls]
 
     def start(self) -> None:
         with self._lock:
@@ -115,10 +115,13 @@ class RequestMeter:
             self._write += write
             self._calls += calls
             if tenant_id is not None:
-                mine = self._by_tenant.get(tenant_id, NOTHING)
-                self._by_tenant[tenant_id] = Consumed(
-                    mine.read_units + read, mine.write_units + write, mine.calls + calls
-                )
+                mine = self._by_tenant.get(tenant_id)
+                if mine is None:
+                    self._by_tenant[tenant_id] = [read, write, calls]
+                else:
+                    mine[0] += read
+                    mine[1] += write
+                    mine[2] += calls
 
     def current(self) -> Consumed:
         with self._lock:
@@ -127,7 +130,7 @@ class RequestMeter:
     def by_tenant(self) -> dict[str, Consumed]:
         """The units counted on each tenant's account since :meth:`start` (no elapsed time)."""
         with self._lock:
-            return dict(self._by_tenant)
+            return {tenant: Consumed(read, write, calls) for tenant, (read, write, calls) in self._by_tenant.items()}
 
 
 METER: Final = RequestMeter()
