@@ -89,6 +89,8 @@ def test_a_group_of_a_tenant_being_offboarded_is_skipped_through_the_guard(stack
     marked = TenantConfig(tenant_id=gone, status=TenantStatus.SUSPENDED, offboarding_since=1, erasable_at=2)
     operator = stack.operator("dynamodb")
     operator.put_item(TableName=table, Item=to_item(marked.item()))
+    # and an active one with a stored record (its mark stored as NULL)
+    operator.put_item(TableName=table, Item=to_item(TenantConfig(tenant_id=active, api_key="k").item()))
     # When a delivery of it and an active tenant arrives
     result = UsageLedger(table_name=table, client=client).apply(read_delivery(delivery([gone, active])))
     # Then the marked tenant's group is cancelled on the check (through the guard), the other written

@@ -540,6 +540,13 @@ def test_the_stream_functions_usage_lines_add_gb_seconds_and_units_not_invocatio
     assert harness.counters("1")["stream_mb_ms"] == Decimal("5.833") * 512
 
 
+def store_active_record(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> None:
+    """An active tenant's stored record (every field stored: ``offboarding_since`` NULL)."""
+    item = to_item(TenantConfig(tenant_id=tenant, api_key="k").item())
+    assert item["offboarding_since"] == {"NULL": True}
+    dynamodb.put_item(TableName=table_name, Item=item)
+
+
 def offboard_usage(dynamodb: DynamoDBClient, table_name: str, tenant: str, *, erase: bool = True) -> None:
     """What ``make offboard`` does that matters here: the tenant record marked
     (``offboarding_since``; kept until the replay horizon passed), then the usage
@@ -555,7 +562,9 @@ def offboard_usage(dynamodb: DynamoDBClient, table_name: str, tenant: str, *, er
 
 
 def test_a_late_redelivery_never_writes_an_offboarded_tenants_usage_again(harness: Harness) -> None:
-    # Given a delivery of tenants 1 and 10, counted
+    # Given a delivery of tenants 1 and 10 (both with a stored record), counted
+    for tenant in ("1", "10"):
+        store_active_record(harness.dynamodb, harness.table_name, tenant)
     lines = [Line("a1", "1"), Line("a2", "10"), Line("a3", "1")]
     harness.invoke(delivery_of(lines))
     assert harness.counters("1") == recount(lines, "1")
@@ -576,8 +585,9 @@ def test_a_late_redelivery_never_writes_an_offboarded_tenants_usage_again(harnes
 
 
 def test_a_tenant_being_offboarded_is_skipped_before_its_usage_is_erased(harness: Harness) -> None:
-    # Given tenant 10 marked for offboarding, its usage not erased yet
+    # Given tenant 10 marked for offboarding, its usage not erased yet, and tenant 1 active
     offboard_usage(harness.dynamodb, harness.table_name, "10", erase=False)
+    store_active_record(harness.dynamodb, harness.table_name, "1")
     # When a delivery of tenants 1 and 10 arrives
     result = harness.invoke(delivery_of([Line("c1", "10"), Line("c2", "1")]))
     # Then only tenant 1's is written (the offboarding would erase 10's, but not a later one's)

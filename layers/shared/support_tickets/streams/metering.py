@@ -33,7 +33,7 @@ The scheme: a **delivery journal** per (tenant, day).
    for Lambda's retry of the whole delivery, where the groups that did commit
    are skipped by their journals.
 4. The transaction also holds a ``ConditionCheck`` on the tenant's record
-   (``TENANT#<t>|CONFIG``: ``attribute_not_exists(offboarding_since)``): a
+   (``TENANT#<t>|CONFIG``: ``offboarding_since`` absent or NULL): a
    group of a tenant being offboarded (or offboarded: ``make offboard`` keeps
    the record, marked, until no delivery can arrive any more, the replay
    horizon included) is cancelled on it, writes nothing, and is skipped and
@@ -42,8 +42,9 @@ The scheme: a **delivery journal** per (tenant, day).
    writes them again. The check is part of the group's transaction: no extra
    round trip, and no race with the offboarding marking the record (either the
    group committed before, and the offboarding's erasure, which follows the
-   mark, removes it; or the check fails). A tenant without a record (never
-   stored: the defaults) is counted.
+   mark, removes it; or the check fails). An active tenant's stored record
+   holds the mark as NULL; a tenant without a record (never stored: the
+   defaults) is counted too.
 
 Counters (all ``ADD``, numbers only: DynamoDB's ``ADD`` works on numbers and
 sets, not on a map's members, so requests per route are top-level attributes
@@ -447,8 +448,10 @@ class UsageLedger:
                 "ConditionCheck": {
                     "TableName": self.table_name,
                     "Key": keys.tenant_config_key(group.tenant_id),
-                    "ConditionExpression": "attribute_not_exists(#offboarding)",
+                    # A stored record holds every field: an active tenant's mark is NULL.
+                    "ConditionExpression": "attribute_not_exists(#offboarding) OR attribute_type(#offboarding, :null)",
                     "ExpressionAttributeNames": {"#offboarding": OFFBOARDING_SINCE},
+                    "ExpressionAttributeValues": {":null": {"S": "NULL"}},
                 }
             },
         ]
