@@ -52,7 +52,7 @@ from typing import Any
 
 from bench.aggregation import synthesize
 from bench.routes import Fixtures, Invoker
-from bench.stackproc import StackProcess
+from bench.stackproc import StackProcess, operator_put
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
 from local_stack.lambda_runtime import environment
@@ -317,7 +317,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
     api_env = {**api_env, **{name: value for name, value in webhook_env.items() if name.startswith("WEBHOOK_")}}
     with environment(api_env), quiet_stdout():
         progress("cold starts: creating test data")
-        fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
+        fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials, seed=operator_put(stack))
         routes = {route.function: route for route in fixtures.routes(runs + 4, only=set(specs))}
         floor_tenant = f"{tenant_prefix}-floor"
         floor_ticket = fixtures.create(floor_tenant, f"{floor_tenant}-user", "Printer on fire")

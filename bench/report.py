@@ -191,11 +191,12 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
         f"| **total** (API Gateway alone: {cost['api_gateway_for_comparison']:.2f}) | **{cost['total']:.4f}** |",
         "",
         "Warm-path overhead, requests interleaved between the shipped path and the same path with the metering "
-        "switched off in the benchmark's process (no `ReturnConsumedCapacity`, no usage fields). The goal is "
-        "judged on the function's own CPU time (what Lambda bills; AWS adds a larger response to parse, the "
-        "usage fields and a longer line, as here); the wall clock also holds the local emulator's capacity "
-        "model, which looks the items up around every call that asks for `ConsumedCapacity` (DynamoDB computes "
-        "them while it serves the call), so it is an upper bound that AWS does not pay:",
+        "switched off in the benchmark's process (no `ReturnConsumedCapacity`, no usage fields), against a "
+        "local stack started with `--no-capacity-model`: it answers `ConsumedCapacity` with moto's constant, as "
+        "fast as an answer without it, as DynamoDB does (the capacity model's look-ups add milliseconds of "
+        "waiting to every metered call, and a thread that waited longer resumes with colder caches: about 0.1 "
+        "ms of CPU that AWS would not see). The goal is judged on the function's own CPU time (its thread's: "
+        "what Lambda bills): a larger response to parse, the meter, the usage fields and a longer line:",
         "",
         "| route | CPU metered / unmetered p50 ms | overhead (CPU p50) | wall metered / unmetered p50 ms "
         "| overhead (wall p50) |",

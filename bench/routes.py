@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack.lambda_runtime import LambdaContext
-from ops.routes import ApiRoute, api_routes
+from ops.routes import SUBJECT_SEPARATOR, ApiRoute, api_routes
+from ops.sample_events import delivery_item, sample_delivery_id
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec, Handler, load_handler
 from support_tickets.core.identity import TenantCredentials
@@ -88,12 +89,19 @@ class Fixtures:
     handlers (ours) before anything is measured."""
 
     def __init__(
-        self, invoker: Invoker, tenant_prefix: str, tokens: Tokens, credentials: Callable[[str], TenantCredentials]
+        self,
+        invoker: Invoker,
+        tenant_prefix: str,
+        tokens: Tokens,
+        credentials: Callable[[str], TenantCredentials],
+        seed: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.invoker = invoker
         self.prefix = tenant_prefix
         self.tokens = tokens
         self.credentials = credentials
+        # Puts an item as the operator: a webhook delivery, which only the delivery function makes.
+        self.seed = seed
 
     def event(
         self, method: str, resource: str, tenant_id: str, user: str, *, admin: bool = False, **kwargs: Any
@@ -158,6 +166,12 @@ class Fixtures:
             tenant, user = self.tenant(route.name)
             if route.takes_webhook:
                 ticket_id = self.create_webhook(tenant, user)
+                # A delivery of it (only the delivery function makes them): what the
+                # deliveries list reads and a redelivery acts on.
+                assert self.seed is not None, "the webhook routes need a delivery: Fixtures(seed=...)"
+                self.seed(delivery_item(tenant, ticket_id))
+                if route.takes_delivery:
+                    ticket_id = f"{ticket_id}{SUBJECT_SEPARATOR}{sample_delivery_id(ticket_id)}"
             else:
                 ticket_id = self.create(tenant, user, "Printer on fire") if route.names_ticket else ""
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +136,8 @@ def specs() -> dict[str, FunctionSpec]:
 
 
 @contextmanager
-def stack_process() -> Iterator[StackProcess]:
-    """``python -m local_stack serve`` on free ports with a private state dir."""
+def stack_process(*serve_arguments: str) -> Iterator[StackProcess]:
+    """``python -m local_stack serve`` on free ports with a private state dir (and ``serve_arguments``)."""
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as directory:
         state_dir = Path(directory)
         env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
@@ -146,7 +146,11 @@ def stack_process() -> Iterator[StackProcess]:
         command = [sys.executable, "-m", "local_stack", "--state-dir", str(state_dir), "serve", "--port", "0"]
         with log_path.open("wb") as log:
             process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [*command, "--no-seed"], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                [*command, "--no-seed", *serve_arguments],
+                cwd=PROJECT_ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         try:
             state = _wait_for_state(process, state_dir / STATE_FILE, log_path)
@@ -180,3 +184,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def operator_put(stack: StackProcess) -> Callable[[dict[str, Any]], None]:
+    """Put an item into the stack's table as the operator (fixtures no handler makes)."""
+    client = stack.operator("dynamodb")
+    table_name = str(stack.state["table_name"])
+    return lambda item: client.put_item(TableName=table_name, Item=item)

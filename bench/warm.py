@@ -26,7 +26,7 @@ import boto3
 from bench.calls import CallRecorder, Tally
 from bench.naive import Designs
 from bench.routes import Fixtures, Invoker, Route, check
-from bench.stackproc import StackProcess
+from bench.stackproc import StackProcess, operator_put
 from bench.stats import summary
 from local_stack.lambda_runtime import environment
 from stack_model.capacity import CapacityMeter, TableShape
@@ -127,7 +127,9 @@ def run_warm(
     results: list[dict[str, Any]] = []
     try:
         with environment(env), quiet_stdout():
-            fixtures = Fixtures(invoker, tenant_prefix, stack.token, stack.authorizer_credentials)
+            fixtures = Fixtures(
+                invoker, tenant_prefix, stack.token, stack.authorizer_credentials, seed=operator_put(stack)
+            )
             deletes = 2 * (warmup + runs + 1) + spare_deletes
             progress(f"warm path: creating test data ({deletes} tickets to delete)")
             routes = fixtures.routes(deletes)

@@ -73,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         "--usage-plan-refresh-seconds", type=float, default=1.0, help="how long a key's usage plan is kept"
     )
     serve.add_argument(
+        "--no-capacity-model",
+        action="store_true",
+        help="answer ReturnConsumedCapacity with moto's constant, not the capacity model (the benchmark's control)",
+    )
+    serve.add_argument(
         "--environments-per-function",
         type=int,
         default=1,
@@ -159,6 +164,7 @@ def _serve(args: argparse.Namespace) -> int:
         authorizer_cache_seconds=args.authorizer_cache_seconds,
         usage_plan_refresh_seconds=args.usage_plan_refresh_seconds,
         environments_per_function=args.environments_per_function,
+        capacity_model=not args.no_capacity_model,
     )
     stopping = threading.Event()
 

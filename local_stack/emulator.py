@@ -49,7 +49,13 @@ from local_stack import cognito, identity_pool, moto_fixes
 from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
-from local_stack.local_values import LOCAL_KMS_ENDPOINT_ID, LOCAL_VPC_ENDPOINT_ID, local_values
+from local_stack.local_values import (
+    LOCAL_KMS_ENDPOINT_ID,
+    LOCAL_VPC_ENDPOINT_ID,
+    QUEUE_ATTRIBUTES,
+    local_values,
+    queue_name,
+)
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
@@ -89,19 +95,6 @@ TABLE_WRITES = frozenset(
 QUEUE_WRITES = frozenset(
     f"AmazonSQS.{operation}"
     for operation in ("SendMessage", "SendMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
-)
-# The queue attributes a template's AWS::SQS::Queue may set that moto keeps (CreateQueue's names).
-QUEUE_ATTRIBUTES = (
-    "ContentBasedDeduplication",
-    "DeduplicationScope",
-    "DelaySeconds",
-    "FifoQueue",
-    "FifoThroughputLimit",
-    "MaximumMessageSize",
-    "MessageRetentionPeriod",
-    "ReceiveMessageWaitTimeSeconds",
-    "RedrivePolicy",
-    "VisibilityTimeout",
 )
 
 
@@ -147,9 +140,16 @@ class Emulator:
     """moto server + guard on ``host:port`` (0: a free port)."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, control: Control | None = None, endpoint_port: int = 0
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        control: Control | None = None,
+        endpoint_port: int = 0,
+        *,
+        capacity_model: bool = True,
     ) -> None:
         self._host = host
+        self._capacity_model = capacity_model
         self._port = port
         self._endpoint_port = endpoint_port
         self._control = control
@@ -181,9 +181,11 @@ class Emulator:
             )
         }
         operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
+        moto_app = DomainDispatcherApplication(create_backend_app)
         self.guard = Guard(
-            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity).
-            CapacityUnits(DomainDispatcherApplication(create_backend_app), definition["TableName"]),
+            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity),
+            # unless turned off (moto's constant: the benchmark's measure of the asking alone).
+            CapacityUnits(moto_app, definition["TableName"]) if self._capacity_model else moto_app,
             roles={},
             tables=tables,
             sessions=Sessions(operator=operator),
@@ -390,15 +392,16 @@ class Emulator:
         redrive policy...), named as written or after its logical id (a FIFO
         queue's name ends in ``.fifo``, as CloudFormation names it)."""
         sqs = self.client("sqs")
-        fifo = str(props.get("FifoQueue", "false")).lower() == "true"
-        name = props.get("QueueName") or (f"{logical_id}.fifo" if fifo else logical_id)
         attributes = {key: _queue_attribute(props[key]) for key in QUEUE_ATTRIBUTES if key in props}
-        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        url = sqs.create_queue(QueueName=queue_name(logical_id, props), Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         return url, {"Arn": arn}
 
     def _make_kms_key(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         metadata = self.client("kms").create_key(Description=str(props.get("Description", logical_id)))["KeyMetadata"]
+        assert self.guard is not None
+        if isinstance(props.get("KeyPolicy"), dict):  # the guard applies its Denies (moto does not)
+            self.guard.key_policies = {**self.guard.key_policies, metadata["Arn"]: props["KeyPolicy"]}
         return metadata["KeyId"], {"Arn": metadata["Arn"]}
 
     def _make_user_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:

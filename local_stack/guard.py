@@ -146,6 +146,19 @@ def resource_of(service: str, action: str, params: Mapping[str, Any], *, region:
     raise iam.NotUnderstood(f"resources of {service}")
 
 
+def key_policy_decision(policy: Mapping[str, Any] | None, session: Session, request: iam.Request) -> iam.Decision:
+    """What a key's policy adds to an allowed call: its Denies (a ``Principal``
+    ``"*"`` statement conditioned on ``aws:PrincipalArn``, say). Its Allows are
+    the account's delegation to IAM, which already allowed the call."""
+    if policy is None:
+        return iam.Decision.ALLOW
+    denies = [s for s in policy.get("Statement", []) if isinstance(s, Mapping) and s.get("Effect") == "Deny"]
+    asking = iam.Request(request.action, request.resource, request.context, principals=(session.role.arn, session.arn))
+    if iam.evaluate([{"Statement": denies}], asking, trust=True) is iam.Decision.EXPLICIT_DENY:
+        return iam.Decision.EXPLICIT_DENY
+    return iam.Decision.ALLOW
+
+
 def kms_context(params: Mapping[str, Any]) -> dict[str, list[str]]:
     """The KMS condition keys of a cryptographic call: ``kms:EncryptionContext:<key>``
     for each pair of its encryption context, and ``kms:EncryptionContextKeys``
@@ -179,12 +192,17 @@ class Guard:
         tables: Mapping[str, TableKeys],
         sessions: Sessions | None = None,
         identity_pool: LocalIdentityPool | None = None,
+        *,
+        key_policies: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._app = app
         self.roles = roles
         self.tables = tables
         self.sessions = sessions or Sessions()
         self.identity_pool = identity_pool
+        # The template's KMS key policies, by key ARN: their Denies apply to
+        # every session's calls on the key, whatever the role's policies allow.
+        self.key_policies: Mapping[str, Mapping[str, Any]] = key_policies or {}
         self._lock = threading.Lock()
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -324,7 +342,10 @@ class Guard:
             source_vpce = environ.get(SOURCE_VPCE_ENVIRON)
             if source_vpce is not None:
                 context["aws:SourceVpce"] = [source_vpce]
-            decision = session.decide(iam.Request(f"{service}:{action}", resource, context))
+            request = iam.Request(f"{service}:{action}", resource, context)
+            decision = session.decide(request)
+            if decision is iam.Decision.ALLOW and service == "kms":
+                decision = key_policy_decision(self.key_policies.get(resource), session, request)
             if decision is iam.Decision.ALLOW:
                 return None
         message = denial_message(session.arn, f"{service}:{action}", resource, decision)

@@ -7,6 +7,7 @@ ARNs and ids the emulator would give its resources.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from stack_model.template import ACCOUNT_ID, REGION, Values, resources, template_values
 
@@ -44,6 +45,33 @@ def local_values(parameters: Mapping[str, str] | None = None) -> Values:
     return values
 
 
+# The template's queue properties SQS takes as CreateQueue attributes (the rest,
+# e.g. SqsManagedSseEnabled, moto ignores or does not model).
+# The queue attributes a template's AWS::SQS::Queue may set that moto keeps (CreateQueue's names).
+QUEUE_ATTRIBUTES = frozenset(
+    {
+        "ContentBasedDeduplication",
+        "DeduplicationScope",
+        "DelaySeconds",
+        "FifoQueue",
+        "FifoThroughputLimit",
+        "MaximumMessageSize",
+        "MessageRetentionPeriod",
+        "ReceiveMessageWaitTimeSeconds",
+        "RedrivePolicy",
+        "VisibilityTimeout",
+    }
+)
+
+
+def queue_name(logical_id: str, props: Mapping[str, Any]) -> str:
+    """The local name of a template queue: its ``QueueName``, else its logical id
+    with ``.fifo`` for a FIFO queue (SQS requires it; CloudFormation names it so)."""
+    if props.get("QueueName"):
+        return str(props["QueueName"])
+    return f"{logical_id}.fifo" if str(props.get("FifoQueue", "")).lower() == "true" else logical_id
+
+
 def offline_values(*, user_pool_id: str, client_id: str, identity_pool_id: str) -> Values:
     """Every value the roles and the identity pool name, as the emulator's
     account would have them: for reading the template's policies and pools
@@ -62,9 +90,10 @@ def offline_values(*, user_pool_id: str, client_id: str, identity_pool_id: str) 
         key_id = f"00000000-0000-4000-8000-{number:012d}"
         values.add(key, key_id, Arn=f"arn:aws:kms:{REGION}:{ACCOUNT_ID}:key/{key_id}")
     # Queues are named by their logical ids, as the emulator creates them.
-    for queue in resources("AWS::SQS::Queue"):
-        url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{queue}"
-        values.add(queue, url, Arn=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{queue}")
+    for queue, resource in resources("AWS::SQS::Queue").items():
+        name = queue_name(queue, resource["Properties"])
+        url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT_ID}/{name}"
+        values.add(queue, url, Arn=f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{name}")
     return values
 
 
@@ -72,3 +101,12 @@ def local_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """A function's declared environment as the local stack runs it: the
     variables of :data:`LOCAL_ENVIRONMENT` it declares set to their local value."""
     return {name: LOCAL_ENVIRONMENT.get(name, value) for name, value in environment.items()}
+
+
+def key_policies(values: Values) -> dict[str, Any]:
+    """The template's KMS key policies by key ARN, resolved with ``values``."""
+    return {
+        str(values.get_att(f"{key}.Arn")): values.resolve(resource["Properties"]["KeyPolicy"])
+        for key, resource in resources("AWS::KMS::Key").items()
+        if "KeyPolicy" in resource["Properties"]
+    }

@@ -201,6 +201,9 @@ class StackOptions:
     environments_per_function: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION
     # Concurrent invocations of each SQS event source, at most (its MaximumConcurrency if lower).
     queue_concurrency: int = DEFAULT_QUEUE_CONCURRENCY
+    # Realistic ConsumedCapacity (local_stack.capacity); off, moto's constant answer, as fast
+    # as an answer without it (what the benchmark needs to measure the functions' cost of asking).
+    capacity_model: bool = True
 
 
 class LocalStack:
@@ -211,6 +214,7 @@ class LocalStack:
             self.options.emulator_port,
             control=self._control,
             endpoint_port=self.options.vpc_endpoint_port,
+            capacity_model=self.options.capacity_model,
         )
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None

@@ -80,7 +80,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
 from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
-from ops.tenant_data import Progress, audit_days, deserialized, fixed_partitions, partition_pages, ticket_ids
+from ops.tenant_data import (
+    Progress,
+    audit_days,
+    deserialized,
+    fixed_partitions,
+    partition_pages,
+    ticket_ids,
+    webhook_partitions,
+)
 from ops.tenants import RecordChanged, TenantAdmin
 from stack_model.template import template
 from support_tickets.core import keys
@@ -292,7 +300,7 @@ class Offboarding:
                 if keys.is_day(day) and day not in around:
                     erased += self._erase_day(table, day, done)
             erased += table.batch_delete(day_page)
-        for pk in fixed_partitions(table.tenant_id):
+        for pk in [*fixed_partitions(table.tenant_id), *webhook_partitions(table)]:
             found = self._erase_partition(table, pk)
             self.progress.step("items", found)
             erased += found

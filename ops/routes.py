@@ -24,6 +24,10 @@ from stack_model.template import template
 # Stands for the route's ticket id in a sample body (e.g. the batch route's list).
 TICKET = "<ticket_id>"
 PATH_PARAMETER = "ticket_id"
+# A route whose path names two ids (a webhook's delivery) takes its subject as
+# "<webhook_id>/<delivery_id>": one string, like every other route's subject.
+SUBJECT_SEPARATOR = "/"
+MISSING_DELIVERY = "none"
 # Errors every route can answer (API.md's table): the request, the token, the
 # body's size, throttling, a dependency down.
 COMMON_ERRORS = frozenset({400, 401, 403, 413, 429, 503})
@@ -109,6 +113,17 @@ NEEDS: dict[tuple[str, str], Needs] = {
     ),
     # Usage (docs/usage.md): a day the sample events' clock has seen (they are fixed).
     ("GET", "/usage"): Needs("usage", response="UsageResponse", admin=True, query={"day": "2026-11-21"}),
+    # The webhook's existence is read first (404 WEBHOOK_NOT_FOUND), then its deliveries.
+    ("GET", "/webhooks/{webhook_id}/deliveries"): Needs(
+        "webhook_deliveries",
+        response="DeliveryPage",
+        errors=frozenset({404}),
+        admin=True,
+        query={"limit": "25"},
+    ),
+    ("POST", "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver"): Needs(
+        "webhook_redeliver", 202, None, frozenset({404}), admin=True, operation="UpdateItem"
+    ),
 }
 
 
@@ -143,9 +158,19 @@ class ApiRoute(TemplateRoute):
 
     @property
     def path_parameter(self) -> str | None:
-        """The id its path names (``ticket_id``, ``webhook_id``), if any."""
-        start = self.path.find("{")
-        return self.path[start + 1 : self.path.index("}")] if start >= 0 else None
+        """The (first) id its path names (``ticket_id``, ``webhook_id``), if any."""
+        names = self.path_parameter_names
+        return names[0] if names else None
+
+    @property
+    def path_parameter_names(self) -> list[str]:
+        """Every id its path names, in order (``webhook_id``, ``delivery_id``)."""
+        return [part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}")]
+
+    @property
+    def takes_delivery(self) -> bool:
+        """The path names a webhook's delivery (its subject is ``<webhook_id>/<delivery_id>``)."""
+        return "delivery_id" in self.path_parameter_names
 
     @property
     def takes_webhook(self) -> bool:
@@ -179,15 +204,23 @@ class ApiRoute(TemplateRoute):
         return json.loads(json.dumps(self.needs.body).replace(TICKET, ticket_id))
 
     def path_parameters(self, ticket_id: str) -> dict[str, str] | None:
-        """The path's one parameter (``ticket_id`` or ``webhook_id``) set to ``ticket_id``."""
-        parameter = self.path_parameter
-        return {parameter: ticket_id} if parameter is not None else None
+        """The path's parameters from the route's subject ``ticket_id``: a ticket's
+        or a webhook's id, or ``<webhook_id>/<delivery_id>`` for a delivery's route
+        (a subject without the separator names the delivery ``none``: a missing one)."""
+        names = self.path_parameter_names
+        if not names:
+            return None
+        values = ticket_id.split(SUBJECT_SEPARATOR, len(names) - 1) if len(names) > 1 else [ticket_id]
+        values += [MISSING_DELIVERY] * (len(names) - len(values))
+        return dict(zip(names, values, strict=True))
 
     def url(self, ticket_id: str) -> str:
-        """The request path, with ``ticket_id`` in place of its parameter
+        """The request path, with the subject ``ticket_id`` in place of its parameters
         (``{ticket_id}``, or ``{webhook_id}``: then it names a webhook)."""
-        parameter = self.path_parameter
-        return self.path.replace("{" + parameter + "}", ticket_id) if parameter is not None else self.path
+        path = self.path
+        for name, value in (self.path_parameters(ticket_id) or {}).items():
+            path = path.replace("{" + name + "}", value)
+        return path
 
 
 def template_routes() -> list[TemplateRoute]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -154,7 +155,11 @@ def route_event(route: ApiRoute) -> dict[str, Any]:
         route.path,
         ADMIN if route.needs.admin else MEMBER,
         ticket_id=TICKET_ID if route.takes_ticket else None,
-        path_parameters=route.path_parameters(WEBHOOK_ID) if route.takes_webhook else None,
+        path_parameters=route.path_parameters(
+            f"{WEBHOOK_ID}/{sample_delivery_id()}" if route.takes_delivery else WEBHOOK_ID
+        )
+        if route.takes_webhook
+        else None,
         query=route.needs.query or None,
         headers=route.needs.headers or None,
         body=route.body(TICKET_ID),
@@ -375,6 +380,103 @@ def metering_event() -> dict[str, Any]:
     return {"awslogs": {"data": base64.b64encode(data).decode()}}
 
 
+SAMPLE_EVENT_ID = "c4ca4238a0b923820dcc509a6f75849b"
+SAMPLE_EVENT_AT = "2026-11-21T10:00:00.000Z"
+
+
+def sample_delivery_id(webhook_id: str = WEBHOOK_ID) -> str:
+    from support_tickets.core.webhook_events import delivery_id
+
+    return delivery_id(SAMPLE_EVENT_AT, SAMPLE_EVENT_ID, webhook_id)
+
+
+def delivery_item(tenant_id: str, webhook_id: str) -> dict[str, Any]:
+    """A delivery record (DynamoDB JSON) of a ticket.created event to ``webhook_id``,
+    FAILED after one 500: what the redeliver route's tests and sample event act on."""
+    from support_tickets.core import keys
+    from support_tickets.core.webhook_events import event_body
+    from support_tickets.data.table import to_item
+
+    delivery = sample_delivery_id(webhook_id)
+    event = {
+        "id": SAMPLE_EVENT_ID,
+        "type": "ticket.created",
+        "timestamp": SAMPLE_EVENT_AT,
+        "tenant_id": tenant_id,
+        "data": {"ticket_id": TICKET_ID, "title": "Printer on fire"},
+    }
+    return {
+        **keys.delivery_key(tenant_id, webhook_id, delivery),
+        **to_item(
+            {
+                "delivery_id": delivery,
+                "webhook_id": webhook_id,
+                "event_id": SAMPLE_EVENT_ID,
+                "type": "ticket.created",
+                "ticket_id": TICKET_ID,
+                "event": event_body(event),
+                "status": "FAILED",
+                "attempts": 1,
+                "last_status_code": 500,
+                "next_attempt_at": None,
+                "created_at": SAMPLE_EVENT_AT,
+                "last_attempt_at": SAMPLE_EVENT_AT,
+                "expiration": 1797847200,
+            }
+        ),
+    }
+
+
+def webhook_delivery_event() -> dict[str, Any]:
+    """What Lambda's SQS event source hands the delivery function: one event
+    (a created ticket) for one webhook, as the audit-trail function queued it."""
+    from support_tickets.core.webhook_events import delivery_id, event_body
+    from support_tickets.streams.webhook_fanout import message, message_group
+
+    at = SAMPLE_EVENT_AT
+    event_id = SAMPLE_EVENT_ID
+    ticket = _summary_image(TICKET_ID, "OPEN", 1)
+    data = {
+        "ticket_id": TICKET_ID,
+        "title": ticket["title"]["S"],
+        "status": "OPEN",
+        "resolver": "johnd",
+        "created_by": ticket["created_by"]["S"],
+        "created_at": ticket["created_at"]["S"],
+        "updated_at": ticket["updated_at"]["S"],
+        "version": 1,
+        "description": ticket["description"]["S"],
+    }
+    event = {"id": event_id, "type": "ticket.created", "timestamp": at, "tenant_id": TENANT, "data": data}
+    delivery = delivery_id(at, event_id, WEBHOOK_ID)
+    body = message(
+        tenant_id=TENANT, webhook_id=WEBHOOK_ID, delivery=delivery, ticket_id=TICKET_ID, body=event_body(event)
+    )
+    return {
+        "Records": [
+            {
+                "messageId": "2e1424d4-f796-459a-8184-9c92662be6da",
+                "receiptHandle": "AQEBzWwaftRI0KuVm4tP+/7q1rGgNqicHq...",
+                "body": body,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": str(REQUEST_EPOCH_MS),
+                    "SequenceNumber": "18849496460467696128",
+                    "MessageGroupId": message_group(TENANT, TICKET_ID, WEBHOOK_ID),
+                    "SenderId": "AROAEXAMPLE:AuditTrailFunction",
+                    "MessageDeduplicationId": delivery,
+                    "ApproximateFirstReceiveTimestamp": str(REQUEST_EPOCH_MS + 50),
+                },
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:support-tickets-WebhookEventsQueue.fifo",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    }
+
+
 def sample_events() -> dict[str, dict[str, Any]]:
     """File stem → event."""
     return {
@@ -383,6 +485,7 @@ def sample_events() -> dict[str, dict[str, Any]]:
         "aggregate_counts_stream": stream_event(),
         "audit_trail_stream": audit_stream_event(),
         "metering_logs": metering_event(),
+        "deliver_webhook_sqs": webhook_delivery_event(),
     }
 
 

@@ -6,9 +6,10 @@ Read from samtranslator's output (:func:`stack_model.template.translated`),
 so a role SAM generates for a function counts like one the template writes
 out. A role's policies are its inline ones and its managed ones: an AWS
 managed policy's document comes from :mod:`stack_model.managed_policies`, and
-a role with one there is no document for (or an ``AWS::IAM::Policy`` attached
-to it, which the template has none of) is refused when the roles are read, so
-nothing starts with permissions it can't evaluate.
+a role with one there is no document for (or an ``AWS::IAM::ManagedPolicy``)
+is refused when the roles are read, so nothing starts with permissions it
+can't evaluate. An ``AWS::IAM::Policy`` attached to a role of the template is
+one of its inline policies.
 """
 
 from __future__ import annotations
@@ -56,9 +57,24 @@ def roles_from_template(values: Values) -> dict[str, RoleDefinition]:
     """Every role that exists with these values, by logical id, its policies
     resolved with them (which must know the resources the policies name).
     Role names are the logical ids, as the local stack creates them."""
-    attached = resources("AWS::IAM::Policy") | resources("AWS::IAM::ManagedPolicy")
-    if attached:
-        raise managed_policies.UnknownManagedPolicy(f"policies attached apart are not read locally: {sorted(attached)}")
+    managed = resources("AWS::IAM::ManagedPolicy")
+    if managed:
+        raise managed_policies.UnknownManagedPolicy(f"policies attached apart are not read locally: {sorted(managed)}")
+    # An AWS::IAM::Policy is an inline policy of each role it names (a key
+    # policy that names a role makes the role's grant of that key a policy of
+    # its own: the role can't name the key without a cycle).
+    attached: dict[str, dict[str, dict[str, Any]]] = {}
+    for logical_id, resource in resources("AWS::IAM::Policy").items():
+        props = resource["Properties"]
+        targets = props.get("Roles", [])
+        if (
+            props.get("Users")
+            or props.get("Groups")
+            or not all(isinstance(target, dict) and set(target) == {"Ref"} for target in targets)
+        ):
+            raise managed_policies.UnknownManagedPolicy(f"{logical_id}: only policies of this template's roles")
+        for target in targets:
+            attached.setdefault(target["Ref"], {})[props["PolicyName"]] = props["PolicyDocument"]
     roles: dict[str, RoleDefinition] = {}
     for logical_id, resource in resources("AWS::IAM::Role").items():
         if not values.holds(resource):
@@ -68,7 +84,10 @@ def roles_from_template(values: Values) -> dict[str, RoleDefinition]:
             logical_id=logical_id,
             name=logical_id,
             trust_policy=props["AssumeRolePolicyDocument"],
-            inline_policies={policy["PolicyName"]: policy["PolicyDocument"] for policy in props.get("Policies", [])},
+            inline_policies={
+                **{policy["PolicyName"]: policy["PolicyDocument"] for policy in props.get("Policies", [])},
+                **values.resolve(attached.get(logical_id, {})),
+            },
             managed_policy_arns=tuple(props.get("ManagedPolicyArns", [])),
         )
     return roles

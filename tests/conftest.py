@@ -44,6 +44,7 @@ import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth ask
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "support-tickets")
 from local_stack import identity_pool, moto_fixes
+from local_stack.sqs_poller import QUEUE_CLOCK
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import table_definition
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload
@@ -57,6 +58,7 @@ from support_tickets.domain.tenancy import table_for
 from support_tickets.streams.aggregation import aggregator_client
 from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import failure_queue_client
+from support_tickets.streams.webhook_fanout import webhook_fanout
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -88,6 +90,10 @@ FAILURE_QUEUE_NAME = "aggregate-counts-failures"
 NOT_ASCII_NUMBERS = ("\u0663", "\u06f3", "\u0969", "\uff13", "\U0001d7d1", "1\u0660", "\u00b3")
 INT_ODDITIES = ("1_0", " 3", "3 ", "+3", "\t3", "3\n", "\u20033")
 FAILURE_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{FAILURE_QUEUE_NAME}"
+WEBHOOK_QUEUE_NAME = "webhook-events.fifo"
+WEBHOOK_DEAD_LETTER_QUEUE_NAME = "webhook-events-dead-letters.fifo"
+WEBHOOK_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{WEBHOOK_QUEUE_NAME}"
+WEBHOOK_DEAD_LETTER_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/123456789012/{WEBHOOK_DEAD_LETTER_QUEUE_NAME}"
 
 
 @pytest.fixture(autouse=True)
@@ -105,6 +111,8 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("IDENTITY_POOL_ID", IDENTITY_POOL_ID)
     monkeypatch.setenv("USER_POOL_PROVIDER_NAME", USER_POOL_PROVIDER)
     monkeypatch.setenv("FAILURE_QUEUE_URL", FAILURE_QUEUE_URL)
+    monkeypatch.setenv("WEBHOOK_EVENTS_QUEUE_URL", WEBHOOK_QUEUE_URL)
+    monkeypatch.setenv("WEBHOOK_DEAD_LETTER_QUEUE_URL", WEBHOOK_DEAD_LETTER_QUEUE_URL)
     monkeypatch.setenv("ALLOWED_CLIENT_IDS", SAMPLE_CLIENT_ID)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "support-tickets")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
@@ -113,12 +121,15 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _clear_container_caches()
     yield
     _clear_container_caches()
+    # moto's SQS clock is this process's: a test that moved it on (visibility, retries)
+    # must not leave the next one's messages sent "in the future".
+    QUEUE_CLOCK.offset_s = 0.0
 
 
 def _clear_container_caches() -> None:
     """What a fresh Lambda container starts without."""
     caches = (get_settings, token_exchange, tenant_clients, tenant_configs)
-    for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client):
+    for cached in (*caches, aggregator_client, audit_client, audit_writer, failure_queue_client, webhook_fanout):
         cached.cache_clear()
     with _gateway_answers_lock:
         _gateway_answers.clear()
@@ -136,7 +147,15 @@ def webhook_key_arn() -> str:
 
 def _create_resources() -> None:
     boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
-    boto3.client("sqs", region_name=REGION).create_queue(QueueName=FAILURE_QUEUE_NAME)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.create_queue(QueueName=FAILURE_QUEUE_NAME)
+    dead_letters = sqs.create_queue(QueueName=WEBHOOK_DEAD_LETTER_QUEUE_NAME, Attributes={"FifoQueue": "true"})
+    dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letters["QueueUrl"], AttributeNames=["QueueArn"])
+    redrive = {"deadLetterTargetArn": dead_letter_arn["Attributes"]["QueueArn"], "maxReceiveCount": "100"}
+    sqs.create_queue(
+        QueueName=WEBHOOK_QUEUE_NAME,
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": "180", "RedrivePolicy": json.dumps(redrive)},
+    )
     key = boto3.client("kms", region_name=REGION).create_key(Description="WebhookSecretsKey")["KeyMetadata"]
     _webhook_key[:] = [key["Arn"]]
 

@@ -1,15 +1,18 @@
 """DynamoDB Streams → the audit trail (``TENANT#<t>|HISTORY#<id>`` and
-``TENANT#<t>|AUDIT#<day>#<k>`` items), each event exactly once.
+``TENANT#<t>|AUDIT#<day>#<k>`` items), each event exactly once, and the
+tenant's webhook events onto the webhook queue.
 
-The event source (template.yaml) delivers only ticket-summary records and
-comment inserts (FilterCriteria), never those of an item an offboarding
-erases. Powertools' BatchProcessor runs each record on its own: the record
-becomes at most one event, written with a condition keyed by the record
-(``support_tickets.streams.audit_events``), so a redelivered record writes nothing again
-and records need no order. A record that fails (throttling...) is reported in
-``batchItemFailures``; Lambda retries from the first one reported, and the
-records after it that were written are found written. A poison record goes
-to the failure queue and counts as done.
+The event source (template.yaml) delivers only ticket-summary records,
+comment inserts and delivery records marked for redelivery (FilterCriteria),
+never those of an item an offboarding erases. Powertools' BatchProcessor runs
+each record on its own: the record becomes at most one event, written with a
+condition keyed by the record (``support_tickets.streams.audit_events``), so a
+redelivered record writes nothing again and records need no order; then the
+event goes to each subscribed webhook (``support_tickets.streams.webhook_fanout``,
+deduplicated by the queue). A record that fails (throttling, the queue...) is
+reported in ``batchItemFailures``; Lambda retries from the first one reported,
+and the records after it that were written are found written. A poison record
+goes to the failure queue and counts as done.
 """
 
 from typing import Any
@@ -23,7 +26,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.core.tracing import make_tracer
 from support_tickets.streams.audit_events import audit_record_from_stream
 from support_tickets.streams.audit_writer import audit_writer
-from support_tickets.streams.records import PoisonRecord, report_poison
+from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
+from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, webhook_fanout
 from support_tickets.streams.usage import AUDIT_TRAIL, metered_invocation
 
 logger = Logger()
@@ -32,33 +36,46 @@ metrics = Metrics()
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
 
+def _poison(reason: str, event_id: str, sequence_number: str, tenant_id: str | None) -> None:
+    report_poison(
+        logger,
+        metrics,
+        reason=reason,
+        event_id=event_id,
+        sequence_number=sequence_number,
+        tenant_id=tenant_id,
+        default_function="AuditTrailFunction",
+    )
+
+
 def record_handler(record: DynamoDBRecord) -> None:
+    stream = record.dynamodb
+    event_id, sequence_number = str(record.event_id or ""), str(stream.sequence_number if stream else "")
+    if stream is not None and is_delivery_record(stream.keys or {}):
+        try:
+            webhook_fanout().redeliver(str((stream.keys or {}).get("pk")), stream.new_image)
+        except PoisonRecord as exc:
+            _poison(str(exc), event_id, sequence_number, None)
+            return
+        metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=1)
+        return
     try:
         audited = audit_record_from_stream(record)
     except PoisonRecord as exc:  # not even readable as a stream record
-        report_poison(
-            logger,
-            metrics,
-            reason=str(exc),
-            event_id=str(record.event_id or ""),
-            sequence_number=str(record.dynamodb.sequence_number if record.dynamodb else ""),
-            tenant_id=None,
-            default_function="AuditTrailFunction",
-        )
+        _poison(str(exc), event_id, sequence_number, None)
         return
     if audited.poison is not None:
-        report_poison(
-            logger,
-            metrics,
-            reason=audited.poison,
-            event_id=audited.event_id,
-            sequence_number=audited.sequence_number,
-            tenant_id=audited.tenant_id,
-            default_function="AuditTrailFunction",
-        )
+        _poison(audited.poison, audited.event_id, audited.sequence_number, audited.tenant_id)
         return
     written = audit_writer().write(audited)
     metrics.add_metric(name="AuditItemsWritten", unit=MetricUnit.Count, value=written)
+    fields = record_fields(record)
+    try:
+        queued = publish_record(audited, fields["old_image"], fields["new_image"])
+    except PoisonRecord as exc:
+        _poison(str(exc), audited.event_id, audited.sequence_number, audited.tenant_id)
+        return
+    metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=queued)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -18,7 +18,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from local_stack.lambda_runtime import LambdaContext
-from ops.routes import by_name, route_names
+from ops.routes import SUBJECT_SEPARATOR, by_name, route_names
+from ops.sample_events import delivery_item, sample_delivery_id
 from ops.users import UserPool, id_token
 from stack_model.events import rest_event, with_token
 from stack_model.functions import load_handler
@@ -27,7 +28,7 @@ from stack_model.template import role_arn
 from support_tickets.core.identity import TenantCredentials
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import tenant_clients
-from tests.e2e.conftest import USAGE_PK_MARK, RunningStack, new_tenant_id
+from tests.e2e.conftest import BACKGROUND_PK_MARKS, RunningStack, new_tenant_id
 from tests.e2e.test_gateway import MOTOS_BUNDLED_KEY, claims_of, sign
 
 BROKEN_HANDLER = Path(__file__).parent / "broken_handler"
@@ -47,10 +48,12 @@ def table_state(stack: RunningStack) -> dict[str, Any]:
     every attribute, hashed in the emulator), once the usage lines were delivered
     and the stream functions have caught up (their items move). The usage counters
     move with every request, refused ones included (the metering's own isolation:
-    tests/e2e/test_metering_role.py, tests/unit/test_guard_policy.py)."""
+    tests/e2e/test_metering_role.py, tests/unit/test_guard_policy.py), and the
+    webhook deliveries with the delivery function's retries (BACKGROUND_PK_MARKS;
+    the deliveries routes' tests compare their seeded delivery item themselves)."""
     assert stack.drain_logs()["drained"]
     assert stack.drain()["drained"]
-    return stack.table_fingerprint(skip_pk_containing=USAGE_PK_MARK)
+    return stack.table_fingerprint(skip_pk_containing=BACKGROUND_PK_MARKS)
 
 
 def role_credentials(stack: RunningStack, role: str, **tags: str) -> dict[str, str]:
@@ -177,9 +180,29 @@ def subject(stack: RunningStack, route: str, tenant: str, title: str) -> tuple[s
         token = stack.token(tenant, f"root-{tenant}", admin=True)
         created = stack.request("POST", "/webhooks", token=token, body=by_name()["webhook_create"].body(""))
         assert created.status == 201, created.body
-        return str(created.body["webhook_id"]), str(created.body["secret"])
+        webhook_id = str(created.body["webhook_id"])
+        if by_name()[route].takes_delivery:
+            # A delivery of it (the delivery function makes them; seeded here by the operator)
+            stack.operator("dynamodb").put_item(
+                TableName=stack.state["table_name"], Item=delivery_item(tenant, webhook_id)
+            )
+            return f"{webhook_id}{SUBJECT_SEPARATOR}{sample_delivery_id(webhook_id)}", str(created.body["secret"])
+        return webhook_id, str(created.body["secret"])
     ticket = stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": title}).body
     return str(ticket["ticket_id"]), title
+
+
+def seeded_delivery(stack: RunningStack, route: str, tenant: str, subject_id: str) -> dict[str, Any] | None:
+    """The delivery a deliveries route's subject names, as stored (``None`` for other
+    routes): seeded by the operator with no message on the queue, nothing but a route
+    changes it, so it is compared whole where the fingerprint leaves deliveries out."""
+    if not by_name()[route].takes_delivery:
+        return None
+    webhook_id, delivery_id = subject_id.split(SUBJECT_SEPARATOR)
+    key = {"pk": delivery_item(tenant, webhook_id)["pk"], "sk": delivery_item(tenant, webhook_id)["sk"]}
+    assert delivery_id == sample_delivery_id(webhook_id)
+    item: dict[str, Any] = stack.operator("dynamodb").get_item(TableName=stack.state["table_name"], Key=key)["Item"]
+    return item
 
 
 def refused_with_nothing_leaked(response: dict[str, Any], *secrets: str) -> None:
@@ -233,12 +256,13 @@ def test_a_handler_acting_for_another_tenant_id_is_stopped_by_the_guard(
     # Control: with its own tenant the same handler runs the route
     control = broken_handler(caller, {"tenant_id": caller, "route": route, "ticket_id": mine}, "/impersonate")
     assert control["statusCode"] == by_name()[route].needs.success, control
-    before = table_state(stack)
+    before, their_delivery = table_state(stack), seeded_delivery(stack, route, victim, theirs)
 
     response = broken_handler(caller, {"tenant_id": victim, "route": route, "ticket_id": theirs}, "/impersonate")
 
     refused_with_nothing_leaked(response, "victim's secret", secret["ticket_id"], theirs, their_secret)
     assert table_state(stack) == before
+    assert seeded_delivery(stack, route, victim, theirs) == their_delivery
     assert stack.request("GET", f"/tickets/{secret['ticket_id']}/summary", token=victim_token).body == secret
 
 

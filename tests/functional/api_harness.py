@@ -13,19 +13,22 @@ from functools import cache
 from typing import Any
 from unittest import mock
 
+import boto3
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from local_stack.gateway import GatewayResponses
 from local_stack.lambda_runtime import LambdaContext
 from local_stack.local_values import local_values
-from ops.routes import PATH_PARAMETER, ApiRoute, by_name
+from ops.routes import PATH_PARAMETER, SUBJECT_SEPARATOR, ApiRoute, by_name
+from ops.sample_events import delivery_item, sample_delivery_id
 from stack_model.events import authorizer_context, rest_event
 from stack_model.functions import Handler, function_specs, load_handler
+from stack_model.template import table_definition
 from support_tickets.core.errors import ApiError, Unauthorized
 from support_tickets.core.identity import TENANT_CLAIM, TenantCredentials, token_payload
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
-from tests.conftest import credentials_for_token, tenant_claims, token_for_claims
+from tests.conftest import REGION, credentials_for_token, tenant_claims, token_for_claims
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,9 @@ class Api:
         event = rest_event(
             spec.method,
             spec.path,
-            path_parameters={spec.path_parameter or PATH_PARAMETER: ticket_id} if ticket_id is not None else None,
+            path_parameters=(spec.path_parameters(ticket_id) or {PATH_PARAMETER: ticket_id})
+            if ticket_id is not None
+            else None,
             query=query,
             headers=headers,
             body=raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
@@ -261,7 +266,14 @@ def new_subject(api: Api, route: str, user: User) -> str:
         body = ROUTES["webhook_create"].body("")
         response = api.call("webhook_create", user.as_admin(), body=body)
         assert response.status == 201, response.body
-        return str(response.body["webhook_id"])
+        webhook_id = str(response.body["webhook_id"])
+        if ROUTES[route].takes_delivery:
+            # A delivery of that webhook (only the delivery function makes one): seeded
+            boto3.client("dynamodb", region_name=REGION).put_item(
+                TableName=table_definition()["TableName"], Item=delivery_item(user.tenant_id, webhook_id)
+            )
+            return f"{webhook_id}{SUBJECT_SEPARATOR}{sample_delivery_id(webhook_id)}"
+        return webhook_id
     return str(api.new_ticket(user)["ticket_id"])
 
 

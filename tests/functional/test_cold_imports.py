@@ -25,7 +25,9 @@ LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
 RUNTIME_DIR = PROJECT_ROOT / ".aws-sam" / "lambda-runtime" / "python"
 AUTHORIZER = "AuthorizerFunction"
 # The stream functions, and the metering function (fed by log subscriptions): no API machinery.
-STREAM_FUNCTIONS = frozenset({"AggregateCountsFunction", "AuditTrailFunction", "MeteringFunction"})
+STREAM_FUNCTIONS = frozenset(
+    {"AggregateCountsFunction", "AuditTrailFunction", "MeteringFunction", "DeliverWebhookFunction"}
+)
 
 # Never on any function's import: the authorizer's token verification (loaded by
 # its first token), the X-Ray SDK with tracing off (support_tickets.core.tracing),

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from ops import export, offboard, tenants
 from ops.api_keys import ApiKeys
 from ops.offboard import VERIFY_SEGMENTS, OffboardError, Offboarding
+from ops.sample_events import delivery_item
 from ops.stack_target import Target
 from ops.tenant_data import Progress
 from ops.tenants import TenantAdmin
@@ -189,6 +190,10 @@ def populate(
         assert api.update(member, ids[0], {"status": "CLOSED"}).ok
         assert api.create(member, {"title": "once"}, headers={"Idempotency-Key": "k"}).status == 201
         assert api.delete(root, ids[-1]).status == 204
+        # A webhook, and a delivery of it (the delivery function's, seeded)
+        hook = api.call("webhook_create", root, body=ROUTES["webhook_create"].body(""))
+        assert hook.status == 201, hook.body
+        dynamodb.put_item(TableName=table_name, Item=delivery_item(tenant, hook.body["webhook_id"]))
         counts.deliver(counts.new_records())
         audit.deliver(audit.new_records())
         for name in (member.username, root.username):
@@ -316,7 +321,7 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
     assert all(keys_before.values())
     mine = items_of(dynamodb, table_name, "1")
     kinds = {item["pk"]["S"].split("|", 1)[1].split("#", 1)[0] for item in mine}
-    assert kinds == {"TICKET", "HISTORY", "AUDIT", "AGGREGATE", "IDEMPOTENCY", "CONFIG"}, kinds
+    assert kinds == {"TICKET", "HISTORY", "AUDIT", "AGGREGATE", "IDEMPOTENCY", "CONFIG", "WEBHOOKS", "WEBHOOK"}, kinds
     neighbours = {tenant: items_of(dynamodb, table_name, tenant) for tenant in ("10", "1-a")}
     users_before = users_of(pool)
     clock = FakeClock()

@@ -23,6 +23,7 @@ import boto3
 import pytest
 
 from ops.routes import by_name, route_names
+from ops.sample_events import delivery_item, sample_delivery_id
 from stack_model.template import table_definition
 from support_tickets.core import keys
 from support_tickets.data.cursor import encode_cursor, query_fingerprint
@@ -41,8 +42,9 @@ from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 OWN, OWN_B, FOREIGN, MISSING = "<own>", "<own-b>", "<foreign>", "01JD3ZZZZZZZZZZZZZZZZZZZZZ"
-# A webhook of each tenant (the {webhook_id} routes' subject).
+# A webhook of each tenant (the {webhook_id} routes' subject), and a delivery of each.
 OWN_WEBHOOK, FOREIGN_WEBHOOK = "<own-webhook>", "<foreign-webhook>"
+OWN_DELIVERY, FOREIGN_DELIVERY = "<own-delivery>", "<foreign-delivery>"
 LIST_CURSOR, FOREIGN_LIST_CURSOR, COMMENT_CURSOR, FOREIGN_COMMENT_CURSOR = (
     "<list-cursor>",
     "<foreign-list-cursor>",
@@ -101,10 +103,12 @@ def seeded(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
         values[other] = api.new_ticket(user, title="second")["ticket_id"]
         for n in range(2):
             assert api.comment(user, values[own], {"body": f"comment {n}"}).status == 201
-    for user, webhook in ((me, OWN_WEBHOOK), (foreign, FOREIGN_WEBHOOK)):
+    for user, webhook, delivery in ((me, OWN_WEBHOOK, OWN_DELIVERY), (foreign, FOREIGN_WEBHOOK, FOREIGN_DELIVERY)):
         created = api.call("webhook_create", user.as_admin(), body=by_name()["webhook_create"].body(""))
         assert created.status == 201, created.body
         values[webhook] = created.body["webhook_id"]
+        world.client.put_item(TableName=world.table_name, Item=delivery_item(user.tenant_id, values[webhook]))
+        values[delivery] = sample_delivery_id(values[webhook])
     values[LIST_CURSOR] = api.list_tickets(me, limit="1").body["next_cursor"]
     values[FOREIGN_LIST_CURSOR] = api.list_tickets(foreign, limit="1").body["next_cursor"]
     values[COMMENT_CURSOR] = api.get(me, values[OWN], limit="1").body["next_cursor"]
@@ -141,6 +145,7 @@ ROUTES = by_name()
 ALL_ROUTES = route_names()
 TICKET_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].takes_ticket]
 WEBHOOK_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].takes_webhook]
+DELIVERY_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].takes_delivery]
 VALID_BODY = {name: ROUTES[name].body(OWN) for name in ALL_ROUTES if ROUTES[name].has_body}
 ADMIN_ROUTES = [name for name in ALL_ROUTES if ROUTES[name].needs.admin]
 # The routes that take free text, and the field that holds most of it (sized bodies).
@@ -149,6 +154,8 @@ TEXT_FIELD = {"create": "description", "update": "description", "comment": "body
 
 def path_id(route: str) -> str | None:
     """The id a valid request of ``route`` names in its path: the caller's ticket or webhook."""
+    if route in DELIVERY_ROUTES:
+        return f"{OWN_WEBHOOK}/{OWN_DELIVERY}"
     return OWN if route in TICKET_ROUTES else OWN_WEBHOOK if route in WEBHOOK_ROUTES else None
 
 
@@ -390,12 +397,27 @@ CASES += [
         route,
         404,
         "WEBHOOK_NOT_FOUND",
-        ticket_id=webhook_id,
+        ticket_id=f"{webhook_id}/{OWN_DELIVERY}" if route in DELIVERY_ROUTES else webhook_id,
         body=VALID_BODY.get(route),
         admin=True,
     )
     for route in WEBHOOK_ROUTES
     for name, webhook_id in {**HOSTILE_IDS, "foreign-tenants-webhook": FOREIGN_WEBHOOK}.items()
+]
+CASES += [
+    case(
+        f"{route}-delivery-id-{name}",
+        route,
+        404,
+        "DELIVERY_NOT_FOUND",
+        ticket_id=f"{OWN_WEBHOOK}/{delivery_id}",
+        admin=True,
+    )
+    for route in DELIVERY_ROUTES
+    for name, delivery_id in {
+        **{name: value for name, value in HOSTILE_IDS.items() if "/" not in value and value},
+        "foreign-tenants-delivery": FOREIGN_DELIVERY,
+    }.items()
 ]
 CASES += [
     case(

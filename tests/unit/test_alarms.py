@@ -32,10 +32,22 @@ def of_type(template: dict[str, Any], kind: str) -> list[str]:
 
 
 def stream_functions(template: dict[str, Any]) -> set[str]:
+    """The functions a DynamoDB stream feeds (an SQS event source has no iterator age)."""
     return {
         res["Properties"]["FunctionName"]["Ref"]
         for res in template["Resources"].values()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
+        and "StreamArn" in json.dumps(res["Properties"]["EventSourceArn"])
+    }
+
+
+def work_queues(template: dict[str, Any]) -> set[str]:
+    """Queues a function works through (they have a dead-letter queue): messages in
+    them are normal, a backlog is not. Every other queue holds only what was given up on."""
+    return {
+        name
+        for name in of_type(template, "AWS::SQS::Queue")
+        if "RedrivePolicy" in template["Resources"][name]["Properties"]
     }
 
 
@@ -68,16 +80,20 @@ def uncovered(template: dict[str, Any]) -> list[str]:
 
 def test_every_queue_and_every_function_has_its_alarms() -> None:
     template = translated()
-    # What the coverage is derived from: the stack's 20 functions (the API's, the
-    # authorizer, both stream functions, the metering function), both stream
-    # functions, the three failure queues.
-    assert len(of_type(template, "AWS::Lambda::Function")) == len(API_FUNCTIONS) + 4
+    # What the coverage is derived from: the stack's 23 functions (the API's, the
+    # authorizer, both stream functions, the metering and webhook delivery
+    # functions), both stream functions, the three failure queues, the webhook
+    # queue and its dead-letter queue.
+    assert len(of_type(template, "AWS::Lambda::Function")) == len(API_FUNCTIONS) + 5
     assert stream_functions(template) == {"AggregateCountsFunction", "AuditTrailFunction"}
     assert set(of_type(template, "AWS::SQS::Queue")) == {
         "AggregateCountsFailureQueue",
         "AuditTrailFailureQueue",
         "MeteringFailureQueue",
+        "WebhookEventsQueue",
+        "WebhookEventsDeadLetterQueue",
     }
+    assert work_queues(template) == {"WebhookEventsQueue"}
     assert uncovered(template) == []
 
 
@@ -99,15 +115,23 @@ def test_thresholds_page_on_the_first_failure() -> None:
         if "MetricName" not in alarm:
             continue
         expected = 600_000 if alarm["MetricName"] == "IteratorAge" else 0
+        watched = [dimension["Value"] for dimension in alarm.get("Dimensions", [])]
+        if any(
+            value == {"Fn::GetAtt": [queue, "QueueName"]} for queue in work_queues(translated()) for value in watched
+        ):
+            # A work queue: a backlog that lasts (the minimum of three periods), not a message.
+            expected = 1000
+            assert (alarm["Statistic"], alarm["EvaluationPeriods"]) == ("Minimum", 3), name
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (expected, "GreaterThanThreshold"), name
     # Ten minutes behind leaves fifty before the stream gives records up (MaximumRecordAgeInSeconds).
     for mapping in resources("AWS::Lambda::EventSourceMapping").values():
-        assert mapping["Properties"]["MaximumRecordAgeInSeconds"] * 1000 > 600_000 * 5
+        if "StreamArn" in json.dumps(mapping["Properties"]["EventSourceArn"]):
+            assert mapping["Properties"]["MaximumRecordAgeInSeconds"] * 1000 > 600_000 * 5
 
 
 def test_every_alarm_notifies_the_topic_both_ways_and_ignores_missing_data() -> None:
     found = alarms(translated())
-    assert len(found) == 3 + 2 + 2 * 20 + 1
+    assert len(found) == 5 + 2 + 2 * 23 + 1
     for name, alarm in found.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name

@@ -134,3 +134,86 @@ def test_kms_condition_keys_and_resources() -> None:
     assert resource_of("kms", "Encrypt", {"KeyId": KEY_ARN}, region="us-east-1") == KEY_ARN
     with pytest.raises(iam.NotUnderstood):
         resource_of("kms", "Encrypt", {"KeyId": KEY_ARN.replace("us-east-1", "eu-west-1")}, region="us-east-1")
+
+
+# ---------------------------------------------------------------- the delivery function's role
+DELIVERY_KEY = "ASIADELIVERYSESSION1"
+DELIVERY = Credentials(DELIVERY_KEY, "delivery-secret", "delivery-session-token")
+
+
+@pytest.fixture
+def delivery_guard(recorder: Recorder) -> Guard:
+    sessions = Sessions(operator=OPERATOR)
+    sessions.add(Session(DELIVERY_KEY, ROLES["DeliverWebhookRole"], "DeliverWebhookFunction", {}), DELIVERY)
+    return Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions)
+
+
+def as_delivery_role(
+    guard: Guard, action: str, *, key: str = KEY_ARN, context: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {"KeyId": key, "CiphertextBlob": "Y2lwaGVydGV4dA=="}
+    if context is not None:
+        body["EncryptionContext"] = context
+    environ = signed_environ(DELIVERY, "kms", target=f"TrentService.{action}", body=json.dumps(body).encode())
+    status: list[str] = []
+    answer = b"".join(guard(environ, lambda s, headers, exc_info=None: status.append(s)))
+    return status[0], json.loads(answer) if answer else {}
+
+
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_the_delivery_role_decrypts_under_a_tenant_and_webhook_context_from_outside_the_vpc(
+    delivery_guard: Guard, recorder: Recorder, tenant: str
+) -> None:
+    context = {"tenant_id": tenant, "webhook_id": "wh_1"}
+    assert as_delivery_role(delivery_guard, "Decrypt", context=context)[0] == "200 OK"
+    assert len(recorder.forwarded) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "key", "context"),
+    [
+        ("Decrypt", KEY_ARN, None),  # no context: KMS binds one to every secret
+        ("Decrypt", KEY_ARN, {"tenant_id": "1"}),
+        ("Decrypt", KEY_ARN, {"tenant_id": "1", "webhook_id": "wh_1", "extra": "x"}),
+        ("Decrypt", OTHER_KEY_ARN, OWN),  # the operations key
+        ("Encrypt", KEY_ARN, OWN),  # it never makes a ciphertext
+        ("GenerateDataKey", KEY_ARN, OWN),
+    ],
+)
+def test_the_delivery_role_may_do_nothing_else_on_kms(
+    delivery_guard: Guard, recorder: Recorder, action: str, key: str, context: dict[str, Any] | None
+) -> None:
+    status, answer = as_delivery_role(delivery_guard, action, key=key, context=context)
+    assert status.startswith("400"), answer
+    assert answer["__type"] == "AccessDeniedException"
+    assert recorder.forwarded == []
+
+
+# ---------------------------------------------------------------- the key policy's Deny
+def test_the_key_policy_refuses_decrypt_to_any_other_role_whatever_its_policies_allow(recorder: Recorder) -> None:
+    from dataclasses import replace
+
+    from local_stack.local_values import key_policies
+
+    # A role of the stack whose own policies would let it decrypt (an administrator's, a bug's)
+    granting = {"Statement": [{"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*"}]}
+    intruder = replace(ROLES["AuditTrailRole"], inline_policies={"AnyDecrypt": granting})
+    sessions = Sessions(operator=OPERATOR)
+    sessions.add(Session(DELIVERY_KEY, intruder, "AuditTrailFunction", {}), DELIVERY)
+    context = {"tenant_id": "1", "webhook_id": "wh_1"}
+    without_key_policy = Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions)
+    assert as_delivery_role(without_key_policy, "Decrypt", context=context)[0] == "200 OK"  # IAM alone allows
+    guarded = Guard(recorder, roles=ROLES, tables=TABLES, sessions=sessions, key_policies=key_policies(VALUES))
+    status, answer = as_delivery_role(guarded, "Decrypt", context=context)
+    assert status.startswith("400"), answer
+    assert answer["__type"] == "AccessDeniedException"
+    # The delivery role itself still decrypts under the key policy
+    own = Sessions(operator=OPERATOR)
+    own.add(Session(DELIVERY_KEY, ROLES["DeliverWebhookRole"], "DeliverWebhookFunction", {}), DELIVERY)
+    delivering = Guard(recorder, roles=ROLES, tables=TABLES, sessions=own, key_policies=key_policies(VALUES))
+    assert as_delivery_role(delivering, "Decrypt", context=context)[0] == "200 OK"
+    # And tenant credentials still encrypt (the Deny names Decrypt only)
+    tenants = Sessions(operator=OPERATOR)
+    tenants.add(Session(TENANT_KEY, ROLES["TenantAccessRole"], "tenant-1", {"TenantId": "1"}), TENANT)
+    encrypting = Guard(recorder, roles=ROLES, tables=TABLES, sessions=tenants, key_policies=key_policies(VALUES))
+    assert encrypt(encrypting, context=OWN)[0] == "200 OK"

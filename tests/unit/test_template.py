@@ -40,12 +40,16 @@ API_FUNCTIONS = {
     "DeleteWebhookFunction",
     "RotateWebhookSecretFunction",
     "GetUsageFunction",
+    "ListWebhookDeliveriesFunction",
+    "RedeliverWebhookFunction",
 }
 WEBHOOK_FUNCTIONS = {
     "CreateWebhookFunction",
     "ListWebhooksFunction",
     "DeleteWebhookFunction",
     "RotateWebhookSecretFunction",
+    "ListWebhookDeliveriesFunction",
+    "RedeliverWebhookFunction",
 }
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
@@ -126,7 +130,7 @@ def test_every_api_method_uses_the_lambda_authorizer_and_an_api_key() -> None:
     # SAM inlines the API as an OpenAPI body: check every operation there.
     paths = rest_api_body()["paths"]
     operations = [(path, verb, op) for path, ops in paths.items() for verb, op in ops.items()]
-    assert len(operations) == len(API_FUNCTIONS) == 16
+    assert len(operations) == len(API_FUNCTIONS) == 18
     for path, verb, op in operations:
         assert op.get("security") == [{"TenantAuthorizer": []}, {"api_key": []}], f"{verb.upper()} {path}"
     schemes = rest_api_body()["securityDefinitions"]
@@ -487,20 +491,92 @@ def test_tenant_credentials_may_only_encrypt_webhook_secrets_under_their_own_ten
     assert "kms:" not in json.dumps(others)
 
 
-def test_no_role_of_the_stack_can_decrypt_webhook_secrets() -> None:
-    # The delivery function's role will be the only one (docs/webhooks.md); today none.
-    checked = 0
+def test_only_the_delivery_role_can_decrypt_webhook_secrets() -> None:
+    checked, decrypting = 0, []
     for name in resources("AWS::IAM::Role"):
         for statement in role_grants(name):
             checked += 1
             assert "NotAction" not in statement, (name, statement)
-            for action in as_list(statement["Action"]):
-                assert not fnmatch.fnmatch("kms:decrypt", action.lower()), (name, statement)
+            if any(fnmatch.fnmatch("kms:decrypt", action.lower()) for action in as_list(statement["Action"])):
+                decrypting.append((name, statement))
     assert checked > 10
+    ((role, grant),) = decrypting
+    assert role == "DeliverWebhookRole"
+    assert grant["Action"] == "kms:Decrypt"
+    assert grant["Resource"] == {"Fn::GetAtt": ["WebhookSecretsKey", "Arn"]}
+    assert grant["Condition"] == {
+        "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["tenant_id", "webhook_id"]},
+        "Null": {"kms:EncryptionContext:tenant_id": "false", "kms:EncryptionContext:webhook_id": "false"},
+    }
     key = resources("AWS::KMS::Key")["WebhookSecretsKey"]["Properties"]
     assert key["EnableKeyRotation"] is True
-    (administers,) = statements(key["KeyPolicy"])
+    administers, deny = statements(key["KeyPolicy"])
     assert administers["Principal"] == {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}}
+    # Whatever IAM grants anyone (an administrator included), the key refuses to decrypt for them.
+    assert deny["Effect"] == "Deny"
+    assert (deny["Principal"], deny["Action"], deny["Resource"]) == ("*", "kms:Decrypt", "*")
+    assert deny["Condition"] == {"ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": ["DeliverWebhookRole", "Arn"]}}}
+    # And the only function with that role is the delivery function, outside the VPC.
+    functions = resources("AWS::Lambda::Function")
+    with_role = [n for n, f in functions.items() if "DeliverWebhookRole" in json.dumps(f["Properties"]["Role"])]
+    assert with_role == ["DeliverWebhookFunction"]
+    assert "VpcConfig" not in functions["DeliverWebhookFunction"]["Properties"]
+
+
+def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> None:
+    granted = [s for s in role_grants("DeliverWebhookRole") if s.get("Sid") not in {None}]
+    by_sid = {statement["Sid"]: statement for statement in granted}
+    dynamodb = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    for statement in dynamodb:
+        keys_allowed = statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+        assert set(keys_allowed) <= {
+            "TENANT#*|WEBHOOKS",
+            "TENANT#*|WEBHOOK#*#DELIVERIES",
+            "TENANT#*|CONFIG",
+            "TENANT#*|WEBHOOKS#RATE",
+        }, statement
+        assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+        assert set(as_list(statement["Action"])) <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+    # A webhook's status is the only attribute it may write (a 410 disables it).
+    assert by_sid["TenantTier"]["Action"] == "dynamodb:GetItem"  # the tier, never a write of the record
+    disable = by_sid["DisableWebhooks"]
+    assert disable["Condition"]["ForAllValues:StringEquals"] == {"dynamodb:Attributes": ["pk", "sk", "status"]}
+    queues = [s for s in granted if any(a.startswith("sqs:") for a in as_list(s["Action"]))]
+    assert {json.dumps(s["Resource"]) for s in queues} == {
+        json.dumps({"Fn::GetAtt": ["WebhookEventsQueue", "Arn"]}),
+        json.dumps({"Fn::GetAtt": ["WebhookEventsDeadLetterQueue", "Arn"]}),
+    }
+    assert by_sid["ItsDeadLetterQueue"]["Action"] == "sqs:SendMessage"
+
+
+def test_the_webhook_queue_is_fifo_encrypted_and_feeds_the_delivery_function() -> None:
+    queues = resources("AWS::SQS::Queue")
+    queue, dead = queues["WebhookEventsQueue"]["Properties"], queues["WebhookEventsDeadLetterQueue"]["Properties"]
+    for props in (queue, dead):
+        assert props["FifoQueue"] is True
+        assert props["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookEventsDeadLetterQueue", "Arn"]}
+    # 26 h of retries fit in the retention; the visibility is 6 x the function's timeout.
+    assert queue["MessageRetentionPeriod"] > 26 * 3600
+    function = resources("AWS::Lambda::Function")["DeliverWebhookFunction"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * function["Timeout"]
+    (mapping,) = [
+        m["Properties"]
+        for m in resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": "DeliverWebhookFunction"}
+    ]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["WebhookEventsQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BatchSize"] <= 10  # FIFO's maximum
+    # The audit writer sends to it, and reads only which webhooks a tenant has.
+    audit = resources("AWS::Lambda::Function")["AuditTrailFunction"]["Properties"]
+    assert audit["Environment"]["Variables"]["WEBHOOK_EVENTS_QUEUE_URL"] == {"Ref": "WebhookEventsQueue"}
+    grants = {s["Sid"]: s for s in role_grants("AuditTrailRole") if "Sid" in s}
+    assert grants["WebhookEvents"]["Resource"] == {"Fn::GetAtt": ["WebhookEventsQueue", "Arn"]}
+    assert grants["TenantsWebhooks"]["Action"] == "dynamodb:Query"
+    assert grants["TenantsWebhooks"]["Condition"]["ForAllValues:StringLike"] == {
+        "dynamodb:LeadingKeys": ["TENANT#*|WEBHOOKS"]
+    }
 
 
 def test_only_the_functions_that_encrypt_a_secret_know_the_webhook_key() -> None:
@@ -509,15 +585,15 @@ def test_only_the_functions_that_encrypt_a_secret_know_the_webhook_key() -> None
     functions = resources("AWS::Lambda::Function")
     variables = {name: f["Properties"].get("Environment", {}).get("Variables", {}) for name, f in functions.items()}
     knows = {name for name, found in variables.items() if "WEBHOOK_KEY_ARN" in found}
-    assert knows == {route.function for route in api_routes() if route.needs.encrypts}
-    assert knows == {"CreateWebhookFunction", "RotateWebhookSecretFunction"}
+    assert knows == {route.function for route in api_routes() if route.needs.encrypts} | {"DeliverWebhookFunction"}
+    assert knows == {"CreateWebhookFunction", "RotateWebhookSecretFunction", "DeliverWebhookFunction"}
     for name in knows:
         assert variables[name]["WEBHOOK_KEY_ARN"] == {"Fn::GetAtt": ["WebhookSecretsKey", "Arn"]}
     # Deployed, a webhook URL is https to a public address: no parameter turns local http on.
-    assert {name for name, found in variables.items() if "WEBHOOK_ALLOW_LOCAL_HTTP" in found} == {
-        "CreateWebhookFunction"
-    }
-    assert variables["CreateWebhookFunction"]["WEBHOOK_ALLOW_LOCAL_HTTP"] == "false"
+    local_http = {"CreateWebhookFunction", "DeliverWebhookFunction"}
+    assert {name for name, found in variables.items() if "WEBHOOK_ALLOW_LOCAL_HTTP" in found} == local_http
+    for name in local_http:
+        assert variables[name]["WEBHOOK_ALLOW_LOCAL_HTTP"] == "false"
 
 
 def test_the_kms_endpoint_is_an_interface_endpoint_that_admits_only_encrypt_on_the_webhook_key() -> None:
@@ -834,6 +910,7 @@ def test_stream_source_is_bounded_and_reports_partial_failures() -> None:
     assert {mapping["Properties"]["FunctionName"]["Ref"] for mapping in mappings.values()} == {
         "AggregateCountsFunction",
         "AuditTrailFunction",
+        "DeliverWebhookFunction",  # its SQS queue (test_the_webhook_queue_is_fifo_...)
     }
     props = mapping_of("AggregateCountsFunction")
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
@@ -900,7 +977,13 @@ def audit_role() -> dict[str, Any]:
 def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items,) = [s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]
+    (items, webhooks) = [s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]
+    # Which webhooks a tenant has (the fanout's cached Query): that partition only, read only.
+    assert webhooks["Action"] == "dynamodb:Query"
+    assert webhooks["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|WEBHOOKS"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
     assert as_list(items["Action"]) == ["dynamodb:PutItem"]  # no read, no update, no delete of anything
     assert items["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]},
@@ -908,18 +991,22 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
     }
     stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     for statement in table_statements:
-        if statement is not items:
+        if statement is not items and statement is not webhooks:
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
                 {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
                 {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
             )
-    (queue,) = [s for s in granted if "sqs:SendMessage" in as_list(s["Action"])]
-    assert queue["Resource"] == {"Fn::GetAtt": ["AuditTrailFailureQueue", "Arn"]}
+    queues = [s["Resource"] for s in granted if "sqs:SendMessage" in as_list(s["Action"])]
+    assert queues == [
+        {"Fn::GetAtt": ["AuditTrailFailureQueue", "Arn"]},
+        {"Fn::GetAtt": ["WebhookEventsQueue", "Arn"]},
+    ]
     assert {a for s in granted for a in as_list(s["Action"])} <= {
         *stream_actions,
         "dynamodb:ListStreams",
         "dynamodb:PutItem",
+        "dynamodb:Query",
         "sqs:SendMessage",
     }
 
@@ -932,7 +1019,15 @@ def test_the_audit_writers_source_is_bounded_filtered_and_reports_partial_failur
     assert 0 < props["MaximumRecordAgeInSeconds"] <= 3600
     assert props["StartingPosition"] == "TRIM_HORIZON"
     assert "AuditTrailFailureQueue" in json.dumps(props["DestinationConfig"]["OnFailure"]["Destination"])
-    summaries, comments = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    summaries, comments, redeliveries = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    # A delivery marked for redelivery (POST .../redeliver): the delivery function's writes remove the mark.
+    assert redeliveries == {
+        "eventName": ["MODIFY"],
+        "dynamodb": {
+            "Keys": {"pk": {"S": [{"prefix": "TENANT#"}]}, "sk": {"S": [{"prefix": "DELIVERY#"}]}},
+            "NewImage": {"redeliver_requested_at": {"S": [{"exists": True}]}},
+        },
+    }
     assert summaries["eventName"] == ["INSERT", "MODIFY", "REMOVE"]
     assert summaries["dynamodb"]["Keys"]["sk"] == {"S": ["SUMMARY"]}
     assert (

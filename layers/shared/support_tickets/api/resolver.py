@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -71,12 +71,18 @@ def error_response(exc: ApiError) -> Response[Any]:
     )
 
 
-def _route_not_matched(not_found: type[ApiError]) -> Any:
+NotFoundOf = Callable[[Mapping[str, str]], ApiError]
+
+
+def _route_not_matched(app: RestApp, not_found: type[ApiError] | NotFoundOf) -> Any:
     # API Gateway only invokes a function for its own route, so a path the
     # resolver can't match has an id ({ticket_id}, {webhook_id}) with
     # characters no such id has (e.g. "#"): not found, like any other invalid id.
+    # A path with two ids says which one with a function of the path's parameters.
     def response(exc: NotFoundError) -> Response[Any]:
-        return error_response(not_found())
+        if isinstance(not_found, type):
+            return error_response(not_found())
+        return error_response(not_found(app.current_event.path_parameters or {}))
 
     return response
 
@@ -108,13 +114,13 @@ class RestApp(APIGatewayRestResolver):
         return given
 
 
-def create_app(accepts: RouteInput | None = None, not_found: type[ApiError] = TicketNotFound) -> RestApp:
+def create_app(accepts: RouteInput | None = None, not_found: type[ApiError] | NotFoundOf = TicketNotFound) -> RestApp:
     """The resolver a REST function registers its one route on, with what that
     route accepts besides its path (nothing, by default: any query parameter is a 400),
     and the error of an id in its path that no such thing can have."""
     app = RestApp(accepts or RouteInput())
     app.exception_handler(ApiError)(error_response)
-    app.exception_handler(NotFoundError)(_route_not_matched(not_found))
+    app.exception_handler(NotFoundError)(_route_not_matched(app, not_found))
     app.exception_handler(Exception)(_unexpected_error_response)
     return app
 
@@ -141,7 +147,7 @@ def openapi_responses(status: int, description: str, *errors: type[ApiError]) ->
     the common ones plus ``errors``. Used in each route's decorator, so the
     OpenAPI document comes from the handlers themselves."""
     responses: dict[int, OpenAPIResponse] = {status: {"description": description}}
-    if status == 204:
+    if status in {202, 204}:  # no body
         responses[status]["content"] = {}
     by_status: defaultdict[int, list[type[ApiError]]] = defaultdict(list)
     for error in (*COMMON_ERRORS, *errors):

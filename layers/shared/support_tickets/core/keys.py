@@ -378,11 +378,42 @@ def webhook_count_key(tenant_id: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": webhooks_pk(tenant_id)}, "sk": {"S": WEBHOOK_COUNT_SK}}
 
 
+DELIVERY_ID_PATTERN: Final = r"^[0-9A-Za-z_-]{1,64}$"
+_DELIVERY_ID = re.compile(DELIVERY_ID_PATTERN)
+DELIVERY_SK_PREFIX: Final = "DELIVERY#"
+_DELIVERIES_PK = re.compile(r"^TENANT#([a-z0-9-]{1,63})\|WEBHOOK#([0-9A-Za-z_-]{1,64})#DELIVERIES$")
+
+
+def is_valid_delivery_id(delivery_id: str) -> bool:
+    return bool(_DELIVERY_ID.fullmatch(delivery_id))
+
+
 def webhook_deliveries_pk(tenant_id: str, webhook_id: str) -> str:
-    """A webhook's delivery records, newest last by sort key ``<created_at>#<delivery id>``."""
+    """A webhook's delivery records (sort key ``DELIVERY#<delivery id>``; delivery
+    ids sort by their event's time: :func:`support_tickets.core.webhook_events.delivery_id`)."""
     if not is_valid_webhook_id(webhook_id):
         raise ValueError("invalid webhook id")
     return f"{tenant_prefix(tenant_id)}WEBHOOK#{webhook_id}#DELIVERIES"
+
+
+def webhook_rate_pk(tenant_id: str) -> str:
+    """A tenant's delivery counters, one item per second (sort key: the epoch second), expiring by TTL."""
+    return f"{webhooks_pk(tenant_id)}#RATE"
+
+
+def delivery_key(tenant_id: str, webhook_id: str, delivery_id: str) -> dict[str, dict[str, str]]:
+    if not is_valid_delivery_id(delivery_id):
+        raise ValueError("invalid delivery id")
+    return {
+        "pk": {"S": webhook_deliveries_pk(tenant_id, webhook_id)},
+        "sk": {"S": f"{DELIVERY_SK_PREFIX}{delivery_id}"},
+    }
+
+
+def deliveries_owner(pk: str) -> tuple[str, str] | None:
+    """The (tenant id, webhook id) whose deliveries partition ``pk`` is; ``None`` for any other key."""
+    match = _DELIVERIES_PK.fullmatch(pk)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def idempotency_pk(tenant_id: str, scope: str) -> str:

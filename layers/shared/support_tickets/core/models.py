@@ -282,6 +282,27 @@ for _usage_shape in (UsageUnits, UsageLambda, UsageCost, UsageResponse):
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """One event's delivery to one webhook: ``PENDING`` while attempts go on
+    (``next_attempt_at`` says when the next one is due), then ``DELIVERED`` or ``FAILED``."""
+
+    delivery_id: str
+    event_id: str
+    type: str
+    status: str
+    attempts: int
+    last_status_code: int | None
+    next_attempt_at: str | None
+    created_at: str
+
+
+@dataclass(frozen=True)
+class DeliveryPage:
+    items: list[Delivery]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
 class ErrorDetail:
     code: str
     message: str
@@ -306,6 +327,8 @@ _RESPONSES: tuple[type, ...] = (
     CreatedWebhook,
     WebhookPage,
     RotatedSecret,
+    Delivery,
+    DeliveryPage,
     ErrorDetail,
     ErrorResponse,
 )

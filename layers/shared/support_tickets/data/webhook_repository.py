@@ -26,12 +26,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.errors import Conflict, Forbidden, Throttled, TooManyWebhooks, Unavailable, WebhookNotFound
 from support_tickets.core.models import MalformedItem, Webhook
+from support_tickets.core.webhook_events import ACTIVE, DISABLED
+
+__all__ = ["ACTIVE", "DISABLED", "MAX_WEBHOOKS", "SecretSealer", "WebhookItem", "WebhookRepository", "webhook_of_row"]
 from support_tickets.data.session import THROTTLING_CODES
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, to_item
 
 MAX_WEBHOOKS: Final = 10
-ACTIVE: Final = "ACTIVE"
-DISABLED: Final = "DISABLED"
 # What a list reads: never the secrets.
 _PUBLIC_ATTRIBUTES: Final = ("webhook_id", "url", "events", "description", "status", "created_at")
 

@@ -1,4 +1,5 @@
-"""Webhook operations (tenant admins only): register, list, delete, rotate the secret.
+"""Webhook operations (tenant admins only): register, list, delete, rotate the
+secret, list a webhook's deliveries, redeliver one.
 
 docs/webhooks.md is the design. Each operation starts at
 :func:`~support_tickets.domain.tenancy.table_for` (a suspended tenant is
@@ -16,12 +17,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from support_tickets.core import keys, webhook_urls
-from support_tickets.core.errors import ApiError, WebhookNotFound
+from support_tickets.core.errors import ApiError, DeliveryNotFound, WebhookNotFound
 from support_tickets.core.identity import Caller
 from support_tickets.core.ids import new_id
-from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest, RotatedSecret, WebhookPage
+from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest, DeliveryPage, RotatedSecret, WebhookPage
 from support_tickets.core.settings import get_settings
 from support_tickets.core.webhook_urls import Resolver, check_webhook_url
+from support_tickets.data.delivery_repository import DeliveryRepository
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.webhook_repository import ACTIVE, SecretSealer, WebhookItem, WebhookRepository
@@ -94,3 +96,22 @@ def rotate_secret(caller: Caller, webhook_id: str) -> RotatedSecret:
     expires_at = _iso(datetime.now(UTC) + PREVIOUS_SECRET_VALID)
     repository.rotate_secret(webhook_id, _sealer(caller).seal(webhook_id, secret), expires_at)
     return RotatedSecret(webhook_id=webhook_id, secret=secret, previous_secret_expires_at=expires_at)
+
+
+def list_deliveries(caller: Caller, webhook_id: str, limit: int, cursor: str | None) -> DeliveryPage:
+    """A page of the webhook's deliveries, newest first (404 for another tenant's or a missing webhook)."""
+    return DeliveryRepository(_admin_table(caller)).list_deliveries(webhook_id, limit, cursor)
+
+
+def redeliver(caller: Caller, webhook_id: str, delivery_id: str) -> None:
+    """Send a delivery's event again, soon: the delivery is marked ``PENDING`` with
+    ``redeliver_requested_at``, and the audit-trail function, which sees that
+    change on the table's stream, queues the stored event again (same event id,
+    same body; docs/webhooks.md, "Redeliver"). No endpoint beyond DynamoDB's."""
+    table = _admin_table(caller)
+    if not keys.is_valid_webhook_id(webhook_id):
+        raise WebhookNotFound()
+    if not keys.is_valid_delivery_id(delivery_id):
+        DeliveryRepository(table).require_webhook(webhook_id)
+        raise DeliveryNotFound()
+    DeliveryRepository(table).request_redelivery(webhook_id, delivery_id, _iso(datetime.now(UTC)))

@@ -1,0 +1,251 @@
+"""What the delivery side reads of a tenant's webhooks, and writes of their deliveries.
+
+Keys come from :mod:`support_tickets.core.keys`: a webhook's deliveries live
+under ``TENANT#<t>|WEBHOOK#<webhook id>#DELIVERIES`` (sort key
+``DELIVERY#<delivery id>``, time-ordered), so the same ``dynamodb:LeadingKeys``
+conditions confine them as every other item of the tenant.
+
+A delivery record holds the delivery object of API.md, the event's body as it
+was sent (a redelivery sends the same bytes, the same ``webhook-id``), and a
+TTL (``expiration``). Writers:
+
+- the delivery function (its own role): one ``UpdateItem`` per attempt
+  (:meth:`DeliveryRecords.record_attempt`), which also clears a pending
+  redelivery mark;
+- ``POST …/redeliver`` (the tenant's own credentials): sets
+  ``redeliver_requested_at`` and ``PENDING``
+  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`);
+  the audit-trail function's stream filter sees that change and puts the
+  stored event on the queue again (:mod:`support_tickets.streams.webhook_fanout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from support_tickets.core import keys
+from support_tickets.core.webhook_events import ACTIVE, DISABLED
+from support_tickets.data.table import TenantTable, error_code, from_item, to_item
+
+PENDING: Final = "PENDING"
+DELIVERED: Final = "DELIVERED"
+FAILED: Final = "FAILED"
+# How long a delivery record is kept (TTL from its creation).
+DELIVERY_RETENTION_SECONDS: Final = 30 * 86_400
+REDELIVER_MARK: Final = "redeliver_requested_at"
+
+
+class MalformedWebhook(ValueError):
+    """A stored webhook without its url, events or secret."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What the audit writer needs of a webhook to decide whether to send it an event."""
+
+    webhook_id: str
+    events: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryTarget:
+    """A webhook as the delivery function reads it: the URL and the sealed secrets."""
+
+    webhook_id: str
+    url: str
+    events: tuple[str, ...]
+    status: str
+    secret: str
+    previous_secret: str | None
+    previous_secret_expires_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What one attempt changes on the delivery record."""
+
+    delivery_id: str
+    webhook_id: str
+    event_id: str
+    type: str
+    ticket_id: str
+    body: str
+    status: str
+    status_code: int | None
+    next_attempt_at: str | None
+    at: str
+    expiration: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRecords:
+    """A tenant's webhooks as the delivery side sees them, and the attempts on their delivery records."""
+
+    table: TenantTable
+
+    # ------------------------------------------------------------ webhooks
+    def subscriptions(self) -> list[Subscription]:
+        """The tenant's ACTIVE webhooks and the event types each wants (one Query, no secrets)."""
+        query: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :webhook)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": keys.webhooks_pk(self.table.tenant_id)},
+                ":webhook": {"S": keys.WEBHOOK_SK_PREFIX},
+            },
+            "ProjectionExpression": "webhook_id, events, #status",
+            "ExpressionAttributeNames": {"#status": "status"},
+        }
+        found: list[Subscription] = []
+        for page in self.table.query_pages(query):
+            for item in page:
+                row = from_item(item)
+                events, webhook_id = row.get("events"), row.get("webhook_id")
+                if row.get("status") == ACTIVE and isinstance(webhook_id, str) and isinstance(events, list):
+                    found.append(Subscription(webhook_id, tuple(str(event) for event in events)))
+        return found
+
+    def target(self, webhook_id: str) -> DeliveryTarget | None:
+        """The webhook with its sealed secrets, read consistently; ``None`` if it is gone."""
+        response = self.table.call(
+            "get_item",
+            TableName=self.table.table_name,
+            Key=keys.webhook_key(self.table.tenant_id, webhook_id),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if not item:
+            return None
+        row = from_item(item)
+        events = row.get("events")
+        if (
+            not isinstance(events, list)
+            or not isinstance(row.get("url"), str)
+            or not isinstance(row.get("secret"), str)
+        ):
+            raise MalformedWebhook("webhook: url, events or secret missing")
+        return DeliveryTarget(
+            webhook_id=webhook_id,
+            url=row["url"],
+            events=tuple(str(event) for event in events),
+            status=str(row.get("status")),
+            secret=row["secret"],
+            previous_secret=row.get("previous_secret") if isinstance(row.get("previous_secret"), str) else None,
+            previous_secret_expires_at=(
+                row.get("previous_secret_expires_at")
+                if isinstance(row.get("previous_secret_expires_at"), str)
+                else None
+            ),
+        )
+
+    def disable(self, webhook_id: str) -> None:
+        """``DISABLED`` (the receiver answered 410 Gone); a deleted webhook stays deleted."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key=keys.webhook_key(self.table.tenant_id, webhook_id),
+                UpdateExpression="SET #status = :disabled",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":disabled": {"S": DISABLED}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def take_rate_slot(self, second: int, limit: int) -> bool:
+        """One of the ``limit`` deliveries the tenant may start in epoch second
+        ``second``; ``False`` when they are taken (a conditional ``ADD`` on the
+        second's counter, which expires a minute later)."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key={"pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)}, "sk": {"S": str(second)}},
+                UpdateExpression="ADD #count :one SET expiration = :expiration",
+                ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+                ExpressionAttributeNames={"#count": "count"},
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":limit": {"N": str(limit)},
+                    ":expiration": {"N": str(second + 60)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    # ------------------------------------------------------------ deliveries
+    def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
+        """A delivery's status and attempts so far (``None`` and 0 before its first attempt)."""
+        response = self.table.call(
+            "get_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
+            ProjectionExpression="#status, attempts",
+            ExpressionAttributeNames={"#status": "status"},
+            ConsistentRead=True,
+        )
+        row = from_item(response.get("Item") or {})
+        status, attempts = row.get("status"), row.get("attempts")
+        return (status if isinstance(status, str) else None), (int(attempts) if attempts is not None else 0)
+
+    def settle_pending(self, webhook_id: str, delivery_id: str) -> None:
+        """A ``PENDING`` delivery whose webhook can't receive it any more (deleted,
+        disabled, unsubscribed) becomes ``FAILED``, without an attempt."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
+                UpdateExpression=f"SET #status = :failed, next_attempt_at = :none REMOVE {REDELIVER_MARK}",
+                ConditionExpression="#status = :pending",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":failed": {"S": FAILED},
+                    ":pending": {"S": PENDING},
+                    ":none": {"NULL": True},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
+    def record_attempt(self, attempt: Attempt) -> None:
+        """One attempt's outcome (creating the record on the first); clears a redelivery mark."""
+        values: dict[str, Any] = {
+            ":delivery_id": attempt.delivery_id,
+            ":webhook_id": attempt.webhook_id,
+            ":event_id": attempt.event_id,
+            ":type": attempt.type,
+            ":ticket_id": attempt.ticket_id,
+            ":body": attempt.body,
+            ":status": attempt.status,
+            ":code": attempt.status_code,
+            ":next": attempt.next_attempt_at,
+            ":at": attempt.at,
+            ":expiration": attempt.expiration,
+            ":zero": 0,
+            ":one": 1,
+        }
+        self.table.call(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
+            UpdateExpression=(
+                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+                "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :code, "
+                "next_attempt_at = :next, last_attempt_at = :at, created_at = if_not_exists(created_at, :at), "
+                "expiration = if_not_exists(expiration, :expiration), "
+                "attempts = if_not_exists(attempts, :zero) + :one "
+                f"REMOVE {REDELIVER_MARK}"
+            ),
+            ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
+            ExpressionAttributeValues=to_item(values),
+        )

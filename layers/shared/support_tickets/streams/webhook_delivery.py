@@ -1,0 +1,442 @@
+"""Delivering webhook events: the delivery function's logic (docs/webhooks.md).
+
+The function reads ``WebhookEventsQueue`` (FIFO) through Lambda's SQS event
+source with ``ReportBatchItemFailures``. A message is one event for one webhook
+(:mod:`support_tickets.streams.webhook_fanout`). For each:
+
+1. the webhook is read again (consistent ``GetItem`` under the tenant's
+   prefix, taken from the message): deleted, ``DISABLED`` or no longer
+   subscribed to the type → the message is dropped; a delivery already
+   ``DELIVERED`` is not sent again unless this is a redelivery;
+2. its URL is checked again (:func:`support_tickets.core.webhook_urls.check_webhook_url`:
+   DNS may have changed) and the POST goes to the address that check
+   resolved (pinned: no second lookup), with TLS verified against the URL's
+   host name; no redirect is followed (a 3xx is a failed attempt);
+3. the secret(s) are decrypted with KMS under ``{"tenant_id", "webhook_id"}``:
+   only this function's role may, and a ciphertext copied into another
+   tenant's item does not decrypt under that item's context; during a
+   rotation both secrets sign;
+4. the outcome is recorded on the delivery record: a 2xx within the timeout
+   is ``DELIVERED``; a 410 disables the webhook (``FAILED``); anything else
+   (3xx, 4xx, 5xx, a timeout, a refused URL) is retried after
+   :func:`~support_tickets.core.webhook_events.retry_delay` (the message's
+   visibility is changed, then it is reported as a batch item failure), until
+   :data:`~support_tickets.core.webhook_events.RETRY_WINDOW_SECONDS` have passed since the
+   message was sent; then the delivery is ``FAILED`` and the message goes to
+   the dead-letter queue.
+
+Independence: messages of different groups (ticket x webhook) are delivered
+concurrently within a batch, each with its own timeout, so a hanging endpoint
+delays neither another tenant's nor another webhook's delivery; within a
+group the first failure stops the group (FIFO order), and the rest of its
+messages are reported failed unattempted, as Lambda requires for FIFO queues.
+
+Tiers: a tenant may start at most its tier's deliveries per second
+(``WEBHOOK_TIER_RATES``, a conditional counter per tenant and second); a
+message over it returns in 2 to 60 s, no attempt made or counted, like a
+request over the tier's rate gets a 429.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+from urllib.parse import urlsplit
+
+import urllib3
+from aws_lambda_powertools import Logger
+
+from support_tickets.core import keys, webhook_urls
+from support_tickets.core.errors import InvalidWebhookUrl
+from support_tickets.core.webhook_events import (
+    ACTIVE,
+    EVENT_TYPES,
+    JITTER,
+    RETRY_WINDOW_SECONDS,
+    retry_delay,
+    webhook_headers,
+)
+from support_tickets.core.webhook_urls import CheckedUrl, Resolver
+from support_tickets.data.delivery_records import (
+    DELIVERED,
+    DELIVERY_RETENTION_SECONDS,
+    FAILED,
+    PENDING,
+    Attempt,
+    DeliveryRecords,
+    DeliveryTarget,
+)
+from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantConfigCache
+
+# The function's Logger's child: JSON lines with the extras, in its log group.
+logger = Logger(child=True)
+
+DELIVERY_TIMEOUT_SECONDS: Final = 10.0
+# What is read of a response: its status; the body is not needed.
+MAX_GROUPS_IN_PARALLEL: Final = 10
+THROTTLED_MAX_DELAY_SECONDS: Final = 60
+SECRET_CACHE_SECONDS: Final = 300.0
+MAX_CACHED_SECRETS: Final = 1024
+
+
+class PoisonMessage(ValueError):
+    """A message that can never be delivered (not what the fanout sends)."""
+
+
+class RetryLater(Exception):
+    """The attempt failed; the message's visibility was set to the backoff delay."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryMessage:
+    tenant_id: str
+    webhook_id: str
+    delivery_id: str
+    ticket_id: str
+    body: str
+    redelivery: str | None
+    event_id: str
+    type: str
+
+    @classmethod
+    def parse(cls, raw: str) -> DeliveryMessage:
+        try:
+            message = json.loads(raw)
+            event = json.loads(message["event"])
+            parsed = cls(
+                tenant_id=keys.validate_tenant_id(message["tenant_id"]),
+                webhook_id=message["webhook_id"],
+                delivery_id=message["delivery_id"],
+                ticket_id=message["ticket_id"],
+                body=message["event"],
+                redelivery=message.get("redelivery"),
+                event_id=event["id"],
+                type=event["type"],
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PoisonMessage("not a webhook message") from exc
+        texts = (parsed.webhook_id, parsed.delivery_id, parsed.ticket_id, parsed.body, parsed.event_id, parsed.type)
+        if not all(isinstance(text, str) for text in texts) or not isinstance(parsed.redelivery, str | None):
+            raise PoisonMessage("not a webhook message")
+        if (
+            not keys.is_valid_webhook_id(parsed.webhook_id)
+            or not keys.is_valid_delivery_id(parsed.delivery_id)
+            or parsed.type not in EVENT_TYPES
+            or not isinstance(parsed.event_id, str)
+            or event.get("tenant_id") != parsed.tenant_id
+        ):
+            raise PoisonMessage("security: a webhook message whose event is not its tenant's, or malformed")
+        return parsed
+
+
+class Poster(Protocol):
+    def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int: ...
+
+
+def pinned_post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+    """POST ``body`` to the address ``checked`` resolved to (never a second DNS
+    lookup), TLS verified against the URL's host; no redirect followed, no
+    retry, ``timeout`` for the whole exchange (connect and each read share it).
+    The response's status; a network failure or timeout raises ``urllib3``'s errors."""
+    parts = urlsplit(checked.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    address = checked.addresses[0]
+    host_header = checked.host if parts.port is None else f"{checked.host}:{checked.port}"
+    budget = urllib3.Timeout(total=timeout)
+    pool: urllib3.HTTPConnectionPool
+    if parts.scheme.lower() == "https":
+        pool = urllib3.HTTPSConnectionPool(
+            address,
+            checked.port,
+            timeout=budget,
+            retries=False,
+            cert_reqs="CERT_REQUIRED",
+            server_hostname=checked.host,
+            assert_hostname=checked.host,
+        )
+    else:  # only http://127.0.0.1:<port> passes the check, and only in the local stack
+        pool = urllib3.HTTPConnectionPool(address, checked.port, timeout=budget, retries=False)
+    try:
+        response = pool.urlopen(
+            "POST",
+            target,
+            body=body,
+            headers={**headers, "host": host_header, "user-agent": "support-tickets-webhooks/1"},
+            redirect=False,
+            retries=False,
+            preload_content=False,
+            assert_same_host=False,
+        )
+        status = int(response.status)
+        response.release_conn()
+        return status
+    finally:
+        pool.close()
+
+
+@dataclass
+class SecretOpener:
+    """KMS decryption of sealed secrets (the delivery role), briefly cached per container."""
+
+    kms: Any
+    key_arn: str
+    clock: Callable[[], float] = time.monotonic
+    _cache: OrderedDict[tuple[str, str, str], tuple[float, str]] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def open(self, tenant_id: str, webhook_id: str, sealed: str) -> str:
+        cache_key = (tenant_id, webhook_id, sealed)
+        now = self.clock()
+        with self._lock:
+            cached = self._cache.get(cache_key)
+            if cached is not None and now - cached[0] < SECRET_CACHE_SECONDS:
+                return cached[1]
+        plaintext = self.kms.decrypt(
+            KeyId=self.key_arn,
+            CiphertextBlob=base64.b64decode(sealed),
+            EncryptionContext={"tenant_id": tenant_id, "webhook_id": webhook_id},
+        )["Plaintext"].decode()
+        with self._lock:
+            self._cache[cache_key] = (now, plaintext)
+            while len(self._cache) > MAX_CACHED_SECRETS:
+                self._cache.popitem(last=False)
+        return str(plaintext)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedMessage:
+    """What is read of an SQS record of Lambda's event."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    group_id: str
+    deduplication_id: str
+    receive_count: int
+    sent_at: float  # epoch seconds
+
+    @classmethod
+    def of_record(cls, record: Mapping[str, Any]) -> QueuedMessage:
+        attributes = record.get("attributes") or {}
+        return cls(
+            message_id=str(record["messageId"]),
+            receipt_handle=str(record["receiptHandle"]),
+            body=str(record.get("body") or ""),
+            group_id=str(attributes.get("MessageGroupId") or ""),
+            deduplication_id=str(attributes.get("MessageDeduplicationId") or ""),
+            receive_count=int(attributes.get("ApproximateReceiveCount") or 1),
+            sent_at=int(attributes.get("SentTimestamp") or 0) / 1000,
+        )
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Deliverer:
+    """Delivers one message (:meth:`deliver`) or one Lambda batch (:meth:`process_batch`)."""
+
+    table_name: str
+    dynamodb: Any
+    secrets: SecretOpener
+    sqs: Any
+    queue_url: str
+    dead_letter_queue_url: str
+    allow_local_http: bool = False
+    resolve: Resolver = webhook_urls.system_resolver
+    post: Poster = pinned_post
+    timeout: float = DELIVERY_TIMEOUT_SECONDS
+    clock: Callable[[], float] = time.time
+    uniform: Callable[[], float] = random.random
+    # Deliveries a tenant may start per second, by tier (None: unbounded).
+    tier_rates: Mapping[str, int] | None = None
+    tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
+
+    def repository(self, tenant_id: str) -> DeliveryRecords:
+        return DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
+
+    # ------------------------------------------------------------ one message
+    def deliver(self, queued: QueuedMessage) -> str:
+        """Deliver one message; what happened (``delivered``, ``disabled``, ``gave up``,
+        ``dropped``...). A failed attempt to retry raises :class:`RetryLater`."""
+        try:
+            message = DeliveryMessage.parse(queued.body)
+        except PoisonMessage as exc:
+            logger.warning("poison webhook message", extra={"reason": str(exc), "message_id": queued.message_id})
+            self._dead_letter(queued)
+            return "poison"
+        repository = self.repository(message.tenant_id)
+        target = repository.target(message.webhook_id)
+        if target is None or target.status != ACTIVE or message.type not in target.events:
+            # Deleted, disabled or unsubscribed since: nothing more is sent, and a
+            # delivery left PENDING (a retry, a redelivery) says so.
+            repository.settle_pending(message.webhook_id, message.delivery_id)
+            return "dropped"
+        status, attempts = repository.progress(message.webhook_id, message.delivery_id)
+        if message.redelivery is None and status == DELIVERED:
+            return "duplicate"
+        now = self.clock()
+        self._within_tier(repository, message.tenant_id, queued, now)
+        status_code = self._attempt(message, target, now)
+        if status_code is not None and 200 <= status_code < 300:
+            self._record(repository, message, status=DELIVERED, status_code=status_code, next_attempt_at=None, now=now)
+            return "delivered"
+        if status_code == 410:
+            repository.disable(message.webhook_id)
+            self._record(repository, message, status=FAILED, status_code=status_code, next_attempt_at=None, now=now)
+            return "disabled"
+        if now - queued.sent_at >= RETRY_WINDOW_SECONDS:
+            self._record(repository, message, status=FAILED, status_code=status_code, next_attempt_at=None, now=now)
+            self._dead_letter(queued)
+            return "gave up"
+        # The n of the backoff: this message's receives (a redelivery starts again at 1), but
+        # never more than the attempts made (a message that waited behind its group's first
+        # one was received with it without being attempted).
+        delay = retry_delay(min(queued.receive_count, attempts + 1), self.uniform)
+        self._record(
+            repository, message, status=PENDING, status_code=status_code, next_attempt_at=_iso(now + delay), now=now
+        )
+        self.sqs.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
+        )
+        logger.info(
+            "webhook attempt failed",
+            extra={
+                "tenant_id": message.tenant_id,
+                "webhook_id": message.webhook_id,
+                "delivery_id": message.delivery_id,
+                "status_code": status_code,
+                "retry_in_seconds": delay,
+            },
+        )
+        raise RetryLater(f"retry in {delay} s")
+
+    def _within_tier(self, repository: DeliveryRecords, tenant_id: str, queued: QueuedMessage, now: float) -> None:
+        """Raise :class:`RetryLater` (the message back in a few seconds, no attempt
+        made or counted) when the tenant has started its tier's deliveries of this second."""
+        if self.tier_rates is None:
+            return
+        tier = self.tenant_configs.get(repository.table).tier
+        limit = self.tier_rates.get(tier)
+        if limit is None or repository.take_rate_slot(int(now), limit):
+            return
+        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its rate without a receive per second.
+        delay = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
+        delay = max(1, round(delay * (1 + JITTER * self.uniform())))
+        self.sqs.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
+        )
+        raise RetryLater(f"over the tier's rate: in {delay} s")
+
+    def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
+        """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
+        try:
+            checked = webhook_urls.check_webhook_url(
+                target.url, resolve=self.resolve, allow_local_http=self.allow_local_http
+            )
+        except InvalidWebhookUrl:
+            logger.warning(
+                "webhook URL refused at delivery",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
+            )
+            return None
+        signing = [self.secrets.open(message.tenant_id, message.webhook_id, target.secret)]
+        expires = target.previous_secret_expires_at
+        if target.previous_secret is not None and expires is not None and expires > _iso(now):
+            signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
+        headers = webhook_headers(message.event_id, int(now), message.body, signing)
+        try:
+            return self.post(checked, headers, message.body.encode(), self.timeout)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            logger.info(
+                "webhook receiver did not answer",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
+            )
+            return None
+
+    def _record(
+        self,
+        repository: DeliveryRecords,
+        message: DeliveryMessage,
+        *,
+        status: str,
+        status_code: int | None,
+        next_attempt_at: str | None,
+        now: float,
+    ) -> None:
+        repository.record_attempt(
+            Attempt(
+                delivery_id=message.delivery_id,
+                webhook_id=message.webhook_id,
+                event_id=message.event_id,
+                type=message.type,
+                ticket_id=message.ticket_id,
+                body=message.body,
+                status=status,
+                status_code=status_code,
+                next_attempt_at=next_attempt_at,
+                at=_iso(now),
+                expiration=int(now) + DELIVERY_RETENTION_SECONDS,
+            )
+        )
+
+    def _dead_letter(self, queued: QueuedMessage) -> None:
+        """Park a message in the dead-letter queue (the caller then lets it go from the queue)."""
+        self.sqs.send_message(
+            QueueUrl=self.dead_letter_queue_url,
+            MessageBody=queued.body,
+            MessageGroupId=queued.group_id or "poison",
+            MessageDeduplicationId=queued.deduplication_id or queued.message_id,
+        )
+
+    # ------------------------------------------------------------ one batch
+    def process_batch(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The message ids to report in ``batchItemFailures``. Groups run in
+        parallel; within a group, in order, stopping at the first failure."""
+        groups: dict[str, list[QueuedMessage]] = {}
+        for record in records:
+            queued = QueuedMessage.of_record(record)
+            groups.setdefault(queued.group_id, []).append(queued)
+        if not groups:
+            return []
+        workers = min(len(groups), MAX_GROUPS_IN_PARALLEL)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(self._process_group, groups.values()))
+        failed = {message_id for result in results for message_id in result}
+        return [str(record["messageId"]) for record in records if record["messageId"] in failed]
+
+    def _process_group(self, messages: list[QueuedMessage]) -> list[str]:
+        for index, queued in enumerate(messages):
+            try:
+                outcome = self.deliver(queued)
+            except RetryLater:
+                return [later.message_id for later in messages[index:]]
+            except Exception:
+                logger.exception("webhook delivery failed", extra={"message_id": queued.message_id})
+                return [later.message_id for later in messages[index:]]
+            logger.info("webhook message handled", extra={"outcome": outcome, "message_id": queued.message_id})
+        return []
+
+
+def tier_rates(text: str) -> dict[str, int] | None:
+    """``basic=5,standard=25,premium=100`` as a mapping (``None`` when empty: unbounded)."""
+    if not text.strip():
+        return None
+    rates: dict[str, int] = {}
+    for part in text.split(","):
+        tier, _, value = part.partition("=")
+        rates[tier.strip()] = int(value)
+        if rates[tier.strip()] < 1:
+            raise ValueError("a tier's rate must be at least 1")
+    return rates

@@ -1,0 +1,151 @@
+"""Webhook delivery end to end under ``make dev``: a ticket's changes through
+the API, the table's stream, the audit-trail function, the FIFO queue and the
+delivery function to a receiver on 127.0.0.1, signed (verified with the
+``standardwebhooks`` package), only to the tenant's own receiver, retried with
+the same id, signed twice during a rotation, nothing after a delete, and a
+hanging endpoint of one tenant never delays another's.
+
+The local stack's SQS event source (``local_stack.sqs_poller``) runs the
+delivery function with Lambda's semantics; its queue clock stands in for the
+retry delay, whose length the delivery record shows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+
+from tests.e2e.conftest import RunningStack, new_tenant_id
+from tests.functional.webhook_harness import Receiver
+
+ALL_TYPES = ["ticket.created", "ticket.updated", "ticket.deleted", "comment.added"]
+WAIT_SECONDS = 20.0
+
+
+@contextmanager
+def receiver(**options: Any) -> Iterator[Receiver]:
+    started = Receiver(**options).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = WAIT_SECONDS) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def register(stack: RunningStack, tenant: str, url: str) -> dict[str, Any]:
+    admin = stack.token(tenant, f"root-{tenant}", admin=True)
+    created = stack.request("POST", "/webhooks", token=admin, body={"url": url, "events": ALL_TYPES})
+    assert created.status == 201, created.body
+    return dict(created.body)
+
+
+def verified(secret: str, received: Any) -> dict[str, Any]:
+    event: dict[str, Any] = StandardWebhook(secret).verify(received.body, received.headers)
+    return event
+
+
+def test_a_receiver_gets_its_tenants_four_events_signed_and_nothing_of_another(stack: RunningStack) -> None:
+    own = new_tenant_id()
+    other = own + "0"  # tenants "x" and "x0": one id a prefix of the other
+    with receiver() as mine, receiver() as theirs:
+        hook = register(stack, own, mine.url)
+        their_hook = register(stack, other, theirs.url)
+        user = stack.token(own, f"u-{own}")
+        admin = stack.token(own, f"root-{own}", admin=True)
+        ticket_id = stack.request("POST", "/tickets", token=user, body={"title": "Printer"}).body["ticket_id"]
+        assert stack.request("PATCH", f"/tickets/{ticket_id}", token=user, body={"status": "CLOSED"}).status == 200
+        assert stack.request("POST", f"/tickets/{ticket_id}/comments", token=user, body={"body": "hi"}).status == 201
+        assert stack.request("DELETE", f"/tickets/{ticket_id}", token=admin).status == 204
+        assert wait_for(lambda: len(mine.received) >= 4)
+        events = [verified(hook["secret"], received) for received in mine.received]
+        assert [event["type"] for event in events] == [
+            "ticket.created",
+            "ticket.updated",
+            "comment.added",
+            "ticket.deleted",
+        ]
+        assert {event["tenant_id"] for event in events} == {own}
+        assert theirs.received == []
+        # The deliveries list shows them DELIVERED
+        listed = stack.request("GET", f"/webhooks/{hook['webhook_id']}/deliveries", token=admin).body["items"]
+        assert sorted(item["status"] for item in listed) == ["DELIVERED"] * 4
+        other_admin = stack.token(other, f"root-{other}", admin=True)
+        gone = stack.request("GET", f"/webhooks/{hook['webhook_id']}/deliveries", token=other_admin)
+        assert (gone.status, gone.error_code) == (404, "WEBHOOK_NOT_FOUND")
+        assert their_hook["webhook_id"] != hook["webhook_id"]
+
+
+def test_a_failed_delivery_is_retried_with_the_same_id(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    with receiver(status=503) as failing:
+        hook = register(stack, tenant, failing.url)
+        stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": "t"})
+        assert wait_for(lambda: len(failing.received) >= 1)
+        # The failed attempt is recorded and its message waits out the backoff's first step (5 s ± 20 %)
+        assert stack.drain_queues()["drained"] is True
+        admin = stack.token(tenant, f"root-{tenant}", admin=True)
+        (pending,) = stack.request("GET", f"/webhooks/{hook['webhook_id']}/deliveries", token=admin).body["items"]
+        assert (pending["status"], pending["attempts"], pending["last_status_code"]) == ("PENDING", 1, 503)
+        delay = datetime.fromisoformat(pending["next_attempt_at"]) - datetime.fromisoformat(pending["created_at"])
+        assert 4.0 <= delay.total_seconds() <= 6.5
+        assert len(failing.received) == 1
+        # Once the delay has passed (the queue's clock moved on), the same event again
+        failing.status = 200
+        stack.advance_queue_clock(7)
+        assert wait_for(lambda: len(failing.received) >= 2)
+        first, retry = failing.received[:2]
+        assert first.headers["webhook-id"] == retry.headers["webhook-id"]
+        assert first.body == retry.body
+        verified(hook["secret"], retry)
+
+
+def test_during_a_rotation_both_secrets_sign(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    with receiver() as endpoint:
+        hook = register(stack, tenant, endpoint.url)
+        admin = stack.token(tenant, f"root-{tenant}", admin=True)
+        rotated = stack.request("POST", f"/webhooks/{hook['webhook_id']}/secret", token=admin).body
+        stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": "t"})
+        assert wait_for(lambda: len(endpoint.received) >= 1)
+        (received,) = endpoint.received
+        assert len(received.headers["webhook-signature"].split(" ")) == 2
+        verified(hook["secret"], received)
+        verified(rotated["secret"], received)
+
+
+def test_nothing_is_delivered_after_the_webhook_is_deleted(stack: RunningStack) -> None:
+    tenant = new_tenant_id()
+    with receiver() as endpoint:
+        hook = register(stack, tenant, endpoint.url)
+        admin = stack.token(tenant, f"root-{tenant}", admin=True)
+        assert stack.request("DELETE", f"/webhooks/{hook['webhook_id']}", token=admin).status == 204
+        stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": "t"})
+        assert stack.drain()["drained"] is True
+        assert stack.drain_queues()["drained"] is True
+        assert endpoint.received == []
+
+
+def test_a_hanging_endpoint_of_one_tenant_does_not_delay_another(stack: RunningStack) -> None:
+    slow, fast = new_tenant_id(), new_tenant_id()
+    with receiver(hang=True) as hanging, receiver() as prompt:
+        register(stack, slow, hanging.url)
+        register(stack, fast, prompt.url)
+        stack.request("POST", "/tickets", token=stack.token(slow, f"u-{slow}"), body={"title": "slow"})
+        assert wait_for(lambda: len(hanging.received) >= 1)  # the slow one is being held...
+        started = time.monotonic()
+        stack.request("POST", "/tickets", token=stack.token(fast, f"u-{fast}"), body={"title": "fast"})
+        assert wait_for(lambda: len(prompt.received) >= 1)
+        assert time.monotonic() - started < 5.0  # ...well inside the 10 s the slow one may take

@@ -1,0 +1,446 @@
+"""Webhook delivery, in process over moto (table, KMS, SQS FIFO) with real
+receivers on 127.0.0.1: from a ticket change through the audit-trail function
+and the queue to the delivery function, signed as Standard Webhooks says
+(verified with the ``standardwebhooks`` package), retried, recorded, and only
+ever to the tenant's own endpoints."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+from local_stack.lambda_runtime import LambdaContext
+from support_tickets.core import keys, webhook_urls
+from support_tickets.core.webhook_urls import CheckedUrl
+from support_tickets.streams.webhook_delivery import pinned_post
+from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
+from tests.functional.api_harness import Api, User
+from tests.functional.conftest import TENANT_PAIRS
+from tests.functional.stream_harness import StreamHarness, stream_handler
+from tests.functional.webhook_harness import RecordingSqs, deliverer, receive, receivers
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+ALL_TYPES = ["ticket.created", "ticket.updated", "ticket.deleted", "comment.added"]
+PUBLIC = "93.184.215.14"
+
+
+@pytest.fixture(autouse=True)
+def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
+    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: [PUBLIC])
+
+
+@pytest.fixture
+def audit(dynamodb: DynamoDBClient, table_name: str) -> StreamHarness:
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    return StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+
+
+def register(api: Api, tenant_id: str, url: str, events: list[str] | None = None) -> dict[str, Any]:
+    body = {"url": url, "events": events or ALL_TYPES}
+    response = api.call("webhook_create", User(tenant_id, "root", admin=True), body=body)
+    assert response.status == 201, response.body
+    return dict(response.body)
+
+
+def deliveries(dynamodb: DynamoDBClient, table_name: str, tenant_id: str, webhook_id: str) -> list[dict[str, Any]]:
+    pk = keys.webhook_deliveries_pk(tenant_id, webhook_id)
+    return [
+        {name: next(iter(value.values())) for name, value in item.items()}
+        for item in all_items(dynamodb, table_name)
+        if item["pk"]["S"] == pk
+    ]
+
+
+def webhook_status(dynamodb: DynamoDBClient, table_name: str, tenant_id: str, webhook_id: str) -> str:
+    item = dynamodb.get_item(TableName=table_name, Key=keys.webhook_key(tenant_id, webhook_id))["Item"]
+    return str(item["status"]["S"])
+
+
+def verify(secret: str, body: str, headers: Mapping[str, str]) -> Any:
+    return StandardWebhook(secret).verify(body, dict(headers))
+
+
+# ---------------------------------------------------------------- the whole way, by the real handlers
+@pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
+def test_each_tenant_receives_its_own_four_events_signed(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
+) -> None:
+    with receivers(2) as (mine, theirs):
+        hook = register(api, tenant, mine.url)
+        their_hook = register(api, other, theirs.url)
+        alice, root = User(tenant, "alice"), User(tenant, "root", admin=True)
+        ticket_id = api.new_ticket(alice)["ticket_id"]
+        assert api.update(alice, ticket_id, {"title": "renamed"}).ok
+        assert api.comment(alice, ticket_id, {"body": "hello"}).status == 201
+        assert api.delete(root, ticket_id).status == 204
+        api.new_ticket(User(other, "bob"), title="theirs")
+        audit.deliver(audit.new_records())
+        # The delivery function's own handler, as Lambda's SQS event source calls it
+        handler = stream_handler("DeliverWebhookFunction")
+        response = handler({"Records": receive()}, LambdaContext("DeliverWebhookFunction"))
+        assert response == {"batchItemFailures": []}
+        # Each receiver got its own tenant's events, every one verified with its secret
+        assert [r.event["type"] for r in mine.received] == [
+            "ticket.created",
+            "ticket.updated",
+            "comment.added",
+            "ticket.deleted",
+        ]
+        assert [r.event["type"] for r in theirs.received] == ["ticket.created"]
+        for received in mine.received:
+            assert verify(hook["secret"], received.body, received.headers)["tenant_id"] == tenant
+            assert received.headers["webhook-id"] == received.event["id"]
+            with pytest.raises(WebhookVerificationError):
+                verify(their_hook["secret"], received.body, received.headers)
+        assert verify(their_hook["secret"], theirs.received[0].body, theirs.received[0].headers)["tenant_id"] == other
+        # And each delivery is recorded DELIVERED under the tenant's prefix, with the event as sent
+        records = deliveries(dynamodb, table_name, tenant, hook["webhook_id"])
+        assert sorted(r["status"] for r in records) == ["DELIVERED"] * 4
+        assert sorted(r["event"] for r in records) == sorted(r.body for r in mine.received)
+        assert all(int(r["attempts"]) == 1 and int(r["last_status_code"]) == 200 for r in records)
+
+
+def test_during_a_rotation_both_secrets_sign_and_after_it_only_the_new(
+    api: Api, audit: StreamHarness, table_name: str
+) -> None:
+    with receivers() as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        rotated = api.call("webhook_secret", User("acme", "root", admin=True), ticket_id=hook["webhook_id"]).body
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        records = receive()
+        assert deliverer(table_name).process_batch(records) == []
+        (received,) = receiver.received
+        signatures = received.headers["webhook-signature"].split(" ")
+        assert len(signatures) == 2
+        assert all(s.startswith("v1,") for s in signatures)
+        for secret in (hook["secret"], rotated["secret"]):  # each verifies on its own
+            verify(secret, received.body, received.headers)
+        # 24 h later the previous secret no longer signs
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        later = deliverer(table_name, clock=lambda: time.time() + 86_401)
+        later.process_batch(receive())
+        headers = receiver.received[1].headers
+        assert len(headers["webhook-signature"].split(" ")) == 1
+        received_later = receiver.received[1]
+        # (the receiver's clock is today's: check the signature itself, not the timestamp's age)
+        assert (
+            StandardWebhook(rotated["secret"]).sign(
+                headers["webhook-id"], _moment(headers["webhook-timestamp"]), received_later.body
+            )
+            == headers["webhook-signature"]
+        )
+
+
+def _moment(timestamp: str) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(int(timestamp), UTC)
+
+
+# ---------------------------------------------------------------- outcomes
+def test_a_pending_delivery_to_a_webhook_disabled_since_fails_without_an_attempt(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        (record,) = receive()
+        assert deliverer(table_name).process_batch([record]) == [record["messageId"]]  # PENDING, to retry
+        dynamodb.update_item(
+            TableName=table_name,
+            Key=keys.webhook_key("acme", hook["webhook_id"]),
+            UpdateExpression="SET #s = :d",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":d": {"S": "DISABLED"}},
+        )
+        assert deliverer(table_name).process_batch([record]) == []  # dropped
+        assert len(receiver.received) == 1
+        (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (stored["status"], int(stored["attempts"])) == ("FAILED", 1)
+
+
+def test_a_410_disables_the_webhook(api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str) -> None:
+    with receivers(status=410) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        assert deliverer(table_name).process_batch(receive()) == []
+        assert webhook_status(dynamodb, table_name, "acme", hook["webhook_id"]) == "DISABLED"
+        (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (record["status"], int(record["last_status_code"])) == ("FAILED", 410)
+        listed = api.call("webhook_list", User("acme", "root", admin=True)).body["items"]
+        assert listed[0]["status"] == "DISABLED"
+
+
+@pytest.mark.parametrize(("status", "hang"), [(302, False), (500, False), (429, False), (200, True)])
+def test_failures_are_retried_after_the_backoff_delay(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str, status: int, hang: bool
+) -> None:
+    with receivers(2) as (redirect_target, _):
+        options: dict[str, Any] = {"status": status, "hang": hang}
+        if status == 302:
+            options["location"] = redirect_target.url
+        with receivers(**options) as (receiver,):
+            hook = register(api, "acme", receiver.url)
+            api.new_ticket(User("acme", "alice"))
+            audit.deliver(audit.new_records())
+            records = receive()
+            sqs = RecordingSqs()
+            started = time.monotonic()
+            # A hanging endpoint: the test's timeout is 0.3 s (10 s deployed)
+            assert deliverer(table_name, sqs=sqs, timeout=0.3).process_batch(records) == [records[0]["messageId"]]
+            assert time.monotonic() - started < 5
+            assert len(receiver.received) == 1
+        assert redirect_target.received == []  # a redirect is not followed
+        assert sqs.visibility == [5]  # 5 s x 2^0, jitter at its middle
+        (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (record["status"], int(record["attempts"])) == ("PENDING", 1)
+        # (a NULL attribute reads as True here: nothing was answered)
+        assert record["last_status_code"] == (True if hang else str(status))
+        assert record["next_attempt_at"] > record["created_at"]
+
+
+def test_the_second_failure_waits_twice_as_long_and_after_26_hours_the_delivery_fails_to_the_dead_letters(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers(status=503) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        sqs = RecordingSqs()
+        records = receive()
+        deliverer(table_name, sqs=sqs).process_batch(records)
+        sqs.client.change_message_visibility(
+            QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=records[0]["receiptHandle"], VisibilityTimeout=0
+        )  # the delay passes
+        again = receive()
+        assert again[0]["attributes"]["ApproximateReceiveCount"] == "2"
+        deliverer(table_name, sqs=sqs).process_batch(again)
+        assert sqs.visibility == [5, 10]
+        sqs.client.change_message_visibility(
+            QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=again[0]["receiptHandle"], VisibilityTimeout=0
+        )
+        # 26 h after the message was sent: the last attempt, then the dead-letter queue
+        late = receive()
+        assert deliverer(table_name, sqs=sqs, clock=lambda: time.time() + 26 * 3600).process_batch(late) == []
+        assert len(receiver.received) == 3
+        (parked,) = sqs.dead_letters
+        assert parked["MessageBody"] == late[0]["body"]
+        (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (record["status"], int(record["attempts"]), record["next_attempt_at"]) == (
+            "FAILED",
+            3,
+            True,
+        )  # NULL: no next attempt
+
+
+def test_a_url_that_now_resolves_to_a_private_address_is_refused_at_delivery(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    hook = register(api, "acme", "https://hooks.example.com/in")  # public when registered
+    api.new_ticket(User("acme", "alice"))
+    audit.deliver(audit.new_records())
+    posted: list[CheckedUrl] = []
+
+    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        posted.append(checked)
+        return 200
+
+    records = receive()
+    rebinding = deliverer(table_name, resolve=lambda host, port: ["169.254.169.254"], post=post)
+    assert rebinding.process_batch(records) == [records[0]["messageId"]]
+    assert posted == []
+    (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+    assert record["status"] == "PENDING"
+
+
+def test_the_post_goes_to_the_address_the_check_resolved(api: Api, audit: StreamHarness, table_name: str) -> None:
+    register(api, "acme", "https://hooks.example.com/in?x=1")
+    api.new_ticket(User("acme", "alice"))
+    audit.deliver(audit.new_records())
+    lookups: list[str] = []
+    posted: list[CheckedUrl] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return [PUBLIC]
+
+    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        posted.append(checked)
+        return 204
+
+    assert deliverer(table_name, resolve=resolve, post=post).process_batch(receive()) == []
+    (checked,) = posted
+    assert lookups == ["hooks.example.com"]  # one lookup: the check's, then that address
+    assert (checked.host, checked.port, checked.addresses) == ("hooks.example.com", 443, (PUBLIC,))
+
+
+def test_pinned_post_connects_to_the_checked_address_and_follows_no_redirect() -> None:
+    with receivers(2) as (target, elsewhere):
+        target.status, target.location = 301, elsewhere.url
+        port = int(target.url.split(":")[2].split("/")[0])
+        # The URL names a host that resolves nowhere: only the pinned address is used
+        checked = CheckedUrl(f"http://127.0.0.1:{port}/hook", "127.0.0.1", port, ("127.0.0.1",))
+        assert pinned_post(checked, {"webhook-id": "x"}, b"{}", 2.0) == 301
+        assert len(target.received) == 1
+        assert elsewhere.received == []
+
+
+# ---------------------------------------------------------------- independence and duplicates
+def test_a_hanging_endpoint_of_one_tenant_does_not_delay_another_tenants_delivery(
+    api: Api, audit: StreamHarness, table_name: str
+) -> None:
+    with receivers(hang=True) as (hanging,), receivers() as (prompt,):
+        register(api, "slow", hanging.url)
+        register(api, "fast", prompt.url)
+        api.new_ticket(User("slow", "alice"))
+        api.new_ticket(User("fast", "bob"))
+        audit.deliver(audit.new_records())
+        records = receive()
+        assert len(records) == 2  # one batch, both tenants
+        started = time.monotonic()
+        failed = deliverer(table_name, timeout=1.0).process_batch(records)
+        assert time.monotonic() - started >= 1.0  # the slow one took its whole timeout...
+        (received,) = prompt.received
+        assert received.at - started < 0.5  # ...while the other tenant's was delivered at once
+        assert failed == [r["messageId"] for r in records if json.loads(r["body"])["tenant_id"] == "slow"]
+
+
+def test_a_delivered_event_is_not_sent_again_but_a_redelivery_is_with_the_same_id(
+    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers() as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        (record,) = receive()
+        assert deliverer(table_name).process_batch([record]) == []
+        # The same message again (past SQS's deduplication window): skipped
+        assert deliverer(table_name).process_batch([record]) == []
+        assert len(receiver.received) == 1
+        # A redelivery of the same delivery: sent, same webhook-id, same body
+        body = {**json.loads(record["body"]), "redelivery": "2026-11-25T12:00:00.000Z"}
+        assert deliverer(table_name).process_batch([{**record, "body": json.dumps(body)}]) == []
+        first, again = receiver.received
+        assert (again.headers["webhook-id"], again.body) == (first.headers["webhook-id"], first.body)
+        (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert int(stored["attempts"]) == 2
+
+
+def test_nothing_is_delivered_after_the_webhook_is_deleted(api: Api, audit: StreamHarness, table_name: str) -> None:
+    with receivers() as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit.deliver(audit.new_records())
+        records = receive()
+        assert api.call("webhook_delete", User("acme", "root", admin=True), ticket_id=hook["webhook_id"]).status == 204
+        assert deliverer(table_name).process_batch(records) == []
+        assert receiver.received == []
+
+
+def test_a_message_naming_another_tenant_in_its_event_is_never_sent(
+    api: Api, audit: StreamHarness, table_name: str
+) -> None:
+    with receivers() as (receiver,):
+        register(api, "1", receiver.url)
+        api.new_ticket(User("1", "alice"))
+        audit.deliver(audit.new_records())
+        (record,) = receive()
+        message = json.loads(record["body"])
+        event = json.loads(message["event"])
+        forged = {**message, "event": json.dumps({**event, "tenant_id": "10"})}
+        sqs = RecordingSqs()
+        assert deliverer(table_name, sqs=sqs).process_batch([{**record, "body": json.dumps(forged)}]) == []
+        assert receiver.received == []
+        assert len(sqs.dead_letters) == 1
+
+
+def test_a_tenant_starts_at_most_its_tiers_deliveries_a_second(api: Api, audit: StreamHarness, table_name: str) -> None:
+    with receivers() as (receiver,):
+        register(api, "busy", receiver.url)
+        for n in range(3):  # three tickets: three groups, one batch
+            api.new_ticket(User("busy", "alice"), title=f"t{n}")
+        audit.deliver(audit.new_records())
+        records = receive()
+        sqs = RecordingSqs()
+        limited = deliverer(table_name, sqs=sqs, tier_rates={"basic": 2}, clock=lambda: 1_800_000_000.5)
+        failed = limited.process_batch(records)
+        # Two of this second's slots taken, the third message back in 2-3 s, unattempted
+        assert len(receiver.received) == 2
+        assert len(failed) == 1
+        assert len(sqs.visibility) == 1
+        assert 2 <= sqs.visibility[0] <= 3
+        # The next second, it goes
+        (late,) = [r for r in records if r["messageId"] in failed]
+        later = deliverer(table_name, tier_rates={"basic": 2}, clock=lambda: 1_800_000_001.5)
+        assert later.process_batch([late]) == []
+        assert len(receiver.received) == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "not json",
+        "[]",
+        json.dumps({"tenant_id": "acme"}),
+        json.dumps({"tenant_id": "acme", "webhook_id": 7, "delivery_id": "1-a", "ticket_id": "t", "event": "{}"}),
+        json.dumps(
+            {
+                "tenant_id": "acme",
+                "webhook_id": "wh",
+                "delivery_id": "1-a",
+                "ticket_id": "t",
+                "event": json.dumps({"id": "e", "type": "ticket.exploded", "tenant_id": "acme"}),
+            }
+        ),
+    ],
+)
+def test_a_malformed_message_goes_to_the_dead_letters_and_fails_nothing(table_name: str, body: str) -> None:
+    sqs = RecordingSqs()
+    record = {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": body,
+        "attributes": {"MessageGroupId": "acme#t#wh", "MessageDeduplicationId": "d1", "ApproximateReceiveCount": "1"},
+    }
+    assert deliverer(table_name, sqs=sqs).process_batch([record]) == []
+    (parked,) = sqs.dead_letters
+    assert parked["MessageBody"] == body
+
+
+def test_secrets_and_event_data_never_reach_the_logs(
+    api: Api,
+    audit: StreamHarness,
+    table_name: str,
+    log_lines: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG")
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"), title="Sensitive printer title")
+        audit.deliver(audit.new_records())
+        records = receive()
+        log_lines()  # what the set-up printed: not the delivery's
+        caplog.clear()
+        deliverer(table_name).process_batch(records)  # a failed attempt: logged
+        assert len(receiver.received) == 1
+    ours = [r for r in caplog.records if not r.name.startswith(("botocore", "boto3", "urllib3"))]  # the SDK's DEBUG
+    logged = json.dumps(log_lines()) + "\n".join(f"{r.getMessage()} {r.__dict__}" for r in ours)
+    assert "webhook attempt failed" in logged  # the function did log
+    assert hook["secret"] not in logged
+    assert hook["secret"].removeprefix("whsec_") not in logged
+    assert "Sensitive printer title" not in logged
