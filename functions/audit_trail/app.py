@@ -27,8 +27,8 @@ from support_tickets.core.tracing import make_tracer
 from support_tickets.streams.audit_events import audit_record_from_stream
 from support_tickets.streams.audit_writer import audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
-from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, webhook_fanout
 from support_tickets.streams.usage import AUDIT_TRAIL, metered_invocation
+from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, webhook_fanout
 
 logger = Logger()
 tracer = make_tracer()
