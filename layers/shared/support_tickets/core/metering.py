@@ -151,8 +151,13 @@ def finish() -> Consumed:
 def invocation_fields(function: str, context: Any, consumed: Consumed) -> dict[str, Any]:
     """An invocation's usage on behalf of one tenant (a ``"usage"`` line, docs/usage.md):
     ``function`` says whose (``authorizer``)."""
+    return {"function": function, **consumed_fields(context, consumed)}
+
+
+def consumed_fields(context: Any, consumed: Consumed) -> dict[str, Any]:
+    """What an invocation consumed, as every usage record carries it (a request's
+    ``"request handled"`` line, an invocation's ``"usage"`` line)."""
     return {
-        "function": function,
         "request_id": getattr(context, "aws_request_id", None),
         "read_units": float(consumed.read_units),
         "write_units": float(consumed.write_units),
