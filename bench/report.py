@@ -179,7 +179,8 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
         f"The metering function ({delivered['memory_mb']} MB), fed {delivered['deliveries']} deliveries of "
         f"{delivered['lines_per_delivery']} lines of {delivered['tenants_per_delivery']} tenants each: "
         f"{_ms(delivered['duration_ms'])} ms per delivery (p50 / p95), {delivered['wru_per_delivery']:g} WRU per "
-        "delivery (a transaction of a journal item and a counter update per tenant, 2 WRU per KB per item).",
+        "delivery (a transaction per tenant of a journal item, a counter update and a check of the tenant record, "
+        "2 WRU per KB per item).",
         "",
         "| per million requests | USD |",
         "|---|---:|",

@@ -47,9 +47,13 @@ erases nothing):
    Then the check above (the tenant record excepted while it stays).
 4. **The record** stays, SUSPENDED, until ``erasable_at``: the users were
    deleted, but an ID token issued before stays valid until it expires
-   (``IdTokenValidity``), and the stream may retry a record until
-   ``MaximumRecordAgeInSeconds``; a tenant without a record would be ACTIVE
-   by default, and such a token could write again. Run the command again
+   (``IdTokenValidity``), the stream may retry a record until
+   ``MaximumRecordAgeInSeconds``, and a usage delivery may arrive until the
+   metering function's replay horizon (24 h: Lambda's asynchronous retries,
+   a redrive from its failure queue); a tenant without a record would be
+   ACTIVE by default, such a token could write again, and such a delivery
+   would write usage counters again (the marked record makes the metering
+   function skip them: ``support_tickets.streams.metering``). Run the command again
    after that time (it says when): it makes a last pass and deletes the
    record, and the check runs again with nothing excepted. The tenant is
    then gone.
@@ -114,8 +118,10 @@ class OffboardError(RuntimeError):
 
 def default_grace_seconds() -> int:
     """How long after its users are deleted a tenant's record must stay: the
-    longest an ID token issued before lives, or a stream record is retried
-    (both from template.yaml), and a margin."""
+    longest an ID token issued before lives, a stream record is retried, or a
+    usage delivery can still arrive (the metering function's replay horizon:
+    the marked record is what keeps a late delivery from writing the erased
+    usage counters again), all from template.yaml, and a margin."""
     resources = template()["Resources"]
     client = resources["UserPoolClient"]["Properties"]
     unit = client.get("TokenValidityUnits", {}).get("IdToken", "hours")
@@ -127,7 +133,13 @@ def default_grace_seconds() -> int:
         for event in resource.get("Properties", {}).get("Events", {}).values()
         if event["Type"] == "DynamoDB"
     ]
-    return max([token_seconds, *record_ages]) + GRACE_MARGIN_SECONDS
+    usage_horizons = [
+        int(resource["Properties"]["Environment"]["Variables"]["REPLAY_HORIZON_SECONDS"])
+        for resource in resources.values()
+        if resource["Type"] == "AWS::Serverless::Function"
+        and any(event["Type"] == "CloudWatchLogs" for event in resource["Properties"].get("Events", {}).values())
+    ]
+    return max([token_seconds, *record_ages, *usage_horizons]) + GRACE_MARGIN_SECONDS
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.core.tracing import make_tracer
 from support_tickets.streams.aggregation import CountLedger, LedgerRecord, aggregator_client, ledger_record_from_stream
 from support_tickets.streams.records import report_poison
+from support_tickets.streams.usage import AGGREGATE_COUNTS, metered_invocation
 
 logger = Logger()
 tracer = make_tracer()
@@ -53,6 +54,12 @@ def send_to_failure_queue(record: LedgerRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = event.get("Records", [])
+    # One usage line per tenant of the batch: its units and its share (streams/usage.py).
+    with metered_invocation(logger, AGGREGATE_COUNTS, context, records):
+        return aggregate(records)
+
+
+def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     with processor(records=records, handler=read_record):
         outcomes = processor.process()
     readable: list[LedgerRecord] = []

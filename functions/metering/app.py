@@ -10,7 +10,9 @@ Malformed lines are counted (``UsageLinesMalformed``) and logged with their
 reason, never their content, and the rest of the delivery is counted. A group
 that could not be written makes the invocation fail, after every other group
 was tried: Lambda retries the delivery (the committed groups are skipped by
-their journals), then sends it to the failure queue.
+their journals), then sends it to the failure queue. A group of a tenant
+being offboarded is skipped (logged, ``UsageGroupsOffboarded``): its usage
+is being erased, and a late delivery must not write it again.
 """
 
 import os
@@ -63,6 +65,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric(name="UsageLines", unit=MetricUnit.Count, value=len(delivery.lines))
     metrics.add_metric(name="UsageLinesMalformed", unit=MetricUnit.Count, value=len(delivery.malformed))
     metrics.add_metric(name="UsageGroupsRedelivered", unit=MetricUnit.Count, value=result.redelivered)
+    if result.offboarded:
+        # A late delivery of a tenant being (or already) offboarded: its usage was erased, and stays so.
+        logger.warning(
+            "usage of an offboarded tenant skipped",
+            extra={"groups": [{"tenant_id": g.tenant_id, "day": g.day, "lines": g.lines} for g in result.offboarded]},
+        )
+        metrics.add_metric(name="UsageGroupsOffboarded", unit=MetricUnit.Count, value=len(result.offboarded))
     summary = {
         "events": delivery.events,
         "lines": len(delivery.lines),
@@ -72,6 +81,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "groups": result.groups,
         "applied": result.applied,
         "redelivered": result.redelivered,
+        "offboarded": len(result.offboarded),
         "failed": result.failed,
     }
     if not result.complete:

@@ -12,6 +12,8 @@ from decimal import Decimal
 
 from stack_model.roles import function_role
 from support_tickets.core import keys
+from support_tickets.data.table import to_item
+from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
 from support_tickets.data.usage_repository import read_day
 from support_tickets.streams.metering import UsageLedger, read_delivery
 from tests.e2e.conftest import RunningStack, new_tenant_id
@@ -66,6 +68,8 @@ def test_the_metering_role_writes_usage_exactly_once_and_reaches_nothing_else(st
     assert_denied(lambda: client.get_item(TableName=table, Key=usage))
     assert_denied(lambda: client.delete_item(TableName=table, Key=usage))
     assert_denied(lambda: client.get_item(TableName=table, Key=ticket))
+    # its condition check on the tenant record reads nothing of it
+    assert_denied(lambda: client.get_item(TableName=table, Key=keys.tenant_config_key(one)))
     assert_denied(lambda: client.put_item(TableName=table, Item=ticket))
     assert_denied(lambda: client.put_item(TableName=table, Item={**usage, "pk": {"S": keys.aggregate_pk(one)}}))
     assert_denied(
@@ -75,3 +79,21 @@ def test_the_metering_role_writes_usage_exactly_once_and_reaches_nothing_else(st
             ExpressionAttributeValues={":pk": {"S": keys.usage_pk(one)}},
         )
     )
+
+
+def test_a_group_of_a_tenant_being_offboarded_is_skipped_through_the_guard(stack: RunningStack) -> None:
+    client = client_with(stack, "dynamodb", role_credentials(stack, function_role("MeteringFunction")))
+    table = stack.state["table_name"]
+    gone, active = new_tenant_id(), new_tenant_id()
+    # Given a tenant whose record an offboarding marked
+    marked = TenantConfig(tenant_id=gone, status=TenantStatus.SUSPENDED, offboarding_since=1, erasable_at=2)
+    operator = stack.operator("dynamodb")
+    operator.put_item(TableName=table, Item=to_item(marked.item()))
+    # and an active one with a stored record (its mark stored as NULL)
+    operator.put_item(TableName=table, Item=to_item(TenantConfig(tenant_id=active, api_key="k").item()))
+    # When a delivery of it and an active tenant arrives
+    result = UsageLedger(table_name=table, client=client).apply(read_delivery(delivery([gone, active])))
+    # Then the marked tenant's group is cancelled on the check (through the guard), the other written
+    assert (result.applied, result.failed, [group.tenant_id for group in result.offboarded]) == (1, 0, [gone])
+    assert read_day(operator, table, gone, "2026-11-25") == {}
+    assert read_day(operator, table, active, "2026-11-25")["requests"] == 1

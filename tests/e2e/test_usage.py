@@ -8,11 +8,13 @@ import io
 import json
 import math
 import time
+from decimal import Decimal
 from typing import Any
 
 from ops import usage as ops_usage
 from stack_model.capacity import TableShape, item_size
 from support_tickets.core import keys
+from support_tickets.data.usage_repository import read_day
 from tests.e2e.conftest import STATE_FILE, Caller, RunningStack, server_log
 
 DESCRIPTION_BYTES = 9000  # a ticket of about 9.1 KB: 10 write units, 3 x 4 KB to read
@@ -91,7 +93,9 @@ def test_a_known_mix_of_two_tenants_appears_exactly_in_get_usage_and_make_usage(
     assert stack.request("GET", f"/tickets/{own}/summary", token=admin_10).status == 200
     first_ticket = stack.request("GET", "/tickets", token=admin_1).body["items"][0]["ticket_id"]
     assert stack.request("GET", f"/tickets/{first_ticket}/summary", token=admin_10).status == 404
-    # When the functions' log lines reach the metering function (no sleep: the drain)
+    # When the stream functions have processed the changes and every function's log
+    # lines reached the metering function (no sleep: the drains)
+    assert stack.drain()["drained"]
     drained = stack.drain_logs()
     assert drained["drained"], drained
     assert drained["given_up"] == 0
@@ -114,6 +118,13 @@ def test_a_known_mix_of_two_tenants_appears_exactly_in_get_usage_and_make_usage(
         assert usage["dynamodb"]["read_units"] > 0
         assert usage["cost_usd"]["total"] > usage["cost_usd"]["api_gateway"] > 0
         assert usage["final"] is False
+    # with the stream functions' work on the tenants whose tickets caused it: the
+    # aggregator's and the audit writer's shares are in the GB-seconds and the units
+    for tenant, usage in answers.items():
+        counters = read_day(stack.operator("dynamodb"), str(stack.state["table_name"]), tenant, usage["day"])
+        assert counters["stream_mb_ms"] > 0, tenant
+        mb_ms = counters["mb_ms"] + counters["authorizer_mb_ms"] + counters["stream_mb_ms"]
+        assert usage["lambda"]["gb_seconds"] == float((mb_ms / 1024 / 1000).quantize(Decimal("1e-9")))
     # members may not
     assert stack.request("GET", "/usage", token=tenant_pair[0].token).status == 403
     # and make usage says the same, now with the GET /usage requests counted too

@@ -11,6 +11,7 @@ strings in UTF-8 bytes, numbers about one byte per two digits plus one, a list
 from __future__ import annotations
 
 import copy
+import math
 import re
 from decimal import Decimal
 from typing import Any
@@ -53,20 +54,42 @@ class MemoryTable:
         self.items[_key(item)] = item
         self.largest_item = max(self.largest_item, item_size(item))
 
-    def get_item(self, *, TableName: str, Key: dict[str, Any], ConsistentRead: bool = False) -> dict[str, Any]:  # noqa: N803 - boto3's names
+    def get_item(
+        self,
+        *,
+        TableName: str,  # noqa: N803 - boto3's names
+        Key: dict[str, Any],  # noqa: N803
+        ConsistentRead: bool = False,  # noqa: N803
+        ReturnConsumedCapacity: str = "NONE",  # noqa: N803
+    ) -> dict[str, Any]:
         self._count("GetItem")
         item = self.items.get(_key(Key))
-        return {"Item": copy.deepcopy(item)} if item is not None else {}
+        # DynamoDB's rule: 4 KB read units, halved when eventually consistent (1 unit at least).
+        units = math.ceil((item_size(item) if item else 1) / 4096) * (1 if ConsistentRead else 0.5)
+        answer = {"Item": copy.deepcopy(item)} if item is not None else {}
+        return answer | _consumed(TableName, ReturnConsumedCapacity, read=units)
 
-    def put_item(self, *, TableName: str, Item: dict[str, Any], ConditionExpression: str) -> dict[str, Any]:  # noqa: N803
+    def put_item(
+        self,
+        *,
+        TableName: str,  # noqa: N803
+        Item: dict[str, Any],  # noqa: N803
+        ConditionExpression: str,  # noqa: N803
+        ReturnConsumedCapacity: str = "NONE",  # noqa: N803
+    ) -> dict[str, Any]:
         self._count("PutItem")
         assert ConditionExpression == "attribute_not_exists(pk)"
         if _key(Item) in self.items:
             raise ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": ""}}, "PutItem")
         self._store(copy.deepcopy(Item))
-        return {}
+        return _consumed(TableName, ReturnConsumedCapacity, write=math.ceil(item_size(Item) / 1024))
 
-    def transact_write_items(self, *, TransactItems: list[dict[str, Any]]) -> dict[str, Any]:  # noqa: N803
+    def transact_write_items(
+        self,
+        *,
+        TransactItems: list[dict[str, Any]],  # noqa: N803
+        ReturnConsumedCapacity: str = "NONE",  # noqa: N803
+    ) -> dict[str, Any]:
         self._count("TransactWriteItems")
         reasons = []
         for action in TransactItems:
@@ -92,4 +115,22 @@ class MemoryTable:
                 total = Decimal(item.get(attribute, {"N": "0"})["N"]) + Decimal(values[placeholder]["N"])
                 item[attribute] = {"N": str(total)}
             self._store(item)
+        # Twice the units of the items' writes, per 1 KB of each, reported per table.
+        written = [
+            self.items[_key(action.get("Put", {}).get("Item") or action["Update"]["Key"])] for action in TransactItems
+        ]
+        units = sum(2 * math.ceil(item_size(item) / 1024) for item in written)
+        table = (TransactItems[0].get("Put") or TransactItems[0]["Update"])["TableName"] if TransactItems else ""
+        consumed = _consumed(table, ReturnConsumedCapacity, write=units)
+        return {"ConsumedCapacity": [consumed["ConsumedCapacity"]]} if consumed else {}
+
+
+def _consumed(table: str, asked: str, *, read: float = 0, write: float = 0) -> dict[str, Any]:
+    """The ``ConsumedCapacity`` answer DynamoDB gives when asked for ``TOTAL``."""
+    if asked == "NONE":
         return {}
+    return {
+        "ConsumedCapacity": {"TableName": table, "CapacityUnits": read + write}
+        | ({"ReadCapacityUnits": read} if read else {})
+        | ({"WriteCapacityUnits": write} if write else {})
+    }

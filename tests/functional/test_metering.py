@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from local_stack.lambda_runtime import LambdaContext
 from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
+from support_tickets.data.table import to_item
+from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
 from support_tickets.data.usage_repository import read_day
 from support_tickets.streams import metering
 from support_tickets.streams.metering import (
@@ -152,7 +154,7 @@ def test_a_delivery_is_counted_per_tenant_with_exact_decimal_sums(harness: Harne
     summary = harness.invoke(delivery_of(lines))
     assert summary | {"events": 4} == {
         "events": 4, "lines": 4, "ignored": 0, "duplicates": 0, "malformed": 0,
-        "groups": 2, "applied": 2, "redelivered": 0, "failed": 0,
+        "groups": 2, "applied": 2, "redelivered": 0, "offboarded": 0, "failed": 0,
     }  # fmt: skip
     assert harness.counters(acme) == recount(lines, acme)
     assert harness.counters(acme)["duration_ms"] == Decimal("30.4")  # 30.1 + 0.1 + 0.2, not 30.400000000000002
@@ -503,3 +505,92 @@ def test_the_authorizers_usage_lines_count_its_invocations_not_requests(harness:
     # and a redelivery counts nothing again
     harness.invoke(payload(events, group="/aws/lambda/support-tickets/AuthorizerFunction"))
     assert harness.counters("1")["authorizer_invocations"] == 2
+
+
+def stream_event(event_id: str, tenant: str, function: str, *, write_units: str, duration_ms: str) -> dict[str, Any]:
+    message = (
+        f'{{"level":"INFO","message":"usage","tenant_id":"{tenant}","usage":{{"function":"{function}",'
+        f'"request_id":"s-1","records":2,"read_units":0.0,"write_units":{write_units},"dynamodb_calls":1,'
+        f'"duration_ms":{duration_ms},"memory_mb":512}}}}'
+    )
+    return {"id": event_id, "timestamp": MIDNIGHT_MS + 3_600_000, "message": message}
+
+
+@pytest.mark.parametrize("function", ["aggregate_counts", "audit_trail"])
+def test_the_stream_functions_usage_lines_add_gb_seconds_and_units_not_invocations(
+    harness: Harness, function: str
+) -> None:
+    # Given one invocation's lines (tenants 1 and 10, the units and duration shared 7:5)
+    events = [
+        stream_event("s1", "1", function, write_units="3.5", duration_ms="5.833"),
+        stream_event("s2", "10", function, write_units="2.5", duration_ms="4.167"),
+    ]
+    group = f"/aws/lambda/support-tickets/{function}"
+    harness.invoke(payload(events, group=group))
+    # Then each tenant has exactly its own share: units, MB x ms; no request, no invocation
+    one, ten = harness.counters("1"), harness.counters("10")
+    assert (one["write_units"], one["stream_mb_ms"]) == (Decimal("3.5"), Decimal("5.833") * 512)
+    assert (ten["write_units"], ten["stream_mb_ms"]) == (Decimal("2.5"), Decimal("4.167") * 512)
+    for counters in (one, ten):
+        assert counters["requests"] == 0
+        assert "authorizer_invocations" not in counters
+        assert "stream_invocations" not in counters
+    # and a redelivery counts nothing again
+    harness.invoke(payload(events, group=group))
+    assert harness.counters("1")["stream_mb_ms"] == Decimal("5.833") * 512
+
+
+def store_active_record(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> None:
+    """An active tenant's stored record (every field stored: ``offboarding_since`` NULL)."""
+    item = to_item(TenantConfig(tenant_id=tenant, api_key="k").item())
+    assert item["offboarding_since"] == {"NULL": True}
+    dynamodb.put_item(TableName=table_name, Item=item)
+
+
+def offboard_usage(dynamodb: DynamoDBClient, table_name: str, tenant: str, *, erase: bool = True) -> None:
+    """What ``make offboard`` does that matters here: the tenant record marked
+    (``offboarding_since``; kept until the replay horizon passed), then the usage
+    partitions, journals included, erased (``ops.tenant_data.fixed_partitions``)."""
+    record = TenantConfig(tenant_id=tenant, status=TenantStatus.SUSPENDED, offboarding_since=1, erasable_at=2)
+    dynamodb.put_item(TableName=table_name, Item=to_item(record.item()))
+    for pk in keys.usage_partitions(tenant) if erase else ():
+        page = dynamodb.query(
+            TableName=table_name, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
+        )
+        for item in page["Items"]:
+            dynamodb.delete_item(TableName=table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+
+
+def test_a_late_redelivery_never_writes_an_offboarded_tenants_usage_again(harness: Harness) -> None:
+    # Given a delivery of tenants 1 and 10 (both with a stored record), counted
+    for tenant in ("1", "10"):
+        store_active_record(harness.dynamodb, harness.table_name, tenant)
+    lines = [Line("a1", "1"), Line("a2", "10"), Line("a3", "1")]
+    harness.invoke(delivery_of(lines))
+    assert harness.counters("1") == recount(lines, "1")
+    # When tenant 1 is offboarded (its record marked, its usage and journals erased)
+    offboard_usage(harness.dynamodb, harness.table_name, "1")
+    assert harness.counters("1") == {}
+    # and Lambda retries the same delivery hours later, then a new one arrives
+    late = harness.invoke(delivery_of(lines))
+    newer = [Line("b1", "1"), Line("b2", "10")]
+    later = harness.invoke(delivery_of(newer, stream="2026/11/25/[$LATEST]def"))
+    # Then nothing of tenant 1 is written again, and it is reported as skipped
+    assert harness.counters("1") == {}
+    assert not [i for i in all_items(harness.dynamodb, harness.table_name) if i["pk"]["S"].startswith("TENANT#1|USAGE")]
+    assert (late["offboarded"], late["redelivered"], late["applied"]) == (1, 1, 0)
+    assert (later["offboarded"], later["applied"]) == (1, 1)
+    # while tenant 10, active, has each of its lines counted exactly once
+    assert harness.counters("10") == recount([*lines, *newer], "10")
+
+
+def test_a_tenant_being_offboarded_is_skipped_before_its_usage_is_erased(harness: Harness) -> None:
+    # Given tenant 10 marked for offboarding, its usage not erased yet, and tenant 1 active
+    offboard_usage(harness.dynamodb, harness.table_name, "10", erase=False)
+    store_active_record(harness.dynamodb, harness.table_name, "1")
+    # When a delivery of tenants 1 and 10 arrives
+    result = harness.invoke(delivery_of([Line("c1", "10"), Line("c2", "1")]))
+    # Then only tenant 1's is written (the offboarding would erase 10's, but not a later one's)
+    assert (result["offboarded"], result["applied"]) == (1, 1)
+    assert harness.counters("10") == {}
+    assert harness.counters("1") == recount([Line("c2", "1")], "1")

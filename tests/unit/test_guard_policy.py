@@ -484,6 +484,28 @@ def test_metering_role_puts_and_updates_usage_items_only(tenant: str) -> None:
     assert metering("UpdateItem", [keys.usage_pk(tenant)], resource=INDEX_ARN) is iam.Decision.IMPLICIT_DENY
 
 
+@pytest.mark.parametrize("tenant", ["1", "10", "a-b"])
+def test_metering_role_may_only_condition_check_tenant_records(tenant: str) -> None:
+    from support_tickets.core import keys
+
+    config = keys.tenant_config_key(tenant)["pk"]["S"]
+    # The check of a usage group's transaction: whether the tenant is being offboarded.
+    assert metering("ConditionCheckItem", [config]) is iam.Decision.ALLOW
+    # nothing else of the record (reading, writing it) and no other key's check
+    for action in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"):
+        assert metering(action, [config]) is iam.Decision.IMPLICIT_DENY, action
+    for key in (
+        keys.ticket_pk(tenant, "CONFIG"),
+        keys.usage_pk(tenant),
+        keys.aggregate_pk(tenant),
+        f"{config}X",
+        config.replace("|CONFIG", "|CONFIGX"),
+    ):
+        assert metering("ConditionCheckItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+    assert metering("ConditionCheckItem", None) is iam.Decision.IMPLICIT_DENY
+    assert metering("ConditionCheckItem", [config], resource=INDEX_ARN) is iam.Decision.IMPLICIT_DENY
+
+
 @pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
 @pytest.mark.parametrize("tenant", ["1", "10"])
 def test_tenant_credentials_can_read_but_never_write_their_usage(action: str, tenant: str) -> None:

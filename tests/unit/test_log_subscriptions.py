@@ -50,12 +50,14 @@ def api_functions() -> set[str]:
     }
 
 
-def test_every_api_function_is_subscribed_as_the_template_says() -> None:
+def test_every_api_and_invocation_usage_function_is_subscribed_as_the_template_says() -> None:
     subscriptions = subscriptions_from_template()
     patterns = {s.source: s.pattern.pattern for s in subscriptions}
-    assert set(patterns) == api_functions() | {"AuthorizerFunction"}
+    invocation_lines = {"AuthorizerFunction", "AggregateCountsFunction", "AuditTrailFunction"}
+    assert set(patterns) == api_functions() | invocation_lines
     assert {s.destination for s in subscriptions} == {"MeteringFunction"}
-    assert patterns.pop("AuthorizerFunction") == '{ $.message = "usage" }'
+    for function in invocation_lines:  # one "usage" line per verified token, or per tenant and invocation
+        assert patterns.pop(function) == '{ $.message = "usage" }'
     assert set(patterns.values()) == {'{ $.message = "request handled" }'}
     assert "GetUsageFunction" in patterns
 

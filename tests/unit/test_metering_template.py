@@ -23,6 +23,8 @@ from tests.unit.test_template import (
 
 METERING = "MeteringFunction"
 AUTHORIZER = "AuthorizerFunction"
+# Functions whose "usage" lines attribute an invocation (or its share) to a tenant.
+INVOCATION_FUNCTIONS = (AUTHORIZER, "AggregateCountsFunction", "AuditTrailFunction")
 
 
 def log_group_of(function: str) -> str:
@@ -39,8 +41,9 @@ def test_every_api_functions_log_group_sends_its_usage_lines_to_the_metering_fun
         assert props["DestinationArn"] == {"Fn::GetAtt": [METERING, "Arn"]}, name
         by_group[props["LogGroupName"]["Ref"]] = props["FilterPattern"]
     expected = {log_group_of(function): '{ $.message = "request handled" }' for function in API_FUNCTIONS}
-    # and the authorizer's usage lines, one per verified token
-    expected[log_group_of(AUTHORIZER)] = '{ $.message = "usage" }'
+    # and the authorizer's usage lines (one per verified token) and the stream
+    # functions' (one per tenant and invocation)
+    expected.update({log_group_of(function): '{ $.message = "usage" }' for function in INVOCATION_FUNCTIONS})
     assert by_group == expected
     # The lines the functions write are the lines the metering function reads.
     assert USAGE_MESSAGE == REQUEST_OUTCOME_MESSAGE == "request handled"
@@ -53,7 +56,7 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         for res in resources("AWS::Lambda::Permission").values()
         if res["Properties"]["FunctionName"] in ({"Ref": METERING}, {"Fn::GetAtt": [METERING, "Arn"]})
     ]
-    subscribed = [*API_FUNCTIONS, AUTHORIZER]
+    subscribed = [*API_FUNCTIONS, *INVOCATION_FUNCTIONS]
     assert len(permissions) == len(subscribed)
     groups: set[str] = set()
     for permission in permissions:
@@ -70,7 +73,13 @@ def test_the_metering_role_writes_usage_items_only_and_reads_nothing() -> None:
     role = role_of(METERING)
     granted = all_role_statements(role)
     table = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items,) = table
+    (items,) = [s for s in table if "dynamodb:ConditionCheckItem" not in as_list(s["Action"])]
+    # and a condition check on tenant records only (is the tenant being offboarded?)
+    (check,) = [s for s in table if "dynamodb:ConditionCheckItem" in as_list(s["Action"])]
+    assert as_list(check["Action"]) == ["dynamodb:ConditionCheckItem"]
+    assert check["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#*|CONFIG"]
+    assert check["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert check["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
     assert set(items["Action"]) == {"dynamodb:PutItem", "dynamodb:UpdateItem"}
     assert items["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
         "TENANT#*|USAGE",

@@ -74,8 +74,16 @@ def test_a_day_without_counters_is_all_zero() -> None:
 
 
 def test_the_authorizers_and_stream_functions_counters_join_lambda() -> None:
-    sums = {"requests": Decimal(1), "authorizer_invocations": Decimal(1), "stream_invocations": Decimal(2)}
-    assert usage_object("acme", "2026-11-25", sums, NOW)["lambda"]["invocations"] == 4
+    sums = {
+        "requests": Decimal(1),
+        "mb_ms": Decimal(1024 * 1000),
+        "authorizer_invocations": Decimal(1),
+        "authorizer_mb_ms": Decimal(2 * 1024 * 1000),
+        "stream_mb_ms": Decimal(4 * 1024 * 1000),
+    }
+    usage = usage_object("acme", "2026-11-25", sums, NOW)
+    # The stream functions' shares add GB-seconds, never a fraction of an invocation.
+    assert usage["lambda"] == {"invocations": 2, "gb_seconds": 7.0}
 
 
 @pytest.mark.parametrize(

@@ -203,12 +203,7 @@ def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: met
     """The request's usage, as its ``"request handled"`` line carries it (docs/usage.md)."""
     return {
         "route": f"{event.get('httpMethod')} {event.get('resource')}",
-        "request_id": getattr(context, "aws_request_id", None),
-        "read_units": float(consumed.read_units),
-        "write_units": float(consumed.write_units),
-        "dynamodb_calls": consumed.calls,
-        "duration_ms": round(consumed.elapsed_ms, 3),
-        "memory_mb": int(getattr(context, "memory_limit_in_mb", 0) or 0),
+        **metering.consumed_fields(context, consumed),
     }
 
 

@@ -12,6 +12,12 @@ One meter per execution environment: Lambda runs one invocation at a time in
 it, and the calls a request makes in parallel (the audit trail's scatter
 reads) add under a lock. Units are kept as :class:`~decimal.Decimal`
 (DynamoDB's are multiples of 0.5), so sums are exact.
+
+The meter also keeps the units per tenant (each :class:`TenantTable` call
+names its tenant; shared calls are apportioned by :func:`add_units`): an API
+request has one tenant, but a stream function's invocation holds the records
+of several, and its usage lines are per tenant
+(:mod:`support_tickets.streams.usage`).
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class Consumed:
     elapsed_ms: float = 0.0
 
 
+NOTHING: Final = Consumed()
+
+
 def _units(value: Any) -> Decimal:
     return Decimal(str(value)) if value is not None else ZERO
 
@@ -69,6 +78,12 @@ def split_units(operation: str, consumed: Any) -> tuple[Decimal, Decimal]:
     return read, write
 
 
+def response_units(operation: str, response: Any) -> tuple[Decimal, Decimal]:
+    """(read, write) units of one call's response (none without ``ConsumedCapacity``)."""
+    consumed = response.get("ConsumedCapacity") if isinstance(response, Mapping) else None
+    return split_units(operation, consumed)
+
+
 class RequestMeter:
     """The units of the request in progress (see the module docstring)."""
 
@@ -78,25 +93,44 @@ class RequestMeter:
         self._write = ZERO
         self._calls = 0
         self._started = time.perf_counter()
+        self._by_tenant: dict[str, list[Any]] = {}  # tenant -> [read, write, calls]
 
     def start(self) -> None:
         with self._lock:
             self._read = self._write = ZERO
             self._calls = 0
             self._started = time.perf_counter()
+            self._by_tenant = {}
 
-    def add(self, operation: str, response: Any) -> None:
-        """Count one call's answer (a response without ``ConsumedCapacity`` adds no units)."""
-        consumed = response.get("ConsumedCapacity") if isinstance(response, Mapping) else None
-        read, write = split_units(operation, consumed)
+    def add(self, operation: str, response: Any, tenant_id: str | None = None) -> None:
+        """Count one call's answer (a response without ``ConsumedCapacity`` adds no units),
+        on ``tenant_id``'s account too when the call is wholly that tenant's."""
+        read, write = response_units(operation, response)
+        self.add_units(read, write, tenant_id)
+
+    def add_units(self, read: Decimal, write: Decimal, tenant_id: str | None = None, calls: int = 1) -> None:
+        """Count units (a call's, or a tenant's share of a shared call's)."""
         with self._lock:
             self._read += read
             self._write += write
-            self._calls += 1
+            self._calls += calls
+            if tenant_id is not None:
+                mine = self._by_tenant.get(tenant_id)
+                if mine is None:
+                    self._by_tenant[tenant_id] = [read, write, calls]
+                else:
+                    mine[0] += read
+                    mine[1] += write
+                    mine[2] += calls
 
     def current(self) -> Consumed:
         with self._lock:
             return Consumed(self._read, self._write, self._calls, (time.perf_counter() - self._started) * 1000)
+
+    def by_tenant(self) -> dict[str, Consumed]:
+        """The units counted on each tenant's account since :meth:`start` (no elapsed time)."""
+        with self._lock:
+            return {tenant: Consumed(read, write, calls) for tenant, (read, write, calls) in self._by_tenant.items()}
 
 
 METER: Final = RequestMeter()
@@ -106,8 +140,8 @@ def start() -> None:
     METER.start()
 
 
-def add(operation: str, response: Any) -> None:
-    METER.add(operation, response)
+def add(operation: str, response: Any, tenant_id: str | None = None) -> None:
+    METER.add(operation, response, tenant_id)
 
 
 def finish() -> Consumed:
@@ -117,8 +151,13 @@ def finish() -> Consumed:
 def invocation_fields(function: str, context: Any, consumed: Consumed) -> dict[str, Any]:
     """An invocation's usage on behalf of one tenant (a ``"usage"`` line, docs/usage.md):
     ``function`` says whose (``authorizer``)."""
+    return {"function": function, **consumed_fields(context, consumed)}
+
+
+def consumed_fields(context: Any, consumed: Consumed) -> dict[str, Any]:
+    """What an invocation consumed, as every usage record carries it (a request's
+    ``"request handled"`` line, an invocation's ``"usage"`` line)."""
     return {
-        "function": function,
         "request_id": getattr(context, "aws_request_id", None),
         "read_units": float(consumed.read_units),
         "write_units": float(consumed.write_units),

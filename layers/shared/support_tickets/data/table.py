@@ -123,7 +123,7 @@ class TenantTable:
                 raise
             except BotoCoreError as exc:
                 raise Unavailable() from exc
-            metering.add(operation, response)
+            metering.add(operation, response, self.tenant_id)
             return response
         raise Unavailable()  # pragma: no cover - the loop returns or raises
 

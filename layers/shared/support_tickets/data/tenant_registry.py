@@ -38,6 +38,11 @@ class TenantStatus(StrEnum):
     SUSPENDED = "SUSPENDED"
 
 
+# The tenant record's attribute that marks an offboarding (the metering function's
+# condition on it keeps a late usage delivery from writing counters again).
+OFFBOARDING_SINCE: Final = "offboarding_since"
+
+
 @dataclass(frozen=True)
 class TenantConfig:
     """A tenant record.

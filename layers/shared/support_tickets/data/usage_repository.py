@@ -37,8 +37,9 @@ MB_MS: Final = "mb_ms"  # memory size (MB) x duration (ms): GB-seconds = mb_ms /
 # (its DynamoDB units join read_units / write_units).
 AUTHORIZER_INVOCATIONS: Final = "authorizer_invocations"
 AUTHORIZER_MB_MS: Final = "authorizer_mb_ms"
-# The stream functions' shares (not written yet: docs/usage.md, Status).
-STREAM_INVOCATIONS: Final = "stream_invocations"
+# The stream functions' shares of their invocations' MB x ms (their DynamoDB
+# units join read_units / write_units). No invocations: an invocation shared by
+# several tenants' records is no tenant's whole one (docs/usage.md).
 STREAM_MB_MS: Final = "stream_mb_ms"
 # How long a delivery can still arrive (and its journal is kept): Lambda keeps
 # an asynchronous event at most 6 h; a failed delivery may be redriven from the

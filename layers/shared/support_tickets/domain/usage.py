@@ -9,9 +9,11 @@ What is counted and priced (at :mod:`support_tickets.core.prices`):
   refused (no valid token, a suspended tenant) or the usage plan throttled
   runs no function and is not counted; API Gateway does not bill it either.
 - **Lambda**: the API functions' invocations (one per request) and
-  GB-seconds (memory size x the handler's duration), plus, where their usage
-  lines are counted, the authorizer's invocations per verified token and the
-  stream functions' shares (:data:`EXTRA_INVOCATIONS`, :data:`EXTRA_MB_MS`).
+  GB-seconds (memory size x the handler's duration), plus the authorizer's
+  invocations per verified token and their GB-seconds, and the stream
+  functions' shares of their invocations' GB-seconds (by records per tenant;
+  their invocations themselves are shared, on no tenant's figure)
+  (:data:`EXTRA_INVOCATIONS`, :data:`EXTRA_MB_MS`).
 - **DynamoDB**: the read and write request units DynamoDB reported for every
   call the tenant's requests made (``ReturnConsumedCapacity="TOTAL"``: the
   table's and its indexes').
@@ -52,7 +54,7 @@ from support_tickets.domain.tenancy import table_for
 EARLIEST_DAY: Final = date(2024, 1, 1)
 DAY_PATTERN: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 # Counters the authorizer's and the stream functions' usage lines add (docs/usage.md).
-EXTRA_INVOCATIONS: Final = (counters.AUTHORIZER_INVOCATIONS, counters.STREAM_INVOCATIONS)
+EXTRA_INVOCATIONS: Final = (counters.AUTHORIZER_INVOCATIONS,)
 EXTRA_MB_MS: Final = (counters.AUTHORIZER_MB_MS, counters.STREAM_MB_MS)
 COST_PLACES: Final = Decimal("1e-10")  # a ten-thousandth of a micro-dollar: a read unit is 1.25e-7
 GB_SECONDS_PLACES: Final = Decimal("1e-9")

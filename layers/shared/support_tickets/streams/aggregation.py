@@ -39,6 +39,15 @@ a count item holds a count and a revision. Journals expire with the ``expiration
 horizon (``REPLAY_HORIZON_SECONDS``, longer than the event source's
 ``MaximumRecordAgeInSeconds``, after which nothing is redelivered).
 
+Usage per tenant (docs/usage.md): every call asks for
+``ReturnConsumedCapacity="TOTAL"``, and its units go to the tenants whose
+records caused it (:func:`support_tickets.streams.usage.add_shared`). DynamoDB
+reports a transaction's units per table, not per item, so a chunk's are
+apportioned by its items: each count item (all alike: a count and a revision)
+is its tenant's, the journal (which lists every record of the chunk) is
+shared by records per tenant. A journal's read and a carried-forward journal
+are shared by records per tenant of the records they are about.
+
 Costs: one write per (tenant, status) per chunk (a batch is one chunk unless
 it touches more than 99 pairs) plus one journal item per chunk, all
 transactional (twice the WCU of standard writes). A count change that nets to
@@ -56,7 +65,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -67,6 +76,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.streams.records import PoisonRecord, own_client, record_fields
+from support_tickets.streams.usage import add_shared
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -156,6 +166,21 @@ def ledger_record(
     return LedgerRecord(event_id, sequence_number, tenant_id, tuple(changes))
 
 
+def records_per_tenant(records: Sequence[LedgerRecord]) -> Counter[str]:
+    """How many of ``records`` each tenant has (a record without a tenant is nobody's)."""
+    return Counter(record.tenant_id for record in records if record.tenant_id is not None)
+
+
+def chunk_weights(chunk: Sequence[LedgerRecord], count_items: Sequence[str]) -> dict[str, int]:
+    """Each tenant's weight in a chunk's transaction: its count items (one each,
+    ``count_items`` lists their tenants) and its records' share of the one
+    journal item, in integers (everything times the chunk's tenant records)."""
+    records = records_per_tenant(chunk)
+    whole = sum(records.values())
+    items = Counter(count_items)
+    return {tenant: items[tenant] * whole + records[tenant] for tenant in set(records) | set(items)}
+
+
 def ledger_record_from_stream(record: DynamoDBRecord) -> LedgerRecord:
     """:func:`ledger_record` for a record as Lambda delivers it (Powertools' data class)."""
     return ledger_record(**record_fields(record))
@@ -231,7 +256,11 @@ class CountLedger:
         if key is None:
             return None
         self._result.journal_reads += 1
-        item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
+        answer = self.client.get_item(
+            TableName=self.table_name, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
+        )
+        add_shared("get_item", answer, records_per_tenant(records[start:]))
+        item = answer.get("Item")
         if item is None:
             return None
         return Journal(start, [str(value["S"]) for value in item["records"]["L"]])
@@ -255,17 +284,24 @@ class CountLedger:
         if key is None:
             return  # only records without a tenant: poison, nothing was counted
         self._result.journal_writes += 1
+        weights = records_per_tenant(pending)
         try:
-            self.client.put_item(
+            answer = self.client.put_item(
                 TableName=self.table_name,
                 Item=self._journal_item(key, rest),
                 ConditionExpression="attribute_not_exists(pk)",
+                ReturnConsumedCapacity="TOTAL",
             )
+            add_shared("put_item", answer, weights)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise
             # Written by an earlier attempt of this same delivery: it must say the same.
-            item = self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)["Item"]
+            found = self.client.get_item(
+                TableName=self.table_name, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
+            )
+            add_shared("get_item", found, weights)
+            item = found["Item"]
             stored = [str(value["S"]) for value in item["records"]["L"]]
             if stored[: len(rest)] != rest[: len(stored)]:
                 raise JournalMismatch("a carried-forward journal disagrees") from exc
@@ -323,6 +359,7 @@ class CountLedger:
             for change in record.changes:
                 deltas[(change.tenant_id, change.status)] += change.delta
         slot = keys.aggregate_slot(chunk[0].event_id)
+        changed = sorted((pair, delta) for pair, delta in deltas.items() if delta != 0)
         updates = [
             {
                 "Update": {
@@ -333,9 +370,9 @@ class CountLedger:
                     "ExpressionAttributeValues": {":delta": {"N": str(delta)}, ":one": {"N": "1"}},
                 }
             }
-            for (tenant, status), delta in sorted(deltas.items())
-            if delta != 0
+            for (tenant, status), delta in changed
         ]
+        weights = chunk_weights(chunk, [tenant for (tenant, _), _ in changed])
         journal = {
             "Put": {
                 "TableName": self.table_name,
@@ -345,7 +382,10 @@ class CountLedger:
         }
         for attempt in range(TRANSACTION_ATTEMPTS):
             try:
-                self.client.transact_write_items(TransactItems=[journal, *updates])  # type: ignore[list-item]
+                answer = self.client.transact_write_items(
+                    TransactItems=[journal, *updates],  # type: ignore[list-item]
+                    ReturnConsumedCapacity="TOTAL",
+                )
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code")
                 if code != "TransactionCanceledException":
@@ -358,6 +398,7 @@ class CountLedger:
                 continue
             except BotoCoreError:
                 return "failed"
+            add_shared("transact_write_items", answer, weights)
             self._result.transactions += 1
             self._result.count_writes += len(updates)
             self._result.journal_writes += 1

@@ -1,7 +1,10 @@
 """Exactly-once usage counters per (tenant, UTC day), from the API functions'
-``"request handled"`` log lines and the authorizer's ``"usage"`` lines (one per
+``"request handled"`` log lines, the authorizer's ``"usage"`` lines (one per
 verified token: ``authorizer_invocations``, ``authorizer_mb_ms``, its DynamoDB
-units with the tenant's) (docs/usage.md).
+units with the tenant's) and the stream functions' ``"usage"`` lines (one per
+tenant and invocation: ``stream_mb_ms``, their DynamoDB units with the
+tenant's; no invocation: a shared invocation is no tenant's whole one)
+(docs/usage.md).
 
 A CloudWatch Logs subscription filter delivers the matching lines of one log
 stream (one execution environment) to the metering function: ``awslogs.data``
@@ -29,6 +32,19 @@ The scheme: a **delivery journal** per (tenant, day).
    throttling) applied nothing and is retried; a group still failing is left
    for Lambda's retry of the whole delivery, where the groups that did commit
    are skipped by their journals.
+4. The transaction also holds a ``ConditionCheck`` on the tenant's record
+   (``TENANT#<t>|CONFIG``: ``offboarding_since`` absent or NULL): a
+   group of a tenant being offboarded (or offboarded: ``make offboard`` keeps
+   the record, marked, until no delivery can arrive any more, the replay
+   horizon included) is cancelled on it, writes nothing, and is skipped and
+   reported. A delivery that Lambda retried for hours (or an operator redrove)
+   after the offboarding erased the tenant's usage partitions thus never
+   writes them again. The check is part of the group's transaction: no extra
+   round trip, and no race with the offboarding marking the record (either the
+   group committed before, and the offboarding's erasure, which follows the
+   mark, removes it; or the check fails). An active tenant's stored record
+   holds the mark as NULL; a tenant without a record (never stored: the
+   defaults) is counted too.
 
 Counters (all ``ADD``, numbers only: DynamoDB's ``ADD`` works on numbers and
 sets, not on a map's members, so requests per route are top-level attributes
@@ -75,8 +91,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.metering import USAGE_MESSAGE as USAGE_LINE_MESSAGE
 from support_tickets.data import usage_repository as names
+from support_tickets.data.tenant_registry import OFFBOARDING_SINCE
 from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
+from support_tickets.streams.usage import STREAM_FUNCTIONS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -86,9 +104,12 @@ USAGE_MESSAGE: Final = "request handled"
 INVOCATION_MESSAGE: Final = USAGE_LINE_MESSAGE
 REQUEST: Final = "request"
 AUTHORIZER: Final = "authorizer"
-INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER})
+INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER}) | STREAM_FUNCTIONS
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
+CHECK_FAILED: Final = "ConditionalCheckFailed"
+# The position of the tenant record's check in a group's transaction (journal, counters, check).
+OFFBOARDING_CHECK: Final = 2
 # Bounds a line's numbers must be within to be counted (a request's units and
 # duration: far above any real request, far below DynamoDB's 38 digits).
 MAX_UNITS: Final = Decimal(10**9)
@@ -112,8 +133,8 @@ class JournalMismatch(RuntimeError):
 class UsageLine:
     """One request's usage, as its ``"request handled"`` line carries it
     (``kind`` :data:`REQUEST`), or one invocation's for a tenant, as a
-    ``"usage"`` line carries it (``kind`` the function: :data:`AUTHORIZER`;
-    ``route`` empty)."""
+    ``"usage"`` line carries it (``kind`` the function: :data:`AUTHORIZER`
+    or a stream function's; ``route`` empty)."""
 
     event_id: str
     tenant_id: str
@@ -278,6 +299,8 @@ class Totals:
     mb_ms: Decimal = Decimal(0)
     authorizer_invocations: int = 0
     authorizer_mb_ms: Decimal = Decimal(0)
+    stream_lines: int = 0
+    stream_mb_ms: Decimal = Decimal(0)
 
     def add(self, line: UsageLine) -> None:
         self.lines += 1
@@ -288,6 +311,10 @@ class Totals:
             self.authorizer_invocations += 1
             self.authorizer_mb_ms += line.duration_ms * line.memory_mb
             return
+        if line.kind in STREAM_FUNCTIONS:
+            self.stream_lines += 1
+            self.stream_mb_ms += line.duration_ms * line.memory_mb
+            return
         self.requests += 1
         self.by_route[line.route] += 1
         self.duration_ms += line.duration_ms
@@ -295,7 +322,7 @@ class Totals:
 
     def counters(self) -> dict[str, Decimal | int]:
         """Attribute name -> amount to ``ADD`` (the item's attributes); the
-        authorizer's only when the group has its lines."""
+        authorizer's and the stream functions' only when the group has their lines."""
         made: dict[str, Decimal | int] = {
             names.REQUESTS: self.requests,
             **{f"{REQUESTS_PREFIX}{route}": count for route, count in sorted(self.by_route.items())},
@@ -308,6 +335,8 @@ class Totals:
         if self.authorizer_invocations:
             made[names.AUTHORIZER_INVOCATIONS] = self.authorizer_invocations
             made[names.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
+        if self.stream_lines:
+            made[names.STREAM_MB_MS] = self.stream_mb_ms
         return made
 
 
@@ -333,6 +362,15 @@ def groups(delivery: Delivery) -> list[Group]:
     return [Group(tenant, day, tuple(ids), totals) for (tenant, day), (ids, totals) in sorted(by_key.items())]
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedGroup:
+    """A group not counted because its tenant is being (or was) offboarded."""
+
+    tenant_id: str
+    day: str
+    lines: int
+
+
 @dataclass
 class MeterResult:
     groups: int = 0
@@ -341,6 +379,7 @@ class MeterResult:
     failed: int = 0
     lines_applied: int = 0
     attempts: int = 0
+    offboarded: list[SkippedGroup] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -368,6 +407,8 @@ class UsageLedger:
                 result.lines_applied += group.totals.lines
             elif outcome == "redelivered":
                 result.redelivered += 1
+            elif outcome == "offboarded":
+                result.offboarded.append(SkippedGroup(group.tenant_id, group.day, group.totals.lines))
             else:
                 result.failed += 1
         return result
@@ -402,10 +443,22 @@ class UsageLedger:
                     "ExpressionAttributeValues": values,
                 }
             },
+            {
+                # Never for a tenant being offboarded (step 4 of the module docstring).
+                "ConditionCheck": {
+                    "TableName": self.table_name,
+                    "Key": keys.tenant_config_key(group.tenant_id),
+                    # A stored record holds every field: an active tenant's mark is NULL.
+                    "ConditionExpression": "attribute_not_exists(#offboarding) OR attribute_type(#offboarding, :null)",
+                    "ExpressionAttributeNames": {"#offboarding": OFFBOARDING_SINCE},
+                    "ExpressionAttributeValues": {":null": {"S": "NULL"}},
+                }
+            },
         ]
 
     def _transact(self, delivery: Delivery, group: Group, slot: int, result: MeterResult) -> str:
-        """``applied``, ``redelivered`` (its journal exists) or ``failed`` (nothing applied)."""
+        """``applied``, ``redelivered`` (its journal exists), ``offboarded`` (its
+        tenant's record is marked) or ``failed`` (nothing applied)."""
         items = self._items(delivery, group, slot)
         for attempt in range(TRANSACTION_ATTEMPTS):
             result.attempts += 1
@@ -415,7 +468,9 @@ class UsageLedger:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                     return "failed"
                 reasons: Sequence[Mapping[str, Any]] = exc.response.get("CancellationReasons", [])
-                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                if len(reasons) > OFFBOARDING_CHECK and reasons[OFFBOARDING_CHECK].get("Code") == CHECK_FAILED:
+                    return "offboarded"
+                if reasons and reasons[0].get("Code") == CHECK_FAILED:
                     self._check_journal(reasons[0].get("Item"), group)
                     return "redelivered"
                 if attempt + 1 < TRANSACTION_ATTEMPTS:

@@ -1,0 +1,237 @@
+"""The stream functions' usage lines (support_tickets.streams.usage): per
+invocation, one line per tenant of the batch, with the DynamoDB units its
+records caused and its share of the invocation's duration; nothing of one
+tenant on another's line (``1`` and ``10``), and the shares of an amount add
+up to it exactly."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from unittest import mock
+
+import boto3
+import botocore.client
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from local_stack.lambda_runtime import LambdaContext
+from support_tickets.core import keys, metering
+from support_tickets.core.models import CreateTicketRequest
+from support_tickets.streams.aggregation import CountLedger, ledger_record
+from support_tickets.streams.usage import (
+    AGGREGATE_COUNTS,
+    AUDIT_TRAIL,
+    DURATION_QUANTUM,
+    UNIT_QUANTUM,
+    apportion,
+    usage_lines,
+)
+from tests.conftest import REGION, RepoFactory
+from tests.functional.memory_table import MemoryTable
+from tests.functional.stream_harness import StreamHarness
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+LogLines = Callable[[], list[dict[str, Any]]]
+
+
+# ---------------------------------------------------------------- apportioning
+@settings(max_examples=60, deadline=None)
+@given(
+    quanta=st.integers(min_value=0, max_value=10**9),
+    weights=st.dictionaries(st.sampled_from(["1", "10", "acme", "b"]), st.integers(0, 500), min_size=1),
+)
+def test_shares_are_multiples_of_the_quantum_and_add_up_exactly(quanta: int, weights: dict[str, int]) -> None:
+    total = quanta * UNIT_QUANTUM
+    shares = apportion(total, weights)
+    if not any(weights.values()):
+        assert shares == {}
+        return
+    assert sum(shares.values(), Decimal(0)) == total
+    whole = sum(weights.values())
+    for tenant, share in shares.items():
+        assert share % UNIT_QUANTUM == 0
+        # each share is within one quantum of its exact proportion
+        assert abs(share - total * weights[tenant] / whole) < UNIT_QUANTUM
+    assert set(shares) == {tenant for tenant, weight in weights.items() if weight > 0}
+
+
+def test_usage_lines_share_the_duration_by_records_and_keep_units_apart() -> None:
+    consumed = {
+        "1": metering.Consumed(Decimal("1.5"), Decimal(4), 3),
+        "10": metering.Consumed(Decimal("0.5"), Decimal(2), 1),
+    }
+    context = LambdaContext("AuditTrailFunction", memory_limit_in_mb=256)
+    lines = usage_lines(AUDIT_TRAIL, context, {"1": 2, "10": 1}, consumed, 10.0)
+    assert set(lines) == {"1", "10"}
+    assert lines["1"]["records"] == 2
+    assert lines["10"]["records"] == 1
+    assert (lines["1"]["read_units"], lines["1"]["write_units"], lines["1"]["dynamodb_calls"]) == (1.5, 4.0, 3)
+    assert (lines["10"]["read_units"], lines["10"]["write_units"], lines["10"]["dynamodb_calls"]) == (0.5, 2.0, 1)
+    # 10 ms by 2:1, to the microsecond, summing to the invocation's duration exactly
+    assert (lines["1"]["duration_ms"], lines["10"]["duration_ms"]) == (6.667, 3.333)
+    assert sum(Decimal(str(line["duration_ms"])) for line in lines.values()) == Decimal("10.000")
+    assert {line["memory_mb"] for line in lines.values()} == {256}
+    assert {line["request_id"] for line in lines.values()} == {context.aws_request_id}
+
+
+# ---------------------------------------------------------------- the aggregator's transactions
+def _insert(event_id: str, tenant: str, ticket: str) -> Any:
+    pk = keys.ticket_pk(tenant, ticket)
+    image = {"pk": pk, "sk": keys.SUMMARY_SK, "tenant_status": keys.tenant_status(tenant, keys.TicketStatus.OPEN)}
+    return ledger_record(
+        event_name="INSERT",
+        sequence_number=event_id,
+        event_id=event_id,
+        keys_image={"pk": pk, "sk": keys.SUMMARY_SK},
+        old_image=None,
+        new_image=image,
+    )
+
+
+def test_a_chunks_units_go_to_its_tenants_by_items_the_journal_by_records() -> None:
+    # Given a delivery of 3 records of tenant 1 and 1 of tenant 10: one transaction of the
+    # journal and one count item each (every item under 1 KB: 2 WRU each in a transaction)
+    table = MemoryTable()
+    ledger = CountLedger("t", table, on_poison=lambda record: None)  # type: ignore[arg-type]
+    records = [_insert("e1", "1", "a"), _insert("e2", "10", "b"), _insert("e3", "1", "c"), _insert("e4", "1", "d")]
+    metering.start()
+    ledger.apply(records)
+    units = metering.METER.by_tenant()
+    # Then tenant 1 has its count item and 3/4 of the journal: 6 WRU x (4 + 3) / 12
+    assert units["1"] == metering.Consumed(Decimal(0), Decimal("3.5"), 1)
+    # and tenant 10 its count item and 1/4 of the journal: 6 x (4 + 1) / 12
+    assert units["10"] == metering.Consumed(Decimal(0), Decimal("2.5"), 1)
+    assert metering.finish().write_units == Decimal(6)
+    # When the same delivery comes again: the cancelled transaction reports no units,
+    # the journal's read (1 RRU, strongly consistent) is shared by records
+    metering.start()
+    ledger.apply(records)
+    again = metering.METER.by_tenant()
+    assert again["1"] == metering.Consumed(Decimal("0.75"), Decimal(0), 1)
+    assert again["10"] == metering.Consumed(Decimal("0.25"), Decimal(0), 1)
+
+
+# ---------------------------------------------------------------- the handlers
+@pytest.fixture
+def streams(aws: None) -> Any:
+    return boto3.client("dynamodbstreams", region_name=REGION)
+
+
+def _create(repo_for: RepoFactory, tenant: str, tickets: int) -> None:
+    repo = repo_for(tenant)
+    for _ in range(tickets):
+        repo.create_ticket(CreateTicketRequest(title="t"), created_by="alice")
+
+
+def _usage(lines: list[dict[str, Any]], function: str) -> dict[str, dict[str, Any]]:
+    found = [line for line in lines if line.get("message") == "usage" and line["usage"]["function"] == function]
+    by_tenant = {line["tenant_id"]: line["usage"] for line in found}
+    assert len(by_tenant) == len(found), "one line per tenant"
+    return by_tenant
+
+
+@contextmanager
+def dynamodb_calls() -> Iterator[list[tuple[str, dict[str, Any], dict[str, Any]]]]:
+    """Every DynamoDB call made while the block runs: (operation, params, answer)."""
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
+    seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    def recording(client: Any, operation: str, params: Any) -> Any:
+        answer = original(client, operation, params)
+        if client.meta.service_model.service_name == "dynamodb":
+            seen.append((operation, dict(params), answer))
+        return answer
+
+    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", recording):
+        yield seen
+
+
+def _tenant_of_call(params: dict[str, Any]) -> str | None:
+    """The tenant whose key a call names: the item it puts (the trail's events), or the
+    partition it queries (the webhook fan-out reading the tenant's subscriptions)."""
+    if "Item" in params:
+        return keys.tenant_of_key(params["Item"]["pk"]["S"])
+    return keys.tenant_of_key(params["ExpressionAttributeValues"][":pk"]["S"])
+
+
+def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(
+    repo_for: RepoFactory, dynamodb: DynamoDBClient, streams: Any, table_name: str, log_lines: LogLines
+) -> None:
+    # Given one batch of records of tenants 1 (two tickets) and 10 (one)
+    audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+    _create(repo_for, "1", 2)
+    _create(repo_for, "10", 1)
+    records = audit.new_records()
+    log_lines()
+    with dynamodb_calls() as seen:
+        assert audit.invoke(records) == []
+    lines = _usage(log_lines(), AUDIT_TRAIL)
+    # Then each tenant's line has its records and the units of the calls under its own keys
+    assert set(lines) == {"1", "10"}
+    for tenant in ("1", "10"):
+        own = [
+            (operation, answer["ConsumedCapacity"])
+            for operation, params, answer in seen
+            if _tenant_of_call(params) == tenant
+        ]
+        assert own, "the audit writer wrote the tenant's events"
+        reads = sum(Decimal(str(c["CapacityUnits"])) for operation, c in own if operation in ("Query", "GetItem"))
+        writes = sum(Decimal(str(c["CapacityUnits"])) for operation, c in own if operation not in ("Query", "GetItem"))
+        assert lines[tenant]["records"] == sum(
+            1 for record in records if keys.tenant_of_key(record["dynamodb"]["Keys"]["pk"]["S"]) == tenant
+        )
+        assert lines[tenant]["dynamodb_calls"] == len(own)
+        assert Decimal(str(lines[tenant]["write_units"])) == writes > 0
+        assert Decimal(str(lines[tenant]["read_units"])) == reads
+    assert all(params.get("ReturnConsumedCapacity") == "TOTAL" for _, params, _ in seen)
+    # and the duration is shared by records (2:1, to a microsecond each way)
+    one, ten = Decimal(str(lines["1"]["duration_ms"])), Decimal(str(lines["10"]["duration_ms"]))
+    assert abs(one - 2 * ten) <= 3 * DURATION_QUANTUM
+    assert one > 0
+
+
+def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answered(
+    repo_for: RepoFactory,
+    dynamodb: DynamoDBClient,
+    streams: Any,
+    table_name: str,
+    log_lines: LogLines,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the aggregator over a table that reports DynamoDB's units for its transactions
+    aggregator = StreamHarness(dynamodb, streams, table_name)
+    module = sys.modules[aggregator.handler.__module__]
+    table = MemoryTable()
+    answered: list[Decimal] = []
+    transact = table.transact_write_items
+
+    def reporting(**kwargs: Any) -> Any:
+        answer = transact(**kwargs)
+        answered.extend(Decimal(str(entry["CapacityUnits"])) for entry in answer.get("ConsumedCapacity", []))
+        return answer
+
+    monkeypatch.setattr(table, "transact_write_items", reporting)
+    monkeypatch.setattr(module, "aggregator_client", lambda: table)
+    # and a batch of 3 new tickets of tenant 1 and 1 of tenant 10
+    _create(repo_for, "1", 3)
+    _create(repo_for, "10", 1)
+    records = aggregator.new_records()
+    log_lines()
+    assert aggregator.invoke(records) == []
+    lines = _usage(log_lines(), AGGREGATE_COUNTS)
+    # Then each tenant has one line with its records, and the transaction's units are all
+    # on the two lines, by items (a count item each; the journal 3:1)
+    assert {tenant: line["records"] for tenant, line in lines.items()} == {"1": 3, "10": 1}
+    (total,) = answered
+    one, ten = (Decimal(str(lines[tenant]["write_units"])) for tenant in ("1", "10"))
+    assert one + ten == total
+    assert (one, ten) == (total * 7 / 12, total * 5 / 12)
+    assert Counter(line["dynamodb_calls"] for line in lines.values()) == Counter({1: 2})
