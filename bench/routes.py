@@ -479,5 +479,5 @@ class Fixtures:
 
 
 def bench_name(route: ApiRoute) -> str:
-    """``GET /tickets/{id}/summary``: how the results name a route."""
-    return f"{route.method} {route.url('{id}')}"
+    """``GET /tickets/{id}/summary``: how the results name a route (``{id}`` for each of its ids)."""
+    return f"{route.method} {route.url(SUBJECT_SEPARATOR.join('{id}' for _ in route.path_parameter_names) or '{id}')}"
