@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError
 from support_tickets.core import keys
 from support_tickets.core.webhook_events import ACTIVE, DISABLED
 from support_tickets.data.table import TenantTable, error_code, from_item, to_item
+from support_tickets.data.webhook_partition import webhooks_query
 
 PENDING: Final = "PENDING"
 DELIVERED: Final = "DELIVERED"
@@ -103,16 +104,7 @@ class DeliveryRecords:
     # ------------------------------------------------------------ webhooks
     def subscriptions(self) -> list[Subscription]:
         """The tenant's ACTIVE webhooks and the event types each wants (one Query, no secrets)."""
-        query: dict[str, Any] = {
-            "TableName": self.table.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :webhook)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": keys.webhooks_pk(self.table.tenant_id)},
-                ":webhook": {"S": keys.WEBHOOK_SK_PREFIX},
-            },
-            "ProjectionExpression": "webhook_id, events, #status",
-            "ExpressionAttributeNames": {"#status": "status"},
-        }
+        query = webhooks_query(self.table, ("webhook_id", "events", "status"))
         found: list[Subscription] = []
         for page in self.table.query_pages(query):
             for item in page:

@@ -31,6 +31,7 @@ from support_tickets.core.webhook_events import ACTIVE, DISABLED
 __all__ = ["ACTIVE", "DISABLED", "MAX_WEBHOOKS", "SecretSealer", "WebhookItem", "WebhookRepository", "webhook_of_row"]
 from support_tickets.data.session import THROTTLING_CODES
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, to_item
+from support_tickets.data.webhook_partition import webhooks_query
 
 MAX_WEBHOOKS: Final = 10
 # What a list reads: never the secrets.
@@ -104,16 +105,7 @@ class WebhookRepository:
 
     def list_webhooks(self) -> list[Webhook]:
         """The tenant's webhooks, oldest first (their ids are time-ordered); one Query."""
-        query: dict[str, Any] = {
-            "TableName": self.table.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :webhook)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": keys.webhooks_pk(self.table.tenant_id)},
-                ":webhook": {"S": keys.WEBHOOK_SK_PREFIX},
-            },
-            "ProjectionExpression": ", ".join(f"#{name}" for name in _PUBLIC_ATTRIBUTES),
-            "ExpressionAttributeNames": {f"#{name}": name for name in _PUBLIC_ATTRIBUTES},
-        }
+        query = webhooks_query(self.table, _PUBLIC_ATTRIBUTES)
         found: list[Webhook] = []
         for page in self.table.query_pages(query):
             found.extend(webhook_of_row(from_item(item)) for item in page)
