@@ -547,14 +547,16 @@ class LocalStack:
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        posted = environ.get("REQUEST_METHOD") == "POST"
+        # A drain waits at most this long (the caller's `timeout`, 30 s unless given, at most 300 s).
+        timeout = min(float(query.get("timeout", ["30"])[0]), 300.0) if posted else 0.0
         status, payload = "404 Not Found", dict[str, Any](error="unknown")
         if environ.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
             status, payload = "403 Forbidden", {"error": "loopback only"}
         elif path == "/_local/health":
             status, payload = "200 OK", {"status": "ok"}
-        elif path == "/_local/stream/drain" and environ.get("REQUEST_METHOD") == "POST":
-            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
-            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+        elif path == "/_local/stream/drain" and posted:
             drained = self.wait_for_stream(timeout)
             pollers = list(self.pollers.values())
             status = "200 OK"
@@ -565,11 +567,9 @@ class LocalStack:
             }
         elif path == "/_local/table/fingerprint" and environ.get("REQUEST_METHOD") == "GET":
             assert self.provisioned is not None
-            skipped = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("skip_pk_containing", [])
+            skipped = query.get("skip_pk_containing", [])
             status, payload = "200 OK", self.emulator.table_fingerprint(self.provisioned.table_name, skipped)
-        elif path == "/_local/queues/drain" and environ.get("REQUEST_METHOD") == "POST":
-            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
-            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+        elif path == "/_local/queues/drain" and posted:
             drained = self.wait_for_queues(timeout)
             queue_pollers = list(self.queue_pollers.values())
             status = "200 OK"
@@ -579,15 +579,12 @@ class LocalStack:
                 "deleted": sum(poller.deleted for poller in queue_pollers),
                 "failed_invocations": sum(poller.failed_invocations for poller in queue_pollers),
             }
-        elif path == "/_local/queues/clock" and environ.get("REQUEST_METHOD") == "POST":
-            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        elif path == "/_local/queues/clock" and posted:
             try:
                 status, payload = "200 OK", {"offset_s": self.advance_queue_clock(float(query["advance"][0]))}
             except (KeyError, ValueError):
                 status, payload = "400 Bad Request", {"error": "advance=<seconds>, not negative"}
-        elif path == "/_local/logs/drain" and environ.get("REQUEST_METHOD") == "POST":
-            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
-            timeout = min(float(query.get("timeout", ["30"])[0]), 300.0)
+        elif path == "/_local/logs/drain" and posted:
             drained = self.wait_for_logs(timeout)
             delivery = self.log_delivery
             status = "200 OK"

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-from unittest import mock
 
 import boto3
-import botocore.client
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,6 +32,7 @@ from support_tickets.streams.usage import (
 from tests.conftest import REGION, RepoFactory
 from tests.functional.memory_table import MemoryTable
 from tests.functional.stream_harness import StreamHarness
+from tests.functional.test_usage_line import dynamodb_answers
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -138,22 +136,6 @@ def _usage(lines: list[dict[str, Any]], function: str) -> dict[str, dict[str, An
     return by_tenant
 
 
-@contextmanager
-def dynamodb_calls() -> Iterator[list[tuple[str, dict[str, Any], dict[str, Any]]]]:
-    """Every DynamoDB call made while the block runs: (operation, params, answer)."""
-    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
-    seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-
-    def recording(client: Any, operation: str, params: Any) -> Any:
-        answer = original(client, operation, params)
-        if client.meta.service_model.service_name == "dynamodb":
-            seen.append((operation, dict(params), answer))
-        return answer
-
-    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", recording):
-        yield seen
-
-
 def _tenant_of_call(params: dict[str, Any]) -> str | None:
     """The tenant whose key a call names: the item it puts (the trail's events), or the
     partition it queries (the webhook fan-out reading the tenant's subscriptions)."""
@@ -171,7 +153,7 @@ def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(
     _create(repo_for, "10", 1)
     records = audit.new_records()
     log_lines()
-    with dynamodb_calls() as seen:
+    with dynamodb_answers() as seen:
         assert audit.invoke(records) == []
     lines = _usage(log_lines(), AUDIT_TRAIL)
     # Then each tenant's line has its records and the units of the calls under its own keys
