@@ -326,6 +326,15 @@ def environment_processes(parent: int) -> set[int]:
     return found
 
 
+def environment_function(pid: int) -> str:
+    """The function an execution environment runs (its ``AWS_LAMBDA_FUNCTION_NAME``), from /proc."""
+    for variable in (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0"):
+        name, _, value = variable.partition(b"=")
+        if name == b"AWS_LAMBDA_FUNCTION_NAME":
+            return value.decode()
+    raise AssertionError(f"process {pid} runs no function")
+
+
 def running_environment(pid: int) -> bool:
     """Whether ``pid`` is still an environment's runtime (not reused by another program)."""
     from local_stack import lambda_runtime
