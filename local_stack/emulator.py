@@ -41,7 +41,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import boto3
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -59,10 +58,14 @@ from local_stack.local_values import (
 from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
-from local_stack.state import CLIENT_CONFIG, OPERATOR_CREDENTIALS, REGION
+from local_stack.state import OPERATOR_CREDENTIALS, REGION, emulator_client
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import ACCOUNT_ID, Values, resources, role_arn, table_arguments, table_definition
 from support_tickets.core.identity import ADMIN_GROUP
+
+# How often an idle server's loop looks whether it was asked to stop: stop() waits up
+# to this long for each server (socketserver's default, 0.5 s, made every stop ~1.5 s).
+SHUTDOWN_POLL_S = 0.05
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -191,13 +194,18 @@ class Emulator:
             sessions=Sessions(operator=operator),
         )
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, name="emulator", daemon=True
+        )
         self._thread.start()
         self._endpoint_server = make_server(
             self._host, self._endpoint_port, self._endpoint_app, threaded=True, request_handler=_QuietHandler
         )
         self._endpoint_thread = threading.Thread(
-            target=self._endpoint_server.serve_forever, name="emulator-vpc-endpoint", daemon=True
+            target=self._endpoint_server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL_S},
+            name="emulator-vpc-endpoint",
+            daemon=True,
         )
         self._endpoint_thread.start()
 
@@ -282,14 +290,7 @@ class Emulator:
     # ------------------------------------------------------------ clients
     def client(self, service: str, **credentials: str) -> Any:
         """A client of the emulator, as the operator unless credentials are given."""
-        keys = credentials or OPERATOR_CREDENTIALS
-        session = boto3.Session(
-            aws_access_key_id=keys["aws_access_key_id"],
-            aws_secret_access_key=keys["aws_secret_access_key"],
-            aws_session_token=keys.get("aws_session_token"),
-            region_name=REGION,
-        )
-        return session.client(service, endpoint_url=self.url, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+        return emulator_client(self.url, service, credentials or OPERATOR_CREDENTIALS)
 
     def assume(self, role: RoleDefinition, session_name: str, tags: dict[str, str] | None = None) -> dict[str, str]:
         """Credentials of ``role`` (as the operator would get them), as the

@@ -27,7 +27,7 @@ from typing import Any
 
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
-from local_stack.emulator import Emulator, Provisioned
+from local_stack.emulator import SHUTDOWN_POLL_S, Emulator, Provisioned
 from local_stack.environments import FunctionEnvironments, LogSink
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.local_values import LOCAL_API_ID, local_environment
@@ -322,7 +322,9 @@ class LocalStack:
         self._write_state(specs.values())
         # Last: the port answers once everything it leads to (tokens included) works.
         api_server.listen()
-        self._api_thread = threading.Thread(target=api_server.serve_forever, name="api", daemon=True)
+        self._api_thread = threading.Thread(
+            target=api_server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, name="api", daemon=True
+        )
         self._api_thread.start()
         log.info(
             "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url

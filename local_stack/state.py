@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,14 +56,35 @@ def write_json(path: Path, value: Any) -> None:
     temporary.replace(path)
 
 
+# Every client of the emulator comes from one boto3 session: a session per client loads
+# botocore's service models and endpoint data again each time (most of a stack's start).
+# boto3 sessions are not thread-safe, hence the lock around making a client.
+_CLIENTS_SESSION: list[boto3.Session] = []
+_CLIENTS_LOCK = threading.Lock()
+
+
+def emulator_client(
+    endpoint_url: str, service: str, credentials: Mapping[str, str] = OPERATOR_CREDENTIALS, region: str = REGION
+) -> Any:
+    """A client of the emulator signed with ``credentials`` (the operator's by
+    default); never real AWS."""
+    with _CLIENTS_LOCK:
+        if not _CLIENTS_SESSION:
+            _CLIENTS_SESSION.append(boto3.Session())
+        return _CLIENTS_SESSION[0].client(  # type: ignore[call-overload]
+            service,
+            region_name=region,
+            endpoint_url=endpoint_url,
+            aws_access_key_id=credentials["aws_access_key_id"],
+            aws_secret_access_key=credentials["aws_secret_access_key"],
+            aws_session_token=credentials.get("aws_session_token"),
+            config=CLIENT_CONFIG,
+        )
+
+
 def operator_client(endpoint_url: str, service: str, region: str = REGION) -> Any:
     """A client of the emulator, signed as the operator; never real AWS."""
-    session = boto3.Session(
-        aws_access_key_id=OPERATOR_CREDENTIALS["aws_access_key_id"],
-        aws_secret_access_key=OPERATOR_CREDENTIALS["aws_secret_access_key"],
-        region_name=region,
-    )
-    return session.client(service, endpoint_url=endpoint_url, config=CLIENT_CONFIG)  # type: ignore[call-overload]
+    return emulator_client(endpoint_url, service, region=region)
 
 
 def local_admin(state: Mapping[str, Any]) -> TenantAdmin:
