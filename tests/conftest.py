@@ -145,9 +145,17 @@ def webhook_key_arn() -> str:
     return _webhook_key[0]
 
 
+@functools.cache
+def _admin_client(service: str) -> Any:
+    """The tests' own client of ``service`` in the mocked account, one per worker
+    (moto serves every client, whenever made; making one costs milliseconds, and
+    the suite made thousands). Shared: never register event handlers on it."""
+    return boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+
+
 def _create_resources() -> None:
-    boto3.client("dynamodb", region_name=REGION).create_table(**table_definition())
-    sqs = boto3.client("sqs", region_name=REGION)
+    _admin_client("dynamodb").create_table(**table_definition())
+    sqs = _admin_client("sqs")
     sqs.create_queue(QueueName=FAILURE_QUEUE_NAME)
     dead_letters = sqs.create_queue(QueueName=WEBHOOK_DEAD_LETTER_QUEUE_NAME, Attributes={"FifoQueue": "true"})
     dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letters["QueueUrl"], AttributeNames=["QueueArn"])
@@ -156,7 +164,7 @@ def _create_resources() -> None:
         QueueName=WEBHOOK_QUEUE_NAME,
         Attributes={"FifoQueue": "true", "VisibilityTimeout": "180", "RedrivePolicy": json.dumps(redrive)},
     )
-    key = boto3.client("kms", region_name=REGION).create_key(Description="WebhookSecretsKey")["KeyMetadata"]
+    key = _admin_client("kms").create_key(Description="WebhookSecretsKey")["KeyMetadata"]
     _webhook_key[:] = [key["Arn"]]
 
 
@@ -221,8 +229,10 @@ def aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 @pytest.fixture
 def dynamodb(aws: None) -> DynamoDBClient:
-    """An admin client on the mocked table, for arranging and asserting (not for code under test)."""
-    return boto3.client("dynamodb", region_name=REGION)
+    """An admin client on the mocked table, for arranging and asserting (not for code under
+    test); the worker's one: a test that listens to its calls makes a client of its own."""
+    client: DynamoDBClient = _admin_client("dynamodb")
+    return client
 
 
 @pytest.fixture

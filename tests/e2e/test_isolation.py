@@ -73,8 +73,7 @@ def client_with(stack: RunningStack, service: str, credentials: dict[str, str], 
     """A client signing with ``credentials``; ``in_vpc``: through the stack's
     DynamoDB gateway endpoint, as the API functions call, else from outside."""
     endpoint = stack.state["vpc_endpoint_url"] if in_vpc else stack.state["emulator_url"]
-    session = boto3.Session(**credentials, region_name=stack.state["region"])  # type: ignore[arg-type]
-    return session.client(service, endpoint_url=endpoint)  # type: ignore[call-overload]
+    return boto3.client(service, region_name=stack.state["region"], endpoint_url=endpoint, **credentials)  # type: ignore[call-overload]
 
 
 def identity_pool(stack: RunningStack) -> Any:

@@ -35,8 +35,9 @@ NO_RETRIES = Config(retries={"mode": "standard", "total_max_attempts": 1})
 
 def client(stack: RunningStack, service: str, credentials: dict[str, str], *, in_vpc: bool = False) -> Any:
     endpoint = stack.state["vpc_endpoint_url"] if in_vpc else stack.state["emulator_url"]
-    session = boto3.Session(**credentials, region_name=stack.state["region"])  # type: ignore[arg-type]
-    return session.client(service, endpoint_url=endpoint, config=NO_RETRIES)  # type: ignore[call-overload]
+    return boto3.client(  # type: ignore[call-overload]
+        service, region_name=stack.state["region"], endpoint_url=endpoint, config=NO_RETRIES, **credentials
+    )
 
 
 def refused(call: Callable[[], Any]) -> tuple[int, str, str]:

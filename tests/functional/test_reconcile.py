@@ -98,6 +98,7 @@ def test_recount_uses_keys_only_queries_on_gsi1_only(
     tenant = random_tenant_id()
     seed(repo_for, harness, tenant)
     calls: list[tuple[str, dict[str, object]]] = []
+    dynamodb = boto3.client("dynamodb", region_name=REGION)  # its own: it listens to the calls
     dynamodb.meta.events.register(
         "before-parameter-build.dynamodb.*", lambda model, params, **_: calls.append((model.name, params))
     )
