@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,30 @@ PAIRS = [
     pytest.param(lambda base: (base, base + "-b"), id="a-vs-a-b"),
     pytest.param(lambda base: (base + "-b", base), id="a-b-vs-a"),
 ]
+
+
+# A token and its exchanged credentials are good for an hour: the tests of this module
+# reuse them for half that (making them is most of a case's set-up).
+REUSE_SECONDS = 1800
+_tokens: dict[tuple[str, str, str, bool], tuple[float, str]] = {}
+_exchanged: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def token_of(stack: RunningStack, tenant: str, user: str, *, admin: bool = False) -> str:
+    """``stack.token``, made once per half hour for each user of this module's tenants."""
+    key = (str(stack.state_dir), tenant, user, admin)
+    made = _tokens.get(key)
+    if made is None or time.monotonic() - made[0] > REUSE_SECONDS:
+        made = _tokens[key] = (time.monotonic(), stack.token(tenant, user, admin=admin))
+    return made[1]
+
+
+def exchanged(stack: RunningStack, token: str) -> dict[str, str]:
+    """``exchange``, made once per half hour for each token."""
+    made = _exchanged.get(token)
+    if made is None or time.monotonic() - made[0] > REUSE_SECONDS:
+        made = _exchanged[token] = (time.monotonic(), exchange(stack, token))
+    return made[1]
 
 
 def table_state(stack: RunningStack) -> dict[str, Any]:
@@ -144,8 +169,8 @@ def broken_handler(stack: RunningStack, monkeypatch: pytest.MonkeyPatch) -> Iter
     handler = load_handler(BROKEN_HANDLER, "app.lambda_handler")
 
     def invoke(caller_tenant: str, body: dict[str, Any], path: str = "/leak") -> dict[str, Any]:
-        token = stack.token(caller_tenant, f"u-{caller_tenant}")
-        credentials = exchange(stack, token)  # what the authorizer passes for the token
+        token = token_of(stack, caller_tenant, f"u-{caller_tenant}")
+        credentials = exchanged(stack, token)  # what the authorizer passes for the token
         tenant_credentials = TenantCredentials(
             credentials["aws_access_key_id"],
             credentials["aws_secret_access_key"],
@@ -176,7 +201,7 @@ def subject(stack: RunningStack, route: str, tenant: str, title: str) -> tuple[s
     for a route whose path names one, else a ticket; its id and its secret text
     (a title, or the webhook's signing secret)."""
     if by_name()[route].takes_webhook:
-        token = stack.token(tenant, f"root-{tenant}", admin=True)
+        token = token_of(stack, tenant, f"root-{tenant}", admin=True)
         created = stack.request("POST", "/webhooks", token=token, body=by_name()["webhook_create"].body(""))
         assert created.status == 201, created.body
         webhook_id = str(created.body["webhook_id"])
@@ -187,7 +212,7 @@ def subject(stack: RunningStack, route: str, tenant: str, title: str) -> tuple[s
             )
             return f"{webhook_id}{SUBJECT_SEPARATOR}{sample_delivery_id(webhook_id)}", str(created.body["secret"])
         return webhook_id, str(created.body["secret"])
-    ticket = stack.request("POST", "/tickets", token=stack.token(tenant, f"u-{tenant}"), body={"title": title}).body
+    ticket = stack.request("POST", "/tickets", token=token_of(stack, tenant, f"u-{tenant}"), body={"title": title}).body
     return str(ticket["ticket_id"]), title
 
 
@@ -236,19 +261,47 @@ def test_a_handler_building_another_tenants_keys_is_stopped_by_the_guard(
     assert table_state(stack) == before
 
 
+@dataclass(frozen=True)
+class Tenants:
+    """A caller and its victim, the victim's token and a ticket of the victim's."""
+
+    caller: str
+    victim: str
+    victim_token: str
+    secret: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def tenants_of_pairs(stack: RunningStack) -> Callable[[Callable[[str], tuple[str, str]]], Tenants]:
+    """The tenants of each pair, made on first use and shared by the module's route cases
+    (each case makes subjects of its own and finds the table as it left it: the route's
+    refusal changes nothing)."""
+    made: dict[Callable[[str], tuple[str, str]], Tenants] = {}
+
+    def of(pair: Callable[[str], tuple[str, str]]) -> Tenants:
+        if pair not in made:
+            caller, victim = pair(new_tenant_id())
+            victim_token = token_of(stack, victim, f"u-{victim}")
+            secret = stack.request("POST", "/tickets", token=victim_token, body={"title": "victim's secret"}).body
+            made[pair] = Tenants(caller, victim, victim_token, secret)
+        return made[pair]
+
+    return of
+
+
 @pytest.mark.parametrize("route", DATA_ROUTES)
 @pytest.mark.parametrize("pair", PAIRS[:2])
 def test_a_handler_acting_for_another_tenant_id_is_stopped_by_the_guard(
     stack: RunningStack,
     broken_handler: Callable[..., dict[str, Any]],
+    tenants_of_pairs: Callable[[Callable[[str], tuple[str, str]]], Tenants],
     pair: Callable[[str], tuple[str, str]],
     route: str,
 ) -> None:
     # The bug the old design let through: the wrong tenant id for everything,
     # credentials included. Now the credentials are the caller's token's.
-    caller, victim = pair(new_tenant_id())
-    victim_token = stack.token(victim, f"u-{victim}")
-    secret = stack.request("POST", "/tickets", token=victim_token, body={"title": "victim's secret"}).body
+    tenants = tenants_of_pairs(pair)
+    caller, victim, victim_token, secret = tenants.caller, tenants.victim, tenants.victim_token, tenants.secret
     # The victim's webhook too, for the routes whose path names a webhook.
     theirs, their_secret = subject(stack, route, victim, "victim's secret")
     mine, _ = subject(stack, route, caller, "mine")
