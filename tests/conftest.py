@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import inspect
 import json
 import os
 import secrets
@@ -26,9 +27,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.hooks
 import botocore.loaders
 import botocore.session
 import pytest
+from botocore.utils import EVENT_ALIASES
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 from moto import mock_aws
@@ -73,6 +76,42 @@ moto_fixes.apply()
 # models again: a third of the in-process tests' time. One loader per process,
 # as a Lambda container's one long-lived session has.
 botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+# Each new session and client also registers botocore's ~150 built-in handlers,
+# aliasing every event name and inspecting every handler's signature afresh (a fifth
+# of an in-process API test's time): both are pure functions of the name (under
+# botocore's constant alias table) and of the handler's function. Remembered per
+# process, as a long-lived session remembers them; nothing else of botocore changes.
+_hooks: Any = botocore.hooks  # private names, untyped in botocore's stubs
+_alias_event_name = _hooks.EventAliaser._alias_event_name
+_aliased_event_names: dict[str, str] = {}
+
+
+def _remembered_alias_event_name(self: Any, event_name: str) -> str:
+    if self._event_aliases != EVENT_ALIASES:
+        return str(_alias_event_name(self, event_name))
+    aliased = _aliased_event_names.get(event_name)
+    if aliased is None:
+        aliased = _aliased_event_names[event_name] = str(_alias_event_name(self, event_name))
+    return aliased
+
+
+_accepts_kwargs = _hooks.accepts_kwargs
+_kwargs_of_functions: dict[Any, Any] = {}
+
+
+def _remembered_accepts_kwargs(handler: Any) -> Any:
+    """The name of the handler's ``**kwargs`` (``None`` if it has none), as botocore's."""
+    function = getattr(handler, "__func__", handler)  # a bound method: its function's signature
+    if not inspect.isfunction(function):
+        return _accepts_kwargs(handler)
+    if function not in _kwargs_of_functions:
+        _kwargs_of_functions[function] = _accepts_kwargs(handler)
+    return _kwargs_of_functions[function]
+
+
+_hooks.EventAliaser._alias_event_name = _remembered_alias_event_name
+_hooks.accepts_kwargs = _remembered_accepts_kwargs
 
 REGION = "us-east-1"
 USER_POOL_ID = "us-east-1_EXAMPLE"
