@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from local_stack.polling import PollingThread
 from local_stack.stream_source import StreamSource, lambda_record
 
 log = logging.getLogger("local_stack.poller")
@@ -52,7 +52,7 @@ POLL_INTERVAL_S = 0.25
 UNBOUNDED_RETRIES = 100
 
 
-class StreamPoller:
+class StreamPoller(PollingThread):
     def __init__(
         self,
         streams: Any,
@@ -64,6 +64,7 @@ class StreamPoller:
         function_arn: str = "",
         idle_interval_s: float = POLL_INTERVAL_S,
     ) -> None:
+        super().__init__("stream-poller", log)
         self._streams = streams
         self._stream_arn = stream_arn
         self._source = source
@@ -75,31 +76,12 @@ class StreamPoller:
         self._pending: list[dict[str, Any]] = []
         self._shard_of_pending: list[str] = []
         self._first_pending_at = 0.0
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._state = threading.Condition()
-        self._cycle_started = 0
-        self._last_idle_cycle = 0
-        self._flush_requests = 0
         self._writes = 0  # notify() calls so far
         self._waiting_for_writes = False
-        self._thread: threading.Thread | None = None
-        self._errors_seen: set[str] = set()
         self.delivered = 0
         self.given_up = 0
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="stream-poller", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self._thread = None
-
     def notify(self) -> None:
         """The table was written: a poller waiting for writes reads the stream now."""
         with self._state:
@@ -107,25 +89,6 @@ class StreamPoller:
             waiting = self._waiting_for_writes
         if waiting:
             self._wake.set()
-
-    def wait_drained(self, timeout: float = 30.0) -> bool:
-        """True once everything written before this call has been processed."""
-        deadline = time.monotonic() + timeout
-        with self._state:
-            target = self._cycle_started + 1
-            self._flush_requests += 1
-        self._wake.set()
-        try:
-            with self._state:
-                while self._last_idle_cycle < target:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._stop.is_set():
-                        return False
-                    self._state.wait(min(remaining, 0.5))
-                return True
-        finally:
-            with self._state:
-                self._flush_requests -= 1
 
     # ------------------------------------------------------------ the loop
     def _run(self) -> None:
@@ -286,13 +249,6 @@ class StreamPoller:
                 },
             }
         )
-
-    def _log_once(self, message: str) -> None:
-        if message in self._errors_seen:
-            log.debug("%s", message)
-            return
-        self._errors_seen.add(message)
-        log.warning("%s", message)
 
 
 def _iso(value: Any) -> str:

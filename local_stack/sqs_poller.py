@@ -77,6 +77,7 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
+from local_stack.polling import PollingThread
 from stack_model.template import resources
 
 log = logging.getLogger("local_stack.sqs_poller")
@@ -241,7 +242,7 @@ class InvalidEventSource(ValueError):
     """Lambda would refuse to create this event source mapping."""
 
 
-class SqsPoller:
+class SqsPoller(PollingThread):
     """One SQS event source: a receiving thread and up to ``concurrency``
     concurrent invocations."""
 
@@ -259,6 +260,7 @@ class SqsPoller:
     ) -> None:
         if concurrency < 1:
             raise ValueError("an SQS event source needs a concurrency of at least 1")
+        super().__init__(f"sqs-poller-{source.name}", log)
         QUEUE_CLOCK.install()
         self._sqs = sqs
         self._queue_url = queue_url
@@ -270,17 +272,9 @@ class SqsPoller:
         self.concurrency = min(concurrency, source.maximum_concurrency or concurrency)
         self._idle_interval_s = idle_interval_s
         self._workers = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix=f"sqs-{source.name}")
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._state = threading.Condition()
         self._running = 0  # invocations under way
         self._held: list[dict[str, Any]] = []  # a standard queue's batch, filling
         self._held_since = 0.0
-        self._cycle_started = 0
-        self._last_idle_cycle = 0
-        self._flush_requests = 0
-        self._thread: threading.Thread | None = None
-        self._errors_seen: set[str] = set()
         self.invocations = 0
         self.deleted = 0
         self.failed_invocations = 0
@@ -304,42 +298,14 @@ class SqsPoller:
                 f"Function timeout: {function_timeout_s:g} seconds"
             )
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"sqs-poller-{self._source.name}", daemon=True)
-        self._thread.start()
-
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-        self._thread = None
+        super().stop()
         # Invocations under way end with their environments (the runtime stops them).
         self._workers.shutdown(wait=False, cancel_futures=True)
 
     def notify(self) -> None:
         """A message was sent or made visible: look now."""
         self._wake.set()
-
-    def wait_drained(self, timeout: float = 30.0) -> bool:
-        """True once every message receivable before this call was given to the
-        function and no invocation is under way."""
-        deadline = time.monotonic() + timeout
-        with self._state:
-            target = self._cycle_started + 1
-            self._flush_requests += 1
-        self._wake.set()
-        try:
-            with self._state:
-                while self._last_idle_cycle < target:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._stop.is_set():
-                        return False
-                    self._state.wait(min(remaining, 0.5))
-                return True
-        finally:
-            with self._state:
-                self._flush_requests -= 1
 
     # ------------------------------------------------------------ receiving
     def _run(self) -> None:
@@ -488,13 +454,6 @@ class SqsPoller:
                 self.deleted += len(answer.get("Successful", []))
             for error in answer.get("Failed", []):
                 self._log_once(f"{self._source.name}: delete failed: {error.get('Code')} {error.get('Message')}")
-
-    def _log_once(self, message: str) -> None:
-        if message in self._errors_seen:
-            log.debug("%s", message)
-            return
-        self._errors_seen.add(message)
-        log.warning("%s", message)
 
 
 def _by_group(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
