@@ -6,7 +6,9 @@
   or in a deployed stack's user pool (``make onboard``).
 - ``events``: rewrite ``<state dir>/events/``, the sample events with fresh
   tokens of the demo users, for ``sam local invoke`` (``make events``).
-- ``drain``: wait until the running stack's stream poller has caught up.
+- ``drain``: wait until nothing of the running stack moves on its own: its stream,
+  queues and log subscriptions have delivered everything (round after round, as
+  each feeds the next).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from types import FrameType
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("events", help="rewrite the sample events with fresh tokens (for sam local invoke)")
 
-    drain = commands.add_parser("drain", help="wait until the stream poller has caught up")
+    drain = commands.add_parser("drain", help="wait until the stream, queues and log subscriptions have caught up")
     drain.add_argument("--timeout", type=float, default=60.0)
 
     args = parser.parse_args(argv)
@@ -309,14 +312,32 @@ def _deployed_pool(stack_name: str, region: str | None) -> UserPool:
     )
 
 
+# What moves on its own after a request, each feeding the next: the stream (counts,
+# the audit trail, the webhook fan-out), the queues (webhook deliveries) and the log
+# subscriptions (usage lines to the metering function).
+DRAINED_IN_ORDER = ("stream", "queues", "logs")
+# Rounds until one finds everything quiet: a delivery's usage lines, a usage counter's write...
+MAX_DRAIN_ROUNDS = 5
+
+
 def _drain(args: argparse.Namespace) -> int:
     state = _running_state(args.state_dir)
-    url = f"{state['control_url']}/stream/drain?timeout={args.timeout}"
-    request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
-    with urllib.request.urlopen(request, timeout=args.timeout + 10) as response:  # noqa: S310
-        result = json.load(response)
+    deadline = time.monotonic() + args.timeout
+    result: dict[str, Any] = {"drained": False}
+    for rounds in range(1, MAX_DRAIN_ROUNDS + 1):
+        before = result
+        result = {"drained": True, "rounds": rounds}
+        for name in DRAINED_IN_ORDER:
+            timeout = max(0.0, deadline - time.monotonic())
+            url = f"{state['control_url']}/{name}/drain?timeout={timeout:.1f}"
+            request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
+            with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
+                result[name] = json.load(response)
+            result["drained"] = result["drained"] and bool(result[name].pop("drained", False))
+        if not result["drained"] or all(result[name] == before.get(name) for name in DRAINED_IN_ORDER):
+            break  # out of time, or a whole round in which nothing moved
     sys.stdout.write(json.dumps(result) + "\n")
-    return 0 if result.get("drained") else 1
+    return 0 if result["drained"] else 1
 
 
 if __name__ == "__main__":

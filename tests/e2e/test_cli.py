@@ -274,10 +274,24 @@ def test_the_documented_events_carry_no_token_and_get_no_data(stack: RunningStac
     assert response["statusCode"] == 401, response
 
 
-def test_drain_command(stack: RunningStack) -> None:
-    result = cli(stack.state_dir, "drain", "--timeout", "30")
+def test_drain_command_waits_for_the_stream_the_queues_and_the_usage_lines(stack: RunningStack) -> None:
+    # Given a request whose effects arrive later: counts and the trail by the stream,
+    # its usage lines by the metering function's log subscription
+    tenant = new_tenant_id()
+    admin = stack.token(tenant, f"root-{tenant}", admin=True)
+    assert stack.request("POST", "/tickets", token=admin, body={"title": "drained"}).status == 201
+    # When the drain command returns
+    result = cli(stack.state_dir, "drain", "--timeout", "60")
+    # Then all of it has landed, and it says what each source delivered
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["drained"] is True
+    drained = json.loads(result.stdout)
+    assert drained["drained"] is True
+    assert drained["rounds"] >= 2  # the last round found nothing moving
+    assert drained["stream"]["delivered"] > 0
+    assert {"invocations", "deleted", "failed_invocations"} <= set(drained["queues"])
+    assert drained["logs"]["delivered_lines"] > 0
+    assert stack.request("GET", "/aggregates", token=admin).body["counts"]["OPEN"] == 1
+    assert stack.request("GET", "/usage", token=admin).body["requests"] == {"POST /tickets": 1}
 
 
 def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFixture[str]) -> None:
