@@ -14,9 +14,11 @@ import boto3
 import pytest
 
 from local_stack.state import OPERATOR_CREDENTIALS
+from support_tickets.core import webhook_urls
 from support_tickets.data.tenant_registry import TIERS
-from tests.conftest import all_items, random_tenant_id
+from tests.conftest import REGION, all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
+from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,6 +42,25 @@ def user() -> User:
 @pytest.fixture
 def admin(user: User) -> User:
     return User(user.tenant_id, "root", admin=True)
+
+
+# What a webhook's host name resolves to in the webhook suites: a public address,
+# while the receivers themselves listen on 127.0.0.1 (WEBHOOK_ALLOW_LOCAL_HTTP).
+PUBLIC_ADDRESS = "93.184.215.14"
+
+
+@pytest.fixture
+def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Webhooks may target the suites' receivers on 127.0.0.1 (``usefixtures`` in their modules)."""
+    monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
+    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: [PUBLIC_ADDRESS])
+
+
+@pytest.fixture
+def audit_stream(dynamodb: DynamoDBClient, table_name: str) -> StreamHarness:
+    """The audit-trail function fed the table's stream (the webhook fan-out is its)."""
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    return StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
 
 
 @pytest.fixture

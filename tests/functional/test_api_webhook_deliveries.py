@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
-from support_tickets.core import keys, webhook_urls
-from tests.conftest import REGION, all_items
+from support_tickets.core import keys
+from tests.conftest import all_items
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness
@@ -22,29 +21,22 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-@pytest.fixture(autouse=True)
-def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: ["93.184.215.14"])
-
-
-@pytest.fixture
-def audit(dynamodb: DynamoDBClient, table_name: str) -> StreamHarness:
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
-    return StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+pytestmark = pytest.mark.usefixtures("local_receivers")
 
 
 def admin_of(tenant_id: str) -> User:
     return User(tenant_id, "root", admin=True)
 
 
-def delivered_hook(api: Api, audit: StreamHarness, table_name: str, tenant_id: str, url: str, tickets: int = 1) -> str:
+def delivered_hook(
+    api: Api, audit_stream: StreamHarness, table_name: str, tenant_id: str, url: str, tickets: int = 1
+) -> str:
     """A webhook of ``tenant_id`` with one delivery per ticket created."""
     created = api.call("webhook_create", admin_of(tenant_id), body={"url": url, "events": ["ticket.created"]})
     assert created.status == 201, created.body
     for n in range(tickets):
         api.new_ticket(User(tenant_id, "alice"), title=f"t{n}")
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     assert process(deliverer(table_name), receive()) == []
     return str(created.body["webhook_id"])
 
@@ -53,9 +45,9 @@ def deliveries(api: Api, tenant_id: str, webhook_id: str, **query: str) -> Any:
     return api.call("webhook_deliveries", admin_of(tenant_id), ticket_id=webhook_id, query=query)
 
 
-def test_deliveries_are_listed_newest_first_and_paged(api: Api, audit: StreamHarness, table_name: str) -> None:
+def test_deliveries_are_listed_newest_first_and_paged(api: Api, audit_stream: StreamHarness, table_name: str) -> None:
     with receivers() as (receiver,):
-        webhook_id = delivered_hook(api, audit, table_name, "acme", receiver.url, tickets=3)
+        webhook_id = delivered_hook(api, audit_stream, table_name, "acme", receiver.url, tickets=3)
         first = deliveries(api, "acme", webhook_id, limit="2")
         assert first.status == 200, first.body
         assert first.body["next_cursor"]
@@ -86,10 +78,10 @@ def test_deliveries_are_listed_newest_first_and_paged(api: Api, audit: StreamHar
 
 
 def test_redeliver_sends_the_same_event_again_through_the_stream_and_the_queue(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with receivers() as (receiver,):
-        webhook_id = delivered_hook(api, audit, table_name, "acme", receiver.url)
+        webhook_id = delivered_hook(api, audit_stream, table_name, "acme", receiver.url)
         (delivery,) = deliveries(api, "acme", webhook_id).body["items"]
         path = f"{webhook_id}/{delivery['delivery_id']}"
         response = api.call("webhook_redeliver", admin_of("acme"), ticket_id=path)
@@ -101,7 +93,7 @@ def test_redeliver_sends_the_same_event_again_through_the_stream_and_the_queue(
         assert (before["status"]["S"], before["attempts"]["N"]) == ("DELIVERED", "1")
         assert marked["next_attempt_at"] == before["redeliver_requested_at"]["S"]
         # The mark reaches the audit-trail function through its stream filter
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
         message = json.loads(record["body"])
         assert message["redelivery"] is not None
@@ -112,19 +104,19 @@ def test_redeliver_sends_the_same_event_again_through_the_stream_and_the_queue(
         (done,) = deliveries(api, "acme", webhook_id).body["items"]
         assert (done["status"], done["attempts"]) == ("DELIVERED", 2)
         # The delivery function's write removed the mark: the stream brings no second redelivery
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         assert receive() == []
         stored = [i for i in all_items(dynamodb, table_name) if i["pk"]["S"].endswith("#DELIVERIES")]
         assert "redeliver_requested_at" not in stored[0]
 
 
 def test_a_mark_the_route_did_not_write_queues_nothing_and_lists_nothing_pending(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     # Tenant credentials may set the mark (it is all they may write of a record), to any value:
     # only the route's (a time) counts, anything else never becomes a message.
     with receivers() as (receiver,):
-        webhook_id = delivered_hook(api, audit, table_name, "acme", receiver.url)
+        webhook_id = delivered_hook(api, audit_stream, table_name, "acme", receiver.url)
         (delivery,) = deliveries(api, "acme", webhook_id).body["items"]
         dynamodb.update_item(
             TableName=table_name,
@@ -133,14 +125,14 @@ def test_a_mark_the_route_did_not_write_queues_nothing_and_lists_nothing_pending
             ExpressionAttributeValues={":junk": {"S": "x" * 5000}},
         )
         assert deliveries(api, "acme", webhook_id).body["items"] == [delivery]
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         assert receive() == []
         assert len(receiver.received) == 1
 
 
-def test_unknown_webhooks_and_deliveries_are_404(api: Api, audit: StreamHarness, table_name: str) -> None:
+def test_unknown_webhooks_and_deliveries_are_404(api: Api, audit_stream: StreamHarness, table_name: str) -> None:
     with receivers() as (receiver,):
-        webhook_id = delivered_hook(api, audit, table_name, "acme", receiver.url)
+        webhook_id = delivered_hook(api, audit_stream, table_name, "acme", receiver.url)
     assert_error(deliveries(api, "acme", "nope"), 404, "WEBHOOK_NOT_FOUND")
     for path, code in (
         (f"{webhook_id}/0000000000000-unknown", "DELIVERY_NOT_FOUND"),
@@ -154,10 +146,10 @@ def test_unknown_webhooks_and_deliveries_are_404(api: Api, audit: StreamHarness,
 
 @pytest.mark.parametrize(("owner", "intruder"), TENANT_PAIRS)
 def test_another_tenants_deliveries_are_404_and_untouched(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str, owner: str, intruder: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, owner: str, intruder: str
 ) -> None:
     with receivers() as (receiver,):
-        webhook_id = delivered_hook(api, audit, table_name, owner, receiver.url)
+        webhook_id = delivered_hook(api, audit_stream, table_name, owner, receiver.url)
         (delivery,) = deliveries(api, owner, webhook_id).body["items"]
         assert_error(deliveries(api, intruder, webhook_id), 404, "WEBHOOK_NOT_FOUND")
         path = f"{webhook_id}/{delivery['delivery_id']}"

@@ -11,38 +11,37 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from local_stack.lambda_runtime import LambdaContext
-from support_tickets.core import keys, webhook_urls
+from support_tickets.core import keys
 from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.webhook_post import pinned_post
-from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
+from tests.conftest import WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
-from tests.functional.conftest import TENANT_PAIRS
+from tests.functional.conftest import PUBLIC_ADDRESS, TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness, stream_handler
-from tests.functional.webhook_harness import HEAD, Pki, RecordingSqs, deliverer, process, receive, receivers, trickling
+from tests.functional.webhook_harness import (
+    HEAD,
+    Pki,
+    RecordingSqs,
+    deliverer,
+    disable_webhook,
+    process,
+    receive,
+    receivers,
+    trickling,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 ALL_TYPES = ["ticket.created", "ticket.updated", "ticket.deleted", "comment.added"]
-PUBLIC = "93.184.215.14"
 
 
-@pytest.fixture(autouse=True)
-def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: [PUBLIC])
-
-
-@pytest.fixture
-def audit(dynamodb: DynamoDBClient, table_name: str) -> StreamHarness:
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
-    return StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+pytestmark = pytest.mark.usefixtures("local_receivers")
 
 
 def register(api: Api, tenant_id: str, url: str, events: list[str] | None = None) -> dict[str, Any]:
@@ -73,7 +72,7 @@ def verify(secret: str, body: str, headers: Mapping[str, str]) -> Any:
 # ---------------------------------------------------------------- the whole way, by the real handlers
 @pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
 def test_each_tenant_receives_its_own_four_events_signed(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
 ) -> None:
     with receivers(2) as (mine, theirs):
         hook = register(api, tenant, mine.url)
@@ -84,7 +83,7 @@ def test_each_tenant_receives_its_own_four_events_signed(
         assert api.comment(alice, ticket_id, {"body": "hello"}).status == 201
         assert api.delete(root, ticket_id).status == 204
         api.new_ticket(User(other, "bob"), title="theirs")
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         # The delivery function's own handler, as Lambda's SQS event source calls it
         handler = stream_handler("DeliverWebhookFunction")
         response = handler({"Records": receive()}, LambdaContext("DeliverWebhookFunction"))
@@ -111,13 +110,13 @@ def test_each_tenant_receives_its_own_four_events_signed(
 
 
 def test_during_a_rotation_both_secrets_sign_and_after_it_only_the_new(
-    api: Api, audit: StreamHarness, table_name: str
+    api: Api, audit_stream: StreamHarness, table_name: str
 ) -> None:
     with receivers() as (receiver,):
         hook = register(api, "acme", receiver.url)
         rotated = api.call("webhook_secret", User("acme", "root", admin=True), ticket_id=hook["webhook_id"]).body
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         assert deliverer(table_name).process_batch(records) == []
         (received,) = receiver.received
@@ -128,7 +127,7 @@ def test_during_a_rotation_both_secrets_sign_and_after_it_only_the_new(
             verify(secret, received.body, received.headers)
         # 24 h later the previous secret no longer signs
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         later = deliverer(table_name, clock=lambda: time.time() + 86_401)
         later.process_batch(receive())
         headers = receiver.received[1].headers
@@ -151,21 +150,15 @@ def _moment(timestamp: str) -> Any:
 
 # ---------------------------------------------------------------- outcomes
 def test_a_pending_delivery_to_a_webhook_disabled_since_fails_without_an_attempt(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with receivers(status=500) as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
         assert deliverer(table_name).process_batch([record]) == [record["messageId"]]  # PENDING, to retry
-        dynamodb.update_item(
-            TableName=table_name,
-            Key=keys.webhook_key("acme", hook["webhook_id"]),
-            UpdateExpression="SET #s = :d",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":d": {"S": "DISABLED"}},
-        )
+        disable_webhook(dynamodb, table_name, "acme", hook["webhook_id"])
         assert deliverer(table_name).process_batch([record]) == []  # dropped
         assert len(receiver.received) == 1
         (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
@@ -173,25 +166,19 @@ def test_a_pending_delivery_to_a_webhook_disabled_since_fails_without_an_attempt
 
 
 def test_a_redelivery_to_a_webhook_disabled_since_fails_without_an_attempt_and_clears_the_mark(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with receivers() as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         assert process(deliverer(table_name), receive()) == []
         (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
         path = f"{hook['webhook_id']}/{stored['delivery_id']}"
         assert api.call("webhook_redeliver", User("acme", "root", admin=True), ticket_id=path).status == 202
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         (again,) = receive()
-        dynamodb.update_item(
-            TableName=table_name,
-            Key=keys.webhook_key("acme", hook["webhook_id"]),
-            UpdateExpression="SET #s = :d",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":d": {"S": "DISABLED"}},
-        )
+        disable_webhook(dynamodb, table_name, "acme", hook["webhook_id"])
         assert deliverer(table_name).process_batch([again]) == []  # dropped
         assert len(receiver.received) == 1
         (settled,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
@@ -199,11 +186,13 @@ def test_a_redelivery_to_a_webhook_disabled_since_fails_without_an_attempt_and_c
         assert "redeliver_requested_at" not in settled
 
 
-def test_a_410_disables_the_webhook(api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str) -> None:
+def test_a_410_disables_the_webhook(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
     with receivers(status=410) as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         assert deliverer(table_name).process_batch(receive()) == []
         assert webhook_status(dynamodb, table_name, "acme", hook["webhook_id"]) == "DISABLED"
         (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
@@ -214,7 +203,7 @@ def test_a_410_disables_the_webhook(api: Api, audit: StreamHarness, dynamodb: Dy
 
 @pytest.mark.parametrize(("status", "hang"), [(302, False), (500, False), (429, False), (200, True)])
 def test_failures_are_retried_after_the_backoff_delay(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str, status: int, hang: bool
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, status: int, hang: bool
 ) -> None:
     with receivers(2) as (redirect_target, _):
         options: dict[str, Any] = {"status": status, "hang": hang}
@@ -223,7 +212,7 @@ def test_failures_are_retried_after_the_backoff_delay(
         with receivers(**options) as (receiver,):
             hook = register(api, "acme", receiver.url)
             api.new_ticket(User("acme", "alice"))
-            audit.deliver(audit.new_records())
+            audit_stream.deliver(audit_stream.new_records())
             records = receive()
             sqs = RecordingSqs()
             started = time.monotonic()
@@ -241,12 +230,12 @@ def test_failures_are_retried_after_the_backoff_delay(
 
 
 def test_the_second_failure_waits_twice_as_long_and_after_26_hours_the_delivery_fails_to_the_dead_letters(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with receivers(status=503) as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         sqs = RecordingSqs()
         records = receive()
         deliverer(table_name, sqs=sqs).process_batch(records)
@@ -275,11 +264,11 @@ def test_the_second_failure_waits_twice_as_long_and_after_26_hours_the_delivery_
 
 
 def test_a_url_that_now_resolves_to_a_private_address_is_refused_at_delivery(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     hook = register(api, "acme", "https://hooks.example.com/in")  # public when registered
     api.new_ticket(User("acme", "alice"))
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     posted: list[CheckedUrl] = []
 
     def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
@@ -294,16 +283,18 @@ def test_a_url_that_now_resolves_to_a_private_address_is_refused_at_delivery(
     assert record["status"] == "PENDING"
 
 
-def test_the_post_goes_to_the_address_the_check_resolved(api: Api, audit: StreamHarness, table_name: str) -> None:
+def test_the_post_goes_to_the_address_the_check_resolved(
+    api: Api, audit_stream: StreamHarness, table_name: str
+) -> None:
     register(api, "acme", "https://hooks.example.com/in?x=1")
     api.new_ticket(User("acme", "alice"))
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     lookups: list[str] = []
     posted: list[CheckedUrl] = []
 
     def resolve(host: str, port: int) -> list[str]:
         lookups.append(host)
-        return [PUBLIC]
+        return [PUBLIC_ADDRESS]
 
     def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
         posted.append(checked)
@@ -312,7 +303,7 @@ def test_the_post_goes_to_the_address_the_check_resolved(api: Api, audit: Stream
     assert deliverer(table_name, resolve=resolve, post=post).process_batch(receive()) == []
     (checked,) = posted
     assert lookups == ["hooks.example.com"]  # one lookup: the check's, then that address
-    assert (checked.host, checked.port, checked.addresses) == ("hooks.example.com", 443, (PUBLIC,))
+    assert (checked.host, checked.port, checked.addresses) == ("hooks.example.com", 443, (PUBLIC_ADDRESS,))
 
 
 def test_pinned_post_connects_to_the_checked_address_and_follows_no_redirect() -> None:
@@ -327,12 +318,12 @@ def test_pinned_post_connects_to_the_checked_address_and_follows_no_redirect() -
 
 
 def test_a_receiver_that_trickles_its_answer_is_a_failed_attempt_at_the_deadline(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with trickling(HEAD) as slow:  # the whole head would take ~0.9 s, a byte every 20 ms
         hook = register(api, "acme", slow.checked.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         started = time.monotonic()
         assert deliverer(table_name, timeout=0.25).process_batch(records) == [records[0]["messageId"]]
@@ -350,7 +341,7 @@ def pki() -> Pki:
 @pytest.mark.parametrize(("certified", "delivered"), [("hooks.example.test", True), ("other.example.test", False)])
 def test_https_deliveries_check_the_certificate_against_the_webhooks_host(
     api: Api,
-    audit: StreamHarness,
+    audit_stream: StreamHarness,
     dynamodb: DynamoDBClient,
     table_name: str,
     pki: Pki,
@@ -362,16 +353,16 @@ def test_https_deliveries_check_the_certificate_against_the_webhooks_host(
     with receivers(tls=pki.server_context(tmp_path, certified, seen)) as (receiver,):
         hook = register(api, "acme", f"https://hooks.example.test:{receiver.port}/in")
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
 
         def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
             # The check passed on the "public" address the test's resolver gave; the receiver is on
             # 127.0.0.1, so the test dials it there, with its CA: the name checked is still the URL's.
-            assert checked.addresses == (PUBLIC,)
+            assert checked.addresses == (PUBLIC_ADDRESS,)
             local = CheckedUrl(checked.url, checked.host, checked.port, ("127.0.0.1",))
             return pinned_post(local, headers, body, timeout, tls_context=pki.client_context())
 
-        failed = deliverer(table_name, post=post, resolve=lambda host, port: [PUBLIC]).process_batch(receive())
+        failed = deliverer(table_name, post=post, resolve=lambda host, port: [PUBLIC_ADDRESS]).process_batch(receive())
         assert seen == ["hooks.example.test"]
         (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
         if delivered:
@@ -387,14 +378,14 @@ def test_https_deliveries_check_the_certificate_against_the_webhooks_host(
 
 # ---------------------------------------------------------------- independence and duplicates
 def test_a_hanging_endpoint_of_one_tenant_does_not_delay_another_tenants_delivery(
-    api: Api, audit: StreamHarness, table_name: str
+    api: Api, audit_stream: StreamHarness, table_name: str
 ) -> None:
     with receivers(hang=True) as (hanging,), receivers() as (prompt,):
         register(api, "slow", hanging.url)
         register(api, "fast", prompt.url)
         api.new_ticket(User("slow", "alice"))
         api.new_ticket(User("fast", "bob"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         assert len(records) == 2  # one batch, both tenants
         started = time.monotonic()
@@ -406,12 +397,12 @@ def test_a_hanging_endpoint_of_one_tenant_does_not_delay_another_tenants_deliver
 
 
 def test_a_delivered_event_is_not_sent_again_but_a_redelivery_is_with_the_same_id(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     with receivers() as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
         assert deliverer(table_name).process_batch([record]) == []
         # The same message again (past SQS's deduplication window): skipped
@@ -426,11 +417,13 @@ def test_a_delivered_event_is_not_sent_again_but_a_redelivery_is_with_the_same_i
         assert int(stored["attempts"]) == 2
 
 
-def test_nothing_is_delivered_after_the_webhook_is_deleted(api: Api, audit: StreamHarness, table_name: str) -> None:
+def test_nothing_is_delivered_after_the_webhook_is_deleted(
+    api: Api, audit_stream: StreamHarness, table_name: str
+) -> None:
     with receivers() as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         assert api.call("webhook_delete", User("acme", "root", admin=True), ticket_id=hook["webhook_id"]).status == 204
         assert deliverer(table_name).process_batch(records) == []
@@ -438,12 +431,12 @@ def test_nothing_is_delivered_after_the_webhook_is_deleted(api: Api, audit: Stre
 
 
 def test_a_message_naming_another_tenant_in_its_event_is_never_sent(
-    api: Api, audit: StreamHarness, table_name: str
+    api: Api, audit_stream: StreamHarness, table_name: str
 ) -> None:
     with receivers() as (receiver,):
         register(api, "1", receiver.url)
         api.new_ticket(User("1", "alice"))
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
         message = json.loads(record["body"])
         event = json.loads(message["event"])
@@ -454,12 +447,14 @@ def test_a_message_naming_another_tenant_in_its_event_is_never_sent(
         assert len(sqs.dead_letters) == 1
 
 
-def test_a_tenant_starts_at_most_its_tiers_deliveries_a_second(api: Api, audit: StreamHarness, table_name: str) -> None:
+def test_a_tenant_starts_at_most_its_tiers_deliveries_a_second(
+    api: Api, audit_stream: StreamHarness, table_name: str
+) -> None:
     with receivers() as (receiver,):
         register(api, "busy", receiver.url)
         for n in range(3):  # three tickets: three groups, one batch
             api.new_ticket(User("busy", "alice"), title=f"t{n}")
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         sqs = RecordingSqs()
         limited = deliverer(table_name, sqs=sqs, tier_rates={"basic": 2}, clock=lambda: 1_800_000_000.5)
@@ -509,7 +504,7 @@ def test_a_malformed_message_goes_to_the_dead_letters_and_fails_nothing(table_na
 
 def test_secrets_and_event_data_never_reach_the_logs(
     api: Api,
-    audit: StreamHarness,
+    audit_stream: StreamHarness,
     table_name: str,
     log_lines: Any,
     caplog: pytest.LogCaptureFixture,
@@ -518,7 +513,7 @@ def test_secrets_and_event_data_never_reach_the_logs(
     with receivers(status=500) as (receiver,):
         hook = register(api, "acme", receiver.url)
         api.new_ticket(User("acme", "alice"), title="Sensitive printer title")
-        audit.deliver(audit.new_records())
+        audit_stream.deliver(audit_stream.new_records())
         records = receive()
         log_lines()  # what the set-up printed: not the delivery's
         caplog.clear()

@@ -8,18 +8,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
-from support_tickets.core import keys, webhook_urls
 from support_tickets.core.webhook_events import delivery_id, retry_delay
 from support_tickets.data.delivery_records import DeliveryRecords
 from support_tickets.streams import webhook_fanout
-from tests.conftest import REGION, WEBHOOK_QUEUE_URL
+from tests.conftest import WEBHOOK_QUEUE_URL
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness
-from tests.functional.webhook_harness import receive
+from tests.functional.webhook_harness import disable_webhook, receive
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -27,16 +25,7 @@ if TYPE_CHECKING:
 ALL_TYPES = ["ticket.created", "ticket.updated", "ticket.deleted", "comment.added"]
 
 
-@pytest.fixture(autouse=True)
-def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: ["93.184.215.14"])
-
-
-@pytest.fixture
-def audit(dynamodb: DynamoDBClient, table_name: str) -> StreamHarness:
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
-    return StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+pytestmark = pytest.mark.usefixtures("local_receivers")
 
 
 def register(api: Api, tenant_id: str, events: list[str], url: str = "http://127.0.0.1:9/hook") -> str:
@@ -51,7 +40,7 @@ def messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
 def test_each_event_type_is_queued_for_its_tenants_subscribed_webhooks_only(
-    api: Api, audit: StreamHarness, tenant: str, other: str
+    api: Api, audit_stream: StreamHarness, tenant: str, other: str
 ) -> None:
     # Given a webhook of each tenant (the other's wants ticket.created only) and a ticket's whole life
     everything = register(api, tenant, ALL_TYPES)
@@ -63,7 +52,7 @@ def test_each_event_type_is_queued_for_its_tenants_subscribed_webhooks_only(
     comment = api.comment(alice, ticket_id, {"body": "on it"}).body
     assert api.delete(root, ticket_id).status == 204
     # When the stream reaches the audit-trail function
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     # Then the tenant's webhook has the four events, in order, in one group of its ticket
     records = receive()
     found = messages(records)
@@ -90,20 +79,20 @@ def test_each_event_type_is_queued_for_its_tenants_subscribed_webhooks_only(
         assert message["delivery_id"] == record["attributes"]["MessageDeduplicationId"] == expected
 
 
-def test_a_redelivered_stream_record_queues_nothing_new(api: Api, audit: StreamHarness) -> None:
+def test_a_redelivered_stream_record_queues_nothing_new(api: Api, audit_stream: StreamHarness) -> None:
     tenant = "acme"
     register(api, tenant, ALL_TYPES)
     api.new_ticket(User(tenant, "alice"))
-    records = audit.new_records()
-    audit.deliver(records)
-    audit.deliver(records)  # the stream hands the same record again
+    records = audit_stream.new_records()
+    audit_stream.deliver(records)
+    audit_stream.deliver(records)  # the stream hands the same record again
     (queued,) = messages(receive())
     # The same event id whatever the delivery: the audit event's, from the stream record
     assert json.loads(queued["event"])["id"] == records[0]["eventID"]
 
 
 def test_tenants_without_webhooks_cost_one_cached_query(
-    api: Api, audit: StreamHarness, monkeypatch: pytest.MonkeyPatch
+    api: Api, audit_stream: StreamHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries: list[str] = []
     original = DeliveryRecords.subscriptions
@@ -116,34 +105,28 @@ def test_tenants_without_webhooks_cost_one_cached_query(
     alice = User("quiet", "alice")
     for n in range(3):
         api.new_ticket(alice, title=f"t{n}")
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     assert queries == ["quiet"]  # one Query for three events (the container's cache)
     assert receive() == []
 
 
 def test_a_webhook_that_does_not_want_the_type_or_is_disabled_gets_nothing(
-    api: Api, audit: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     register(api, "acme", ["comment.added"])
     disabled = register(api, "acme", ALL_TYPES)
-    dynamodb.update_item(
-        TableName=table_name,
-        Key=keys.webhook_key("acme", disabled),
-        UpdateExpression="SET #s = :d",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":d": {"S": "DISABLED"}},
-    )
+    disable_webhook(dynamodb, table_name, "acme", disabled)
     api.new_ticket(User("acme", "alice"))
-    audit.deliver(audit.new_records())
+    audit_stream.deliver(audit_stream.new_records())
     assert receive() == []
 
 
 def test_a_failure_to_queue_fails_the_record_and_its_retry_queues_it(
-    api: Api, audit: StreamHarness, monkeypatch: pytest.MonkeyPatch
+    api: Api, audit_stream: StreamHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     register(api, "acme", ALL_TYPES)
     api.new_ticket(User("acme", "alice"))
-    records = audit.new_records()
+    records = audit_stream.new_records()
     fanout = webhook_fanout.webhook_fanout()
     real_sqs = fanout.sqs
 
@@ -152,10 +135,10 @@ def test_a_failure_to_queue_fails_the_record_and_its_retry_queues_it(
             return {"Successful": [], "Failed": [{"Id": "0", "SenderFault": False, "Code": "InternalError"}]}
 
     fanout.sqs = Refusing()
-    assert audit.invoke(records) == [records[0]["dynamodb"]["SequenceNumber"]]
+    assert audit_stream.invoke(records) == [records[0]["dynamodb"]["SequenceNumber"]]
     assert receive() == []
     fanout.sqs = real_sqs
-    assert audit.invoke(records) == []
+    assert audit_stream.invoke(records) == []
     assert len(receive()) == 1
 
 

@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from support_tickets.core import keys
+from support_tickets.core.webhook_events import DISABLED
 from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
 from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, webhook_key_arn
@@ -109,6 +111,17 @@ def receivers(count: int = 1, **options: Any) -> Iterator[list[Receiver]]:
     finally:
         for receiver in started:
             receiver.stop()
+
+
+def disable_webhook(dynamodb: Any, table_name: str, tenant_id: str, webhook_id: str) -> None:
+    """What a delivery answered 410 does to a webhook (or an operator): DISABLED."""
+    dynamodb.update_item(
+        TableName=table_name,
+        Key=keys.webhook_key(tenant_id, webhook_id),
+        UpdateExpression="SET #s = :d",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":d": {"S": DISABLED}},
+    )
 
 
 def lambda_sqs_record(message: Mapping[str, Any]) -> dict[str, Any]:
