@@ -1,21 +1,54 @@
-"""The DynamoDB stream event source of the aggregator, as Lambda runs it.
+"""The DynamoDB stream event source of a stream function, as Lambda runs it.
 
 A thread reads the table's stream from ``TRIM_HORIZON`` through the
-emulator's DynamoDB Streams API (with the aggregator role's credentials, so
+emulator's DynamoDB Streams API (with the function role's credentials, so
 the guard checks the role's ``ReadTheStream`` grant), drops the records the
 template's ``FilterCriteria`` rejects, and invokes the function with batches of
-up to ``BatchSize`` records, waiting up to ``MaximumBatchingWindowInSeconds``
-for a batch to fill. Failures follow Lambda's rules for a stream source with
-``ReportBatchItemFailures``:
+up to ``BatchSize`` records of one shard, in order, waiting up to
+``MaximumBatchingWindowInSeconds`` for a batch to fill. A shard moves on only
+once its batch is done or given up. Failures follow Lambda's documented rules
+for a stream source:
 
-- ``{"batchItemFailures": [{"itemIdentifier": <sequence number>}]}``: the
-  records before the lowest failed one are done; the batch is retried from it.
-  An identifier that is empty or not in the batch fails the whole batch.
-- The function raises: with ``BisectBatchOnFunctionError`` the batch is split
-  in two and each half retried on its own (splits do not count as retries).
-- After ``MaximumRetryAttempts`` retries, the remaining records are given up:
-  logged, and a Lambda-style on-failure record (``DDBStreamBatchInfo``) is sent
-  to the template's on-failure destination queue in the emulator.
+- **Partial batch response** (``ReportBatchItemFailures``,
+  https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html):
+  ``{"batchItemFailures": [{"itemIdentifier": <sequence number>}]}`` makes
+  the record with the lowest reported sequence number the checkpoint: the
+  records before it are done, and the batch is retried from it (with
+  ``BisectBatchOnFunctionError`` too, the batch is "bisected at the returned
+  sequence number" and only the remaining records are retried: no halving).
+  An empty or null list, or an empty response, is a success; an
+  ``itemIdentifier`` that is empty, null or not a record of the batch fails
+  the whole batch (retried, not bisected: the invocation did not fail).
+  Without ``ReportBatchItemFailures`` any response is a success.
+- **Function error** (the handler raised, timed out, or its environment
+  died): with ``BisectBatchOnFunctionError`` a batch of more than one record
+  is split in two and each half retried on its own, the first half first
+  (whatever the ``ReportBatchItemFailures`` setting); a single record is
+  retried as it is.
+- **Retries** (https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html):
+  every retry of a batch after a reported failure or a function error counts
+  towards ``MaximumRetryAttempts``; "splitting a batch does not consume the
+  retry quota". A split neither counts nor resets the count: each half
+  starts with the retries its batch had used (so no record is retried more
+  than ``MaximumRetryAttempts`` times, splits aside). ``-1`` (retry until the
+  record expires) is :data:`UNBOUNDED_RETRIES` here.
+- **Give up**: once a batch has used its retries and fails again, its
+  remaining records are discarded and the shard moves on. With an
+  on-failure destination (``DestinationConfig.OnFailure``: the template's
+  SQS queue), Lambda sends an *invocation record* there, JSON metadata about
+  the discarded batch (``requestContext`` with ``condition``
+  ``RetryAttemptsExhausted`` and ``approximateInvokeCount``,
+  ``responseContext``, ``DDBStreamBatchInfo`` with the shard, the first and
+  last sequence numbers and the batch size), never the records themselves:
+  a reader finds them in the stream by those sequence numbers (same page,
+  "Configuring destinations for failed invocations").
+  ``MaximumRecordAgeInSeconds`` is not modelled (locally no record gets old).
+- Parameters as SAM deploys them:
+  https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html.
+
+The redeliveries this makes (the same records again from the first reported
+failure; the halves of a failed batch; a record given up) are among the ones
+``support_tickets.streams.aggregation`` is exact under.
 
 :meth:`StreamPoller.wait_drained` blocks until every record written before the
 call has been delivered (or given up): what tests and benchmarks wait on.
@@ -166,8 +199,9 @@ class StreamPoller(PollingThread):
         return records
 
     # ------------------------------------------------------------ delivery
-    def _deliver(self, batch: list[dict[str, Any]], shard_id: str) -> None:
-        retries = 0
+    def _deliver(self, batch: list[dict[str, Any]], shard_id: str, retries: int = 0) -> None:
+        """Deliver ``batch`` until done or given up; ``retries``: those its
+        records already used (a bisected half inherits its batch's)."""
         limit = self._source.maximum_retry_attempts
         limit = UNBOUNDED_RETRIES if limit < 0 else limit
         remaining = batch
@@ -177,9 +211,10 @@ class StreamPoller(PollingThread):
                 self.delivered += len(remaining)
                 return
             if error is not None and self._source.bisect_on_error and len(remaining) > 1:
+                # Splitting does not consume the retry quota (nor reset it).
                 half = len(remaining) // 2
-                self._deliver(remaining[:half], shard_id)
-                self._deliver(remaining[half:], shard_id)
+                self._deliver(remaining[:half], shard_id, retries)
+                self._deliver(remaining[half:], shard_id, retries)
                 return
             self.delivered += failed_from
             remaining = remaining[failed_from:]

@@ -191,3 +191,55 @@ def test_without_report_batch_item_failures_a_response_is_success(report: bool) 
     aggregator = Aggregator(lambda batch: {"batchItemFailures": [{"itemIdentifier": batch[0]}]})
     poller, _ = run(streams, aggregator, source(report_batch_item_failures=report, maximum_retry_attempts=0))
     assert (poller.given_up, poller.delivered) == ((1, 0) if report else (0, 1))
+
+
+def test_a_reported_failure_with_bisect_on_retries_the_rest_without_halving_it() -> None:
+    # AWS: with both settings, a partial batch response "bisects" the batch at the returned
+    # sequence number and retries only the remaining records (no halving: nothing raised)
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(6)]
+    answers = iter([{"batchItemFailures": [{"itemIdentifier": seqs[1]}]}, {}])
+    aggregator = Aggregator(lambda batch: next(answers))
+    poller, failures = run(streams, aggregator, source())
+    assert source().bisect_on_error
+    assert aggregator.batches == [seqs, seqs[1:]]
+    assert (poller.delivered, failures) == (6, [])
+
+
+def test_a_split_neither_consumes_nor_resets_the_retry_quota() -> None:
+    # Given a record that fails its batch: reported once, then the function raises on it
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#t|TICKET#{n}") for n in range(4)]
+    calls = {"n": 0}
+
+    def bad_first_record(batch: list[str]) -> dict[str, Any]:
+        calls["n"] += 1
+        if seqs[0] not in batch:
+            return {}
+        if calls["n"] == 1:
+            return {"batchItemFailures": [{"itemIdentifier": seqs[0]}]}
+        raise RuntimeError("boom")
+
+    aggregator = Aggregator(bad_first_record)
+    poller, failures = run(streams, aggregator, source(maximum_retry_attempts=2))
+    # Then: the report is retry 1; the error splits (no retry) down to the record, whose
+    # halves inherited the retry used: one more retry (2 = MaximumRetryAttempts), then given up
+    assert aggregator.batches == [seqs, seqs, seqs[:2], seqs[:1], seqs[:1], seqs[1:2], seqs[2:]]
+    (failure,) = failures
+    assert failure["requestContext"]["approximateInvokeCount"] == 3
+    assert failure["DDBStreamBatchInfo"]["startSequenceNumber"] == seqs[0]
+    assert (poller.given_up, poller.delivered) == (1, 3)
+
+
+def test_the_on_failure_destination_gets_an_invocation_record_not_the_records() -> None:
+    streams = FakeStreams()
+    seqs = [streams.add(f"TENANT#secret-tenant|TICKET#{n}") for n in range(3)]
+    aggregator = Aggregator(lambda batch: {"batchItemFailures": [{"itemIdentifier": batch[0]}]})
+    _, failures = run(streams, aggregator, source(maximum_retry_attempts=0))
+    (failure,) = failures
+    assert set(failure) == {"requestContext", "responseContext", "version", "timestamp", "DDBStreamBatchInfo"}
+    info = failure["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (seqs[0], seqs[-1], 3)
+    # metadata only: the records' keys and images never leave the stream
+    assert "secret-tenant" not in str(failure)
+    assert failure["responseContext"]["functionError"] == ""
