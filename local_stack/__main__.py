@@ -88,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         help="execution environments (processes) a function may have at once under concurrent load (default 1)",
     )
 
+    serve.add_argument(
+        "--queue-concurrency",
+        type=int,
+        help="concurrent invocations of each SQS event source, at most (its MaximumConcurrency if lower; each is a "
+        "process; default 4; the benchmark runs the template's)",
+    )
+
     token = commands.add_parser("token", help="print an ID token (creates the user if needed)")
     token.add_argument("--tenant", required=True)
     token.add_argument("--user", required=True)
@@ -170,6 +177,8 @@ def _serve(args: argparse.Namespace) -> int:
         environments_per_function=args.environments_per_function,
         capacity_model=not args.no_capacity_model,
     )
+    if args.queue_concurrency is not None:
+        options.queue_concurrency = args.queue_concurrency
     stopping = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:

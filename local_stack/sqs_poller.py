@@ -33,16 +33,26 @@ documents for the SQS event source ("Using Lambda with Amazon SQS",
 - **Dead-letter queue**: the queue's ``RedrivePolicy`` as moto implements it:
   a message received ``maxReceiveCount`` times moves to the dead-letter queue
   at the next receive instead of being delivered (as in SQS).
-- **FIFO**: a batch holds the messages of one message group, in order, and a
-  group never has two batches in flight (SQS itself returns no message of a
-  group while one of its messages is in flight, moto included). Groups run in
-  parallel, up to the source's concurrency: a function hanging on one group
-  never delays another. (Lambda may put several groups in one batch; a
-  function must not rely on either.) A standard queue's batch holds up to
-  ``BatchSize`` messages, collected for up to ``MaximumBatchingWindowInSeconds``.
+- **FIFO**: as Lambda reads a FIFO queue ("Configuring scaling behavior for
+  SQS event source mappings",
+  https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html):
+  "each batch may contain messages from more than one message group, but the
+  order of the messages is maintained", and the concurrent invocations are
+  capped "either at the number of message group IDs or the maximum
+  concurrency setting, whichever is lower". A batch is what one
+  ``ReceiveMessage`` returns (up to ``BatchSize``): SQS returns as many
+  messages of a group as it can and messages of other groups, each group in
+  order, and no message of a group while one of its messages is in flight
+  (moto included), so a group never has two batches in flight. A function
+  hanging on one group's message holds its whole batch (the other groups' in
+  it included) until it returns, and one of the source's invocations. A
+  standard queue's batch holds up to ``BatchSize`` messages, collected for up
+  to ``MaximumBatchingWindowInSeconds``.
 - **Concurrency**: ``ScalingConfig.MaximumConcurrency`` bounds the source's
   concurrent invocations; locally, so does the stack's
-  ``queue_concurrency`` (each invocation is a process), whichever is lower.
+  ``queue_concurrency`` (each invocation is a process; ``make dev`` keeps a
+  few), whichever is lower. The benchmark runs the source at the template's
+  ``MaximumConcurrency`` (``python -m local_stack serve --queue-concurrency``).
 - **Filtering**: ``FilterCriteria`` patterns are matched against the record
   (``body`` parsed when it is JSON, as Lambda does); a message no pattern
   matches is deleted without an invocation.
@@ -338,8 +348,7 @@ class SqsPoller(PollingThread):
             free = self.concurrency - self._running
         if free <= 0:
             return 0
-        # A FIFO receive is split into per-group batches: taking at most BatchSize
-        # messages keeps every group's batch within it.
+        # A FIFO receive is one batch (its groups mixed, each in order), at most BatchSize.
         wanted = min(RECEIVE_LIMIT, self._source.batch_size - (0 if self._fifo else len(self._held)))
         answer = self._sqs.receive_message(
             QueueUrl=self._queue_url,
@@ -352,8 +361,7 @@ class SqsPoller(PollingThread):
         records = [lambda_record(message, self._queue_arn, self._region) for message in messages]
         records = self._filtered(records)
         if self._fifo:
-            for group in _by_group(records):
-                self._dispatch(group)
+            self._dispatch(records)
             return len(messages)
         if records and not self._held:
             self._held_since = time.monotonic()
@@ -454,11 +462,3 @@ class SqsPoller(PollingThread):
                 self.deleted += len(answer.get("Successful", []))
             for error in answer.get("Failed", []):
                 self._log_once(f"{self._source.name}: delete failed: {error.get('Code')} {error.get('Message')}")
-
-
-def _by_group(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """A FIFO receive's messages as one batch per message group, each in order."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        groups.setdefault(record["attributes"].get("MessageGroupId", ""), []).append(record)
-    return list(groups.values())

@@ -256,7 +256,7 @@ def test_a_standard_queue_batches_up_to_batch_size(sqs: Any, poll: Callable[...,
 
 
 # ---------------------------------------------------------------- FIFO order and groups
-def test_a_group_is_delivered_in_order_one_batch_at_a_time(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
+def test_a_group_is_delivered_in_order_never_in_two_batches_at_once(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
     url, arn = make_queue(sqs)
     sent = {group: [f"{group}-{n}" for n in range(12)] for group in ("a", "b", "c")}
     for n in range(12):
@@ -266,24 +266,46 @@ def test_a_group_is_delivered_in_order_one_batch_at_a_time(sqs: Any, poll: Calla
     overlaps: list[str] = []
     lock = threading.Lock()
 
-    def one_group_at_a_time(records: list[dict[str, Any]]) -> None:
+    def one_batch_of_a_group_at_a_time(records: list[dict[str, Any]]) -> None:
         groups = {record["attributes"]["MessageGroupId"] for record in records}
-        assert len(groups) == 1, "a batch holds one group"
-        (group,) = groups
         with lock:
-            in_flight[group] = in_flight.get(group, 0) + 1
-            if in_flight[group] > 1:
-                overlaps.append(group)
+            for group in groups:
+                in_flight[group] = in_flight.get(group, 0) + 1
+                if in_flight[group] > 1:
+                    overlaps.append(group)
         with lock:
-            in_flight[group] -= 1
+            for group in groups:
+                in_flight[group] -= 1
 
-    function = Function(one_group_at_a_time)
+    function = Function(one_batch_of_a_group_at_a_time)
     poller = poll(url, arn, function)
     assert poller.wait_drained(timeout=10)
     for group, bodies in sent.items():
         assert [body for body in function.bodies if body.startswith(f"{group}-")] == bodies
     assert overlaps == []
     assert counts(sqs, url) == (0, 0)
+
+
+def test_a_fifo_batch_mixes_groups_each_in_order_as_lambdas_does(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
+    """services-sqs-scaling.html: "each batch may contain messages from more than one
+    message group, but the order of the messages is maintained"."""
+    url, arn = make_queue(sqs)
+    for n in range(3):
+        for group in ("a", "b"):
+            send(sqs, url, f"{group}{n}", group=group)
+    send(sqs, url, "c0", group="c")
+    function = Function()
+    poller = poll(url, arn, function, source(batch_size=5))
+    assert poller.wait_drained(timeout=10)
+    first, *rest = function.batches
+    assert len(first) == 5
+    assert len({body[0] for body in first}) > 1  # several groups in one batch
+    for group in "abc":
+        assert [body for body in function.bodies if body[0] == group] == sorted(
+            body for body in function.bodies if body[0] == group
+        )
+    assert sorted(function.bodies) == ["a0", "a1", "a2", "b0", "b1", "b2", "c0"]
+    assert sum(len(batch) for batch in rest) == 2
 
 
 def test_a_groups_batches_keep_to_batch_size(sqs: Any, poll: Callable[..., SqsPoller]) -> None:
@@ -353,9 +375,11 @@ def test_groups_run_in_their_own_execution_environments(sqs: Any, tmp_path: Path
 
     poller = SqsPoller(sqs, url, arn, source(), invoke=invoke, concurrency=2)
     send(sqs, url, "hang", group="slow")
-    send(sqs, url, "hello", group="fast")
     poller.start()
     try:
+        assert poller.wait_drained(timeout=0.5) is False  # the hanging batch is under way
+        send(sqs, url, "hello", group="fast")  # (sent together, they would share its batch)
+        poller.notify()
         assert fast_done.wait(timeout=20), "the fast group waited for the hanging environment"
         assert len(runtime.pids()[spec.logical_id]) == 2
     finally:
