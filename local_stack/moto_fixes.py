@@ -66,6 +66,21 @@ each of these code paths as 5.2.5 does.
   12 hours of total visibility since it was last *received* (a message
   retried for a day can still be given a new timeout on each receive). The
   last receive is now remembered and the limit counted from it.
+- :data:`SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES`. moto measures a
+  message and a ``SendMessageBatch`` in characters of the body (an emoji is one,
+  where SQS counts its 4 UTF-8 bytes), leaves the message attributes out, and
+  accepts any character. SQS counts UTF-8 bytes of the body plus each message
+  attribute's name, type and value, refuses a message over the queue's
+  ``MaximumMessageSize`` and a batch whose messages add up to more than
+  1,048,576 bytes (``BatchRequestTooLong``), and refuses a message holding a
+  character outside ``#x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
+  #x10000-#x10FFFF`` (``InvalidMessageContents``; in a batch, that entry is
+  reported ``Failed``, sender's fault, and the others are sent), as the API
+  reference's SendMessage and SendMessageBatch pages say
+  (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html,
+  and the message quotas,
+  https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html).
+  Both sends now count and check as SQS does.
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -78,8 +93,10 @@ fixtures.
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -103,7 +120,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
 from moto.kms import models as kms_models
 from moto.sqs import models as sqs_models
-from moto.sqs.exceptions import InvalidParameterValue, ReceiptHandleIsInvalid
+from moto.sqs.exceptions import BatchRequestTooLong, InvalidParameterValue, ReceiptHandleIsInvalid, SQSException
 from moto.sqs.models import SQSBackend
 
 from local_stack import cognito, identity_pool
@@ -533,6 +550,95 @@ def change_message_visibility(self: SQSBackend, queue_name: str, receipt_handle:
     raise ReceiptHandleIsInvalid
 
 
+# ---------------------------------------------------------------- SQS counts bytes
+# SendMessageBatch: the sum of its messages' sizes (and each message's own maximum,
+# the queue's MaximumMessageSize, at most this).
+MAXIMUM_BATCH_BYTES = 1_048_576
+# What SQS refuses in a message (the complement of the allowed set).
+REFUSED_CHARACTERS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+class InvalidMessageContents(SQSException):
+    def __init__(self, character: str) -> None:
+        super().__init__(
+            "InvalidMessageContents",
+            f"Invalid binary character '#x{ord(character):X}' was found in the message body, the set of allowed "
+            "characters is #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+        )
+
+
+def message_bytes(body: str, attributes: dict[str, Any] | None) -> int:
+    """A message's size as SQS counts it: the body's UTF-8 bytes and each attribute's
+    name, data type and value."""
+    size = len(body.encode("utf-8", "surrogatepass"))
+    for name, attribute in (attributes or {}).items():
+        size += len(name.encode()) + len(str(attribute.get("DataType", "")).encode())
+        if attribute.get("StringValue") is not None:
+            size += len(str(attribute["StringValue"]).encode("utf-8", "surrogatepass"))
+        binary = attribute.get("BinaryValue")
+        if isinstance(binary, bytes):
+            size += len(binary)
+        elif isinstance(binary, str):
+            size += len(base64.b64decode(binary))
+    return size
+
+
+def _refused_character(body: str) -> str | None:
+    found = REFUSED_CHARACTERS.search(body)
+    return found.group() if found else None
+
+
+def _counted_send(original: Callable[..., Any]) -> Callable[..., Any]:
+    """SendMessage: the size in bytes against the queue's maximum, the characters checked."""
+
+    @functools.wraps(original)
+    def send_message(self: SQSBackend, queue_name: str, message_body: str, *args: Any, **kwargs: Any) -> Any:
+        attributes = kwargs.get("message_attributes") if "message_attributes" in kwargs else (args[0] if args else None)
+        maximum = int(vars(self.get_queue(queue_name))["maximum_message_size"])
+        if message_bytes(message_body, attributes) > maximum:
+            raise InvalidParameterValue(
+                f"One or more parameters are invalid. Reason: Message must be shorter than {maximum} bytes."
+            )
+        refused = _refused_character(message_body)
+        if refused is not None:
+            raise InvalidMessageContents(refused)
+        return original(self, queue_name, message_body, *args, **kwargs)
+
+    return send_message
+
+
+def _counted_batch(original: Callable[..., Any]) -> Callable[..., Any]:
+    """SendMessageBatch: the batch's bytes against 1 MiB and each message's against the
+    queue's maximum (the request refused, as moto does for characters); an entry with a
+    refused character is reported failed and the others sent."""
+
+    @functools.wraps(original)
+    def send_message_batch(
+        self: SQSBackend, queue_name: str, entries: dict[str, dict[str, Any]]
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        sizes = [message_bytes(entry["MessageBody"], entry.get("MessageAttributes")) for entry in entries.values()]
+        if sum(sizes) > MAXIMUM_BATCH_BYTES:
+            raise BatchRequestTooLong(sum(sizes))
+        maximum = int(vars(self.get_queue(queue_name))["maximum_message_size"])
+        if any(size > maximum for size in sizes):
+            raise InvalidParameterValue(
+                f"One or more parameters are invalid. Reason: Message must be shorter than {maximum} bytes."
+            )
+        refused: list[dict[str, Any]] = []
+        accepted: dict[str, dict[str, Any]] = {}
+        for key, entry in entries.items():
+            character = _refused_character(entry["MessageBody"])
+            if character is None:
+                accepted[key] = entry
+                continue
+            error = InvalidMessageContents(character)
+            refused.append({"Id": entry["Id"], "SenderFault": True, "Code": error.code, "Message": error.message})
+        sent, failed = original(self, queue_name, accepted)
+        return sent, [*refused, *failed]
+
+    return send_message_batch
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -562,10 +668,18 @@ SQS_RECEIVES_AS_SQS_DOES = Fix(
         Patch(SQSBackend, "change_message_visibility", lambda _original: change_message_visibility),
     ],
 )
+SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES = Fix(
+    "SQS messages and batches are measured in UTF-8 bytes with their attributes; refused characters are refused",
+    [
+        Patch(SQSBackend, "send_message", _counted_send),
+        Patch(SQSBackend, "send_message_batch", _counted_batch),
+    ],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
     QUERIES_READ_THEIR_PARTITION,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     SQS_RECEIVES_AS_SQS_DOES,
+    SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
 )

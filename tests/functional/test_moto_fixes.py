@@ -18,6 +18,10 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
 - KMS keys: plain moto generates an RSA key for every KMS key, symmetric ones
   included; with the fix none until an asymmetric operation needs it, and
   then those operations answer as in plain moto.
+- SQS sizes: plain moto counts a message's characters, not its UTF-8 bytes and
+  attributes, and takes any character; with the fix a message over the queue's
+  maximum in bytes, a batch over 1 MiB and a refused character are refused as
+  SQS refuses them.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from local_stack.moto_fixes import (
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     MOTO_LOCK,
     QUERIES_READ_THEIR_PARTITION,
+    SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
@@ -691,3 +696,72 @@ def test_twelve_hours_of_visibility_count_from_the_last_receive(aws: None) -> No
     advance_queue_clock(600)  # 10 minutes later, 43,000 s more would end 12 h 10 min after the receive
     with pytest.raises(ClientError, match="beyond the limit"):
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=43000)
+
+
+# ---------------------------------------------------------------- SQS counts bytes
+EMOJI = "\U0001f600"  # 1 character, 4 bytes in UTF-8
+
+
+def _small_fifo_queue(sqs: Any, name: str) -> str:
+    attributes = {"FifoQueue": "true", "MaximumMessageSize": "1024"}
+    url: str = sqs.create_queue(QueueName=f"{name}.fifo", Attributes=attributes)["QueueUrl"]
+    return url
+
+
+def _send(sqs: Any, url: str, body: str, **attributes: str) -> Any:
+    message_attributes = {name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()}
+    return sqs.send_message(
+        QueueUrl=url,
+        MessageBody=body,
+        MessageGroupId="g",
+        MessageDeduplicationId=str(len(body)),
+        MessageAttributes=message_attributes,
+    )
+
+
+def _batch_of_emoji(count: int) -> list[dict[str, str]]:
+    # 4 entries of ``count`` emoji: count characters each, 16 x count bytes in all
+    return [
+        {"Id": str(n), "MessageBody": EMOJI * count, "MessageGroupId": "g", "MessageDeduplicationId": str(n)}
+        for n in range(4)
+    ]
+
+
+def test_in_plain_moto_sizes_are_characters_and_any_character_goes(aws: None) -> None:
+    sqs: Any = boto3.client("sqs", region_name=REGION)
+    url = _small_fifo_queue(sqs, "plain-bytes")
+    with SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES.removed():
+        _send(sqs, url, EMOJI * 1000)  # 4,000 bytes into a queue of 1,024
+        _send(sqs, url, "x" * 1000, padding="y" * 100)  # 1,100 bytes with the attribute
+        _send(sqs, url, "not \ufffe allowed")
+        big = sqs.create_queue(QueueName="plain-batch.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        assert len(sqs.send_message_batch(QueueUrl=big, Entries=_batch_of_emoji(75_000))["Successful"]) == 4
+
+
+def test_sizes_are_utf8_bytes_with_the_attributes_and_refused_characters_are_refused(aws: None) -> None:
+    sqs: Any = boto3.client("sqs", region_name=REGION)
+    url = _small_fifo_queue(sqs, "fixed-bytes")
+    with pytest.raises(ClientError, match="shorter than 1024 bytes"):
+        _send(sqs, url, EMOJI * 257)  # 1,028 bytes
+    _send(sqs, url, EMOJI * 256)  # 1,024 bytes: the maximum itself goes
+    with pytest.raises(ClientError, match="shorter than 1024 bytes"):
+        _send(sqs, url, "x" * 1000, padding="y" * 100)
+    for refused in ("\ufffe", "\uffff", "\x00", "\x0b", "\x1f"):
+        with pytest.raises(ClientError) as caught:
+            _send(sqs, url, f"not {refused} allowed")
+        assert caught.value.response["Error"]["Code"] == "InvalidMessageContents"
+    _send(sqs, url, "\t\n\r \x7f\ud7ff\ue000\ufffd" + EMOJI)  # the edges of the allowed set
+    big = sqs.create_queue(QueueName="fixed-batch.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError) as too_long:
+        sqs.send_message_batch(QueueUrl=big, Entries=_batch_of_emoji(75_000))  # 1,200,000 bytes
+    assert too_long.value.response["Error"]["Code"].endswith("BatchRequestTooLong")
+    assert len(sqs.send_message_batch(QueueUrl=big, Entries=_batch_of_emoji(65_536))["Successful"]) == 4  # 1 MiB
+    entries = [
+        {"Id": "ok", "MessageBody": "fine", "MessageGroupId": "g", "MessageDeduplicationId": "ok"},
+        {"Id": "bad", "MessageBody": "\ufffe", "MessageGroupId": "g", "MessageDeduplicationId": "bad"},
+    ]
+    answer = sqs.send_message_batch(QueueUrl=big, Entries=entries)
+    assert [entry["Id"] for entry in answer["Successful"]] == ["ok"]
+    assert [(entry["Id"], entry["Code"], entry["SenderFault"]) for entry in answer["Failed"]] == [
+        ("bad", "InvalidMessageContents", True)
+    ]
