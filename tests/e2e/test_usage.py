@@ -145,3 +145,30 @@ def test_a_known_mix_of_two_tenants_appears_exactly_in_get_usage_and_make_usage(
     rows = {line.split()[0]: line.split() for line in table.getvalue().splitlines()[3:]}
     assert rows[first][1] == str(sum(expected[first].values()))
     assert rows[second][1] == str(sum(expected[second].values()))
+
+
+def test_requests_refused_as_too_large_are_the_tokens_tenants(
+    stack: RunningStack, tenant_pair: tuple[Caller, Caller]
+) -> None:
+    caller, other = tenant_pair
+    table = str(stack.state["table_name"])
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert stack.drain_logs()["drained"]
+    before = {t: read_day(stack.operator("dynamodb"), table, t, day) for t in (caller.tenant_id, other.tenant_id)}
+    # Given three POST /tickets over 64 KiB with a valid token (API Gateway ran the
+    # authorizer and invoked the function: both are billed)
+    oversized = json.dumps({"title": "t", "description": "x" * (64 * 1024)}).encode()
+    for _ in range(3):
+        refused = stack.request("POST", "/tickets", token=caller.token, raw=oversized)
+        assert (refused.status, refused.error_code) == (413, "PAYLOAD_TOO_LARGE")
+    assert stack.drain_logs()["drained"]
+    after = {t: read_day(stack.operator("dynamodb"), table, t, day) for t in (caller.tenant_id, other.tenant_id)}
+    # Then they are the token's tenant's requests (one invocation each), and nobody else's
+    zero = Decimal(0)
+    moved = {
+        name: after[caller.tenant_id].get(name, zero) - before[caller.tenant_id].get(name, zero)
+        for name in ("requests", "requests:POST /tickets", "mb_ms")
+    }
+    assert (moved["requests"], moved["requests:POST /tickets"]) == (3, 3)
+    assert moved["mb_ms"] > 0
+    assert after[other.tenant_id] == before[other.tenant_id]

@@ -6,6 +6,7 @@ a new route is covered here with no edit."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -142,3 +143,25 @@ def test_units_are_split_into_reads_and_writes_exactly() -> None:
     for _ in range(10):
         meter.add("get_item", {"ConsumedCapacity": {"CapacityUnits": 0.1}})
     assert meter.current().read_units == Decimal(1)  # exact: no float drift
+
+
+@pytest.mark.parametrize("route", ["create", "webhook_create"])
+def test_a_body_over_the_limit_is_refused_and_logged_for_the_contexts_tenant(
+    api: Api, user: User, route: str, log_lines: Callable[[], list[dict[str, Any]]]
+) -> None:
+    # Given a request over 64 KiB with a valid authorizer context (API Gateway ran
+    # the authorizer: the request and the function's invocation are billed)
+    log_lines()
+    too_large = api.call(route, user.as_admin(), raw_body=json.dumps({"title": "x" * (64 * 1024)}))
+    assert too_large.status == 413
+    # Then it logged its one usage line, under the context's tenant, with its 413
+    (line,) = _usage_lines(log_lines())
+    spec = ROUTES[route]
+    assert (line["tenant_id"], line["status"]) == (user.tenant_id, 413)
+    assert line["usage"]["route"] == f"{spec.method} {spec.path}"
+    assert (line["usage"]["dynamodb_calls"], line["usage"]["read_units"], line["usage"]["write_units"]) == (0, 0, 0)
+    # and one whose context is no valid caller (a bypassed authorizer naming a tenant,
+    # no user, token or credentials) is still a 413, not a 401, and logged under nobody
+    forged = api.call(route, None, context={"tenant_id": user.tenant_id}, raw_body="x" * (64 * 1024 + 1))
+    assert forged.status == 413
+    assert _usage_lines(log_lines()) == []

@@ -1,12 +1,16 @@
 """API plumbing shared by every REST function: the resolver, the caller, the
 checked input, and the one table that maps errors to API.md's bodies.
 
-Order of checks for a request (see :func:`handle`): body size (413), identity
+Order of answers for a request (see :func:`handle`): body size (413), identity
 from the authorizer claims (401/403), a JSON ``Content-Type`` for a body (400),
 then the query, headers and body against what the route declares
 (:mod:`support_tickets.api.validation`, 400), then the route. Everything that
 goes wrong after that is an :class:`~support_tickets.core.errors.ApiError`
 raised by the domain and turned into a response here, never in a handler.
+The identity is read before the 413 is answered, so that a request the
+authorizer let through logs its ``"request handled"`` line under the tenant
+of the authorizer's context (API Gateway's, never the client's), whatever the
+answer; only a request with no valid caller logs none.
 
 Powertools' own request validation stays off (``enable_validation=False``): it
 is built on pydantic, whose import alone is more than a fifth of a cold
@@ -210,19 +214,23 @@ def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: met
 def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
     metering.start()
+    # Too large is the answer whoever calls (413 before 401), but the caller is
+    # still read first: a request the authorizer let through is its tenant's,
+    # refused or not (API Gateway and Lambda bill it), so its line is logged below.
+    too_large = _body_size(event) > MAX_BODY_BYTES
     try:
-        if _body_size(event) > MAX_BODY_BYTES:
-            raise PayloadTooLarge()
         caller = caller_from_event(event, get_settings().allowed_client_ids)
     except ApiError as exc:
-        # No tenant yet (or not a valid one): nothing to log it under; API
+        # No tenant (or not a valid one): nothing to log it under; API
         # Gateway's access log has the request.
-        return _proxy_response(error_response(exc))
+        return _proxy_response(error_response(PayloadTooLarge() if too_large else exc))
     logger.append_keys(tenant_id=caller.tenant_id, user=caller.username)
     tracer.put_annotation(key="tenant_id", value=caller.tenant_id)
     status = 500  # unless the resolver answers: whatever escapes is Lambda's error
     try:
         try:
+            if too_large:
+                raise PayloadTooLarge()
             _require_json_body(event)
             checked = read_input(app.accepts, event)
         except ApiError as exc:
