@@ -169,6 +169,6 @@ def test_requests_refused_as_too_large_are_the_tokens_tenants(
         name: after[caller.tenant_id].get(name, zero) - before[caller.tenant_id].get(name, zero)
         for name in ("requests", "requests:POST /tickets", "mb_ms")
     }
-    assert (moved["requests"], moved["requests:POST /tickets"]) == (3, 3)
+    assert (moved["requests"], moved["requests:POST /tickets"]) == (Decimal(3), Decimal(3))
     assert moved["mb_ms"] > 0
     assert after[other.tenant_id] == before[other.tenant_id]
