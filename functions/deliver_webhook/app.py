@@ -39,6 +39,7 @@ def deliverer() -> Deliverer:
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
         dead_letter_queue_url=os.environ["WEBHOOK_DEAD_LETTER_QUEUE_URL"],
         allow_local_http=settings.webhook_allow_local_http,
+        local_stack_ports=settings.webhook_local_stack_ports,
         tier_rates=tier_rates(os.environ.get("WEBHOOK_TIER_RATES", "")),
         tenant_configs=tenant_configs(),
     )

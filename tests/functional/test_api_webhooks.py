@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import re
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,27 @@ def test_a_name_resolving_to_a_private_address_is_refused(
 ) -> None:
     monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: ["10.0.0.7"])
     assert_error(create(api, admin), 400, "INVALID_WEBHOOK_URL")
+
+
+def test_a_lookup_that_hangs_answers_503_within_the_registrations_bound_and_stores_nothing(
+    api: Api, admin: User, monkeypatch: pytest.MonkeyPatch, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # getaddrinfo has no timeout of its own: a nameserver that never answers must not hold the route.
+    release = threading.Event()
+
+    def hanging(host: str, port: int) -> list[str]:
+        release.wait(10)
+        return [PUBLIC]
+
+    monkeypatch.setattr(webhook_urls, "system_resolver", hanging)
+    monkeypatch.setattr(webhook_urls, "REGISTRATION_RESOLVE_SECONDS", 0.05)
+    try:
+        response = create(api, admin)
+    finally:
+        release.set()
+    assert_error(response, 503, "UNAVAILABLE")
+    assert response.header("Retry-After")
+    assert webhook_items(dynamodb, table_name, admin.tenant_id) == []
 
 
 @pytest.mark.parametrize(

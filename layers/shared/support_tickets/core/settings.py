@@ -49,8 +49,11 @@ class Settings:
     tenant_config_ttl_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS
     # The KMS key webhook secrets are encrypted with (the webhook functions' environment only).
     webhook_key_arn: str | None = None
-    # The local stack only: also accept http://127.0.0.1:<port> webhook URLs.
+    # The local stack only: also accept http://127.0.0.1:<port> webhook URLs...
     webhook_allow_local_http: bool = False
+    # ...but never on these ports: the local stack's own listeners (its emulator, whose
+    # /_local/ control endpoints move the whole stack, its endpoint listener, its API).
+    webhook_local_stack_ports: frozenset[int] = frozenset()
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -127,6 +130,13 @@ def _number(kind: Callable[[str], float], low: float, high: float) -> Callable[[
     return check
 
 
+def _ports(raw: str) -> frozenset[int]:
+    ports = frozenset(int(part) for part in raw.split(",") if part.strip())
+    if any(not 1 <= port <= 65535 for port in ports):
+        raise ValueError(raw)
+    return ports
+
+
 def _any(raw: str) -> str:
     return raw
 
@@ -148,6 +158,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "tenant_config_ttl_seconds": ("TENANT_CONFIG_TTL_SECONDS", _optional(_number(float, 0, 300))),
     "webhook_key_arn": ("WEBHOOK_KEY_ARN", _optional(_matching(_KMS_KEY_ARN))),
     "webhook_allow_local_http": ("WEBHOOK_ALLOW_LOCAL_HTTP", _optional(_boolean)),
+    "webhook_local_stack_ports": ("WEBHOOK_LOCAL_STACK_PORTS", _optional(_ports)),
 }
 
 

@@ -59,8 +59,15 @@ def _iso(moment: datetime) -> str:
 
 def create_webhook(caller: Caller, request: CreateWebhookRequest, resolve: Resolver | None = None) -> CreatedWebhook:
     table = _admin_table(caller)
-    allow_local_http = get_settings().webhook_allow_local_http
-    check_webhook_url(request.url, resolve=resolve or webhook_urls.system_resolver, allow_local_http=allow_local_http)
+    settings = get_settings()
+    # A host that does not resolve within the bound is 503 UNAVAILABLE (retry later), not a 400.
+    check_webhook_url(
+        request.url,
+        resolve=resolve or webhook_urls.system_resolver,
+        allow_local_http=settings.webhook_allow_local_http,
+        local_stack_ports=settings.webhook_local_stack_ports,
+        timeout=webhook_urls.REGISTRATION_RESOLVE_SECONDS,
+    )
     webhook_id = new_id()
     secret = new_secret()
     key = keys.webhook_key(table.tenant_id, webhook_id)

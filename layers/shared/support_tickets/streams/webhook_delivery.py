@@ -215,6 +215,8 @@ class Deliverer:
     queue_url: str
     dead_letter_queue_url: str
     allow_local_http: bool = False
+    # With allow_local_http: the local stack's own listeners, never a receiver.
+    local_stack_ports: frozenset[int] = frozenset()
     resolve: Resolver = webhook_urls.system_resolver
     post: Poster = pinned_post
     timeout: float = DELIVERY_TIMEOUT_SECONDS
@@ -302,11 +304,18 @@ class Deliverer:
 
     def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
         """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
+        # One deadline for the whole attempt, the name's lookup included (getaddrinfo has no
+        # timeout of its own): the POST gets what the lookup and the signing left of it.
+        deadline = time.monotonic() + self.timeout
         try:
             checked = webhook_urls.check_webhook_url(
-                target.url, resolve=self.resolve, allow_local_http=self.allow_local_http
+                target.url,
+                resolve=self.resolve,
+                allow_local_http=self.allow_local_http,
+                local_stack_ports=self.local_stack_ports,
+                timeout=self.timeout,
             )
-        except InvalidWebhookUrl:
+        except (InvalidWebhookUrl, webhook_urls.ResolutionTimedOut):
             logger.warning(
                 "webhook URL refused at delivery",
                 extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
@@ -318,7 +327,7 @@ class Deliverer:
             signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
         headers = webhook_headers(message.event_id, int(now), message.body, signing)
         try:
-            return self.post(checked, headers, message.body.encode(), self.timeout)
+            return self.post(checked, headers, message.body.encode(), deadline - time.monotonic())
         except (http.client.HTTPException, OSError) as exc:
             logger.info(
                 "webhook receiver did not answer",
