@@ -547,6 +547,30 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
         json.dumps({"Fn::GetAtt": ["WebhookEventsDeadLetterQueue", "Arn"]}),
     }
     assert by_sid["ItsDeadLetterQueue"]["Action"] == "sqs:SendMessage"
+    # Which of a tenant's attempt leases are held: a Query of its delivery-bound partition, nothing else.
+    leases = by_sid["TierLeases"]
+    assert leases["Action"] == "dynamodb:Query"
+    assert leases["Condition"]["ForAllValues:StringLike"] == {"dynamodb:LeadingKeys": ["TENANT#*|WEBHOOKS#RATE"]}
+
+
+def test_a_tenants_attempts_in_flight_are_a_bounded_share_of_the_delivery_pool() -> None:
+    """Every tier has an in-flight bound below the event source's MaximumConcurrency, and a
+    lease lives as long as the function may run (no attempt outlives its lease)."""
+    from support_tickets.data.tenant_registry import TIERS
+    from support_tickets.streams.webhook_delivery import LEASE_SECONDS, tier_rates
+
+    function = resources("AWS::Lambda::Function")["DeliverWebhookFunction"]["Properties"]
+    bounds = tier_rates(function["Environment"]["Variables"]["WEBHOOK_TIER_IN_FLIGHT"])
+    assert bounds is not None
+    assert set(bounds) == set(TIERS)
+    (source,) = [
+        mapping["Properties"]
+        for mapping in resources("AWS::Lambda::EventSourceMapping").values()
+        if mapping["Properties"]["FunctionName"] == {"Ref": "DeliverWebhookFunction"}
+    ]
+    pool = source["ScalingConfig"]["MaximumConcurrency"]
+    assert max(bounds.values()) <= pool // 5  # one tenant holds at most a fifth of the pool
+    assert function["Timeout"] <= LEASE_SECONDS
 
 
 def test_the_webhook_queue_is_fifo_encrypted_and_feeds_the_delivery_function() -> None:

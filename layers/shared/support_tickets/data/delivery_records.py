@@ -187,7 +187,107 @@ class DeliveryRecords:
             return False
         return True
 
+    def take_lease(self, limit: int, now: float, until: float, holder: str) -> int | None:
+        """One of the tenant's ``limit`` attempt leases, held until ``until`` (epoch
+        seconds) by ``holder``; ``None`` when every one is held. One consistent
+        Query of the leases, then a conditional ``UpdateItem`` of a free one (free:
+        never taken, released, or expired: a crashed attempt holds nothing past
+        ``until``); another taker winning the same one moves on to the next."""
+        response = self.table.call(
+            "query",
+            TableName=self.table.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :lease)",
+            ExpressionAttributeValues={
+                ":pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)},
+                ":lease": {"S": keys.WEBHOOK_LEASE_SK_PREFIX},
+            },
+            ProjectionExpression="sk, held_until",
+            ConsistentRead=True,
+        )
+        held: set[str] = set()
+        for item in response.get("Items", []):
+            row = from_item(item)
+            if row.get("held_until") is not None and float(row["held_until"]) > now:
+                held.add(str(row["sk"]))
+        for slot in range(limit):
+            key = keys.webhook_lease_key(self.table.tenant_id, slot)
+            if key["sk"]["S"] in held:
+                continue
+            try:
+                self.table.call(
+                    "update_item",
+                    TableName=self.table.table_name,
+                    Key=key,
+                    UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
+                    ConditionExpression="attribute_not_exists(held_until) OR held_until <= :now",
+                    ExpressionAttributeValues={
+                        ":until": {"N": str(round(until, 3))},
+                        ":holder": {"S": holder},
+                        ":now": {"N": str(round(now, 3))},
+                        ":expiration": {"N": str(int(until) + 3600)},
+                    },
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                continue
+            return slot
+        return None
+
+    def release_lease(self, slot: int, holder: str) -> None:
+        """Give lease ``slot`` back, if ``holder`` still holds it (once expired, another may)."""
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key=keys.webhook_lease_key(self.table.tenant_id, slot),
+                UpdateExpression="REMOVE held_until, holder",
+                ConditionExpression="holder = :holder",
+                ExpressionAttributeValues={":holder": {"S": holder}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
     # ------------------------------------------------------------ deliveries
+    def hold(self, attempt: Attempt) -> None:
+        """A delivery held without an attempt (its tenant is suspended): a record
+        ``PENDING`` with 0 attempts if it has none yet, so the deliveries list
+        shows it; a record that exists (a failed attempt's, one marked for
+        redelivery) is left as it is (a write that kept a redelivery mark would
+        send the redelivery again)."""
+        values: dict[str, Any] = {
+            ":delivery_id": attempt.delivery_id,
+            ":webhook_id": attempt.webhook_id,
+            ":event_id": attempt.event_id,
+            ":type": attempt.type,
+            ":ticket_id": attempt.ticket_id,
+            ":body": attempt.body,
+            ":status": PENDING,
+            ":next": attempt.next_attempt_at,
+            ":at": attempt.at,
+            ":expiration": attempt.expiration,
+            ":zero": 0,
+            ":none": None,
+        }
+        try:
+            self.table.call(
+                "update_item",
+                TableName=self.table.table_name,
+                Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
+                UpdateExpression=(
+                    "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+                    "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :none, "
+                    "next_attempt_at = :next, created_at = :at, expiration = :expiration, attempts = :zero"
+                ),
+                ConditionExpression="attribute_not_exists(pk)",
+                ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
+                ExpressionAttributeValues=to_item(values),
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+
     def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
         """A delivery's status and attempts so far (``None`` and 0 before its first attempt)."""
         response = self.table.call(
