@@ -41,6 +41,7 @@ def deliverer() -> Deliverer:
         allow_local_http=settings.webhook_allow_local_http,
         local_stack_ports=settings.webhook_local_stack_ports,
         tier_rates=tier_rates(os.environ.get("WEBHOOK_TIER_RATES", "")),
+        tier_in_flight=tier_rates(os.environ.get("WEBHOOK_TIER_IN_FLIGHT", "")),
         tenant_configs=tenant_configs(),
     )
 

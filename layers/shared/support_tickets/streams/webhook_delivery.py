@@ -28,15 +28,29 @@ source with ``ReportBatchItemFailures``. A message is one event for one webhook
    the dead-letter queue.
 
 Independence: messages of different groups (ticket x webhook) are delivered
-concurrently within a batch, each with its own timeout, so a hanging endpoint
-delays neither another tenant's nor another webhook's delivery; within a
-group the first failure stops the group (FIFO order), and the rest of its
-messages are reported failed unattempted, as Lambda requires for FIFO queues.
+concurrently within a batch, each with its own timeout; within a group the
+first failure stops the group (FIFO order), and the rest of its messages are
+reported failed unattempted, as Lambda requires for FIFO queues. A hanging
+attempt still holds its invocation (one of the event source's
+``MaximumConcurrency``) for its whole deadline, so what bounds one tenant's
+share of the pool is its attempts in flight (below), not its rate.
 
 Tiers: a tenant may start at most its tier's deliveries per second
-(``WEBHOOK_TIER_RATES``, a conditional counter per tenant and second); a
-message over it returns in 2 to 60 s, no attempt made or counted, like a
-request over the tier's rate gets a 429.
+(``WEBHOOK_TIER_RATES``, a conditional counter per tenant and second) and
+have at most its tier's attempts in flight at once (``WEBHOOK_TIER_IN_FLIGHT``:
+a lease per attempt, :meth:`DeliveryRecords.take_lease`, held until the
+attempt ends and expiring after :data:`LEASE_SECONDS`, the function's timeout,
+so a crashed attempt holds nothing longer). A message over either returns in
+2 to 60 s, no attempt made or counted, like a request over the tier's rate
+gets a 429.
+
+The tenant's record (cached :data:`~support_tickets.core.settings.DEFAULT_TENANT_CONFIG_TTL_SECONDS`
+per container, like every function's) decides first: an offboarded tenant's
+messages are dropped, nothing written (its data is being erased); a
+suspended tenant's are held: no attempt, the delivery shown ``PENDING``, the
+message back in 1, 2, 4 … 30 minutes, until a reactivation lets it go (or
+:data:`~support_tickets.core.webhook_events.RETRY_WINDOW_SECONDS` after it
+was sent, when it is ``FAILED`` and dead-lettered like any other).
 """
 
 from __future__ import annotations
@@ -47,12 +61,13 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 from aws_lambda_powertools import Logger
 
@@ -77,7 +92,7 @@ from support_tickets.data.delivery_records import (
     DeliveryTarget,
 )
 from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.tenant_registry import TenantConfigCache
+from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 from support_tickets.streams.webhook_post import pinned_post
 
 # The function's Logger's child: JSON lines with the extras, in its log group.
@@ -87,6 +102,13 @@ logger = Logger(child=True)
 DELIVERY_TIMEOUT_SECONDS: Final = 10.0
 MAX_GROUPS_IN_PARALLEL: Final = 10
 THROTTLED_MAX_DELAY_SECONDS: Final = 60
+# An attempt lease's life: the function's Timeout (template.yaml), which no attempt outlives.
+LEASE_SECONDS: Final = 30.0
+# A suspended tenant's messages come back in 1, 2, 4 ... 30 minutes: at most ~57 receives in
+# the 26 h retry window (the queue's maxReceiveCount is 100), and out within 30 minutes of a
+# reactivation.
+SUSPENDED_FIRST_DELAY_SECONDS: Final = 60
+SUSPENDED_MAX_DELAY_SECONDS: Final = 1800
 SECRET_CACHE_SECONDS: Final = 300.0
 MAX_CACHED_SECRETS: Final = 1024
 
@@ -224,6 +246,9 @@ class Deliverer:
     uniform: Callable[[], float] = random.random
     # Deliveries a tenant may start per second, by tier (None: unbounded).
     tier_rates: Mapping[str, int] | None = None
+    # Attempts a tenant may have in flight at once, by tier (None: unbounded).
+    tier_in_flight: Mapping[str, int] | None = None
+    lease_seconds: float = LEASE_SECONDS
     tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
 
     def repository(self, tenant_id: str) -> DeliveryRecords:
@@ -240,6 +265,10 @@ class Deliverer:
             self._dead_letter(queued)
             return "poison"
         repository = self.repository(message.tenant_id)
+        config = self.tenant_configs.get(repository.table)
+        if config.offboarding_since is not None:
+            # Being erased: nothing is sent, and nothing written that the erasure would miss.
+            return "dropped: offboarded"
         target = repository.target(message.webhook_id)
         if target is None or target.status != ACTIVE or message.type not in target.events:
             # Deleted, disabled or unsubscribed since: nothing more is sent, and a
@@ -250,8 +279,29 @@ class Deliverer:
         if message.redelivery is None and status == DELIVERED:
             return "duplicate"
         now = self.clock()
-        self._within_tier(repository, message.tenant_id, queued, now)
-        status_code = self._attempt(message, target, now)
+        if config.status is TenantStatus.SUSPENDED:
+            return self._hold(repository, message, queued, now)
+        self._within_tier(repository, config, queued, now)
+        holder = uuid.uuid4().hex
+        lease = self._lease(repository, config, queued, holder, now)
+        try:
+            status_code = self._attempt(message, target, now)
+        finally:
+            if lease is not None:
+                repository.release_lease(lease, holder)
+        return self._outcome(repository, message, queued, status_code, attempts=attempts, now=now)
+
+    def _outcome(
+        self,
+        repository: DeliveryRecords,
+        message: DeliveryMessage,
+        queued: QueuedMessage,
+        status_code: int | None,
+        *,
+        attempts: int,
+        now: float,
+    ) -> str:
+        """Record an attempt's outcome; a failure to retry raises :class:`RetryLater`."""
         if status_code is not None and 200 <= status_code < 300:
             self._record(repository, message, status=DELIVERED, status_code=status_code, next_attempt_at=None, now=now)
             return "delivered"
@@ -285,22 +335,61 @@ class Deliverer:
         )
         raise RetryLater(f"retry in {delay} s")
 
-    def _within_tier(self, repository: DeliveryRecords, tenant_id: str, queued: QueuedMessage, now: float) -> None:
+    def _hold(self, repository: DeliveryRecords, message: DeliveryMessage, queued: QueuedMessage, now: float) -> str:
+        """A suspended tenant's delivery: no attempt; the record ``PENDING`` (created with
+        0 attempts if it had none), the message back later (:class:`RetryLater`), or,
+        past the retry window, ``FAILED`` and dead-lettered without an attempt."""
+        delay = min(
+            SUSPENDED_FIRST_DELAY_SECONDS * 2 ** (min(queued.receive_count, 16) - 1), SUSPENDED_MAX_DELAY_SECONDS
+        )
+        delay = max(1, round(delay * (1 + JITTER * (2 * self.uniform() - 1))))
+        repository.hold(self._attempt_record(message, status=PENDING, status_code=None, next_at=now + delay, now=now))
+        if now - queued.sent_at >= RETRY_WINDOW_SECONDS:
+            repository.settle_pending(message.webhook_id, message.delivery_id)
+            self._dead_letter(queued)
+            return "gave up: suspended"
+        logger.info(
+            "webhook delivery held: tenant suspended",
+            extra={"tenant_id": message.tenant_id, "delivery_id": message.delivery_id, "retry_in_seconds": delay},
+        )
+        self._defer(queued, delay, "tenant suspended")
+
+    def _within_tier(
+        self, repository: DeliveryRecords, config: TenantConfig, queued: QueuedMessage, now: float
+    ) -> None:
         """Raise :class:`RetryLater` (the message back in a few seconds, no attempt
         made or counted) when the tenant has started its tier's deliveries of this second."""
         if self.tier_rates is None:
             return
-        tier = self.tenant_configs.get(repository.table).tier
-        limit = self.tier_rates.get(tier)
+        limit = self.tier_rates.get(config.tier)
         if limit is None or repository.take_rate_slot(int(now), limit):
             return
-        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its rate without a receive per second.
+        self._defer(queued, self._bound_delay(queued), "over the tier's rate")
+
+    def _lease(
+        self, repository: DeliveryRecords, config: TenantConfig, queued: QueuedMessage, holder: str, now: float
+    ) -> int | None:
+        """One of the tenant's attempt leases (``None``: unbounded); :class:`RetryLater`
+        (no attempt made or counted) when its tier's attempts in flight are all under way."""
+        limit = None if self.tier_in_flight is None else self.tier_in_flight.get(config.tier)
+        if limit is None:
+            return None
+        slot = repository.take_lease(limit, now, now + self.lease_seconds, holder)
+        if slot is None:
+            self._defer(queued, self._bound_delay(queued), "the tier's attempts in flight are under way")
+        return slot
+
+    def _bound_delay(self, queued: QueuedMessage) -> int:
+        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its bounds without a receive per second.
         delay = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
-        delay = max(1, round(delay * (1 + JITTER * self.uniform())))
+        return max(1, round(delay * (1 + JITTER * self.uniform())))
+
+    def _defer(self, queued: QueuedMessage, delay: int, reason: str) -> NoReturn:
+        """The message back in ``delay`` seconds, unattempted: :class:`RetryLater`."""
         self.sqs.change_message_visibility(
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
-        raise RetryLater(f"over the tier's rate: in {delay} s")
+        raise RetryLater(f"{reason}: in {delay} s")
 
     def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
         """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
@@ -345,20 +434,24 @@ class Deliverer:
         next_attempt_at: str | None,
         now: float,
     ) -> None:
-        repository.record_attempt(
-            Attempt(
-                delivery_id=message.delivery_id,
-                webhook_id=message.webhook_id,
-                event_id=message.event_id,
-                type=message.type,
-                ticket_id=message.ticket_id,
-                body=message.body,
-                status=status,
-                status_code=status_code,
-                next_attempt_at=next_attempt_at,
-                at=_iso(now),
-                expiration=int(now) + DELIVERY_RETENTION_SECONDS,
-            )
+        attempt = self._attempt_record(message, status=status, status_code=status_code, next_at=None, now=now)
+        repository.record_attempt(replace(attempt, next_attempt_at=next_attempt_at))
+
+    def _attempt_record(
+        self, message: DeliveryMessage, *, status: str, status_code: int | None, next_at: float | None, now: float
+    ) -> Attempt:
+        return Attempt(
+            delivery_id=message.delivery_id,
+            webhook_id=message.webhook_id,
+            event_id=message.event_id,
+            type=message.type,
+            ticket_id=message.ticket_id,
+            body=message.body,
+            status=status,
+            status_code=status_code,
+            next_attempt_at=None if next_at is None else _iso(next_at),
+            at=_iso(now),
+            expiration=int(now) + DELIVERY_RETENTION_SECONDS,
         )
 
     def _dead_letter(self, queued: QueuedMessage) -> None:
