@@ -28,7 +28,7 @@ from support_tickets.streams.audit_events import audit_record_from_stream
 from support_tickets.streams.audit_writer import audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
 from support_tickets.streams.usage import AUDIT_TRAIL, metered_invocation
-from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, webhook_fanout
+from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, start_batch, webhook_fanout
 
 logger = Logger()
 tracer = make_tracer()
@@ -82,6 +82,7 @@ def record_handler(record: DynamoDBRecord) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    start_batch()  # each tenant's webhooks are checked once per batch (webhook_fanout)
     with metered_invocation(logger, AUDIT_TRAIL, context, event.get("Records", [])):  # usage per tenant
         response = process_partial_response(
             event=event, record_handler=record_handler, processor=processor, context=context

@@ -137,10 +137,13 @@ def _usage(lines: list[dict[str, Any]], function: str) -> dict[str, dict[str, An
 
 
 def _tenant_of_call(params: dict[str, Any]) -> str | None:
-    """The tenant whose key a call names: the item it puts (the trail's events), or the
-    partition it queries (the webhook fan-out reading the tenant's subscriptions)."""
+    """The tenant whose key a call names: the item it puts (the trail's events), the
+    partition it queries or the item it reads (the webhook fan-out reading the tenant's
+    subscriptions and their version)."""
     if "Item" in params:
         return keys.tenant_of_key(params["Item"]["pk"]["S"])
+    if "Key" in params:
+        return keys.tenant_of_key(params["Key"]["pk"]["S"])
     return keys.tenant_of_key(params["ExpressionAttributeValues"][":pk"]["S"])
 
 

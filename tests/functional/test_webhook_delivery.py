@@ -17,6 +17,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from local_stack.lambda_runtime import LambdaContext
 from support_tickets.core import keys
+from support_tickets.core.webhook_events import event_body, queue_message, read_queue_message
 from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.webhook_post import pinned_post
 from tests.conftest import WEBHOOK_QUEUE_URL, all_items
@@ -409,8 +410,9 @@ def test_a_delivered_event_is_not_sent_again_but_a_redelivery_is_with_the_same_i
         assert deliverer(table_name).process_batch([record]) == []
         assert len(receiver.received) == 1
         # A redelivery of the same delivery: sent, same webhook-id, same body
-        body = {**json.loads(record["body"]), "redelivery": "2026-11-25T12:00:00.000Z"}
-        assert deliverer(table_name).process_batch([{**record, "body": json.dumps(body)}]) == []
+        event, _, routing = read_queue_message(record["body"])
+        body = queue_message(event, {**routing, "redelivery": "2026-11-25T12:00:00.000Z"})
+        assert deliverer(table_name).process_batch([{**record, "body": body}]) == []
         first, again = receiver.received
         assert (again.headers["webhook-id"], again.body) == (first.headers["webhook-id"], first.body)
         (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
@@ -438,11 +440,10 @@ def test_a_message_naming_another_tenant_in_its_event_is_never_sent(
         api.new_ticket(User("1", "alice"))
         audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
-        message = json.loads(record["body"])
-        event = json.loads(message["event"])
-        forged = {**message, "event": json.dumps({**event, "tenant_id": "10"})}
+        _, event, routing = read_queue_message(record["body"])
+        forged = queue_message(event_body({**event, "tenant_id": "10"}), routing)
         sqs = RecordingSqs()
-        assert deliverer(table_name, sqs=sqs).process_batch([{**record, "body": json.dumps(forged)}]) == []
+        assert deliverer(table_name, sqs=sqs).process_batch([{**record, "body": forged}]) == []
         assert receiver.received == []
         assert len(sqs.dead_letters) == 1
 

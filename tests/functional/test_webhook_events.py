@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 
-from support_tickets.core.webhook_events import delivery_id, retry_delay
+from support_tickets.core.webhook_events import delivery_id, read_queue_message, retry_delay
 from support_tickets.data.delivery_records import DeliveryRecords
 from support_tickets.streams import webhook_fanout
-from tests.conftest import WEBHOOK_QUEUE_URL
+from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness
@@ -34,8 +35,19 @@ def register(api: Api, tenant_id: str, events: list[str], url: str = "http://127
     return str(response.body["webhook_id"])
 
 
+def settle(records: list[dict[str, Any]]) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    for record in records:
+        sqs.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"])
+
+
 def messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [json.loads(record["body"]) for record in records]
+    """Each message's routing fields, its ``event`` (parsed) and ``body`` (the event's bytes as queued)."""
+    found = []
+    for record in records:
+        body, event, routing = read_queue_message(record["body"])
+        found.append({**routing, "event": event, "body": body})
+    return found
 
 
 @pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
@@ -58,7 +70,7 @@ def test_each_event_type_is_queued_for_its_tenants_subscribed_webhooks_only(
     found = messages(records)
     assert {message["tenant_id"] for message in found} == {tenant}
     assert {message["webhook_id"] for message in found} == {everything}
-    events = [json.loads(message["event"]) for message in found]
+    events = [message["event"] for message in found]
     assert [event["type"] for event in events] == [*ALL_TYPES[:2], "comment.added", "ticket.deleted"]
     assert {record["attributes"]["MessageGroupId"] for record in records} == {f"{tenant}#{ticket_id}#{everything}"}
     created, updated, commented, deleted = events
@@ -88,10 +100,36 @@ def test_a_redelivered_stream_record_queues_nothing_new(api: Api, audit_stream: 
     audit_stream.deliver(records)  # the stream hands the same record again
     (queued,) = messages(receive())
     # The same event id whatever the delivery: the audit event's, from the stream record
-    assert json.loads(queued["event"])["id"] == records[0]["eventID"]
+    assert queued["event"]["id"] == records[0]["eventID"]
 
 
-def test_tenants_without_webhooks_cost_one_cached_query(
+def test_tenants_without_webhooks_cost_one_small_read_per_batch(
+    api: Api, audit_stream: StreamHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    versions: list[str] = []
+    queries: list[str] = []
+    original_version, original_query = DeliveryRecords.webhooks_version, DeliveryRecords.subscriptions
+
+    def counted_version(self: Any) -> Any:
+        versions.append(self.table.tenant_id)
+        return original_version(self)
+
+    def counted_query(self: Any) -> Any:
+        queries.append(self.table.tenant_id)
+        return original_query(self)
+
+    monkeypatch.setattr(DeliveryRecords, "webhooks_version", counted_version)
+    monkeypatch.setattr(DeliveryRecords, "subscriptions", counted_query)
+    alice = User("quiet", "alice")
+    for n in range(3):
+        api.new_ticket(alice, title=f"t{n}")
+    audit_stream.deliver(audit_stream.new_records())
+    assert versions == ["quiet"]  # one GetItem of the count item for three events of one batch
+    assert queries == []  # and no Query: no webhooks
+    assert receive() == []
+
+
+def test_a_tenants_webhooks_are_queried_again_only_when_their_version_moved(
     api: Api, audit_stream: StreamHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queries: list[str] = []
@@ -102,12 +140,41 @@ def test_tenants_without_webhooks_cost_one_cached_query(
         return original(self)
 
     monkeypatch.setattr(DeliveryRecords, "subscriptions", counted)
-    alice = User("quiet", "alice")
-    for n in range(3):
-        api.new_ticket(alice, title=f"t{n}")
+    register(api, "acme", ALL_TYPES)
+    alice = User("acme", "alice")
+    for batch in range(3):
+        api.new_ticket(alice, title=f"t{batch}")
+        audit_stream.deliver(audit_stream.new_records())
+    assert queries == ["acme"]  # three batches, one version: one Query
+    register(api, "acme", ALL_TYPES)
+    api.new_ticket(alice, title="after")
     audit_stream.deliver(audit_stream.new_records())
-    assert queries == ["quiet"]  # one Query for three events (the container's cache)
-    assert receive() == []
+    assert queries == ["acme", "acme"]
+    assert len(receive()) == 3 + 2
+
+
+@pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
+def test_a_new_webhook_receives_the_change_made_right_after_its_201(
+    api: Api, audit_stream: StreamHarness, tenant: str, other: str
+) -> None:
+    # Given a tenant whose webhooks the container has just read (one webhook), and a neighbour's
+    first = register(api, tenant, ALL_TYPES)
+    alice = User(tenant, "alice")
+    ticket_id = api.new_ticket(alice)["ticket_id"]
+    audit_stream.deliver(audit_stream.new_records())
+    delivered = receive()
+    assert [message["webhook_id"] for message in messages(delivered)] == [first]
+    settle(delivered)  # delivered: the ticket's group is free again
+    register(api, other, ALL_TYPES)
+    # When a second webhook is registered (201) and a ticket changes at once
+    second = register(api, tenant, ["ticket.updated"])
+    assert api.update(alice, ticket_id, {"title": "changed at once"}).ok
+    audit_stream.deliver(audit_stream.new_records())
+    # Then the change reaches both webhooks: the cache was warm, but the version moved
+    found = messages(receive())
+    assert sorted(message["webhook_id"] for message in found) == sorted([first, second])
+    assert {message["event"]["type"] for message in found} == {"ticket.updated"}
+    assert {message["tenant_id"] for message in found} == {tenant}
 
 
 def test_a_webhook_that_does_not_want_the_type_or_is_disabled_gets_nothing(
@@ -169,3 +236,80 @@ def test_tier_rates_are_read_from_the_functions_setting() -> None:
         tier_rates("basic=0")
     with pytest.raises(ValueError, match="invalid literal"):
         tier_rates("basic=fast")
+
+
+# ---------------------------------------------------------------- large events
+EMOJI = "\U0001f600"
+
+
+def utf8_update(api: Api, user: User, ticket_id: str, body: dict[str, Any]) -> Any:
+    """A PATCH whose body is UTF-8 JSON as a client sends it (the escaped form of 10,000 emoji
+    is 120 KB, over the API's 64 KiB; their UTF-8, 40 KB)."""
+    return api.call("update", user, ticket_id=ticket_id, raw_body=json.dumps(body, ensure_ascii=False))
+
+
+def test_a_large_event_reaches_every_webhook_in_batches_sqs_takes(api: Api, audit_stream: StreamHarness) -> None:
+    # Given a tenant with 10 webhooks and a ticket whose description is 10,000 emoji
+    hooks = {register(api, "acme", ALL_TYPES) for _ in range(10)}
+    alice = User("acme", "alice")
+    created = api.call(
+        "create", alice, raw_body=json.dumps({"title": "t", "description": EMOJI * 10_000}, ensure_ascii=False)
+    )
+    assert created.status == 201, created.body
+    ticket_id = created.body["ticket_id"]
+    audit_stream.deliver(audit_stream.new_records())
+    settle(receive())
+    # When it is updated (the description three times in the event: data, changes' old and new)
+    assert utf8_update(api, alice, ticket_id, {"description": "\u4e2d" * 5_000 + EMOJI * 5_000}).ok
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    # Then every webhook has its message, whose body is the event's own UTF-8 bytes
+    found = messages(receive())
+    assert {message["webhook_id"] for message in found} == hooks
+    for message in found:
+        assert message["event"]["data"]["changes"][-1]["old"] == EMOJI * 10_000
+        assert EMOJI * 10_000 in message["body"]  # not escaped, not encoded twice
+        assert len(message["body"].encode()) < 160_000  # ~4 bytes an emoji, 3 a CJK character, thrice
+    # (10 messages of ~130 KB: more than one SendMessageBatch of 1 MiB)
+    assert sum(len(message["body"].encode()) for message in found) > webhook_fanout.MAX_BATCH_BYTES
+
+
+def test_characters_sqs_refuses_are_escaped_in_the_event(api: Api, audit_stream: StreamHarness) -> None:
+    register(api, "acme", ALL_TYPES)
+    api.new_ticket(User("acme", "alice"), description="odd \ufffe\uffff end")
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    (message,) = messages(receive())
+    assert message["event"]["data"]["description"] == "odd \ufffe\uffff end"  # the same meaning
+    assert "\\ufffe\\uffff" in message["body"]
+
+
+def test_an_event_the_queue_refuses_is_a_failed_delivery_with_its_reason_and_redeliverable(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given a queue that takes messages of at most 1 KiB (SQS's own refusal, as for one over 1 MiB)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.set_queue_attributes(QueueUrl=WEBHOOK_QUEUE_URL, Attributes={"MaximumMessageSize": "1024"})
+    hook = register(api, "1", ALL_TYPES)
+    register(api, "10", ALL_TYPES)
+    api.new_ticket(User("1", "alice"), description="x" * 2_000)
+    # When the event reaches the fan-out: the record does not fail (no retry changes it)
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    assert receive() == []
+    # Then its delivery is FAILED with the queue's reason, under the tenant's prefix, with its event
+    (record,) = [
+        item
+        for item in all_items(dynamodb, table_name)
+        if item["pk"]["S"].startswith("TENANT#1|WEBHOOK#") and item["sk"]["S"].startswith("DELIVERY#")
+    ]
+    assert record["pk"]["S"] == f"TENANT#1|WEBHOOK#{hook}#DELIVERIES"
+    assert record["status"]["S"] == "FAILED"
+    assert "shorter than 1024 bytes" in record["failure_reason"]["S"]
+    assert int(record["attempts"]["N"]) == 0
+    assert read_queue_message('{"event":' + record["event"]["S"] + ',"x":1}')[1]["tenant_id"] == "1"
+    # And once the queue takes it again, a redelivery sends it
+    sqs.set_queue_attributes(QueueUrl=WEBHOOK_QUEUE_URL, Attributes={"MaximumMessageSize": "1048576"})
+    delivery = record["delivery_id"]["S"]
+    response = api.call("webhook_redeliver", User("1", "root", admin=True), ticket_id=f"{hook}/{delivery}")
+    assert response.status == 202, response.body
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    (queued,) = messages(receive())
+    assert (queued["webhook_id"], queued["delivery_id"], queued["tenant_id"]) == (hook, delivery, "1")

@@ -216,6 +216,31 @@ def test_audit_role_only_puts_audit_items_and_reads_the_stream() -> None:
     assert decide(AUDIT_ROLE, iam.Request("sqs:SendMessage", QUEUE_ARN, {})) is iam.Decision.IMPLICIT_DENY
 
 
+def test_audit_role_writes_a_refused_delivery_and_reads_the_webhook_count_only() -> None:
+    from support_tickets.core import keys
+
+    refusal = ["pk", "sk", "delivery_id", "status", "failure_reason", "event", "redeliver_requested_at"]
+
+    def writer(action: str, key: str, attributes: list[str] | None = None) -> iam.Decision:
+        context: dict[str, Any] = {"dynamodb:LeadingKeys": [key]}
+        if attributes is not None:
+            context["dynamodb:Attributes"] = attributes
+        return decide(AUDIT_ROLE, iam.Request(f"dynamodb:{action}", TABLE_ARN, context))
+
+    for tenant in ("1", "10"):
+        deliveries = keys.webhook_deliveries_pk(tenant, "wh1")
+        assert writer("UpdateItem", deliveries, refusal) is iam.Decision.ALLOW
+        # Nothing else of a delivery record, and no other item
+        assert writer("UpdateItem", deliveries, [*refusal, "holder"]) is iam.Decision.IMPLICIT_DENY
+        for action in ("PutItem", "DeleteItem", "GetItem", "Query"):
+            assert writer(action, deliveries, refusal) is iam.Decision.IMPLICIT_DENY, action
+        for key in (keys.ticket_pk(tenant, "T1"), keys.webhooks_pk(tenant), keys.webhook_rate_pk(tenant)):
+            assert writer("UpdateItem", key, ["pk", "sk", "status"]) is iam.Decision.IMPLICIT_DENY, key
+        # The webhook count's version: a GetItem of the tenant's webhooks partition
+        assert writer("GetItem", keys.webhooks_pk(tenant)) is iam.Decision.ALLOW
+        assert writer("GetItem", keys.ticket_pk(tenant, "T1")) is iam.Decision.IMPLICIT_DENY
+
+
 # ---------------------------------------------------------------- the trust policy
 def api_session() -> Session:
     return Session("ASIAAPI", API_ROLE, "fn")

@@ -597,7 +597,7 @@ def test_the_webhook_queue_is_fifo_encrypted_and_feeds_the_delivery_function() -
     assert audit["Environment"]["Variables"]["WEBHOOK_EVENTS_QUEUE_URL"] == {"Ref": "WebhookEventsQueue"}
     grants = {s["Sid"]: s for s in role_grants("AuditTrailRole") if "Sid" in s}
     assert grants["WebhookEvents"]["Resource"] == {"Fn::GetAtt": ["WebhookEventsQueue", "Arn"]}
-    assert grants["TenantsWebhooks"]["Action"] == "dynamodb:Query"
+    assert grants["TenantsWebhooks"]["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
     assert grants["TenantsWebhooks"]["Condition"]["ForAllValues:StringLike"] == {
         "dynamodb:LeadingKeys": ["TENANT#*|WEBHOOKS"]
     }
@@ -1001,9 +1001,11 @@ def audit_role() -> dict[str, Any]:
 def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items, webhooks) = [s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}]
-    # Which webhooks a tenant has (the fanout's cached Query): that partition only, read only.
-    assert webhooks["Action"] == "dynamodb:Query"
+    (items, webhooks, refused) = [
+        s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
+    ]
+    # Which webhooks a tenant has (the count item's version, then the webhooks): that partition only, read only.
+    assert webhooks["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
     assert webhooks["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|WEBHOOKS"]},
         "Null": {"dynamodb:LeadingKeys": "false"},
@@ -1013,9 +1015,34 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]},
         "Null": {"dynamodb:LeadingKeys": "false"},
     }
+    # A delivery the queue refused for good: an UpdateItem of a delivery record naming the
+    # delivery's attributes (no other item, no other attribute: DeliveryRecords.record_refusal).
+    assert refused["Action"] == "dynamodb:UpdateItem"
+    assert refused["Condition"]["ForAllValues:StringLike"] == {
+        "dynamodb:LeadingKeys": ["TENANT#*|WEBHOOK#*#DELIVERIES"]
+    }
+    assert refused["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert set(refused["Condition"]["ForAllValues:StringEquals"]["dynamodb:Attributes"]) == {
+        "pk",
+        "sk",
+        "delivery_id",
+        "webhook_id",
+        "event_id",
+        "type",
+        "ticket_id",
+        "event",
+        "status",
+        "failure_reason",
+        "next_attempt_at",
+        "last_status_code",
+        "attempts",
+        "created_at",
+        "expiration",
+        "redeliver_requested_at",
+    }
     stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     for statement in table_statements:
-        if statement is not items and statement is not webhooks:
+        if statement is not items and statement is not webhooks and statement is not refused:
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
                 {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
@@ -1030,7 +1057,9 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         *stream_actions,
         "dynamodb:ListStreams",
         "dynamodb:PutItem",
+        "dynamodb:GetItem",
         "dynamodb:Query",
+        "dynamodb:UpdateItem",
         "sqs:SendMessage",
     }
 

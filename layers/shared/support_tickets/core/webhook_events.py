@@ -18,6 +18,7 @@ import base64
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -102,8 +103,48 @@ def webhook_event(
 
 def event_body(event: Mapping[str, Any]) -> str:
     """The bytes every attempt of an event sends (stored with the delivery, so a
-    redelivery sends the same body)."""
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    redelivery sends the same body): compact JSON in UTF-8, no ASCII escapes (an
+    emoji is its 4 bytes, not a 12-byte surrogate pair), except for the characters
+    SQS refuses in a message (:data:`SQS_REFUSED`, which JSON would otherwise let
+    through unescaped): those become ``\\uXXXX`` escapes, valid JSON of the same
+    meaning, so the event can always be queued."""
+    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return SQS_REFUSED.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+# What SQS refuses in a message and json.dumps(ensure_ascii=False) leaves as it is
+# (it escapes the control characters itself): lone surrogates, U+FFFE and U+FFFF. SQS
+# takes only #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF
+# (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html).
+SQS_REFUSED: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_QUEUE_MESSAGE_HEAD: Final = re.compile(r'\{\s*"event"\s*:\s*')
+_MEMBER_SEPARATOR: Final = re.compile(r"\s*,")
+_DECODER: Final = json.JSONDecoder()
+
+
+def queue_message(body: str, routing: Mapping[str, str | None]) -> str:
+    """A webhook queue message: one JSON object whose first member is the event
+    itself, its bytes exactly ``body`` (never encoded again), then the routing
+    fields (tenant, webhook, delivery, ticket, redelivery). Its size is the event's
+    plus about 200 bytes."""
+    return '{"event":' + body + "," + json.dumps(dict(routing), separators=(",", ":"), ensure_ascii=False)[1:]
+
+
+def read_queue_message(raw: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(body, event, routing)`` of a :func:`queue_message`: ``body`` is the event's
+    bytes as queued (what is signed and sent), ``event`` their parse. ``ValueError``
+    for anything else (another shape, a second ``event`` member)."""
+    head = _QUEUE_MESSAGE_HEAD.match(raw)
+    if head is None:
+        raise ValueError("not a webhook queue message")
+    event, end = _DECODER.raw_decode(raw, head.end())
+    separator = _MEMBER_SEPARATOR.match(raw, end)
+    if separator is None:
+        raise ValueError("not a webhook queue message")
+    routing = json.loads("{" + raw[separator.end() :])
+    if not isinstance(event, dict) or not isinstance(routing, dict) or "event" in routing:
+        raise ValueError("not a webhook queue message")
+    return raw[head.end() : end], event, routing
 
 
 def delivery_id(event_time: str, event_id: str, webhook_id: str) -> str:

@@ -42,6 +42,11 @@ FAILED: Final = "FAILED"
 # How long a delivery record is kept (TTL from its creation).
 DELIVERY_RETENTION_SECONDS: Final = 30 * 86_400
 REDELIVER_MARK: Final = "redeliver_requested_at"
+# Why a delivery is FAILED without ever having been queued (the audit writer's refusal record).
+FAILURE_REASON: Final = "failure_reason"
+# A refused event larger than this is recorded without its body (DynamoDB's items hold
+# 400 KB): its record is visible, and a redelivery of it fails again with the same reason.
+MAX_STORED_EVENT_BYTES: Final = 300_000
 # What the route writes as the mark: the request's time (ISO 8601 UTC, milliseconds).
 _MARK = re.compile(rf"^{keys.AUDIT_TIME_PATTERN}$")
 
@@ -63,6 +68,15 @@ class Subscription:
 
     webhook_id: str
     events: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WebhooksVersion:
+    """A tenant's webhook count item: how many webhooks, and a version that each
+    create and delete moves (:mod:`support_tickets.data.webhook_repository`)."""
+
+    count: int
+    version: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +110,46 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A delivery the queue refused for good: what its FAILED record says."""
+
+    delivery_id: str
+    webhook_id: str
+    event_id: str
+    type: str
+    ticket_id: str
+    body: str
+    reason: str
+    at: str
+    expiration: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryRecords:
     """A tenant's webhooks as the delivery side sees them, and the attempts on their delivery records."""
 
     table: TenantTable
 
     # ------------------------------------------------------------ webhooks
+    def webhooks_version(self) -> WebhooksVersion:
+        """The tenant's webhook count and its version, read strongly consistently (one
+        GetItem of ``TENANT#<t>|WEBHOOKS``/``COUNT``, which every create and delete of
+        a webhook changes in its own transaction); 0 and 0 for a tenant that never had one."""
+        response = self.table.call(
+            "get_item",
+            TableName=self.table.table_name,
+            Key=keys.webhook_count_key(self.table.tenant_id),
+            ProjectionExpression="#count, #version",
+            ExpressionAttributeNames={"#count": "count", "#version": "version"},
+            ConsistentRead=True,
+        )
+        row = from_item(response.get("Item") or {})
+        return WebhooksVersion(count=int(row.get("count") or 0), version=int(row.get("version") or 0))
+
     def subscriptions(self) -> list[Subscription]:
-        """The tenant's ACTIVE webhooks and the event types each wants (one Query, no secrets)."""
-        query = webhooks_query(self.table, ("webhook_id", "events", "status"))
+        """The tenant's ACTIVE webhooks and the event types each wants (one strongly
+        consistent Query, no secrets: every webhook whose create committed before it)."""
+        query = {**webhooks_query(self.table, ("webhook_id", "events", "status")), "ConsistentRead": True}
         found: list[Subscription] = []
         for page in self.table.query_pages(query):
             for item in page:
@@ -351,8 +396,49 @@ class DeliveryRecords:
                 "next_attempt_at = :next, last_attempt_at = :at, created_at = if_not_exists(created_at, :at), "
                 "expiration = if_not_exists(expiration, :expiration), "
                 "attempts = if_not_exists(attempts, :zero) + :one "
-                f"REMOVE {REDELIVER_MARK}"
+                f"REMOVE {REDELIVER_MARK}, {FAILURE_REASON}"
             ),
             ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
+            ExpressionAttributeValues=to_item(values),
+        )
+
+    def record_refusal(self, refusal: Refusal) -> None:
+        """The audit writer's one write of a delivery record: an event the queue refused
+        for good is ``FAILED`` with its :data:`FAILURE_REASON`, never attempted
+        (``attempts`` as it was, 0 for a new record), its body stored when it fits so
+        that ``POST …/redeliver`` can send it again; a redelivery mark goes. The
+        role's policy names exactly these attributes (template.yaml,
+        ``RefusedDeliveriesOnly``)."""
+        stored = len(refusal.body.encode("utf-8", "surrogatepass")) <= MAX_STORED_EVENT_BYTES
+        values: dict[str, Any] = {
+            ":delivery_id": refusal.delivery_id,
+            ":webhook_id": refusal.webhook_id,
+            ":event_id": refusal.event_id,
+            ":type": refusal.type,
+            ":ticket_id": refusal.ticket_id,
+            ":status": FAILED,
+            ":reason": refusal.reason,
+            ":none": None,
+            ":at": refusal.at,
+            ":expiration": refusal.expiration,
+            ":zero": 0,
+        }
+        names = {"#type": "type", "#status": "status"}
+        update = (
+            "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+            f"ticket_id = :ticket_id, #status = :status, {FAILURE_REASON} = :reason, next_attempt_at = :none, "
+            "last_status_code = if_not_exists(last_status_code, :none), attempts = if_not_exists(attempts, :zero), "
+            "created_at = if_not_exists(created_at, :at), expiration = if_not_exists(expiration, :expiration)"
+        )
+        if stored:
+            update += ", #event = :body"
+            names["#event"] = "event"
+            values[":body"] = refusal.body
+        self.table.call(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, refusal.webhook_id, refusal.delivery_id),
+            UpdateExpression=f"{update} REMOVE {REDELIVER_MARK}",
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=to_item(values),
         )

@@ -4,7 +4,9 @@ Keys come from :mod:`support_tickets.core.keys`: a tenant's webhooks (at most
 :data:`MAX_WEBHOOKS`) and their count share ``TENANT#<t>|WEBHOOKS``. The limit
 is race-safe: a create adds 1 to the count under the condition ``count <
 limit`` in the same transaction that puts the webhook, a delete takes 1 off in
-the transaction that deletes it.
+the transaction that deletes it. Both add 1 to the count item's ``version``:
+the audit writer reads it (strongly consistent) to know whether the webhooks it
+cached are still the tenant's (:mod:`support_tickets.streams.webhook_fanout`).
 
 Secrets are stored only as KMS ciphertext (base64), encrypted with the
 caller's own tenant credentials under the encryption context
@@ -122,9 +124,9 @@ class WebhookRepository:
                         "Update": {
                             "TableName": self.table.table_name,
                             "Key": keys.webhook_count_key(self.table.tenant_id),
-                            "UpdateExpression": "ADD #count :one",
+                            "UpdateExpression": "ADD #count :one, #version :one",
                             "ConditionExpression": "attribute_not_exists(#count) OR #count < :limit",
-                            "ExpressionAttributeNames": {"#count": "count"},
+                            "ExpressionAttributeNames": {"#count": "count", "#version": "version"},
                             "ExpressionAttributeValues": {":one": {"N": "1"}, ":limit": {"N": str(MAX_WEBHOOKS)}},
                         }
                     },
@@ -171,10 +173,14 @@ class WebhookRepository:
                         "Update": {
                             "TableName": self.table.table_name,
                             "Key": keys.webhook_count_key(self.table.tenant_id),
-                            "UpdateExpression": "ADD #count :minus_one",
+                            "UpdateExpression": "ADD #count :minus_one, #version :one",
                             "ConditionExpression": "#count > :zero",
-                            "ExpressionAttributeNames": {"#count": "count"},
-                            "ExpressionAttributeValues": {":minus_one": {"N": "-1"}, ":zero": {"N": "0"}},
+                            "ExpressionAttributeNames": {"#count": "count", "#version": "version"},
+                            "ExpressionAttributeValues": {
+                                ":minus_one": {"N": "-1"},
+                                ":zero": {"N": "0"},
+                                ":one": {"N": "1"},
+                            },
                         }
                     },
                 ],

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import json
 import random
 import threading
 import time
@@ -78,6 +77,7 @@ from support_tickets.core.webhook_events import (
     EVENT_TYPES,
     JITTER,
     RETRY_WINDOW_SECONDS,
+    read_queue_message,
     retry_delay,
     webhook_headers,
 )
@@ -135,8 +135,7 @@ class DeliveryMessage:
     @classmethod
     def parse(cls, raw: str) -> DeliveryMessage:
         try:
-            message = json.loads(raw)
-            event = json.loads(message["event"])
+            body, event, message = read_queue_message(raw)
             parsed = cls(
                 tenant_id=keys.validate_tenant_id(message["tenant_id"]),
                 webhook_id=message["webhook_id"],

@@ -12,23 +12,75 @@ pipeline"):
   digested): the stream's redelivery of a record is absorbed by SQS, and past
   its 5-minute window by the delivery function, which skips a delivery
   already ``DELIVERED``.
-- The body holds the event as it will be sent (the same bytes on every
-  attempt).
+- The body is the event as it will be sent, byte for byte (the same bytes on
+  every attempt, signed as they are), first member of one JSON object that
+  also carries the routing fields (:func:`~support_tickets.core.webhook_events.queue_message`):
+  ``{"event":<event>,"tenant_id":…,"webhook_id":…,"delivery_id":…,"ticket_id":…,"redelivery":…}``.
+  The event is UTF-8 JSON without ASCII escapes (an emoji costs its 4 bytes),
+  never encoded a second time; only the characters SQS refuses are escaped
+  (:func:`~support_tickets.core.webhook_events.event_body`). A message is the
+  event plus about 200 bytes.
 
-Which webhooks a tenant has comes from one Query of ``TENANT#<t>|WEBHOOKS``,
-cached for :data:`SUBSCRIPTIONS_TTL_SECONDS` per container: a tenant without
-webhooks costs one small Query per container and half minute, and nothing else.
-A webhook registered less than that ago may miss the events of those seconds;
-a deleted or disabled one receives nothing more, because the delivery function
-reads the webhook again before every attempt.
+Sizes (:func:`batches`): SQS takes a message of up to 1,048,576 bytes (1 MiB)
+and a ``SendMessageBatch`` whose messages add up to 1 MiB, counted in UTF-8
+bytes of the body plus message attributes (none here)
+(https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html;
+the maximum was 256 KiB until 2025, and the template sets the queues'
+``MaximumMessageSize`` to 1 MiB rather than rely on a default). An event's
+messages go in as few batches as fit both bounds and SQS's 10 entries. On the
+reading side, Lambda's SQS event source hands the delivery function 1 MiB
+messages and bounds a batch by its 6 MB invoke payload
+(https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html,
+``BatchSize``), so every message the queue takes can be delivered. The API
+bounds a ticket's description at 10,000 characters, so an event through the
+API is at most ~130 KB (the description three times over in an update, 4
+bytes a character): 1 MiB is a bound for other writers of the table.
+
+A message SQS refuses for good (over 1 MiB, a refused character: a sender's
+fault in SQS's answer) is not retried: its delivery is recorded ``FAILED``
+with a ``failure_reason`` (:meth:`DeliveryRecords.record_refusal`, the body
+stored when it fits a record), visible in the deliveries list and
+redeliverable. A transient failure (throttling, SQS unavailable, an entry
+``Failed`` by SQS's fault) raises :class:`WebhookQueueError`: the stream record
+fails and is retried.
+
+Which webhooks a tenant has (:meth:`WebhookFanout.subscriptions`): once per
+tenant and batch of stream records, one strongly consistent ``GetItem`` of the
+tenant's webhook count item (``TENANT#<t>|WEBHOOKS``/``COUNT``), whose
+``version`` every create and delete of a webhook moves in the transaction
+that makes the change. The container keeps each tenant's webhooks with the
+version they were read at: the same version, the same webhooks (no Query); a
+count of 0 (or no count item), no webhooks and no Query; otherwise one
+strongly consistent Query. A tenant without webhooks costs one small read
+(1 read unit) per batch it appears in, and nothing else.
+
+Why every change committed after a webhook's 201 reaches it: the 201 answers
+after the create's transaction committed, version bump included. A stream
+record exists only once its change has committed, so a change committed after
+the 201 reaches this function after the bump; the version is read after the
+batch arrived, strongly consistently, so it is the bump's or a later one, and
+the webhooks read with it (cached at that version, or queried consistently
+then) include the new webhook. Reading once per batch is enough for the same
+reason: every record of the batch committed before the batch was handed over.
+(The other idea, trusting the cache for records created well before it was
+filled, needs the stream record's ``ApproximateCreationDateTime``, which
+DynamoDB rounds down to the second, and a bound on the clocks' skew: it holds
+no such proof.)
+
+A deleted or disabled webhook receives nothing more, whatever is cached: the
+delivery function reads the webhook again before every attempt. A disable (by
+a receiver's 410) does not move the version; the cached webhooks are read again
+after :data:`SUBSCRIPTIONS_TTL_SECONDS` anyway, so a disabled webhook stops
+costing messages within that time.
 
 Redeliveries: ``POST …/redeliver`` marks the delivery record; the stream
 record of that change reaches this function (its FilterCriteria) and
 :meth:`WebhookFanout.redeliver` sends the stored event again, with a new
 deduplication id and the same event id.
 
-A failed send raises: the stream record fails like any other and is retried
-(its audit items are written once whatever happens, the messages deduplicated).
+A transient failure raises: the stream record fails like any other and is
+retried (its audit items are written once whatever happens, the messages
+deduplicated).
 """
 
 from __future__ import annotations
@@ -39,23 +91,48 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
 
+from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
+
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
-from support_tickets.core.webhook_events import NotAnEvent, delivery_id, event_body, webhook_event, webhook_type
-from support_tickets.data.delivery_records import REDELIVER_MARK, DeliveryRecords, Subscription, pending_redelivery
-from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.core.webhook_events import (
+    NotAnEvent,
+    delivery_id,
+    event_body,
+    queue_message,
+    webhook_event,
+    webhook_type,
+)
+from support_tickets.data.delivery_records import (
+    DELIVERY_RETENTION_SECONDS,
+    FAILURE_REASON,
+    REDELIVER_MARK,
+    DeliveryRecords,
+    Refusal,
+    Subscription,
+    pending_redelivery,
+)
+from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.audit_writer import audit_client
 from support_tickets.streams.records import PoisonRecord, own_client
 
+# The function's Logger's child: JSON lines in its log group.
+logger = Logger(child=True)
+
 SUBSCRIPTIONS_TTL_SECONDS: Final = 30.0
 MAX_CACHED_TENANTS: Final = 4096
 MAX_GROUP_ID_LENGTH: Final = 128
+# SQS's bounds (module docstring): a message, a batch's messages added up, a batch's entries.
+MAX_MESSAGE_BYTES: Final = 1_048_576
+MAX_BATCH_BYTES: Final = 1_048_576
+MAX_BATCH_ENTRIES: Final = 10
 
 
 def message_group(tenant_id: str, ticket_id: str, webhook_id: str) -> str:
@@ -71,18 +148,72 @@ def message_group(tenant_id: str, ticket_id: str, webhook_id: str) -> str:
 def message(
     *, tenant_id: str, webhook_id: str, delivery: str, ticket_id: str, body: str, redelivery: str | None = None
 ) -> str:
-    """The message body the delivery function reads (:mod:`support_tickets.domain.webhook_delivery`)."""
-    return json.dumps(
-        {
-            "tenant_id": tenant_id,
-            "webhook_id": webhook_id,
-            "delivery_id": delivery,
-            "ticket_id": ticket_id,
-            "event": body,
-            "redelivery": redelivery,
-        },
-        separators=(",", ":"),
-    )
+    """The message body the delivery function reads (``webhook_delivery.DeliveryMessage``)."""
+    routing = {
+        "tenant_id": tenant_id,
+        "webhook_id": webhook_id,
+        "delivery_id": delivery,
+        "ticket_id": ticket_id,
+        "redelivery": redelivery,
+    }
+    return queue_message(body, routing)
+
+
+def message_size(entry: Mapping[str, Any]) -> int:
+    """An entry's size as SQS counts it: its body in UTF-8 (no message attributes)."""
+    return len(str(entry["MessageBody"]).encode("utf-8", "surrogatepass"))
+
+
+def batches(entries: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``entries`` in order, in batches of at most :data:`MAX_BATCH_ENTRIES` whose sizes add
+    up to at most :data:`MAX_BATCH_BYTES` (an entry over it alone in its batch, for SQS to judge)."""
+    found: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        entry_size = message_size(entry)
+        if current and (len(current) == MAX_BATCH_ENTRIES or size + entry_size > MAX_BATCH_BYTES):
+            found.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += entry_size
+    if current:
+        found.append(current)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An entry SQS refused for good, and why."""
+
+    entry: dict[str, Any]
+    reason: str
+
+
+# SQS's answers that no retry changes: the request's or the entry's own fault.
+PERMANENT_REFUSALS: Final = ("BatchRequestTooLong", "InvalidParameterValue", "InvalidMessageContents")
+
+
+def _permanent(code: str) -> bool:
+    # Through the JSON protocol SQS names some codes with a prefix (AWS.SimpleQueueService.…).
+    return code.rsplit(".", 1)[-1] in PERMANENT_REFUSALS
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    version: int
+    filled_at: float
+    found: list[Subscription]
+    checked_in: int  # the batch whose version read confirmed it
+
+
+class _Batches:
+    """Which batch of stream records the function is in (0: none started)."""
+
+    current = 0
+
+
+_BATCHES = _Batches()
 
 
 @dataclass
@@ -93,22 +224,31 @@ class WebhookFanout:
     queue_url: str
     ttl_seconds: float = SUBSCRIPTIONS_TTL_SECONDS
     clock: Callable[[], float] = time.monotonic
-    _cache: OrderedDict[str, tuple[float, list[Subscription]]] = field(default_factory=OrderedDict)
+    _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-
     def subscriptions(self, tenant_id: str) -> list[Subscription]:
-        now = self.clock()
+        """The tenant's ACTIVE webhooks as of a strongly consistent read made during this
+        batch (module docstring): the cached ones if the version is unchanged."""
+        now, batch = self.clock(), _BATCHES.current
         with self._lock:
             cached = self._cache.get(tenant_id)
-            if cached is not None and now - cached[0] < self.ttl_seconds:
-                return cached[1]
-        found = DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client))).subscriptions()
+        fresh = cached is not None and now - cached.filled_at < self.ttl_seconds
+        if cached is not None and fresh and batch and cached.checked_in == batch:
+            return cached.found
+        records = DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client)))
+        current = records.webhooks_version()
+        if current.count == 0:
+            entry = _Cached(current.version, now, [], batch)
+        elif cached is not None and fresh and cached.version == current.version:
+            entry = _Cached(current.version, cached.filled_at, cached.found, batch)
+        else:
+            entry = _Cached(current.version, now, records.subscriptions(), batch)
         with self._lock:
-            self._cache[tenant_id] = (now, found)
+            self._cache[tenant_id] = entry
             self._cache.move_to_end(tenant_id)
             while len(self._cache) > MAX_CACHED_TENANTS:
                 self._cache.popitem(last=False)
-        return found
+        return entry.found
 
     def publish(
         self,
@@ -140,8 +280,24 @@ class WebhookFanout:
                     "MessageDeduplicationId": delivery,
                 }
             )
-        self._send(entries)
-        return len(entries)
+        refused = self._send(entries)
+        for refusal in refused:
+            webhook_id = targets[int(refusal.entry["Id"])]
+            self._record_refusal(
+                tenant_id,
+                Refusal(
+                    delivery_id=str(refusal.entry["MessageDeduplicationId"]),
+                    webhook_id=webhook_id,
+                    event_id=audit["event_id"],
+                    type=kind,
+                    ticket_id=audit["ticket_id"],
+                    body=body,
+                    reason=refusal.reason,
+                    at=audit["at"],
+                    expiration=int(time.time()) + DELIVERY_RETENTION_SECONDS,
+                ),
+            )
+        return len(entries) - len(refused)
 
     def redeliver(self, pk: str, new_image: Mapping[str, Any] | None) -> int:
         """Send a delivery record's stored event again (the record was just marked for it)."""
@@ -151,9 +307,15 @@ class WebhookFanout:
         body, ticket_id, delivery = image.get("event"), image.get("ticket_id"), image.get("delivery_id")
         # A mark the route did not write (tenant credentials may set it, nothing else of
         # the record) is poison, never a message: its value becomes part of one.
-        if owner is None or not all(isinstance(value, str) for value in (requested_at, body, ticket_id, delivery)):
+        if owner is None or not all(isinstance(value, str) for value in (requested_at, ticket_id, delivery)):
             raise PoisonRecord("not a delivery record marked for redelivery")
         tenant_id, webhook_id = owner
+        if not isinstance(body, str):
+            if image.get(FAILURE_REASON) is None:
+                raise PoisonRecord("not a delivery record marked for redelivery")
+            # A refused event too large to store: the redelivery fails as the delivery did.
+            self._refuse_again(tenant_id, webhook_id, image, str(image[FAILURE_REASON]))
+            return 0
         try:
             event = json.loads(str(body))
         except ValueError as exc:
@@ -161,7 +323,7 @@ class WebhookFanout:
         if not isinstance(event, dict) or event.get("tenant_id") != tenant_id:
             raise PoisonRecord("security: a delivery record whose event names another tenant")
         stamp = "".join(char for char in str(requested_at) if char.isascii() and char.isalnum())[:40]
-        self._send(
+        refused = self._send(
             [
                 {
                     "Id": "0",
@@ -178,14 +340,77 @@ class WebhookFanout:
                 }
             ]
         )
-        return 1
+        for refusal in refused:
+            self._refuse_again(tenant_id, webhook_id, image, refusal.reason)
+        return 1 - len(refused)
 
-    def _send(self, entries: list[dict[str, Any]]) -> None:
-        # At most 10 webhooks per tenant: one SendMessageBatch call.
-        response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-        failed = response.get("Failed") or []
-        if failed:
-            raise WebhookQueueError(f"{len(failed)} of {len(entries)} webhook messages were not queued")
+    def _refuse_again(self, tenant_id: str, webhook_id: str, image: Mapping[str, Any], reason: str) -> None:
+        body = image.get("event")
+        self._record_refusal(
+            tenant_id,
+            Refusal(
+                delivery_id=str(image.get("delivery_id")),
+                webhook_id=webhook_id,
+                event_id=str(image.get("event_id") or ""),
+                type=str(image.get("type") or ""),
+                ticket_id=str(image.get("ticket_id")),
+                body=body if isinstance(body, str) else "",
+                reason=reason,
+                at=str(image.get("created_at") or ""),
+                expiration=int(time.time()) + DELIVERY_RETENTION_SECONDS,
+            ),
+        )
+
+    def _record_refusal(self, tenant_id: str, refusal: Refusal) -> None:
+        logger.warning(
+            "webhook event refused by the queue: recorded FAILED",
+            extra={
+                "tenant_id": tenant_id,
+                "webhook_id": refusal.webhook_id,
+                "delivery_id": refusal.delivery_id,
+                "reason": refusal.reason,
+            },
+        )
+        DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client))).record_refusal(refusal)
+
+    def _send(self, entries: list[dict[str, Any]]) -> list[Refused]:
+        """Queue ``entries`` in batches that SQS takes (:func:`batches`); the entries it
+        refused for good. Raises :class:`WebhookQueueError` when some could not be
+        queued for now (after the refusals are known: the caller records them first
+        only if nothing is transient; a retry of the record sees them again)."""
+        refused: list[Refused] = []
+        transient = 0
+        sendable = []
+        for entry in entries:
+            size = message_size(entry)
+            if size > MAX_MESSAGE_BYTES:
+                refused.append(Refused(entry, f"MessageTooLong: {size} bytes, over SQS's {MAX_MESSAGE_BYTES}"))
+            else:
+                sendable.append(entry)
+        pending = batches(sendable)
+        while pending:
+            batch = pending.pop(0)
+            try:
+                response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
+            except ClientError as exc:
+                code = error_code(exc)
+                if not _permanent(code):
+                    raise
+                if len(batch) > 1:  # which entry? each on its own
+                    pending[:0] = [[entry] for entry in batch]
+                    continue
+                refused.append(Refused(batch[0], f"{code}: {exc.response.get('Error', {}).get('Message', '')}"))
+                continue
+            by_id = {entry["Id"]: entry for entry in batch}
+            for failure in response.get("Failed") or []:
+                if failure.get("SenderFault") and _permanent(str(failure.get("Code", ""))):
+                    reason = f"{failure.get('Code')}: {failure.get('Message', '')}"
+                    refused.append(Refused(by_id[failure["Id"]], reason))
+                else:
+                    transient += 1
+        if transient:
+            raise WebhookQueueError(f"{transient} of {len(entries)} webhook messages were not queued")
+        return refused
 
 
 class WebhookQueueError(RuntimeError):
@@ -208,6 +433,13 @@ def publish_record(
         return webhook_fanout().publish(audited.tenant_id, audited.event, old_image, new_image)
     except NotAnEvent as exc:
         raise PoisonRecord(f"images that make no webhook event: {exc}") from exc
+
+
+def start_batch() -> None:
+    """A new batch of stream records (the audit-trail function's handler calls it before
+    any record): each tenant's webhook version is read again, once, before its cached
+    webhooks are trusted. Outside a batch (none started) it is read for every event."""
+    _BATCHES.current += 1
 
 
 @cache
