@@ -2,8 +2,9 @@
 the API, the table's stream, the audit-trail function, the FIFO queue and the
 delivery function to a receiver on 127.0.0.1, signed (verified with the
 ``standardwebhooks`` package), only to the tenant's own receiver, retried with
-the same id, signed twice during a rotation, nothing after a delete, and a
-hanging endpoint of one tenant never delays another's.
+the same id, signed twice during a rotation, nothing after a delete, and one
+tenant's endpoint hanging at its tier's rate holds at most its in-flight bound
+of the event source's invocations, never another tenant's deliveries.
 
 The local stack's SQS event source (``local_stack.sqs_poller``) runs the
 delivery function with Lambda's semantics; its queue clock stands in for the
@@ -12,10 +13,15 @@ retry delay, whose length the delivery record shows.
 
 from __future__ import annotations
 
+import json
+import select
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from standardwebhooks.webhooks import Webhook as StandardWebhook
@@ -138,14 +144,85 @@ def test_nothing_is_delivered_after_the_webhook_is_deleted(stack: RunningStack) 
         assert endpoint.received == []
 
 
-def test_a_hanging_endpoint_of_one_tenant_does_not_delay_another(stack: RunningStack) -> None:
+class HoldingReceiver:
+    """An endpoint that never answers until released: it reads each request and
+    holds it open until the test releases it or the caller hangs up (the
+    delivery function's 10 s deadline). Counts the requests it holds at once."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.released = threading.Event()
+        self.held = 0
+        self.most_held = 0
+        self.requests = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                with receiver.changed:
+                    receiver.requests += 1
+                    receiver.held += 1
+                    receiver.most_held = max(receiver.most_held, receiver.held)
+                    receiver.changed.notify_all()
+                try:
+                    while not receiver.released.is_set():
+                        readable, _, _ = select.select([self.connection], [], [], 0.05)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            return  # the caller hung up: its deadline passed
+                    self.send_response(204)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                finally:
+                    with receiver.changed:
+                        receiver.held -= 1
+                        receiver.changed.notify_all()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def stop(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_tenant_whose_endpoint_hangs_at_its_tiers_rate_holds_two_attempts_and_another_tenant_is_delivered_meanwhile(
+    stack: RunningStack,
+) -> None:
+    """The local SQS event source runs as Lambda does (batches mixing groups) with 4
+    invocations at once. A basic tenant creating tickets at its tier's full rate, its
+    endpoint hanging, holds at most 2 of them (its in-flight bound), never all 4: another
+    tenant's deliveries go out while the hang lasts. Counts and order, no timing."""
     slow, fast = new_tenant_id(), new_tenant_id()
-    with receiver(hang=True) as hanging, receiver() as prompt:
-        register(stack, slow, hanging.url)
-        register(stack, fast, prompt.url)
-        stack.request("POST", "/tickets", token=stack.token(slow, f"u-{slow}"), body={"title": "slow"})
-        assert wait_for(lambda: len(hanging.received) >= 1)  # the slow one is being held...
-        started = time.monotonic()
-        stack.request("POST", "/tickets", token=stack.token(fast, f"u-{fast}"), body={"title": "fast"})
-        assert wait_for(lambda: len(prompt.received) >= 1)
-        assert time.monotonic() - started < 5.0  # ...well inside the 10 s the slow one may take
+    hanging = HoldingReceiver()
+    try:
+        with receiver() as prompt:
+            register(stack, slow, hanging.url)
+            register(stack, fast, prompt.url)
+            slow_user, fast_user = stack.token(slow, f"u-{slow}"), stack.token(fast, f"u-{fast}")
+            for n in range(8):  # 8 tickets: more than the source's 4 invocations
+                assert stack.request("POST", "/tickets", token=slow_user, body={"title": f"s{n}"}).status == 201
+            with hanging.changed:
+                assert hanging.changed.wait_for(lambda: hanging.held >= 1, WAIT_SECONDS)
+            for n in range(3):
+                assert stack.request("POST", "/tickets", token=fast_user, body={"title": f"f{n}"}).status == 201
+
+            assert wait_for(lambda: len(prompt.received) >= 3)
+            with hanging.changed:
+                held_when_all_arrived = hanging.held
+            # The slow tenant never had more than its tier's 2 attempts under way
+            assert hanging.most_held <= 2
+            # ...and was still hanging when the other tenant's three events had all arrived
+            assert held_when_all_arrived >= 1
+            assert [json.loads(r.body)["tenant_id"] for r in prompt.received] == [fast] * 3
+    finally:
+        hanging.stop()
