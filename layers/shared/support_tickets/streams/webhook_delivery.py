@@ -380,7 +380,7 @@ class Deliverer:
 
     def _bound_delay(self, queued: QueuedMessage) -> int:
         # 2, 4, 8 ... 60 s: a tenant's backlog drains at its bounds without a receive per second.
-        delay = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
+        delay: int = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
         return max(1, round(delay * (1 + JITTER * self.uniform())))
 
     def _defer(self, queued: QueuedMessage, delay: int, reason: str) -> NoReturn:
