@@ -27,7 +27,7 @@ from support_tickets.core.tracing import make_tracer
 from support_tickets.streams.audit_events import audit_record_from_stream
 from support_tickets.streams.audit_writer import audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
-from support_tickets.streams.usage import AUDIT_TRAIL, metered_invocation
+from support_tickets.streams.usage import AUDIT_TRAIL, StreamInvocation, metered_invocation
 from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, start_batch, webhook_fanout
 
 logger = Logger()
@@ -48,9 +48,11 @@ def _poison(reason: str, event_id: str, sequence_number: str, tenant_id: str | N
     )
 
 
-def record_handler(record: DynamoDBRecord) -> None:
+def record_handler(record: DynamoDBRecord, invocation: StreamInvocation | None = None) -> None:
     stream = record.dynamodb
     event_id, sequence_number = str(record.event_id or ""), str(stream.sequence_number if stream else "")
+    index = invocation.index_of(sequence_number) if invocation is not None else None
+    before = invocation.units_so_far(index) if invocation is not None else None
     if stream is not None and is_delivery_record(stream.keys or {}):
         try:
             webhook_fanout().redeliver(str((stream.keys or {}).get("pk")), stream.new_image)
@@ -76,6 +78,10 @@ def record_handler(record: DynamoDBRecord) -> None:
         _poison(str(exc), audited.event_id, audited.sequence_number, audited.tenant_id)
         return
     metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=queued)
+    if invocation is not None and audited.event is not None and written == 0:
+        # Its event was written by an earlier delivery: this is a retry Lambda made
+        # for another record (streams/usage.py charges it to that record's tenant).
+        invocation.found_applied(index, since=before)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -83,8 +89,10 @@ def record_handler(record: DynamoDBRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     start_batch()  # each tenant's webhooks are checked once per batch (webhook_fanout)
-    with metered_invocation(logger, AUDIT_TRAIL, context, event.get("Records", [])):  # usage per tenant
-        response = process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
-        )
+    with metered_invocation(logger, AUDIT_TRAIL, context, event.get("Records", [])) as invocation:  # usage per tenant
+
+        def handle(record: DynamoDBRecord) -> None:
+            record_handler(record, invocation)
+
+        response = process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
     return dict(response)

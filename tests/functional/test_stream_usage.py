@@ -9,29 +9,37 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from local_stack.lambda_runtime import LambdaContext
+from local_stack.poller import StreamPoller
+from local_stack.stream_source import stream_source
 from support_tickets.core import keys, metering
 from support_tickets.core.models import CreateTicketRequest
 from support_tickets.streams.aggregation import CountLedger, ledger_record
+from support_tickets.streams.audit_writer import AuditWriter, audit_client
 from support_tickets.streams.usage import (
     AGGREGATE_COUNTS,
     AUDIT_TRAIL,
     DURATION_QUANTUM,
     UNIT_QUANTUM,
+    StreamInvocation,
     apportion,
+    charged_records,
+    payer_of,
     usage_lines,
 )
-from tests.conftest import REGION, RepoFactory
+from tests.conftest import REGION, RepoFactory, random_tenant_id
 from tests.functional.memory_table import MemoryTable
-from tests.functional.stream_harness import StreamHarness
+from tests.functional.stream_harness import StreamHarness, stream_handler
 from tests.functional.test_usage_line import dynamodb_answers
 
 if TYPE_CHECKING:
@@ -220,3 +228,182 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
     assert one + ten == total
     assert (one, ten) == (total * 7 / 12, total * 5 / 12)
     assert Counter(line["dynamodb_calls"] for line in lines.values()) == Counter({1: 2})
+
+
+# ---------------------------------------------------------------- retries charged to their cause
+def test_the_records_found_applied_are_charged_to_the_earliest_record_not_applied() -> None:
+    tenants: list[str | None] = ["c", "a", "b", "b", None, "b"]
+    # Nothing found applied: each record is its own tenant's
+    assert charged_records(tenants, set()) == Counter({"b": 3, "c": 1, "a": 1})
+    # A retry from a's failed record: b's records found written are a's
+    assert payer_of(tenants[1:], {1, 2, 4}) == "a"
+    assert charged_records(tenants[1:], {1, 2, 4}) == Counter({"a": 4})
+    # The earliest record not applied pays, even behind applied ones (a bisected half)
+    assert charged_records(["b", "b", "a", "c"], {0, 1}) == Counter({"a": 3, "c": 1})
+    # A record without a tenant is nobody's and pays for nothing
+    assert payer_of([None, "b", "a"], {1}) == "a"
+    # Everything applied (Lambda's own redelivery, e.g. after a timeout): each stays its own
+    assert payer_of(["b", "a"], {0, 1}) is None
+    assert charged_records(["b", "a"], {0, 1}) == Counter({"a": 1, "b": 1})
+
+
+def test_an_invocation_moves_the_units_of_records_handled_again_exactly() -> None:
+    # Given an invocation of a's record and two of b's, b's second found applied after
+    # costing 0.5 RRU and 1 WRU in 2 calls on b's account
+    records = [
+        {"dynamodb": {"Keys": {"pk": {"S": keys.ticket_pk(tenant, f"T{n}")}}, "SequenceNumber": str(n)}}
+        for n, tenant in enumerate(["1", "10", "1"])
+    ]
+    invocation = StreamInvocation.of(records)
+    metering.start()
+    metering.METER.add_units(Decimal("0.5"), Decimal(2), "1")
+    metering.METER.add_units(Decimal(0), Decimal(1), "10")
+    index = invocation.index_of("2")
+    before = invocation.units_so_far(index)
+    metering.METER.add_units(Decimal("0.5"), Decimal(1), "1", calls=2)
+    invocation.found_applied(index, since=before)
+    consumed = metering.METER.by_tenant()
+    charged = invocation.charged_units(consumed)
+    # Then 1's first record (the earliest not applied) carries them; nothing is lost or made up
+    assert invocation.payer() == "1"
+    assert charged == consumed  # 1 pays for its own record handled again: nothing moves
+    invocation = StreamInvocation.of(records)
+    invocation.found_applied(0, since=metering.NOTHING)  # 1's first record applied before, all of it
+    charged = invocation.charged_units(consumed)
+    assert charged["10"] == metering.Consumed(Decimal(1), Decimal(4), 4)
+    assert charged["1"] == metering.Consumed(Decimal(0), Decimal(0), 0)
+    # and the duration is shared by the records each is charged for, exactly
+    lines = usage_lines(
+        AUDIT_TRAIL, None, Counter({"1": 2, "10": 1}), charged, 10.0, charged=invocation.charged_records()
+    )
+    assert {tenant: line["records"] for tenant, line in lines.items()} == {"1": 2, "10": 1}
+    assert (lines["1"]["duration_ms"], lines["10"]["duration_ms"]) == (3.333, 6.667)
+    assert sum(Decimal(str(line["duration_ms"])) for line in lines.values()) == Decimal("10.000")
+
+
+def test_a_redelivery_of_a_journaled_prefix_charges_its_journal_read_to_the_next_records_tenant() -> None:
+    # Given a delivery of tenant 1's two records, applied
+    table = MemoryTable()
+    ledger = CountLedger("t", table, on_poison=lambda record: None)  # type: ignore[arg-type]
+    first = [_insert("e1", "1", "a"), _insert("e2", "1", "b")]
+    ledger.apply(first)
+    # When Lambda sends them again followed by a new record of tenant 10 (what a bisected
+    # half does after the function failed on 10's record)
+    metering.start()
+    result = ledger.apply([*first, _insert("e3", "10", "c")])
+    # Then the journal read that found them is 10's (1 RRU), as are the read at 10's record
+    # (which finds none) and 10's own transaction
+    assert result.skipped == 2
+    units = metering.METER.by_tenant()
+    assert set(units) == {"10"}
+    assert units["10"].read_units == 2
+    assert units["10"].calls == 3
+    # and a redelivery of applied records only stays their own (no record it is for)
+    metering.start()
+    ledger.apply(first)
+    assert set(metering.METER.by_tenant()) == {"1"}
+
+
+class _Clock:
+    """The meter's clock: 1 ms per record a stream function handles (the test's
+    audit client ticks it), so durations are exact and shares comparable."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class _AuditClientFailing:
+    """The audit writer's client: one tick of the clock per record handled (its
+    first put), and every put of ``failing``'s items refused (its record fails)."""
+
+    def __init__(self, client: Any, clock: _Clock, failing: str) -> None:
+        self._client, self._clock, self._failing = client, clock, failing
+
+    def put_item(self, **kwargs: Any) -> Any:
+        pk = kwargs["Item"]["pk"]["S"]
+        if keys.tenant_of_key(pk) == self._failing:
+            self._clock.now += 0.001
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "PutItem")
+        if "|HISTORY#" in pk:
+            self._clock.now += 0.001
+        return self._client.put_item(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_failing_record_carries_the_retries_of_the_neighbours_lambda_sends_again_with_it(
+    repo_for: RepoFactory,
+    dynamodb: DynamoDBClient,
+    streams: Any,
+    table_name: str,
+    log_lines: LogLines,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given the audit writer behind the local stack's stream poller (the template's
+    # BatchSize, MaximumRetryAttempts 5, ReportBatchItemFailures), a meter clock that
+    # advances 1 ms per record handled, and tenant 10's records always failing
+    failing, neighbour, before_it = "10", "1", random_tenant_id()
+    clock = _Clock()
+    monkeypatch.setattr(metering, "time", clock)
+    handler = stream_handler("AuditTrailFunction")
+    module = sys.modules[handler.__module__]
+    client = _AuditClientFailing(audit_client(), clock, failing)
+    monkeypatch.setattr(module, "audit_writer", lambda: AuditWriter(table_name=table_name, client=client))  # type: ignore[arg-type]
+    source = replace(stream_source("AuditTrailFunction"), batching_window_s=3600)  # a drain makes the batch
+    assert (source.maximum_retry_attempts, source.report_batch_item_failures) == (5, True)
+    stream_arn = dynamodb.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
+    given_up: list[dict[str, Any]] = []
+    poller = StreamPoller(
+        streams,
+        stream_arn,
+        source,
+        invoke=lambda event: handler(event, LambdaContext("AuditTrailFunction")),
+        on_failure=given_up.append,
+    )
+    alone_b, alone_c = random_tenant_id(), random_tenant_id()
+    poller.start()
+    try:
+        # the same creates alone: 3 of one tenant, 15 of another, one batch, nothing failing
+        _create(repo_for, alone_c, 3)
+        _create(repo_for, alone_b, 15)
+        log_lines()
+        assert poller.wait_drained(timeout=60)
+        alone = _usage_totals(log_lines())
+        # When a batch holds 3 creates of a tenant, then the failing record, then 15 creates of the neighbour
+        _create(repo_for, before_it, 3)
+        _create(repo_for, failing, 1)
+        _create(repo_for, neighbour, 15)
+        assert poller.wait_drained(timeout=60)
+        mixed = _usage_totals(log_lines())
+    finally:
+        poller.stop()
+    # Then Lambda retried the failed record with the neighbour's 15 behind it 5 times, then gave them up
+    (failure,) = given_up
+    assert (failure["DDBStreamBatchInfo"]["batchSize"], failure["requestContext"]["approximateInvokeCount"]) == (16, 6)
+    assert mixed[neighbour]["records"] == 15 * 6
+    # and the neighbour's figures are what the same 15 creates cost alone (1 ms each, once)
+    for field_name in ("duration_ms", "read_units", "write_units", "dynamodb_calls"):
+        assert mixed[neighbour][field_name] == alone[alone_b][field_name], field_name
+        # the tenant whose records came before the failure is not moved either
+        assert mixed[before_it][field_name] == alone[alone_c][field_name], field_name
+    assert mixed[neighbour]["duration_ms"] == Decimal(15)
+    # while the failing record's tenant carries the retries: its own 1 ms per attempt and the
+    # neighbour's 15 ms per retry; every millisecond of the 6 invocations is on someone's line
+    assert mixed[failing]["duration_ms"] == 1 + 5 * (1 + 15)
+    assert sum((totals["duration_ms"] for totals in mixed.values()), Decimal(0)) == 19 + 5 * 16
+
+
+def _usage_totals(lines: list[dict[str, Any]]) -> dict[str, dict[str, Decimal]]:
+    """Each tenant's audit-trail usage lines summed (exact decimals)."""
+    totals: dict[str, dict[str, Decimal]] = {}
+    for line in lines:
+        if line.get("message") != "usage" or line["usage"]["function"] != AUDIT_TRAIL:
+            continue
+        mine = totals.setdefault(line["tenant_id"], {})
+        for name in ("records", "duration_ms", "read_units", "write_units", "dynamodb_calls"):
+            mine[name] = mine.get(name, Decimal(0)) + Decimal(str(line["usage"][name]))
+    return totals

@@ -46,7 +46,13 @@ reports a transaction's units per table, not per item, so a chunk's are
 apportioned by its items: each count item (all alike: a count and a revision)
 is its tenant's, the journal (which lists every record of the chunk) is
 shared by records per tenant. A journal's read and a carried-forward journal
-are shared by records per tenant of the records they are about.
+are shared by records per tenant of the records they are about, except that
+the records a redelivery finds applied (the journaled prefix of a delivery,
+:attr:`ApplyResult.skipped`) are charged to the tenant of the first record
+after them, the one the redelivery is for (``support_tickets.streams.usage``,
+"Retries are charged to the record that caused them"); with no such record
+they stay their own. The reads are charged once :meth:`CountLedger.apply`
+knows which records were applied.
 
 Costs: one write per (tenant, status) per chunk (a batch is one chunk unless
 it touches more than 99 pairs) plus one journal item per chunk, all
@@ -76,7 +82,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.streams.records import PoisonRecord, own_client, record_fields
-from support_tickets.streams.usage import add_shared
+from support_tickets.streams.usage import add_shared, payer_of
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -222,9 +228,33 @@ class CountLedger:
     max_chunk_records: int = MAX_CHUNK_RECORDS
     sleep: Callable[[float], None] = time.sleep
     _result: ApplyResult = field(default_factory=lambda: ApplyResult(0))
+    # (position, answer) of each journal read of the delivery, charged when it ends.
+    _journal_reads: list[tuple[int, Any]] = field(default_factory=list)
 
     def apply(self, records: Sequence[LedgerRecord]) -> ApplyResult:
-        self._result = result = ApplyResult(0)
+        self._result = ApplyResult(0)
+        self._journal_reads = []
+        try:
+            return self._apply(records)
+        finally:
+            self._charge_journal_reads(records)
+
+    def _charge_journal_reads(self, records: Sequence[LedgerRecord]) -> None:
+        """Each journal read shared by the records it was about, those found applied
+        (the leading ``skipped``) charged to the first tenant record after them."""
+        skipped = range(self._result.skipped)
+        payer = payer_of([record.tenant_id for record in records], skipped)
+        for start, answer in self._journal_reads:
+            weights: Counter[str] = Counter()
+            for index in range(start, len(records)):
+                tenant = payer if payer is not None and index in skipped else records[index].tenant_id
+                if tenant is not None:
+                    weights[tenant] += 1
+            add_shared("get_item", answer, weights)
+        self._journal_reads = []
+
+    def _apply(self, records: Sequence[LedgerRecord]) -> ApplyResult:
+        result = self._result
         position = 0
         # Poison is queued before its chunk's transaction; with poison about, ask
         # first whether the delivery is a redelivery, so it is queued only once.
@@ -259,7 +289,7 @@ class CountLedger:
         answer = self.client.get_item(
             TableName=self.table_name, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL"
         )
-        add_shared("get_item", answer, records_per_tenant(records[start:]))
+        self._journal_reads.append((start, answer))
         item = answer.get("Item")
         if item is None:
             return None

@@ -26,13 +26,38 @@ tenant, and a shared invocation is nobody's whole one.
 
 The lines are written in a ``finally``: an invocation that fails is billed
 too (and its retry is another invocation, billed again).
+
+**Retries are charged to the record that caused them.** Lambda retries a
+stream batch from its first failed record (``ReportBatchItemFailures``), or
+the halves of a batch whose invocation failed (``BisectBatchOnFunctionError``):
+the records after the failed one come again with it, up to
+``MaximumRetryAttempts`` times, whoever's they are. Both functions can tell a
+record whose work was already done (the audit writer finds its event written,
+``attribute_not_exists``; the aggregator finds it in a delivery journal), and
+the invocation marks it (:meth:`StreamInvocation.found_applied`). The rule:
+within an invocation, the share of the records found already applied (their
+duration share, and the units their handling cost: the audit writer's
+calls measured around the record, the aggregator's journal reads shared by
+records) is charged to the tenant of the earliest record of the batch that
+has a tenant and was *not* already applied (:meth:`StreamInvocation.payer`):
+the one whose failure made Lambda send them again. If there is none (every
+record was done: Lambda's own redelivery, a timeout after the work, a lost
+checkpoint), each stays its own tenant's. ``records`` still counts a tenant's
+own records. Why this and not "the records' own tenant": a neighbour's 15
+records behind a failing one would pay six invocations for one piece of
+work (docs/usage.md). What it cannot know: which record made an invocation
+*fail* (a crash or a timeout names none); the earliest record not applied is
+where the work stopped, and the one a retry is about. Moving a share keeps
+every amount exact: the duration is apportioned by charged records (largest
+remainder), the units move as measured.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,6 +71,9 @@ if TYPE_CHECKING:
 AGGREGATE_COUNTS: Final = "aggregate_counts"
 AUDIT_TRAIL: Final = "audit_trail"
 STREAM_FUNCTIONS: Final = frozenset({AGGREGATE_COUNTS, AUDIT_TRAIL})
+# The delivery function's lines (support_tickets.streams.webhook_usage; named here so the
+# metering function need not import the delivery code).
+DELIVER_WEBHOOK: Final = "deliver_webhook"
 # Units are shared to a millionth (the metering function reads at most 6 fraction
 # digits), durations to a microsecond (0.001 ms, as the API functions' lines).
 UNIT_QUANTUM: Final = Decimal("0.000001")
@@ -102,19 +130,115 @@ def records_by_tenant(records: Iterable[Any]) -> Counter[str]:
     return counts
 
 
+def payer_of(tenants: Sequence[str | None], applied_before: Collection[int]) -> str | None:
+    """Who is charged for the records found already applied: the tenant of the
+    earliest record (with a tenant) not among ``applied_before`` (indexes into
+    ``tenants``, the batch's records' tenants in order), or ``None``."""
+    return next(
+        (tenant for index, tenant in enumerate(tenants) if tenant is not None and index not in applied_before), None
+    )
+
+
+def charged_records(tenants: Sequence[str | None], applied_before: Collection[int]) -> Counter[str]:
+    """The records each tenant is charged for: its own, except those found
+    already applied, which are :func:`payer_of`'s (when there is one)."""
+    payer = payer_of(tenants, applied_before)
+    charged: Counter[str] = Counter()
+    for index, tenant in enumerate(tenants):
+        charged_to = payer if payer is not None and index in applied_before else tenant
+        if charged_to is not None:
+            charged[charged_to] += 1
+    return charged
+
+
+def _minus(a: metering.Consumed, b: metering.Consumed) -> metering.Consumed:
+    return metering.Consumed(a.read_units - b.read_units, a.write_units - b.write_units, a.calls - b.calls)
+
+
+def _plus(a: metering.Consumed, b: metering.Consumed) -> metering.Consumed:
+    return metering.Consumed(a.read_units + b.read_units, a.write_units + b.write_units, a.calls + b.calls)
+
+
+@dataclass
+class StreamInvocation:
+    """One invocation's records (their tenants, in order) and those found
+    already applied, with what handling them again cost (module docstring)."""
+
+    tenants: list[str | None]
+    sequence_numbers: dict[str, int] = field(default_factory=dict)
+    applied_before: set[int] = field(default_factory=set)
+    _again: dict[int, metering.Consumed] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, records: Iterable[Any]) -> StreamInvocation:
+        tenants: list[str | None] = []
+        sequence_numbers: dict[str, int] = {}
+        for index, record in enumerate(records):
+            tenants.append(tenant_of_record(record) if isinstance(record, Mapping) else None)
+            stream = record.get("dynamodb") if isinstance(record, Mapping) else None
+            sequence = stream.get("SequenceNumber") if isinstance(stream, Mapping) else None
+            if isinstance(sequence, str):
+                sequence_numbers.setdefault(sequence, index)
+        return cls(tenants, sequence_numbers)
+
+    def index_of(self, sequence_number: str | None) -> int | None:
+        return None if sequence_number is None else self.sequence_numbers.get(sequence_number)
+
+    def units_so_far(self, index: int | None) -> metering.Consumed:
+        """What the record's tenant has consumed so far in this invocation (to
+        measure one record's handling: before and after)."""
+        tenant = self.tenants[index] if index is not None else None
+        return metering.METER.by_tenant().get(tenant, metering.NOTHING) if tenant else metering.NOTHING
+
+    def found_applied(self, index: int | None, since: metering.Consumed | None = None) -> None:
+        """Record ``index`` was found already applied (its work done by an earlier
+        delivery); ``since``: its tenant's units before it was handled, when the
+        units of handling it again are its own to move (the audit writer's)."""
+        if index is None or self.tenants[index] is None:
+            return
+        self.applied_before.add(index)
+        if since is not None:
+            self._again[index] = _minus(self.units_so_far(index), since)
+
+    def payer(self) -> str | None:
+        return payer_of(self.tenants, self.applied_before)
+
+    def charged_records(self) -> Counter[str]:
+        return charged_records(self.tenants, self.applied_before)
+
+    def charged_units(self, consumed: Mapping[str, metering.Consumed]) -> dict[str, metering.Consumed]:
+        """``consumed`` (per tenant) with the units of records handled again moved to the payer."""
+        charged = dict(consumed)
+        payer = self.payer()
+        if payer is None:
+            return charged
+        for index, units in self._again.items():
+            tenant = self.tenants[index]
+            if tenant is None or tenant == payer:
+                continue
+            charged[tenant] = _minus(charged.get(tenant, metering.NOTHING), units)
+            charged[payer] = _plus(charged.get(payer, metering.NOTHING), units)
+        return charged
+
+
 def usage_lines(
     function: str,
     context: Any,
     records: Mapping[str, int],
     consumed: Mapping[str, metering.Consumed],
     elapsed_ms: float,
+    *,
+    charged: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each tenant's usage fields of one invocation (tenant -> the line's ``usage``)."""
+    """Each tenant's usage fields of one invocation (tenant -> the line's
+    ``usage``): ``records`` its own, the duration shared by the records each
+    is ``charged`` for (by default its own)."""
     duration = Decimal(repr(elapsed_ms)).quantize(DURATION_QUANTUM, rounding=ROUND_FLOOR)
-    shares = apportion(duration, records, DURATION_QUANTUM)
+    weights = records if charged is None else charged
+    shares = apportion(duration, weights, DURATION_QUANTUM)
     memory_mb = int(getattr(context, "memory_limit_in_mb", 0) or 0)
     lines: dict[str, dict[str, Any]] = {}
-    for tenant in sorted(set(records) | set(consumed)):
+    for tenant in sorted(set(records) | set(consumed) | {tenant for tenant, weight in weights.items() if weight > 0}):
         units = consumed.get(tenant, metering.NOTHING)
         lines[tenant] = {
             "function": function,
@@ -130,14 +254,21 @@ def usage_lines(
 
 
 @contextmanager
-def metered_invocation(logger: Logger, function: str, context: Any, records: Iterable[Any]) -> Iterator[None]:
+def metered_invocation(
+    logger: Logger, function: str, context: Any, records: Iterable[Any]
+) -> Iterator[StreamInvocation]:
     """Meter the block (one invocation of a stream function over ``records``)
-    and log its usage lines, one per tenant, when it ends, also when it fails."""
+    and log its usage lines, one per tenant, when it ends, also when it fails.
+    The block marks the records it finds already applied on the invocation it gets."""
     metering.start()
+    records = list(records)
     tenants = records_by_tenant(records)
+    invocation = StreamInvocation.of(records)
     try:
-        yield
+        yield invocation
     finally:
         elapsed_ms = metering.finish().elapsed_ms
-        for tenant, usage in usage_lines(function, context, tenants, metering.METER.by_tenant(), elapsed_ms).items():
+        consumed = invocation.charged_units(metering.METER.by_tenant())
+        lines = usage_lines(function, context, tenants, consumed, elapsed_ms, charged=invocation.charged_records())
+        for tenant, usage in lines.items():
             logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
