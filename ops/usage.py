@@ -6,7 +6,7 @@
 With ``--tenant``: that tenant's usage object (API.md, the same as its admins
 read with ``GET /usage``) as JSON. Without: a table of every tenant's usage of
 the day, costliest first, and a total line. ``--chart`` also draws each
-tenant's cost by component (API Gateway, Lambda, DynamoDB) as a PNG.
+tenant's cost by component (API Gateway, Lambda, DynamoDB, webhooks) as a PNG.
 
 The figures are the metering function's counters (docs/usage.md), read with
 the operator's credentials (one Query per tenant). Every tenant means every
@@ -38,8 +38,13 @@ from support_tickets.domain.usage import parse_day, usage_object
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-COMPONENTS = ("api_gateway", "lambda", "dynamodb")
-COLUMNS = ("tenant", "requests", "read units", "write units", "invocations", "GB-s", *COMPONENTS, "total USD")
+# webhooks: the delivery function's Lambda cost and its SQS and KMS requests (docs/usage.md).
+COMPONENTS = ("api_gateway", "lambda", "dynamodb", "webhooks")
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+COLUMNS = (
+    "tenant", "requests", "read units", "write units", "invocations", "GB-s", "deliveries", "attempts",
+    *COMPONENTS, "total USD",
+)  # fmt: skip
 
 
 class UsageArgumentError(ValueError):
@@ -63,6 +68,8 @@ def _row(usage: UsageResponse) -> list[str]:
         f"{usage['dynamodb']['write_units']:g}",
         str(usage["lambda"]["invocations"]),
         f"{usage['lambda']['gb_seconds']:.6f}",
+        str(usage["webhooks"]["deliveries"]),
+        str(usage["webhooks"]["attempts"]),
         *(f"{cost[name]:.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
         f"{cost['total']:.8f}",
     ]
@@ -79,6 +86,8 @@ def write_table(usages: Sequence[UsageResponse], day: str, out: TextIO) -> None:
         f"{sum(u['dynamodb']['write_units'] for u in ordered):g}",
         str(sum(u["lambda"]["invocations"] for u in ordered)),
         f"{sum(u['lambda']['gb_seconds'] for u in ordered):.6f}",
+        str(sum(u["webhooks"]["deliveries"] for u in ordered)),
+        str(sum(u["webhooks"]["attempts"] for u in ordered)),
         *(f"{sum(u['cost_usd'][name] for u in ordered):.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
         f"{sum(u['cost_usd']['total'] for u in ordered):.8f}",
     ]
@@ -104,7 +113,7 @@ def draw_chart(usages: Sequence[UsageResponse], day: str, path: Path) -> None:
     tenants = [usage["tenant_id"] for usage in ordered]
     figure, axes = plt.subplots(figsize=(max(6.0, 0.6 * len(tenants) + 2), 4.5))
     bottom = [0.0] * len(ordered)
-    for name, colour in zip(COMPONENTS, ("#1f77b4", "#ff7f0e", "#2ca02c"), strict=True):
+    for name, colour in zip(COMPONENTS, COLOURS, strict=True):
         values = [usage["cost_usd"][name] for usage in ordered]  # type: ignore[literal-required]
         axes.bar(tenants, values, bottom=bottom, label=name.replace("_", " "), color=colour)
         bottom = [below + value for below, value in zip(bottom, values, strict=True)]

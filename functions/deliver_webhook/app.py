@@ -5,6 +5,11 @@ Runs outside the VPC (it must reach the internet) with its own role, the only
 principal that may decrypt webhook secrets. The event source reports batch
 item failures: a message to retry has had its visibility set to the backoff
 delay before it is reported.
+
+Each invocation logs one ``"usage"`` line per tenant of its batch (its
+attempts, deliveries, SQS and KMS calls, DynamoDB units and share of the
+invocation: ``support_tickets.streams.webhook_usage``), which the metering
+function folds into the tenant's usage.
 """
 
 import os
@@ -19,6 +24,7 @@ from support_tickets.core.tracing import make_tracer
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.streams.records import own_client
 from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener, tier_rates
+from support_tickets.streams.webhook_usage import MeteredDeliverer, count_calls, metered_batch
 
 logger = Logger()
 tracer = make_tracer()
@@ -31,11 +37,12 @@ def deliverer() -> Deliverer:
     settings = get_settings()
     if settings.webhook_key_arn is None:
         raise RuntimeError("WEBHOOK_KEY_ARN is required")
-    return Deliverer(
+    # Metered: each tenant's share of the invocation in its usage line (webhook_usage).
+    return MeteredDeliverer(
         table_name=settings.table_name,
         dynamodb=own_client("dynamodb"),
-        secrets=SecretOpener(own_client("kms"), settings.webhook_key_arn),
-        sqs=own_client("sqs"),
+        secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),
+        sqs=count_calls(own_client("sqs"), "sqs"),
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
         dead_letter_queue_url=os.environ["WEBHOOK_DEAD_LETTER_QUEUE_URL"],
         allow_local_http=settings.webhook_allow_local_http,
@@ -50,5 +57,6 @@ def deliverer() -> Deliverer:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    failed = deliverer().process_batch(event.get("Records") or [])
+    with metered_batch(logger, context):  # one "usage" line per tenant of the batch, also when it fails
+        failed = deliverer().process_batch(event.get("Records") or [])
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}

@@ -540,6 +540,40 @@ def test_the_stream_functions_usage_lines_add_gb_seconds_and_units_not_invocatio
     assert harness.counters("1")["stream_mb_ms"] == Decimal("5.833") * 512
 
 
+def delivery_event(event_id: str, tenant: str, **counts: Any) -> dict[str, Any]:
+    fields = {"invocations": 0, "attempts": 2, "deliveries": 1, "sqs_requests": 1, "kms_requests": 1, **counts}
+    usage = {
+        "function": "deliver_webhook", "request_id": "d-1", "messages": 2, **fields,
+        "read_units": 2.0, "write_units": 3.0, "dynamodb_calls": 5, "duration_ms": 250.5, "memory_mb": 512,
+    }  # fmt: skip
+    message = json.dumps({"level": "INFO", "message": "usage", "tenant_id": tenant, "usage": usage})
+    return {"id": event_id, "timestamp": MIDNIGHT_MS + 3_600_000, "message": message}
+
+
+def test_the_delivery_functions_usage_lines_add_webhook_counters_and_units(harness: Harness) -> None:
+    # Given one invocation's lines of the delivery function (tenants 1 and 10: the
+    # invocation is 1's, whose messages took most of it)
+    group = "/aws/lambda/support-tickets/DeliverWebhookFunction"
+    events = [delivery_event("w1", "1", invocations=1), delivery_event("w2", "10", attempts=1, deliveries=0)]
+    harness.invoke(payload(events, group=group))
+    # Then each tenant's counters hold exactly its own line's figures
+    one, ten = harness.counters("1"), harness.counters("10")
+    webhook = ("webhook_invocations", "webhook_attempts", "webhook_deliveries")
+    assert [one[name] for name in webhook] == [1, 2, 1]
+    assert [ten[name] for name in webhook] == [0, 1, 0]
+    for counters in (one, ten):
+        assert [counters["webhook_sqs_requests"], counters["webhook_kms_requests"]] == [1, 1]
+        assert counters["webhook_mb_ms"] == Decimal("250.5") * 512
+        assert [counters["read_units"], counters["write_units"], counters["requests"]] == [2, 3, 0]
+    # and a redelivery counts nothing again
+    harness.invoke(payload(events, group=group))
+    assert harness.counters("1") == one
+    # A line with more than one invocation, or no counts, is malformed: not counted
+    bad = [delivery_event("w3", "1", invocations=2), delivery_event("w4", "1", attempts=-1)]
+    assert harness.invoke(payload(bad, group=group))["malformed"] == 2
+    assert harness.counters("1") == one
+
+
 def store_active_record(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> None:
     """An active tenant's stored record (every field stored: ``offboarding_since`` NULL)."""
     item = to_item(TenantConfig(tenant_id=tenant, api_key="k").item())

@@ -24,7 +24,7 @@ from tests.unit.test_template import (
 METERING = "MeteringFunction"
 AUTHORIZER = "AuthorizerFunction"
 # Functions whose "usage" lines attribute an invocation (or its share) to a tenant.
-INVOCATION_FUNCTIONS = (AUTHORIZER, "AggregateCountsFunction", "AuditTrailFunction")
+INVOCATION_FUNCTIONS = (AUTHORIZER, "AggregateCountsFunction", "AuditTrailFunction", "DeliverWebhookFunction")
 
 
 def log_group_of(function: str) -> str:
@@ -41,8 +41,8 @@ def test_every_api_functions_log_group_sends_its_usage_lines_to_the_metering_fun
         assert props["DestinationArn"] == {"Fn::GetAtt": [METERING, "Arn"]}, name
         by_group[props["LogGroupName"]["Ref"]] = props["FilterPattern"]
     expected = {log_group_of(function): '{ $.message = "request handled" }' for function in API_FUNCTIONS}
-    # and the authorizer's usage lines (one per verified token) and the stream
-    # functions' (one per tenant and invocation)
+    # and the authorizer's usage lines (one per verified token), the stream
+    # functions' and the delivery function's (one per tenant and invocation)
     expected.update({log_group_of(function): '{ $.message = "usage" }' for function in INVOCATION_FUNCTIONS})
     assert by_group == expected
     # The lines the functions write are the lines the metering function reads.

@@ -69,7 +69,8 @@ def test_a_day_without_counters_is_all_zero() -> None:
     usage = usage_object("acme", "2026-11-01", {}, NOW)
     assert usage["requests"] == {}
     assert usage["requests_total"] == 0
-    assert usage["cost_usd"] == {"api_gateway": 0.0, "lambda": 0.0, "dynamodb": 0.0, "total": 0.0}
+    assert usage["cost_usd"] == {"api_gateway": 0.0, "lambda": 0.0, "dynamodb": 0.0, "webhooks": 0.0, "total": 0.0}
+    assert usage["webhooks"] == {"deliveries": 0, "attempts": 0}
     assert usage["final"] is True
 
 
@@ -84,6 +85,31 @@ def test_the_authorizers_and_stream_functions_counters_join_lambda() -> None:
     usage = usage_object("acme", "2026-11-25", sums, NOW)
     # The stream functions' shares add GB-seconds, never a fraction of an invocation.
     assert usage["lambda"] == {"invocations": 2, "gb_seconds": 7.0}
+
+
+def test_the_delivery_functions_work_joins_lambda_and_is_priced_in_webhooks() -> None:
+    sums = {
+        "requests": Decimal(1),
+        "mb_ms": Decimal(1024 * 1000),
+        "webhook_invocations": Decimal(3),
+        "webhook_mb_ms": Decimal(9 * 1024 * 1000),
+        "webhook_attempts": Decimal(5),
+        "webhook_deliveries": Decimal(4),
+        "webhook_sqs_requests": Decimal(2),
+        "webhook_kms_requests": Decimal(1),
+    }
+    usage = usage_object("acme", "2026-11-25", sums, NOW)
+    # Its invocations and GB-seconds are in lambda's figures, with the API function's
+    assert usage["lambda"] == {"invocations": 4, "gb_seconds": 10.0}
+    assert usage["webhooks"] == {"deliveries": 4, "attempts": 5}
+    # and priced once: its Lambda cost, SQS FIFO and KMS requests in cost_usd.webhooks, not in lambda
+    cost = usage["cost_usd"]
+    assert Decimal(str(cost["lambda"])) == Decimal("0.2") / 10**6 + Decimal("0.0000166667")
+    assert Decimal(str(cost["webhooks"])) == (
+        3 * Decimal("0.2") / 10**6 + 9 * Decimal("0.0000166667") + 2 * Decimal("0.5") / 10**6 + Decimal(3) / 10**6
+    )
+    components = (cost["api_gateway"], cost["lambda"], cost["dynamodb"], cost["webhooks"])
+    assert Decimal(str(cost["total"])) == sum((Decimal(str(amount)) for amount in components), Decimal(0))
 
 
 @pytest.mark.parametrize(

@@ -258,8 +258,20 @@ class UsageLambda(TypedDict):
     gb_seconds: float
 
 
-UsageCost = TypedDict("UsageCost", {"api_gateway": float, "lambda": float, "dynamodb": float, "total": float})
-UsageCost.__doc__ = "Estimated cost in USD at documented list prices (support_tickets.core.prices)."
+class UsageWebhooks(TypedDict):
+    """Webhook deliveries that ended (delivered or failed) and the attempts made, retries included."""
+
+    deliveries: int
+    attempts: int
+
+
+UsageCost = TypedDict(
+    "UsageCost", {"api_gateway": float, "lambda": float, "dynamodb": float, "webhooks": float, "total": float}
+)
+UsageCost.__doc__ = (
+    "Estimated cost in USD at documented list prices (support_tickets.core.prices); `webhooks`: the "
+    "delivery function's Lambda cost and its SQS and KMS requests (its DynamoDB units are in `dynamodb`)."
+)
 UsageResponse = TypedDict(
     "UsageResponse",
     {
@@ -269,6 +281,7 @@ UsageResponse = TypedDict(
         "requests_total": int,
         "dynamodb": UsageUnits,
         "lambda": UsageLambda,
+        "webhooks": UsageWebhooks,
         "cost_usd": UsageCost,
         "final": bool,
     },
@@ -277,7 +290,7 @@ UsageResponse.__doc__ = (
     "What the tenant consumed and cost on one UTC day; `requests` per `<METHOD> <route path>`. "
     "`final`: the day's figures no longer change."
 )
-for _usage_shape in (UsageUnits, UsageLambda, UsageCost, UsageResponse):
+for _usage_shape in (UsageUnits, UsageLambda, UsageWebhooks, UsageCost, UsageResponse):
     setattr(_usage_shape, "__pydantic_config__", FORBID_EXTRA)  # noqa: B010 - a class attribute mypy does not know
 
 

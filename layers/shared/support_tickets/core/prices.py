@@ -62,3 +62,12 @@ def dynamodb_usd(read_units: Decimal, write_units: Decimal) -> Decimal:
     return (
         read_units * DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD + write_units * DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD
     ) / MILLION
+
+
+def sqs_fifo_usd(requests: int) -> Decimal:
+    """SQS FIFO requests (each a request of at most 64 KB: the delivery function's calls are)."""
+    return requests * SQS_FIFO_PER_MILLION_REQUESTS_USD / MILLION
+
+
+def kms_usd(requests: int) -> Decimal:
+    return requests * KMS_PER_MILLION_REQUESTS_USD / MILLION

@@ -41,6 +41,16 @@ AUTHORIZER_MB_MS: Final = "authorizer_mb_ms"
 # units join read_units / write_units). No invocations: an invocation shared by
 # several tenants' records is no tenant's whole one (docs/usage.md).
 STREAM_MB_MS: Final = "stream_mb_ms"
+# The delivery function's work for the tenant's webhooks (its lines: support_tickets.streams.webhook_usage):
+# its share of the invocations' MB x ms, and webhook_<count> for invocations, attempts,
+# deliveries, sqs_requests and kms_requests (its DynamoDB units join read_units / write_units).
+WEBHOOK_PREFIX: Final = "webhook_"
+WEBHOOK_MB_MS: Final = "webhook_mb_ms"
+WEBHOOK_INVOCATIONS: Final = "webhook_invocations"
+WEBHOOK_ATTEMPTS: Final = "webhook_attempts"
+WEBHOOK_DELIVERIES: Final = "webhook_deliveries"
+WEBHOOK_SQS_REQUESTS: Final = "webhook_sqs_requests"
+WEBHOOK_KMS_REQUESTS: Final = "webhook_kms_requests"
 # How long a delivery can still arrive (and its journal is kept): Lambda keeps
 # an asynchronous event at most 6 h; a failed delivery may be redriven from the
 # failure queue within this horizon.

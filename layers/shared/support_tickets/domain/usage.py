@@ -16,10 +16,17 @@ What is counted and priced (at :mod:`support_tickets.core.prices`):
   (:data:`EXTRA_INVOCATIONS`, :data:`EXTRA_MB_MS`).
 - **DynamoDB**: the read and write request units DynamoDB reported for every
   call the tenant's requests made (``ReturnConsumedCapacity="TOTAL"``: the
-  table's and its indexes').
+  table's and its indexes'), the delivery function's for its webhooks included.
+- **Webhooks**: the delivery function's work for the tenant's endpoints
+  (``webhook_*`` counters): its invocations and GB-seconds are in ``lambda``
+  (the figures) and, priced with its SQS and KMS requests, in
+  ``cost_usd.webhooks`` (not in ``cost_usd.lambda``: each amount is priced
+  once); ``webhooks`` says how many deliveries ended and how many attempts
+  were made.
 
 Shared and not apportioned (on no tenant's figure): the metering function
-itself, log ingestion and storage, the failure queues, KMS, the VPC
+itself, log ingestion and storage, the failure queues, the fan-out's sends and
+the event source's receives and deletes of webhook messages, the VPC
 endpoints' hours.
 
 A day is **final** once it ended more than the replay horizon ago
@@ -103,10 +110,18 @@ def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: dat
     write_units = sums.get(counters.WRITE_UNITS, zero)
     invocations = requests_total + sum(int(sums.get(name, zero)) for name in EXTRA_INVOCATIONS)
     mb_ms = sums.get(counters.MB_MS, zero) + sum((sums.get(name, zero) for name in EXTRA_MB_MS), zero)
+    webhook_invocations = int(sums.get(counters.WEBHOOK_INVOCATIONS, zero))
+    webhook_gb_seconds = sums.get(counters.WEBHOOK_MB_MS, zero) / MB_MS_PER_GB_SECOND
     gb_seconds = mb_ms / MB_MS_PER_GB_SECOND
     api_gateway = _money(prices.api_gateway_usd(requests_total))
     lambda_cost = _money(prices.lambda_usd(invocations, gb_seconds))
     dynamodb = _money(prices.dynamodb_usd(read_units, write_units))
+    webhooks = _money(
+        prices.lambda_usd(webhook_invocations, webhook_gb_seconds)
+        + prices.sqs_fifo_usd(int(sums.get(counters.WEBHOOK_SQS_REQUESTS, zero)))
+        + prices.kms_usd(int(sums.get(counters.WEBHOOK_KMS_REQUESTS, zero)))
+    )
+    all_gb_seconds = gb_seconds + webhook_gb_seconds
     return {
         "tenant_id": tenant_id,
         "day": day,
@@ -114,14 +129,19 @@ def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: dat
         "requests_total": requests_total,
         "dynamodb": {"read_units": float(read_units), "write_units": float(write_units)},
         "lambda": {
-            "invocations": invocations,
-            "gb_seconds": float(gb_seconds.quantize(GB_SECONDS_PLACES, rounding=ROUND_HALF_EVEN)),
+            "invocations": invocations + webhook_invocations,
+            "gb_seconds": float(all_gb_seconds.quantize(GB_SECONDS_PLACES, rounding=ROUND_HALF_EVEN)),
+        },
+        "webhooks": {
+            "deliveries": int(sums.get(counters.WEBHOOK_DELIVERIES, zero)),
+            "attempts": int(sums.get(counters.WEBHOOK_ATTEMPTS, zero)),
         },
         "cost_usd": {
             "api_gateway": float(api_gateway),
             "lambda": float(lambda_cost),
             "dynamodb": float(dynamodb),
-            "total": float(api_gateway + lambda_cost + dynamodb),
+            "webhooks": float(webhooks),
+            "total": float(api_gateway + lambda_cost + dynamodb + webhooks),
         },
         "final": is_final(day, now),
     }

@@ -3,8 +3,10 @@
 verified token: ``authorizer_invocations``, ``authorizer_mb_ms``, its DynamoDB
 units with the tenant's) and the stream functions' ``"usage"`` lines (one per
 tenant and invocation: ``stream_mb_ms``, their DynamoDB units with the
-tenant's; no invocation: a shared invocation is no tenant's whole one)
-(docs/usage.md).
+tenant's; no invocation: a shared invocation is no tenant's whole one) and
+the delivery function's ``"usage"`` lines (one per tenant and invocation:
+``webhook_*`` counters, its DynamoDB units with the tenant's;
+:mod:`support_tickets.streams.webhook_usage`) (docs/usage.md).
 
 A CloudWatch Logs subscription filter delivers the matching lines of one log
 stream (one execution environment) to the metering function: ``awslogs.data``
@@ -94,7 +96,7 @@ from support_tickets.data import usage_repository as names
 from support_tickets.data.tenant_registry import OFFBOARDING_SINCE
 from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
-from support_tickets.streams.usage import STREAM_FUNCTIONS
+from support_tickets.streams.usage import DELIVER_WEBHOOK, STREAM_FUNCTIONS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -104,7 +106,10 @@ USAGE_MESSAGE: Final = "request handled"
 INVOCATION_MESSAGE: Final = USAGE_LINE_MESSAGE
 REQUEST: Final = "request"
 AUTHORIZER: Final = "authorizer"
-INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER}) | STREAM_FUNCTIONS
+INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER, DELIVER_WEBHOOK}) | STREAM_FUNCTIONS
+# What a delivery line counts besides units and duration (their bounds: far above a batch's 10 messages).
+WEBHOOK_COUNTS: Final = ("invocations", "attempts", "deliveries", "sqs_requests", "kms_requests")
+MAX_WEBHOOK_COUNT: Final = 10**6
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
 CHECK_FAILED: Final = "ConditionalCheckFailed"
@@ -146,6 +151,8 @@ class UsageLine:
     duration_ms: Decimal
     memory_mb: int
     kind: str = REQUEST
+    # The delivery function's counts (:data:`WEBHOOK_COUNTS`), zero on every other line.
+    webhook: tuple[int, ...] = (0,) * len(WEBHOOK_COUNTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +232,13 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
     request_id = usage.get("request_id")
     if not isinstance(request_id, str) or not request_id:
         raise ValueError("no request_id")
+    webhook = (
+        tuple(_integer(usage.get(name), maximum=MAX_WEBHOOK_COUNT, name=name) for name in WEBHOOK_COUNTS)
+        if kind == DELIVER_WEBHOOK
+        else (0,) * len(WEBHOOK_COUNTS)
+    )
+    if webhook[0] > 1:
+        raise ValueError("invocations is 0 or 1")
     return UsageLine(
         event_id=event_id,
         tenant_id=tenant_id,
@@ -236,6 +250,7 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
         duration_ms=_number(usage.get("duration_ms"), maximum=MAX_DURATION_MS, name="duration_ms"),
         memory_mb=_integer(usage.get("memory_mb"), maximum=MAX_MEMORY_MB, name="memory_mb"),
         kind=kind,
+        webhook=webhook,
     )
 
 
@@ -301,6 +316,9 @@ class Totals:
     authorizer_mb_ms: Decimal = Decimal(0)
     stream_lines: int = 0
     stream_mb_ms: Decimal = Decimal(0)
+    webhook_lines: int = 0
+    webhook_mb_ms: Decimal = Decimal(0)
+    webhook_counts: Counter[str] = field(default_factory=Counter)
 
     def add(self, line: UsageLine) -> None:
         self.lines += 1
@@ -314,6 +332,11 @@ class Totals:
         if line.kind in STREAM_FUNCTIONS:
             self.stream_lines += 1
             self.stream_mb_ms += line.duration_ms * line.memory_mb
+            return
+        if line.kind == DELIVER_WEBHOOK:
+            self.webhook_lines += 1
+            self.webhook_mb_ms += line.duration_ms * line.memory_mb
+            self.webhook_counts.update(dict(zip(WEBHOOK_COUNTS, line.webhook, strict=True)))
             return
         self.requests += 1
         self.by_route[line.route] += 1
@@ -337,6 +360,10 @@ class Totals:
             made[names.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
         if self.stream_lines:
             made[names.STREAM_MB_MS] = self.stream_mb_ms
+        if self.webhook_lines:
+            made[names.WEBHOOK_MB_MS] = self.webhook_mb_ms
+            for name in WEBHOOK_COUNTS:
+                made[names.WEBHOOK_PREFIX + name] = self.webhook_counts[name]
         return made
 
 

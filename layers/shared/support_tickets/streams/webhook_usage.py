@@ -1,0 +1,239 @@
+"""The delivery function's usage lines: one per tenant and invocation (docs/usage.md).
+
+An invocation of the delivery function holds a batch of ``WebhookEventsQueue``
+messages of several tenants (Lambda's FIFO batches mix message groups), run in
+parallel threads. Each tenant with a message in the batch (or DynamoDB units
+on its account) gets one ``"usage"`` line
+(:data:`support_tickets.core.metering.USAGE_MESSAGE`) carrying:
+
+- ``messages``: the batch's messages of the tenant (a message whose body names
+  no valid tenant, a poison message, is nobody's);
+- ``attempts``: the delivery attempts its messages made in this invocation,
+  as the delivery object's ``attempts`` counts them (an outcome recorded on
+  the delivery record: a POST, or a URL refused at delivery). A message
+  deferred unattempted (over the tier's rate or attempts in flight, a
+  suspended tenant's hold), dropped or a duplicate is no attempt;
+- ``deliveries``: the attempts that ended their delivery: ``DELIVERED`` (a 2xx)
+  or ``FAILED`` (a 410, the retry window spent). A delivery retried n times is
+  n attempts and, when it ends, one delivery;
+- ``sqs_requests`` / ``kms_requests``: the function's own SQS calls for the
+  tenant's messages (``ChangeMessageVisibility`` of a retry or a deferral,
+  ``SendMessage`` to the dead-letter queue) and its KMS ``Decrypt`` calls (the
+  secrets' cache misses), as botocore made them (``after-call``: one per API
+  call, however many retries it took on the wire);
+- ``read_units`` / ``write_units`` / ``dynamodb_calls``: every DynamoDB call of
+  its messages, through :class:`~support_tickets.data.table.TenantTable`,
+  which meters each call under its tenant;
+- ``duration_ms``: the tenant's share of the invocation's billed duration
+  (the handler's, rounded up to Lambda's 1 ms), apportioned by the time each of
+  its messages took in its own thread (``perf_counter_ns`` around
+  :meth:`Deliverer.deliver`): messages run in parallel, so their times add
+  up to more than the invocation; their ratios share it, exactly
+  (:func:`support_tickets.streams.usage.apportion`, largest remainder, a
+  multiple of 0.001 ms each, the shares adding up to the duration). A poison
+  message's share is nobody's;
+- ``invocations``: 0 or 1. The invocation itself is apportioned like its
+  duration, in whole invocations: it is the tenant's whose messages took the
+  most of it (ties by tenant id), so the tenants' invocations add up to the
+  function's exactly, and ``lambda.invocations`` stays an integer count.
+
+The lines are written in a ``finally``: a failed invocation is billed too (and
+the messages it returns to the queue are received, and billed, again).
+
+Hooks, kept out of :mod:`support_tickets.streams.webhook_delivery`:
+:class:`MeteredDeliverer` (a :class:`Deliverer` whose :meth:`deliver` runs in
+a message scope and whose delivery records count attempts), :func:`count_calls`
+(botocore's ``after-call`` event on the function's SQS and KMS clients) and
+:func:`metered_batch` around the handler's call.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from support_tickets.core import metering
+from support_tickets.core.identity import CONTEXT_TENANT
+from support_tickets.data.delivery_records import DELIVERED, FAILED, Attempt, DeliveryRecords
+from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion
+from support_tickets.streams.webhook_delivery import Deliverer, QueuedMessage
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger
+
+# The counts a delivery line carries besides the units and the duration.
+COUNTS: Final = ("messages", "attempts", "deliveries", "invocations", "sqs_requests", "kms_requests")
+FINAL_STATUSES: Final = frozenset({DELIVERED, FAILED})
+# A message whose tenant is not known (a poison message): its time is nobody's.
+NOBODY: Final = ""
+SERVICES: Final = ("sqs", "kms")
+
+
+@dataclass
+class MessageUsage:
+    """What one message's delivery used (its thread's)."""
+
+    tenant_id: str = NOBODY
+    attempts: int = 0
+    deliveries: int = 0
+    sqs_requests: int = 0
+    kms_requests: int = 0
+
+
+@dataclass
+class TenantTotals:
+    messages: int = 0
+    attempts: int = 0
+    deliveries: int = 0
+    sqs_requests: int = 0
+    kms_requests: int = 0
+    elapsed_ns: int = 0
+
+
+class BatchMeter:
+    """One invocation's usage per tenant; one per execution environment (Lambda runs
+    one invocation at a time in it), messages adding from their threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current = threading.local()
+        self._totals: dict[str, TenantTotals] = {}
+
+    def start(self) -> None:
+        with self._lock:
+            self._totals = {}
+
+    @contextmanager
+    def message(self) -> Iterator[MessageUsage]:
+        """The scope of one message's delivery in the calling thread."""
+        usage = MessageUsage()
+        self._current.usage = usage
+        started = time.perf_counter_ns()
+        try:
+            yield usage
+        finally:
+            elapsed = time.perf_counter_ns() - started
+            self._current.usage = None
+            with self._lock:
+                totals = self._totals.setdefault(usage.tenant_id, TenantTotals())
+                totals.messages += 1
+                totals.attempts += usage.attempts
+                totals.deliveries += usage.deliveries
+                totals.sqs_requests += usage.sqs_requests
+                totals.kms_requests += usage.kms_requests
+                totals.elapsed_ns += elapsed
+
+    def current(self) -> MessageUsage | None:
+        usage: MessageUsage | None = getattr(self._current, "usage", None)
+        return usage
+
+    def totals(self) -> dict[str, TenantTotals]:
+        with self._lock:
+            return dict(self._totals)
+
+
+METER: Final = BatchMeter()
+
+
+class MeteredRecords(DeliveryRecords):
+    """A tenant's delivery records that count each recorded attempt for the message in scope."""
+
+    def record_attempt(self, attempt: Attempt) -> None:
+        super().record_attempt(attempt)
+        usage = METER.current()
+        if usage is not None:
+            usage.attempts += 1
+            usage.deliveries += attempt.status in FINAL_STATUSES
+
+
+class MeteredDeliverer(Deliverer):
+    """The :class:`Deliverer` with each message metered (see the module docstring)."""
+
+    def deliver(self, queued: QueuedMessage) -> str:
+        with METER.message():
+            return super().deliver(queued)
+
+    def repository(self, tenant_id: str) -> DeliveryRecords:
+        # A message's tenant is known once its body was read and checked (the
+        # deliverer asks for that tenant's records): the message is that tenant's.
+        usage = METER.current()
+        if usage is not None:
+            usage.tenant_id = tenant_id
+        records = super().repository(tenant_id)
+        return MeteredRecords(**{field.name: getattr(records, field.name) for field in fields(records)})
+
+
+def _count(service: str) -> Any:
+    def counted(**_: Any) -> None:
+        usage = METER.current()
+        if usage is not None:
+            if service == "sqs":
+                usage.sqs_requests += 1
+            else:
+                usage.kms_requests += 1
+
+    return counted
+
+
+def count_calls(client: Any, service: str) -> Any:
+    """``client`` (``sqs`` or ``kms``), each of its API calls counted for the message in scope."""
+    if service not in SERVICES:
+        raise ValueError(f"not a metered service: {service}")
+    client.meta.events.register(f"after-call.{service}", _count(service), unique_id=f"webhook-usage-{service}")
+    return client
+
+
+def billed_ms(elapsed_ms: float) -> Decimal:
+    """Lambda's billed duration of a handler's elapsed time: rounded up to the millisecond."""
+    return Decimal(math.ceil(elapsed_ms))
+
+
+def usage_lines(
+    context: Any, totals: dict[str, TenantTotals], consumed: dict[str, metering.Consumed], elapsed_ms: float
+) -> dict[str, dict[str, Any]]:
+    """Each tenant's usage fields of one invocation (tenant -> the line's ``usage``)."""
+    weights = {tenant: max(total.elapsed_ns // 1000, 1) for tenant, total in totals.items()}
+    durations = apportion(billed_ms(elapsed_ms), weights, DURATION_QUANTUM)
+    invocations = apportion(Decimal(1), weights, Decimal(1))
+    memory_mb = int(getattr(context, "memory_limit_in_mb", 0) or 0)
+    lines: dict[str, dict[str, Any]] = {}
+    for tenant in sorted((set(totals) | set(consumed)) - {NOBODY}):
+        total = totals.get(tenant, TenantTotals())
+        units = consumed.get(tenant, metering.NOTHING)
+        lines[tenant] = {
+            "function": DELIVER_WEBHOOK,
+            "request_id": getattr(context, "aws_request_id", None),
+            "messages": total.messages,
+            "attempts": total.attempts,
+            "deliveries": total.deliveries,
+            "invocations": int(invocations.get(tenant, 0)),
+            "sqs_requests": total.sqs_requests,
+            "kms_requests": total.kms_requests,
+            "read_units": float(units.read_units),
+            "write_units": float(units.write_units),
+            "dynamodb_calls": units.calls,
+            "duration_ms": float(durations.get(tenant, metering.ZERO)),
+            "memory_mb": memory_mb,
+        }
+    return lines
+
+
+@contextmanager
+def metered_batch(logger: Logger, context: Any) -> Iterator[None]:
+    """Meter the block (one invocation of the delivery function) and log its usage
+    lines, one per tenant, when it ends, also when it fails."""
+    metering.start()
+    METER.start()
+    try:
+        yield
+    finally:
+        elapsed_ms = metering.finish().elapsed_ms
+        lines = usage_lines(context, METER.totals(), metering.METER.by_tenant(), elapsed_ms)
+        for tenant, usage in lines.items():
+            logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
