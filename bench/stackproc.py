@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import boto3
 
 from local_stack.local_values import local_environment
 from local_stack.stack import lambda_environment
-from local_stack.state import STATE_FILE, operator_client
+from local_stack.state import STATE_FILE, control_call, operator_client
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.roles import function_role
@@ -106,10 +105,7 @@ class StackProcess:
 
     def drain(self, timeout: float = 60.0) -> None:
         """Wait until the stack's stream poller has fed every record to the aggregator."""
-        url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
-        request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
-        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
-            json.load(response)
+        control_call(self.state, f"stream/drain?timeout={timeout}", timeout=timeout + 10)
 
     def function_environment(self, spec: FunctionSpec) -> dict[str, str]:
         """The environment the local stack gives ``spec`` (template variables,

@@ -21,7 +21,6 @@ import signal
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.state import DEFAULT_STATE_DIR, ENV_FILE, EVENTS_DIR, STATE_FILE, operator_client, read_state
+from local_stack.state import (
+    DEFAULT_STATE_DIR,
+    ENV_FILE,
+    EVENTS_DIR,
+    STATE_FILE,
+    control_call,
+    operator_client,
+    read_state,
+)
 from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 from ops.tenants import TenantRecordError
 from ops.users import UserPool, UserPoolError, ensure_user, id_token, onboard
@@ -338,10 +345,7 @@ def _drain(args: argparse.Namespace) -> int:
         result = {"drained": True, "rounds": rounds}
         for name in DRAINED_IN_ORDER:
             timeout = max(0.0, deadline - time.monotonic())
-            url = f"{state['control_url']}/{name}/drain?timeout={timeout:.1f}"
-            request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
-            with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
-                result[name] = json.load(response)
+            result[name] = control_call(state, f"{name}/drain?timeout={timeout:.1f}", timeout=timeout + 10)
             result["drained"] = result["drained"] and bool(result[name].pop("drained", False))
         if not result["drained"] or all(result[name] == before.get(name) for name in DRAINED_IN_ORDER):
             break  # out of time, or a whole round in which nothing moved

@@ -6,7 +6,7 @@ ARNs and ids the emulator would give its resources.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stack_model.template import ACCOUNT_ID, REGION, Values, resources, template_values
@@ -101,6 +101,15 @@ def local_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """A function's declared environment as the local stack runs it: the
     variables of :data:`LOCAL_ENVIRONMENT` it declares set to their local value."""
     return {name: LOCAL_ENVIRONMENT.get(name, value) for name, value in environment.items()}
+
+
+def stack_port_environment(environment: Mapping[str, str], stack_ports: Iterable[int]) -> dict[str, str]:
+    """What the local stack adds to a function that admits local http webhooks: its own
+    ports (``WEBHOOK_LOCAL_STACK_PORTS``), never a receiver (not a template variable, so
+    not in ``env.json`` either)."""
+    if "WEBHOOK_ALLOW_LOCAL_HTTP" not in environment:
+        return {}
+    return {"WEBHOOK_LOCAL_STACK_PORTS": ",".join(str(port) for port in sorted(set(stack_ports)))}
 
 
 def key_policies(values: Values) -> dict[str, Any]:

@@ -12,9 +12,11 @@ hour). All are removed on stop.
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 import logging
 import os
+import secrets
 import shutil
 import threading
 import time
@@ -30,11 +32,12 @@ from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 from local_stack.emulator import SHUTDOWN_POLL_S, Emulator, Provisioned
 from local_stack.environments import FunctionEnvironments, LogSink
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
-from local_stack.local_values import LOCAL_API_ID, local_environment
+from local_stack.local_values import LOCAL_API_ID, local_environment, stack_port_environment
 from local_stack.log_subscriptions import LogDelivery, subscriptions_from_template
 from local_stack.poller import StreamPoller, failure_message
 from local_stack.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
 from local_stack.state import (
+    CONTROL_TOKEN_HEADER,
     DEFAULT_STATE_DIR,
     ENV_FILE,
     EVENTS_DIR,
@@ -227,7 +230,10 @@ class LocalStack:
         self.log_delivery: LogDelivery | None = None
         self._api_server: _ApiServer | None = None
         self._api_thread: threading.Thread | None = None
+        self._gateway: Gateway | None = None
         self._wrote_state = False
+        # What a control request must carry (CONTROL_TOKEN_HEADER): only the state file tells it.
+        self.control_token = secrets.token_urlsafe(32)
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -241,6 +247,9 @@ class LocalStack:
         started = time.monotonic()
         self._check_not_running()
         self.emulator.start()
+        # Bound now (it listens last): its port is one of the stack's own, which no webhook may target.
+        api_server = self._api_server = _ApiServer(self.options.host, self.options.port, self._serve_api, _QuietHandler)
+        own_ports = {self.emulator.port, self.emulator.endpoint_port, api_server.server_port}
         provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
         specs = {
             logical_id: dataclasses.replace(spec, environment=local_environment(spec.environment))
@@ -257,7 +266,7 @@ class LocalStack:
                 self.emulator.endpoint_url if spec.in_vpc else self.emulator.url,
                 role_credentials[role.logical_id],
                 f"local-{logical_id}",
-            )
+            ) | stack_port_environment(spec.environment, own_ports)
         queue_sources = [source for source in sqs_sources() if source.enabled and source.function in specs]
         concurrency = {source.name: self._queue_concurrency(source) for source in queue_sources}
         limits: dict[str, int] = {}
@@ -291,7 +300,7 @@ class LocalStack:
             set(provisioned.usage_plans.values()),
             refresh_seconds=self.options.usage_plan_refresh_seconds,
         )
-        gateway = Gateway(
+        self._gateway = Gateway(
             routes=routes_from_specs(specs.values()),
             authorizer=self.authorizer,
             meter=UsageMeter(keys),
@@ -300,8 +309,6 @@ class LocalStack:
             stage=stage,
             api_id=LOCAL_API_ID,
         )
-        api_server = self._api_server = _ApiServer(self.options.host, self.options.port, gateway, _QuietHandler)
-
         for function in stream_functions():
             self.pollers[function] = self._poller(function, specs[function], environments[function], runtime)
         self.emulator.on_table_write = self._table_written
@@ -329,6 +336,11 @@ class LocalStack:
         log.info(
             "local stack up in %.1fs: API %s, emulator %s", time.monotonic() - started, self.api_url, self.emulator.url
         )
+
+    def _serve_api(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The API port's application: the gateway (set before the port listens)."""
+        assert self._gateway is not None
+        return self._gateway(environ, start_response)
 
     def _poller(
         self, function: str, spec: FunctionSpec, environment: dict[str, str], runtime: FunctionRuntime
@@ -516,6 +528,8 @@ class LocalStack:
             "emulator_url": self.emulator.url,
             "vpc_endpoint_url": self.emulator.endpoint_url,
             "control_url": f"{self.emulator.url}/_local",
+            # Sent as CONTROL_TOKEN_HEADER by whoever calls the control endpoints (local_stack.state.control_call).
+            "control_token": self.control_token,
             "region": REGION,
             "user_pool_id": self.provisioned.user_pool_id,
             "user_pool_client_id": self.provisioned.user_pool_client_id,
@@ -542,10 +556,12 @@ class LocalStack:
         """``/_local/health``, ``/_local/stream/drain?timeout=<s>``,
         ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``,
         ``/_local/logs/drain?timeout=<s>`` and ``/_local/table/fingerprint`` on
-        the emulator's port (loopback only): how another process waits for the
-        stream, the SQS event sources or the log subscriptions' deliveries (the
-        usage counters), moves the queues' clock forward, and sees whether the
-        table changed."""
+        the emulator's port (loopback only, and only with the stack's control
+        token in ``X-Local-Control-Token``: a webhook delivery pointed at the
+        port, or any other process that has not read the state file, gets 403):
+        how another process waits for the stream, the SQS event sources or the
+        log subscriptions' deliveries (the usage counters), moves the queues'
+        clock forward, and sees whether the table changed."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -554,8 +570,11 @@ class LocalStack:
         # A drain waits at most this long (the caller's `timeout`, 30 s unless given, at most 300 s).
         timeout = min(float(query.get("timeout", ["30"])[0]), 300.0) if posted else 0.0
         status, payload = "404 Not Found", dict[str, Any](error="unknown")
+        token = str(environ.get("HTTP_" + CONTROL_TOKEN_HEADER.upper().replace("-", "_"), ""))
         if environ.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
             status, payload = "403 Forbidden", {"error": "loopback only"}
+        elif not hmac.compare_digest(token.encode(), self.control_token.encode()):
+            status, payload = "403 Forbidden", {"error": f"{CONTROL_TOKEN_HEADER}: the stack's control token required"}
         elif path == "/_local/health":
             status, payload = "200 OK", {"status": "ok"}
         elif path == "/_local/stream/drain" and posted:

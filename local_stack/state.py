@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,10 @@ EVENTS_DIR = "events"
 REGION = "us-east-1"
 # The emulated account's administrator: the stack's own set-up and tools (see guard).
 OPERATOR_CREDENTIALS = {"aws_access_key_id": "LOCALOPERATOR", "aws_secret_access_key": "local-operator-secret"}
+# The control endpoints (``/_local/...`` on the emulator's port) answer only requests that carry
+# this header with the running stack's own token (``control_token`` in the state file, random at
+# every start): the stack's tools and tests read it; a webhook delivery pointed at the port never has it.
+CONTROL_TOKEN_HEADER = "X-Local-Control-Token"  # noqa: S105 - a header name, not a secret
 CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=30)
 
 
@@ -80,6 +85,16 @@ def emulator_client(
             aws_session_token=credentials.get("aws_session_token"),
             config=CLIENT_CONFIG,
         )
+
+
+def control_call(state: Mapping[str, Any], path: str, *, timeout: float, method: str = "POST") -> dict[str, Any]:
+    """The running stack's answer to ``<method> /_local/<path>`` (its control endpoint, with its token)."""
+    request = urllib.request.Request(  # noqa: S310 - the local control endpoint
+        f"{state['control_url']}/{path}", method=method, headers={CONTROL_TOKEN_HEADER: str(state["control_token"])}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        result: dict[str, Any] = json.load(response)
+    return result
 
 
 def operator_client(endpoint_url: str, service: str, region: str = REGION) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.state import ENV_FILE, STATE_FILE, local_admin, operator_client
+from local_stack.state import ENV_FILE, STATE_FILE, control_call, local_admin, operator_client
 from ops.tenants import TenantAdmin
 from ops.users import UserPool, ensure_user, id_token
 from stack_model.template import PROJECT_ROOT
@@ -112,11 +112,7 @@ class RunningStack:
         self._admin.ensure(tenant_id)
 
     def drain(self, timeout: float = 60.0) -> dict[str, Any]:
-        url = f"{self.state['control_url']}/stream/drain?timeout={timeout}"
-        request = urllib.request.Request(url, method="POST")  # noqa: S310 - the local control endpoint
-        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310
-            result: dict[str, Any] = json.load(response)
-        return result
+        return self._control(f"stream/drain?timeout={timeout}", timeout)
 
     def drain_queues(self, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until every message receivable now was handed to its function
@@ -133,20 +129,14 @@ class RunningStack:
         but those whose partition key contains one of ``skip_pk_containing``."""
         marks = [("skip_pk_containing", mark) for mark in skip_pk_containing]
         query = "?" + urllib.parse.urlencode(marks) if marks else ""
-        url = f"{self.state['control_url']}/table/fingerprint{query}"
-        with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - the local control endpoint
-            result: dict[str, Any] = json.load(response)
-        return result
+        return control_call(self.state, f"table/fingerprint{query}", timeout=60, method="GET")
 
     def drain_logs(self, timeout: float = 30.0) -> dict[str, Any]:
         """Every subscribed log line written so far delivered (the usage counters up to date)."""
         return self._control(f"logs/drain?timeout={timeout}", timeout)
 
     def _control(self, path: str, timeout: float) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.state['control_url']}/{path}", method="POST")  # noqa: S310
-        with urllib.request.urlopen(request, timeout=timeout + 10) as response:  # noqa: S310 - the local control endpoint
-            result: dict[str, Any] = json.load(response)
-        return result
+        return control_call(self.state, path, timeout=timeout + 10)
 
     def request(
         self,
