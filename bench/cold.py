@@ -47,15 +47,20 @@ import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from bench.aggregation import synthesize
+from bench.metering import usage_delivery
 from bench.routes import Fixtures, Invoker
 from bench.stackproc import StackProcess, operator_put
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
+from bench.webhooks import receiving, register, sqs_record
+from local_stack.gateway import authorizer_spec
 from local_stack.lambda_runtime import environment
+from local_stack.state import local_admin
 from stack_model.functions import FunctionSpec
 from stack_model.template import PROJECT_ROOT
 
@@ -66,9 +71,6 @@ CHILD = Path(__file__).with_name("cold_child.py")
 FLOOR_DIR = Path(__file__).with_name("floor")
 FLOOR = "Floor (boto3 + one GetItem)"
 AGGREGATOR = "AggregateCountsFunction"
-AUTHORIZER = "AuthorizerFunction"
-# The stream-triggered functions: their first request is a batch of ticket-summary changes.
-STREAM_FUNCTIONS = frozenset({AGGREGATOR, "AuditTrailFunction"})
 # One function once more as deployed with `Tracing: Active`: what the X-Ray SDK
 # adds to a cold start (the local stack and the other rows run with tracing off).
 TRACED_FUNCTION = "GetTicketSummaryFunction"
@@ -78,10 +80,15 @@ TRACED_ENV = {
     # What Lambda sets for a traced invocation (not sampled: nothing is sent).
     "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0",
 }
-# The aggregator's first batch holds one record, so that its first request is
+# A stream function's first batch holds one record, so that its first request is
 # one DynamoDB write, like the floor's one read and the API functions' one call:
 # a cold start, not the batch's work (the aggregation benchmark measures that).
+# So does the metering function's first delivery (one usage line) and the delivery
+# function's (one message).
 AGGREGATOR_RECORDS = 1
+# What a function's first request is, from what invokes it in the template.
+API, AUTHORIZES, STREAM, QUEUE, LOGS = "api", "authorizer", "stream", "queue", "logs"
+_EVENT_KINDS = {"DynamoDB": STREAM, "SQS": QUEUE, "CloudWatchLogs": LOGS}
 # callgrind's summary on stderr: "==<pid>== Collected : <instructions>".
 _COLLECTED = re.compile(r"^==\d+== Collected : (\d+)\s*$", re.MULTILINE)
 VALGRIND = shutil.which("valgrind")
@@ -93,6 +100,23 @@ _IMPORT_LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)\s*
 
 class BuildMissing(RuntimeError):
     pass
+
+
+def first_request(spec: FunctionSpec) -> str:
+    """The kind of a function's first request in its cold start, read from the
+    template: an API route's request (``Api`` events), the API's authorizer's
+    token (the function its ``DefaultAuthorizer`` names), a stream batch
+    (``DynamoDB``), a queue's messages (``SQS``), a log subscription's delivery
+    (``CloudWatchLogs``). A function invoked in any other way has no cold-start
+    scenario yet: :func:`run_cold` fails on it rather than leave it out."""
+    if spec.routes:
+        return API
+    kinds: set[str] = {_EVENT_KINDS.get(str(event["Type"]), str(event["Type"])) for event in spec.events.values()}
+    if not kinds and spec.logical_id == authorizer_spec().function_logical_id:
+        return AUTHORIZES
+    if len(kinds) == 1 and kinds <= set(_EVENT_KINDS.values()):
+        return kinds.pop()
+    raise ValueError(f"{spec.logical_id}: the cold-start bench has no first request for its events {sorted(kinds)}")
 
 
 def _check_build(specs: dict[str, FunctionSpec]) -> None:
@@ -205,7 +229,8 @@ def _spawn(
         result["instructions"] = int(collected.group(1))
     status, failures = result.get("status"), result.get("batch_item_failures")
     if (status is not None and status >= 300) or failures:
-        raise RuntimeError(f"cold start of {name}: first request answered {status} {failures}")
+        log = completed.stderr.decode(errors="replace")[-3000:]
+        raise RuntimeError(f"cold start of {name}: first request answered {status} {failures}:\n{log}")
     return result
 
 
@@ -331,13 +356,18 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
         **stack.tenant_credentials(stack.token(floor_tenant, f"{floor_tenant}-user")),
     }
     floor_event = {"pk": f"TENANT#{floor_tenant}|TICKET#{floor_ticket}", "sk": "SUMMARY"}
+    kinds = {name: first_request(spec) for name, spec in specs.items()}
     authorizer_token = ""
-    if AUTHORIZER in specs:
-        from local_stack.state import local_admin
-
+    if AUTHORIZES in kinds.values():
         local_admin(stack.state).ensure(floor_tenant)
         authorizer_token = stack.token(floor_tenant, f"{floor_tenant}-user")
     stream_arn = str(stack.state["stream_arn"])
+    # A queue's messages are deliveries to a webhook of their own tenant, on a receiver of this process.
+    resources = ExitStack()
+    hook_tenant, hook = f"{tenant_prefix}-hook", ""
+    if QUEUE in kinds.values():
+        receiver = resources.enter_context(receiving())
+        hook = register(stack, local_admin(stack.state), hook_tenant, receiver.url)
 
     def sample(root: Path, name: str, run: int, importtime: bool = False, callgrind: bool = False) -> dict[str, Any]:
         if name in {FLOOR, PRELUDE}:
@@ -356,16 +386,22 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
         function = TRACED_FUNCTION if name == TRACED else name
         spec = specs[function]
         event: dict[str, Any]
-        if function == AUTHORIZER:
+        kind = kinds[function]
+        if kind == AUTHORIZES:
             # A cache miss of API Gateway: a token of an onboarded tenant's user.
             event = {
                 "type": "TOKEN",
                 "authorizationToken": f"Bearer {authorizer_token}",
                 "methodArn": "arn:aws:execute-api:us-east-1:123456789012:local/v1/GET/tickets",
             }
-        elif function in STREAM_FUNCTIONS:  # a batch of ticket-summary changes, as the stream delivers it
+        elif kind == STREAM:  # a batch of ticket-summary changes, as the stream delivers it
             tenants = [f"{tenant_prefix}-agg-{run}"]
             event = {"Records": synthesize(AGGREGATOR_RECORDS, tenants, seed=1000 + run, stream_arn=stream_arn)[0]}
+        elif kind == QUEUE:  # one new event for the tenant's webhook, as the fan-out queued it
+            event = {"Records": [sqs_record(hook_tenant, hook, run)]}
+        elif kind == LOGS:  # one usage line of one tenant, as a log subscription delivers it
+            stream = f"2026/11/25/[$LATEST]{run:032x}"
+            event = usage_delivery(AGGREGATOR_RECORDS, [f"{tenant_prefix}-use-{run}"], stream, int(time.time() * 1000))
         else:
             event = routes[function].event(run)
         return _spawn(
@@ -393,7 +429,7 @@ def run_cold(  # noqa: PLR0915 - one phase of the benchmark, read top to bottom
         requests[name] += 1
         return requests[name] - 1
 
-    with tempfile.TemporaryDirectory(prefix="bench-deploy-") as directory:
+    with resources, tempfile.TemporaryDirectory(prefix="bench-deploy-") as directory:
         root = deployment_copy(specs, Path(directory) / "deployed")
         try:
             for run in range(runs):

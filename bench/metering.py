@@ -100,7 +100,7 @@ def usage_line_bytes() -> dict[str, int]:
     return {**sizes, "usage_fields": sizes["with_usage"] - sizes["without_usage"]}
 
 
-def _delivery(lines: int, tenants: list[str], stream: str, at_ms: int) -> dict[str, Any]:
+def usage_delivery(lines: int, tenants: list[str], stream: str, at_ms: int) -> dict[str, Any]:
     from local_stack.log_subscriptions import awslogs_event
 
     events = []
@@ -143,7 +143,7 @@ def run_deliveries(
             handler = load_handler(spec.code_uri, spec.handler, module_name="_bench_metering")
             context = LambdaContext(function_name=METERING, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s)
             for number in range(deliveries + 1):  # the first one warms the container up: not measured
-                event = _delivery(lines, names, f"2026/11/25/[$LATEST]{uuid.uuid4().hex}", int(time.time() * 1000))
+                event = usage_delivery(lines, names, f"2026/11/25/[$LATEST]{uuid.uuid4().hex}", int(time.time() * 1000))
                 recorder.meter = meter if number else None
                 with recorder.request() as tally:
                     started = time.perf_counter_ns()

@@ -123,7 +123,7 @@ def register(stack: StackProcess, admin: Any, tenant: str, url: str) -> str:
     return str(created["webhook_id"])
 
 
-def _sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
+def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
     """A Lambda SQS record of one new event for ``webhook_id`` (as the fan-out sends it)."""
     at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     event_id = uuid.uuid4().hex
@@ -176,7 +176,7 @@ def run_warm_deliveries(
             warmup = len(names)
             for number in range(warmup + 2 * deliveries):
                 tenant = names[number % len(names)]
-                event = {"Records": [_sqs_record(tenant, hooks[tenant], number)]}
+                event = {"Records": [sqs_record(tenant, hooks[tenant], number)]}
                 sized = number >= warmup and (number - warmup) % 2 == 1
                 recorder.meter = meter if sized else None
                 with recorder.request() as tally:
