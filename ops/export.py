@@ -15,7 +15,8 @@ twice or missed, as when a client pages through a list; suspend the tenant
 first (``make tenant TENANT=<t> STATUS=SUSPENDED``) for a stable copy (the
 command warns when it is not). What the export does not hold: the history of
 tickets already deleted (it is in the tenant's trail, ``GET /audit``, for the
-retention period), counts and idempotency records (derived data).
+retention period), counts and idempotency records (derived data). A tenant
+that has no record is a one-line error and exit status 1.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.stack_target import TargetError, add_target_arguments, dynamodb_target
 from ops.tenant_data import Progress, ticket_ids
+from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
 from support_tickets.core.errors import ApiError, TicketNotFound
@@ -38,7 +40,7 @@ from support_tickets.core.models import Comment
 from support_tickets.data.audit_repository import AuditRepository
 from support_tickets.data.comment_repository import CommentRepository
 from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.tenant_registry import TenantStatus, read_tenant_config
+from support_tickets.data.tenant_registry import TenantStatus
 
 PAGE_SIZE = 100
 
@@ -114,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client, table_name = dynamodb_target(args)
         table = TenantTable(args.tenant, table_name, OwnClient(client))
-        if read_tenant_config(table).status is not TenantStatus.SUSPENDED:
+        if existing_record(client, table_name, args.tenant).status is not TenantStatus.SUSPENDED:
             progress.note(
                 f"warning: {args.tenant} is ACTIVE: a ticket changed meanwhile may be written twice or missed; "
                 "suspend it first for a stable copy"
             )
         export_tenant(table, sys.stdout, progress)
+    except NoSuchTenant as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
     except (TargetError, ApiError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"\nerror: {exc}\n")
         return 1

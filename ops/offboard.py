@@ -25,8 +25,9 @@ operator's command, run rarely, reading keys only, once per pass, to make a
 destructive command's claim true.
 
 In this order, each step idempotent, so the command is resumable: run it
-again after an interruption and it continues (and a run on an erased tenant
-erases nothing):
+again after an interruption and it continues. A tenant with no record, no
+users, no API key and no item (never onboarded, a typo, or erased already) is
+a one-line error and exit status 1, with nothing written:
 
 1. **Suspend**: the tenant record says SUSPENDED and ``offboarding_since``;
    wait until every function has seen it (``TENANT_CONFIG_TTL_SECONDS`` and a
@@ -89,7 +90,7 @@ from ops.tenant_data import (
     ticket_ids,
     webhook_partitions,
 )
-from ops.tenants import RecordChanged, TenantAdmin
+from ops.tenants import NoSuchTenant, RecordChanged, TenantAdmin
 from stack_model.template import template
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
@@ -184,6 +185,8 @@ class Offboarding:
         if confirm != tenant_id:
             raise OffboardError(f"refusing to offboard {tenant_id}: CONFIRM must be the tenant id ({tenant_id})")
         stored = self.admin.record(tenant_id).version > 0
+        if not stored and not self._anything_left(tenant_id):
+            raise NoSuchTenant(tenant_id)
         record = self._suspend(tenant_id)
         users = self._delete_users(tenant_id)
         key_deleted = self._delete_api_key(tenant_id, record)
@@ -213,6 +216,17 @@ class Offboarding:
         self.progress.note(f"{tenant_id}: offboarded; verified: {verified}{_strays(strays)}")
         return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified)
 
+    def _anything_left(self, tenant_id: str) -> bool:
+        """Whether a tenant without a record still has users, an API key or items
+        (an offboarding interrupted after it deleted the record): then the run
+        goes on; otherwise there is no such tenant and nothing is written."""
+        if self.target.user_pool_id and self._users_of(tenant_id):
+            return True
+        if self.api_keys is not None and self.api_keys.find(tenant_id) is not None:
+            return True
+        table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
+        return bool(self._leftovers(table))
+
     # ------------------------------------------------------------ 1. suspend
     def _suspend(self, tenant_id: str) -> TenantConfig:
         record = self.admin.record(tenant_id)
@@ -236,18 +250,7 @@ class Offboarding:
             return 0
         cognito: CognitoIdentityProviderClient = self.target.cognito
         pool = self.target.user_pool_id
-        doomed: list[str] = []
-        kwargs: dict[str, Any] = {"UserPoolId": pool}
-        while True:
-            page = cognito.list_users(**kwargs)
-            for user in page.get("Users", []):
-                attributes = {item["Name"]: item.get("Value") for item in user.get("Attributes", [])}
-                if attributes.get(TENANT_CLAIM) == tenant_id and "Username" in user:
-                    doomed.append(user["Username"])
-            token = page.get("PaginationToken")
-            if not token:
-                break
-            kwargs["PaginationToken"] = token
+        doomed = self._users_of(tenant_id)
         for username in doomed:
             try:
                 cognito.admin_user_global_sign_out(UserPoolId=pool, Username=username)
@@ -258,6 +261,22 @@ class Offboarding:
         if doomed:
             self.progress.note(f"{tenant_id}: {len(doomed)} user(s) signed out and deleted")
         return len(doomed)
+
+    def _users_of(self, tenant_id: str) -> list[str]:
+        """The user pool's users whose ``custom:tenant_id`` is the tenant."""
+        cognito: CognitoIdentityProviderClient = self.target.cognito
+        found: list[str] = []
+        kwargs: dict[str, Any] = {"UserPoolId": self.target.user_pool_id}
+        while True:
+            page = cognito.list_users(**kwargs)
+            for user in page.get("Users", []):
+                attributes = {item["Name"]: item.get("Value") for item in user.get("Attributes", [])}
+                if attributes.get(TENANT_CLAIM) == tenant_id and "Username" in user:
+                    found.append(user["Username"])
+            token = page.get("PaginationToken")
+            if not token:
+                return found
+            kwargs["PaginationToken"] = token
 
     def _delete_api_key(self, tenant_id: str, record: TenantConfig) -> bool:
         if self.api_keys is None:
@@ -452,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds
         outcome = offboarding.run(args.tenant, args.confirm)
+    except NoSuchTenant as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
     except (TargetError, OffboardError, RecordChanged, ApiError, ApiKeyError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"\nerror: {exc}\n")
         return 1

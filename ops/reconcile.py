@@ -23,7 +23,8 @@ with the same revisions in between (the stream function did not touch the
 counts, so the drift is not records in flight); if the stream writes in
 between, the repair is skipped and reported, never applied on stale numbers.
 Run it when the stream is caught up (the function's IteratorAge near zero):
-records still waiting for a retry would be counted twice.
+records still waiting for a retry would be counted twice. A tenant that has no
+record is a one-line error and exit status 1.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ops.stack_target import add_target_arguments, dynamodb_target
+from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.data.table import OwnClient, TenantTable
@@ -261,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     except keys.InvalidTenantId as exc:
         parser.error(str(exc))
     client, table_name = dynamodb_target(args)
+    try:
+        existing_record(client, table_name, args.tenant)
+    except NoSuchTenant as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
     report = reconcile(client, table_name, args.tenant, repair=args.repair, settle_seconds=args.settle)
     json.dump(report.as_dict(), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -5,8 +5,9 @@
 
 Prints the tenant's record as JSON (its API key's id, not its value), after
 making the changes asked for. A bad value (a tenant id, a shard count outside
-1..64, an unknown tier or status) is a one-line error and exit status 1, before
-anything is written.
+1..64, an unknown tier or status) or a tenant that has no record is a one-line
+error and exit status 1, before anything is written: this command changes
+tenants, ``make onboard`` creates them (a typo must not make a new tenant).
 
 **Tiers**: any change (and onboarding) also makes sure the tenant has its API
 key, in its tier's usage plan and no other (``ops.api_keys``). A tier change
@@ -77,6 +78,22 @@ MIGRATION_ROUNDS = 30  # GSI1 is eventually consistent: query the old keys again
 
 class TenantRecordError(ValueError):
     """An operator asked for something the tenant record can't hold."""
+
+
+class NoSuchTenant(TenantRecordError):
+    """The tenant has no record: never onboarded, or offboarded."""
+
+    def __init__(self, tenant_id: str) -> None:
+        super().__init__(f"no tenant {tenant_id!r}: it has no tenant record (make onboard creates tenants)")
+
+
+def existing_record(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig:
+    """The stored record of ``tenant_id``; :class:`NoSuchTenant` if it has none.
+    What every operator command but onboarding starts with: a typo writes nothing."""
+    record = read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
+    if not record.version:
+        raise NoSuchTenant(tenant_id)
+    return record
 
 
 class RecordChanged(RuntimeError):
@@ -320,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
         changing = shards is not None or tier is not None or status is not None
-        record = admin.ensure(args.tenant) if changing else admin.record(args.tenant)
+        record = existing_record(client, table_name, args.tenant)
+        if changing:
+            record = admin.ensure(args.tenant)
         if status is not None:
             record = admin.set_status(args.tenant, status)
         if tier is not None:

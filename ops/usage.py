@@ -11,9 +11,10 @@ tenant's cost by component (API Gateway, Lambda, DynamoDB, webhooks) as a PNG.
 The figures are the metering function's counters (docs/usage.md), read with
 the operator's credentials (one Query per tenant). Every tenant means every
 tenant with an API key of the stack (its directory: ``ops.api_keys``), so an
-offboarded tenant is only shown with ``--tenant``. The day defaults to today
-(UTC); the same days are accepted as by ``GET /usage``. A bad argument is a
-one-line error and exit status 1.
+offboarded tenant is only shown with ``--tenant`` (while its record stays).
+The day defaults to today (UTC); the same days are accepted as by
+``GET /usage``. A bad argument, or a ``--tenant`` that has no tenant record, is
+a one-line error and exit status 1.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
+from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.core.models import UsageResponse
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime
         day, chart = _checked(args, moment)
         client, table_name = dynamodb_target(args)
         if args.tenant is not None:
+            existing_record(client, table_name, args.tenant)
             usages = [tenant_usage(client, table_name, args.tenant, day, moment)]
             out.write(json.dumps(usages[0], indent=2) + "\n")
         else:
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime
         if chart is not None:
             draw_chart(usages, day, chart)
             sys.stderr.write(f"chart: {chart}\n")
-    except (UsageArgumentError, TargetError, ClientError, BotoCoreError, ValueError) as exc:
+    except (UsageArgumentError, NoSuchTenant, TargetError, ClientError, BotoCoreError, ValueError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     return 0

@@ -38,6 +38,7 @@ from tests.e2e.conftest import (
     stop_stack,
 )
 from tests.e2e.test_gateway import claims_of
+from tests.e2e.test_isolation import table_state
 
 
 def cli(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -111,6 +112,39 @@ def test_onboard_changes_nothing_when_a_name_belongs_to_another_tenant(stack: Ru
     pool = stack.pool()
     with pytest.raises(pool.cognito.exceptions.UserNotFoundException):
         pool.cognito.admin_get_user(UserPoolId=pool.pool_id, Username=fresh)
+
+
+def api_key_names(stack: RunningStack) -> list[str]:
+    items = stack.operator("apigateway").get_api_keys(limit=500)["items"]
+    return sorted(str(key["name"]) for key in items)
+
+
+def test_operator_commands_refuse_a_tenant_that_does_not_exist_and_write_nothing(stack: RunningStack) -> None:
+    # Given an onboarded tenant, and its name with a typo (no record, no user, no key)
+    tenant = new_tenant_id()
+    stack.onboard(tenant)
+    typo = tenant + "e"
+    state = ["--local", "--local-state", str(stack.state_dir / "stack.json")]
+    commands = [
+        ("ops.tenants", "--tenant", typo),
+        ("ops.tenants", "--tenant", typo, "--status", "SUSPENDED"),
+        ("ops.tenants", "--tenant", typo, "--tier", "premium", "--shards", "2"),
+        ("ops.usage", "--tenant", typo),
+        ("ops.export", "--tenant", typo),
+        ("ops.reconcile", "--tenant", typo, "--repair", "--settle", "0"),
+        ("ops.offboard", "--tenant", typo, "--confirm", typo, "--settle", "0", "--phase-seconds", "0"),
+    ]
+    before, keys_before = table_state(stack), api_key_names(stack)
+    # When an operator runs each command on the typo
+    for module, *args in commands:
+        result = run_main(module, *args, *state)
+        # Then each says so in one line, naming it, and exits 1
+        assert (result.returncode, result.stdout) == (1, ""), (module, args, result)
+        assert result.stderr == f"error: no tenant {typo!r}: it has no tenant record (make onboard creates tenants)\n"
+    # and nothing was written: no record, no item, no API key
+    assert table_state(stack) == before
+    assert api_key_names(stack) == keys_before
+    assert run_main("ops.tenants", "--tenant", tenant, *state).returncode == 0  # the real one is there
 
 
 def port_open(url: str) -> bool:

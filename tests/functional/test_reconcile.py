@@ -12,6 +12,7 @@ import boto3
 import pytest
 
 from ops.reconcile import main, reconcile
+from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
@@ -163,6 +164,7 @@ def test_cli_against_the_local_stack_state_file(
 ) -> None:
     tenant = random_tenant_id()
     seed(repo_for, harness, tenant)
+    TenantAdmin(harness.dynamodb, table_name).ensure(tenant)  # onboarded
     state = tmp_path / "stack.json"
     state.write_text(json.dumps({"emulator_url": None, "table_name": table_name, **OPERATOR_STATE}))
     capsys.readouterr()

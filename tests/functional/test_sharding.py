@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ops.routes import by_name, route_names
-from ops.tenants import TenantRecordError, main
+from ops.tenants import TenantAdmin, TenantRecordError, main
 from support_tickets.core import keys
 from support_tickets.core.errors import InvalidCursor
 from support_tickets.core.keys import TicketStatus
@@ -372,10 +372,12 @@ def test_cli_prints_the_record_and_changes_it_with_options(
     state = local_state_file(tmp_path, table_name)
     apigateway, plans = boto3.client("apigateway", region_name="us-east-1"), stack_usage_plans()
     local = ["--local", "--local-state", str(state), "--phase-seconds", "0"]
+    TenantAdmin(dynamodb, table_name).ensure("acme")  # onboarded (its record; no API key yet)
+    onboarded = all_items(dynamodb, table_name)
     assert main(["--tenant", "acme", *local]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert (shown["shards"], shown["tier"], shown["status"], shown["version"]) == (1, "basic", "ACTIVE", 0)
-    assert all_items(dynamodb, table_name) == []  # showing writes nothing
+    assert (shown["shards"], shown["tier"], shown["status"], shown["version"]) == (1, "basic", "ACTIVE", 1)
+    assert all_items(dynamodb, table_name) == onboarded  # showing writes nothing
     assert main(["--tenant", "acme", "--shards", "4", "--tier", "premium", *local]) == 0
     changed = json.loads(capsys.readouterr().out)
     assert (changed["shards"], changed["read_shards"], changed["tier"]) == (4, [4], "premium")

@@ -108,6 +108,7 @@ def test_the_status_command_changes_it_says_how_long_it_takes_and_refuses_bad_va
 ) -> None:
     state = local_state_file(tmp_path, table_name)
     local = ["--local", "--local-state", str(state)]
+    TenantAdmin(dynamodb, table_name).ensure("acme")  # onboarded
     assert tenants.main(["--tenant", "acme", "--status", "SUSPENDED", *local]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["status"] == "SUSPENDED"
@@ -133,6 +134,7 @@ def test_a_shard_count_is_ascii_digits_from_1_to_64(
     shards: str,
 ) -> None:
     local = ["--local", "--local-state", str(local_state_file(tmp_path, table_name))]
+    TenantAdmin(dynamodb, table_name).ensure("acme")  # onboarded
     assert tenants.main(["--tenant", "acme", *local]) == 0
     capsys.readouterr()
     before = all_items(dynamodb, table_name)
@@ -453,8 +455,10 @@ def test_offboarding_is_resumable_and_idempotent(
     monkeypatch.setattr(TenantTable, "batch_delete", real)
     assert offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1").record == "erased"
     assert items_of(dynamodb, table_name, "1") == []
-    again = offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
-    assert (again.items_erased, again.users_deleted, again.api_key_deleted) == (0, 0, False)
+    # (nothing left of it: no such tenant any more, and that run writes nothing)
+    with pytest.raises(tenants.NoSuchTenant, match="no tenant '1'"):
+        offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
+    assert items_of(dynamodb, table_name, "1") == []
     assert items_of(dynamodb, table_name, "10") == neighbour
     assert api_key_plans(stack_keys, "1") is None
     assert api_key_plans(stack_keys, "10") == {stack_keys.plan_id("basic")}
@@ -520,6 +524,7 @@ def test_a_suspended_tenant_stays_suspended_while_offboarded(
     aws: None, dynamodb: DynamoDBClient, table_name: str, pool: tuple[CognitoIdentityProviderClient, str]
 ) -> None:
     clock = FakeClock()
+    TenantAdmin(dynamodb, table_name).ensure("1")  # onboarded
     offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
     with pytest.raises(tenants.TenantRecordError, match="offboarded"):
         TenantAdmin(dynamodb, table_name).set_status("1", TenantStatus.ACTIVE)
@@ -669,6 +674,7 @@ def test_the_export_command_warns_when_the_tenant_is_active(
 ) -> None:
     api.new_ticket(User("1"))
     api.new_ticket(User("10"))
+    TenantAdmin(dynamodb, table_name).ensure("1")  # onboarded
     state = tmp_path / "stack.json"
     state.write_text(json.dumps({"emulator_url": None, "table_name": table_name, **OPERATOR_STATE}))
     capsys.readouterr()  # the arrangement's handler logs
