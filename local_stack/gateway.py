@@ -4,7 +4,11 @@ For each request, in API Gateway's order:
 
 1. **Route** by method and resource path from the template's ``Api`` events;
    a literal segment wins over a ``{param}`` (``/tickets/status`` over
-   ``/tickets/{ticket_id}``). No route: 403 "Missing Authentication Token".
+   ``/tickets/{ticket_id}``). No route (an unknown path, or an unknown method
+   on a known path): the ``MISSING_AUTHENTICATION_TOKEN`` gateway response,
+   before any authorizer runs, as API Gateway answers (403 "Missing
+   Authentication Token" by default; the template makes it 404 ``NOT_FOUND``:
+   https://docs.aws.amazon.com/apigateway/latest/developerguide/supported-gateway-response-types.html).
    Locally there is no stage prefix.
 2. **Body limit**: bodies are read only up to :data:`READ_LIMIT` (1 MiB);
    anything larger is refused with the template's ``REQUEST_TOO_LARGE``

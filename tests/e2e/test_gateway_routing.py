@@ -197,7 +197,10 @@ def test_gateway_responses_come_from_the_template() -> None:
         b'{"error": {"code": "UNAUTHORIZED", "message": "Missing or invalid bearer token."}}',
     )
     status, _, body = responses.render("MISSING_AUTHENTICATION_TOKEN", "Missing Authentication Token")
-    assert (status, body) == (403, b'{"error": {"code": "BAD_REQUEST", "message": "Missing Authentication Token"}}')
+    assert status == 404
+    assert json.loads(body) == {
+        "error": {"code": "NOT_FOUND", "message": "No such route: check the method and the path."}
+    }
     status, headers, _ = responses.render("THROTTLED", "Too Many Requests")
     assert status == 429
     assert ("Retry-After", "1") in headers

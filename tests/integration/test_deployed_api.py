@@ -109,6 +109,17 @@ def test_no_valid_token_is_401(deployed: DeployedStack, token: str | None) -> No
     assert_error(deployed.request("GET", "/tickets", caller), 401, "UNAUTHORIZED")
 
 
+@pytest.mark.parametrize(("method", "path"), [("GET", "/ticket"), ("PUT", "/tickets"), ("DELETE", "/aggregates")])
+@pytest.mark.parametrize("with_token", [True, False])
+def test_an_unknown_route_is_404_not_found(
+    deployed: DeployedStack, member: Caller, method: str, path: str, with_token: bool
+) -> None:
+    # What the local gateway models (the template's MISSING_AUTHENTICATION_TOKEN and
+    # INVALID_SIGNATURE responses), checked where API Gateway itself answers: a bearer
+    # token on a route with no method is read as a malformed signature.
+    assert_error(deployed.request(method, path, member if with_token else None), 404, "NOT_FOUND")
+
+
 def test_bad_requests_are_400_and_413(deployed: DeployedStack, member: Caller) -> None:
     assert_error(deployed.request("POST", "/tickets", member, raw_body="{"), 400, "INVALID_JSON")
     assert_error(deployed.request("POST", "/tickets", member, body={"title": ""}), 400, "VALIDATION_ERROR")

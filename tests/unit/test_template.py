@@ -196,6 +196,9 @@ def gateway_responses() -> dict[str, Any]:
         ("AUTHORIZER_FAILURE", 503, "UNAVAILABLE", "'1'"),
         ("AUTHORIZER_CONFIGURATION_ERROR", 503, "UNAVAILABLE", "'1'"),
         ("REQUEST_TOO_LARGE", 413, "PAYLOAD_TOO_LARGE", None),
+        # no method for the path and verb (and a signature error, which only such a request can have)
+        ("MISSING_AUTHENTICATION_TOKEN", 404, "NOT_FOUND", None),
+        ("INVALID_SIGNATURE", 404, "NOT_FOUND", None),
     ],
 )
 def test_gateway_responses_carry_our_error_shape(
