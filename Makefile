@@ -37,7 +37,8 @@ export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
         bench reconcile onboard tenant export usage offboard openapi integration oracle checkov clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/\$$(PORT)/$(PORT)/g' | \
+	  awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
 
 $(STAMP): $(REQUIREMENTS) .python-version
 	@py=$$(scripts/find-python.sh) && \
@@ -63,7 +64,7 @@ $(CHECKOV): requirements-checkov.txt $(STAMP)
 
 checkov: $(CHECKOV) ## install checkov into .venv-checkov (from requirements-checkov.txt)
 
-dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (no AWS, no Docker); Ctrl-C stops it
+dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (PORT=<n>: another port; no AWS, no Docker); Ctrl-C stops it and forgets its data and tokens
 	$(PY) -m local_stack serve --port $(PORT) $(ARGS)
 
 token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
