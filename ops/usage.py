@@ -121,7 +121,8 @@ def draw_chart(usages: Sequence[UsageResponse], day: str, path: Path) -> None:
         bottom = [below + value for below, value in zip(bottom, values, strict=True)]
     axes.set_title(f"Cost by component per tenant, {day} (UTC, list prices)")
     axes.set_ylabel("USD")
-    axes.legend()
+    # Beside the plot, not in it: inside, it covered the top of the costliest bars.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     axes.tick_params(axis="x", labelrotation=45)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
