@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import IO, Any
 
@@ -92,10 +93,20 @@ def _send(channel: IO[bytes], message: Mapping[str, Any]) -> None:
     channel.flush()
 
 
-def _report(error: Mapping[str, Any]) -> None:
-    # In Lambda the runtime logs an invocation's error to the function's log.
-    trace = "".join(error.get("stackTrace", []))
-    sys.stderr.write(f"[ERROR] {error['errorType']}: {error['errorMessage']}\n{trace}")
+def _report(error: Mapping[str, Any], request_id: str | None = None) -> None:
+    """Log an invocation's error as Lambda's Python runtime does: with the JSON log
+    format (``LoggingConfig``, as the template sets), one JSON record on one line
+    (a TOKEN authorizer's refusal, ``Exception("Unauthorized")``, included); with
+    the text format, ``[ERROR] <type>: <message>`` and the traceback.
+    https://docs.aws.amazon.com/lambda/latest/dg/python-logging.html (awslambdaric's
+    ``log_error``)."""
+    if os.environ.get("AWS_LAMBDA_LOG_FORMAT", "").upper() == "JSON":
+        moment = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        record = {"timestamp": moment, "log_level": "ERROR", **error, "requestId": request_id or ""}
+        sys.stderr.write(json.dumps(record) + "\n")
+    else:
+        trace = "".join(error.get("stackTrace", []))
+        sys.stderr.write(f"[ERROR] {error['errorType']}: {error['errorMessage']}\n{trace}")
     sys.stderr.flush()
 
 
@@ -137,7 +148,7 @@ def serve(requests: IO[bytes], responses: IO[bytes]) -> int:
             result = handler(request["event"], context)
         except Exception as exc:
             error = error_payload(exc)
-            _report(error)
+            _report(error, str(request["request_id"]))
             _send(responses, {"error": error})
             continue
         try:

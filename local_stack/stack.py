@@ -157,6 +157,7 @@ def lambda_environment(
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
         "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.logical_id}",
         "AWS_LAMBDA_LOG_STREAM_NAME": session_name,
+        "AWS_LAMBDA_LOG_FORMAT": spec.log_format,
         # No X-Ray daemon and no CloudWatch here: traces off, metrics not printed.
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",

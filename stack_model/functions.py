@@ -53,6 +53,8 @@ class FunctionSpec:
     in_vpc: bool = False
     # The content of its layers: what Lambda puts on its import path.
     layers: tuple[Path, ...] = ()
+    # LoggingConfig's LogFormat (Globals merged): how its runtime writes an invocation's error.
+    log_format: str = "Text"
 
 
 def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
@@ -86,6 +88,7 @@ def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
             events=events,
             in_vpc="VpcConfig" in props,
             layers=tuple(code_path(content) for content in layers),
+            log_format=str(props.get("LoggingConfig", {}).get("LogFormat", "Text")),
         )
     return specs
 

@@ -59,8 +59,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     try:
         answer = authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
     except Unauthorized:
-        logger.info("token refused")
-        # The one message API Gateway turns into a 401.
+        # The one message API Gateway turns into a 401. An expected event: the
+        # runtime's one error record (JSON log format) is all it logs.
         raise Exception("Unauthorized") from None  # API Gateway's contract
     # A verified token's invocation is its tenant's (API Gateway caches the
     # answer per token): one usage line, which the metering function counts.

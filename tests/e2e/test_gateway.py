@@ -15,7 +15,7 @@ from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 from moto.utilities.utils import load_resource
 
-from tests.e2e.conftest import Caller, RunningStack
+from tests.e2e.conftest import Caller, RunningStack, server_log
 
 UNAUTHORIZED = {"error": {"code": "UNAUTHORIZED", "message": "Missing or invalid bearer token."}}
 
@@ -114,6 +114,26 @@ def test_bad_tokens_get_the_gateways_401(stack: RunningStack, caller: Caller, ma
     response = stack.request("GET", "/tickets", token=token)
     assert response.status == 401
     assert response.body == UNAUTHORIZED
+
+
+def test_a_refused_token_is_one_log_line_and_no_traceback(stack: RunningStack, caller: Caller) -> None:
+    # A refused token is an expected event: what the stack's log (the functions' lines
+    # included) gains from one is at most one line of the authorizer, and no traceback.
+    expired = {**claims_of(caller.token), "exp": 1, "jti": f"refused-{time.monotonic_ns()}"}
+    token = sign(expired, MOTOS_BUNDLED_KEY)
+    before = len(server_log(stack).splitlines())
+    assert stack.request("GET", "/tickets", token=token).status == 401
+    new = server_log(stack).splitlines()[before:]
+    assert not [line for line in new if "Traceback" in line or line.startswith((" ", "\t"))], new
+    refusal = [line for line in new if "Unauthorized" in line or "refused" in line]
+    assert len(refusal) <= 1, new
+
+
+def test_a_request_that_adds_no_metric_logs_no_warning_about_it(stack: RunningStack, caller: Caller) -> None:
+    before = len(server_log(stack).splitlines())
+    assert stack.request("GET", "/tickets", token=caller.token).status == 200
+    assert stack.request("GET", "/tickets", token=caller.token).status == 200  # its environment's lines are in
+    assert not [line for line in server_log(stack).splitlines()[before:] if "No application metrics" in line]
 
 
 def test_an_access_token_of_the_pool_is_rejected(stack: RunningStack, caller: Caller) -> None:

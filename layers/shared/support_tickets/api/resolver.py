@@ -20,6 +20,7 @@ start's floor; our declarations are plain JSON Schema, documented as they are.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -54,6 +55,9 @@ from support_tickets.core.tracing import make_tracer
 logger = Logger()
 tracer = make_tracer()
 metrics = Metrics()
+# Most requests add no metric of their own: Powertools' warning after each of them
+# would be a log line per request saying nothing (its documented way to silence it).
+warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 MAX_BODY_BYTES = 64 * 1024
 CALLER_CONTEXT_KEY = "caller"
