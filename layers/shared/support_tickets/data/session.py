@@ -243,13 +243,8 @@ class TenantClients:
 
     def _signing_client(self, service: str) -> Any:
         """A client of ``service`` that signs each call with the credentials the
-        call carries, and refuses a call that carries none. The container's clients
-        share one session: a session per client loaded botocore's endpoint and
-        service data again (a webhook function's KMS client cost its cold start
-        about 0.25x of the floor more, bench/results.md)."""
-        if self._boto3_session is None:  # under self._lock, as every caller holds it
-            self._boto3_session = boto3.Session()
-        session = self._boto3_session
+        call carries, and refuses a call that carries none."""
+        session = self._boto3_session or boto3.Session()
         client = session.client(  # type: ignore[call-overload]
             service,
             region_name=self._settings.region,

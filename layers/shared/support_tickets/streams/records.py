@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -47,37 +46,21 @@ def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
     }
 
 
-# The environment's credentials a session resolves once and keeps.
-_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
-_sessions: dict[tuple[str | None, ...], Any] = {}
-_sessions_lock = threading.Lock()
-
-
 def own_client(service: str) -> Any:
-    """A client with the function's execution-role credentials (not a tenant's).
-
-    Its clients share one session per set of credentials in the environment:
-    a session loads botocore's endpoint and service data again (a session per
-    client cost the delivery function's cold start about 0.25x of the floor for
-    each of its three clients, bench/results.md). Not boto3's default session:
-    a session resolves credentials once, and the in-process tests run several
-    functions, each with its role's credentials in the environment, in one
-    interpreter (in Lambda they never change: one session)."""
+    """A client with the function's execution-role credentials (not a tenant's),
+    from a session of its own: boto3's default session resolves credentials
+    once per process, and the in-process tests run several functions, each
+    with its role's credentials, in one interpreter."""
     import boto3
 
     from support_tickets.data.session import BOTO_CONFIG
 
-    key = tuple(os.environ.get(name) for name in _CREDENTIAL_VARIABLES)
-    with _sessions_lock:  # a session is not thread-safe; creating a client from it is done here only
-        session = _sessions.get(key)
-        if session is None:
-            session = _sessions[key] = boto3.session.Session()
-        return session.client(  # type: ignore[call-overload]
-            service,
-            region_name=os.environ.get("AWS_REGION", "us-east-1"),
-            endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
-            config=BOTO_CONFIG,
-        )
+    return boto3.session.Session().client(  # type: ignore[call-overload]
+        service,
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
+        config=BOTO_CONFIG,
+    )
 
 
 @cache
