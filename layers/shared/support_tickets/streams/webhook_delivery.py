@@ -141,7 +141,7 @@ class DeliveryMessage:
                 webhook_id=message["webhook_id"],
                 delivery_id=message["delivery_id"],
                 ticket_id=message["ticket_id"],
-                body=message["event"],
+                body=body,
                 redelivery=message.get("redelivery"),
                 event_id=event["id"],
                 type=event["type"],
