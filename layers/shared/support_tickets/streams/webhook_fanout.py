@@ -226,6 +226,7 @@ class WebhookFanout:
     clock: Callable[[], float] = time.monotonic
     _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
     def subscriptions(self, tenant_id: str) -> list[Subscription]:
         """The tenant's ACTIVE webhooks as of a strongly consistent read made during this
         batch (module docstring): the cached ones if the version is unchanged."""
