@@ -198,11 +198,16 @@ def test_partition_heat_spreads_a_hot_tenants_status_lists(results: dict[str, An
         assert row["table"]["key"].startswith("TENANT#hot|")
 
 
-def test_a_warm_webhook_delivery_reads_twice_writes_twice_and_is_priced(results: dict[str, Any]) -> None:
+def test_a_warm_webhook_delivery_takes_a_lease_and_is_priced(results: dict[str, Any]) -> None:
     webhooks = results["webhooks"]
-    # The webhook and the delivery's progress read, the tier's counter and the record written;
-    # the tenant's record and the secret come from the warm container's caches.
-    assert webhooks["warm"]["calls_per_delivery"] == {"dynamodb.GetItem": 2, "dynamodb.UpdateItem": 2}
+    # The webhook and the delivery's progress read, the tier's counter, the in-flight lease
+    # (its Query, taken and given back) and the record written; the tenant's record and the
+    # secret come from the warm container's caches.
+    assert webhooks["warm"]["calls_per_delivery"] == {
+        "dynamodb.GetItem": 2,
+        "dynamodb.Query": 1,
+        "dynamodb.UpdateItem": 4,
+    }
     assert webhooks["warm"]["wru_per_delivery"] >= 2
     cost = webhooks["cost_per_million_deliveries"]
     items = ("lambda", "sqs_fifo", "dynamodb", "kms_decrypt")

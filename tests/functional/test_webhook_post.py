@@ -38,7 +38,10 @@ def test_a_receiver_that_trickles_its_status_line_is_cut_off_at_the_deadline() -
         outcome, took = timed_post(slow.checked, 0.25)
     assert isinstance(outcome, DeliveryTimeout)
     assert isinstance(outcome, OSError)  # what the deliverer takes for a failed attempt
-    assert 0.25 <= took < 0.6
+    # A per-read timeout would have read the whole head (each byte comes well within it) and
+    # answered 204: the timeout itself shows the deadline held. No upper bound on the time
+    # taken: speed is the benchmark's, and a loaded machine stretches any wall-clock bound.
+    assert took >= 0.25
     assert len(slow.requests) == 1
 
 
