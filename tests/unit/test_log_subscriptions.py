@@ -53,7 +53,7 @@ def api_functions() -> set[str]:
 def test_every_api_and_invocation_usage_function_is_subscribed_as_the_template_says() -> None:
     subscriptions = subscriptions_from_template()
     patterns = {s.source: s.pattern.pattern for s in subscriptions}
-    invocation_lines = {"AuthorizerFunction", "AggregateCountsFunction", "AuditTrailFunction"}
+    invocation_lines = {"AuthorizerFunction", "AggregateCountsFunction", "AuditTrailFunction", "DeliverWebhookFunction"}
     assert set(patterns) == api_functions() | invocation_lines
     assert {s.destination for s in subscriptions} == {"MeteringFunction"}
     for function in invocation_lines:  # one "usage" line per verified token, or per tenant and invocation
