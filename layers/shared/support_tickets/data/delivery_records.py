@@ -124,6 +124,18 @@ class Refusal:
     expiration: int
 
 
+def _event_values(attempt: Attempt) -> dict[str, Any]:
+    """The values every write of a delivery record sets from its event (held or attempted)."""
+    return {
+        ":delivery_id": attempt.delivery_id,
+        ":webhook_id": attempt.webhook_id,
+        ":event_id": attempt.event_id,
+        ":type": attempt.type,
+        ":ticket_id": attempt.ticket_id,
+        ":body": attempt.body,
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryRecords:
     """A tenant's webhooks as the delivery side sees them, and the attempts on their delivery records."""
@@ -302,12 +314,7 @@ class DeliveryRecords:
         redelivery) is left as it is (a write that kept a redelivery mark would
         send the redelivery again)."""
         values: dict[str, Any] = {
-            ":delivery_id": attempt.delivery_id,
-            ":webhook_id": attempt.webhook_id,
-            ":event_id": attempt.event_id,
-            ":type": attempt.type,
-            ":ticket_id": attempt.ticket_id,
-            ":body": attempt.body,
+            **_event_values(attempt),
             ":status": PENDING,
             ":next": attempt.next_attempt_at,
             ":at": attempt.at,
@@ -372,12 +379,7 @@ class DeliveryRecords:
     def record_attempt(self, attempt: Attempt) -> None:
         """One attempt's outcome (creating the record on the first); clears a redelivery mark."""
         values: dict[str, Any] = {
-            ":delivery_id": attempt.delivery_id,
-            ":webhook_id": attempt.webhook_id,
-            ":event_id": attempt.event_id,
-            ":type": attempt.type,
-            ":ticket_id": attempt.ticket_id,
-            ":body": attempt.body,
+            **_event_values(attempt),
             ":status": attempt.status,
             ":code": attempt.status_code,
             ":next": attempt.next_attempt_at,
