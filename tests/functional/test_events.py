@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import re
 import subprocess
 import sys
 import sysconfig
@@ -258,6 +259,31 @@ def test_events_are_what_the_generator_writes() -> None:
     generated = {f"{stem}.json": sample_events.render(event) for stem, event in sample_events.sample_events().items()}
     on_disk = {name: (EVENTS_DIR / name).read_text(encoding="utf-8") for name in EVENT_FILES}
     assert on_disk == generated, "events/ is stale: run `python -m ops.sample_events`"
+
+
+def documented_events() -> dict[str, set[str]]:
+    """docs/local-stack.md's "Sample events" table: function → the event files its row names."""
+    page = (PROJECT_ROOT / "docs" / "local-stack.md").read_text(encoding="utf-8")
+    section = page.split("\n## Sample events\n", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) == 4 and (function := re.fullmatch(r"\s*`(\w+Function)`\s*", cells[1])):
+            rows.setdefault(function[1], set()).update(re.findall(r"`([\w.]+\.json)`", cells[2]))
+    return rows
+
+
+def test_the_sample_events_table_names_every_file_make_events_writes_under_its_function(
+    specs: dict[str, FunctionSpec],
+) -> None:
+    """The table a developer picks a `sam local invoke -e` file from: every file the
+    generator writes (``make events`` writes the same names), under the function it belongs to."""
+    written: dict[str, set[str]] = {}
+    for stem in sample_events.sample_events():
+        spec = function_for(f"{stem}.json", specs)
+        assert spec is not None, stem
+        written.setdefault(spec.logical_id, set()).add(f"{stem}.json")
+    assert documented_events() == written, "docs/local-stack.md's sample events table is stale"
 
 
 def test_rest_events_carry_the_authorizers_context_as_api_gateway_sends_it() -> None:
