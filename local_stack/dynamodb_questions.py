@@ -15,18 +15,20 @@ in DynamoDB). What it cannot model (PartiQL, a key condition or expression it
 can't read) is :class:`iam.NotUnderstood`, and refused.
 
 :func:`authorize_dynamodb` asks each question of the session's policies, with
-``aws:SourceVpce`` when the request came through the stack's gateway endpoint;
-the first refusal is DynamoDB's AccessDeniedException message.
+``aws:SourceVpce`` when the request came through the stack's gateway endpoint
+(the context from :mod:`local_stack.condition_keys`); the first refusal is
+DynamoDB's AccessDeniedException message.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack import iam
+from local_stack.condition_keys import dynamodb_context, request_context
 from local_stack.sessions import Session, denial_message
 from stack_model.template import ACCOUNT_ID
 
@@ -370,13 +372,7 @@ def authorize_dynamodb(
     except iam.NotUnderstood:
         return denial_message(session.arn, f"dynamodb:{operation}", _resource_of(operation, body, region), None)
     for question in questions:
-        context: dict[str, Sequence[str]] = dict(session.context())
-        if source_vpce is not None:
-            context["aws:SourceVpce"] = [source_vpce]
-        if question.leading_keys is not None:
-            context["dynamodb:LeadingKeys"] = question.leading_keys
-        if question.attributes is not None:
-            context["dynamodb:Attributes"] = question.attributes
+        context = request_context(session, source_vpce, dynamodb_context(question.leading_keys, question.attributes))
         decision = session.decide(iam.Request(question.action, question.resource, context))
         if decision is not iam.Decision.ALLOW:
             return denial_message(session.arn, question.action, question.resource, decision)

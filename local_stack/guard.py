@@ -39,7 +39,7 @@ managed policies (see :mod:`stack_model.roles`):
   would not apply. KMS calls are judged on the key their ``KeyId`` names
   (an id or a key ARN; an alias is refused), with their encryption context
   as ``kms:EncryptionContext:<key>`` and ``kms:EncryptionContextKeys``
-  (:func:`kms_context`), and ``aws:SourceVpce`` when they came through the
+  (:mod:`local_stack.condition_keys`), and ``aws:SourceVpce`` when they came through the
   KMS interface endpoint's route of the endpoint listener.
 - Requests signed with the **operator's** key
   (:data:`local_stack.state.OPERATOR_CREDENTIALS`, the one key without a
@@ -76,6 +76,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from local_stack import cognito, iam, sigv4, wsgi
+from local_stack.condition_keys import kms_context, request_context
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
@@ -157,21 +158,6 @@ def key_policy_decision(policy: Mapping[str, Any] | None, session: Session, requ
     if iam.evaluate([{"Statement": denies}], asking, trust=True) is iam.Decision.EXPLICIT_DENY:
         return iam.Decision.EXPLICIT_DENY
     return iam.Decision.ALLOW
-
-
-def kms_context(params: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The KMS condition keys of a cryptographic call: ``kms:EncryptionContext:<key>``
-    for each pair of its encryption context, and ``kms:EncryptionContextKeys``
-    (multivalued; absent when the call has no context, as in KMS)."""
-    context = params.get("EncryptionContext")
-    if context is None:
-        return {}
-    if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
-        raise iam.NotUnderstood("an encryption context that is not a map of strings")
-    found: dict[str, list[str]] = {f"kms:EncryptionContext:{key}": [value] for key, value in context.items()}
-    if context:
-        found["kms:EncryptionContextKeys"] = list(context)
-    return found
 
 
 # ---------------------------------------------------------------- the middleware
@@ -334,14 +320,12 @@ class Guard:
             action = SQS_BATCH_PERMISSIONS.get(action, action)
         try:
             resource = resource_of(service, action, params, region=region)
-            context: dict[str, list[str]] = {**session.context(), **(kms_context(params) if service == "kms" else {})}
+            service_context = kms_context(params) if service == "kms" else {}
+            context = request_context(session, environ.get(SOURCE_VPCE_ENVIRON), service_context)
         except iam.NotUnderstood as exc:
             log.warning("refused %s:%s for %s: %s", service, action, session.arn, exc)
             resource, decision = "*", None
         else:
-            source_vpce = environ.get(SOURCE_VPCE_ENVIRON)
-            if source_vpce is not None:
-                context["aws:SourceVpce"] = [source_vpce]
             request = iam.Request(f"{service}:{action}", resource, context)
             decision = session.decide(request)
             if decision is iam.Decision.ALLOW and service == "kms":

@@ -33,7 +33,7 @@ The AWS rules it follows (IAM User Guide, "Policy evaluation logic" and
   exactly one, where the policy writes them. A policy variable's value is
   substituted as literal text: a session tagged ``TenantId=*`` matches only
   keys that contain a ``*`` there, never every tenant. (STS refuses ``*`` and
-  ``?`` in tag values, see :mod:`local_stack.guard`; tenant ids may contain
+  ``?`` in tag values, see :mod:`local_stack.sts`; tenant ids may contain
   neither anyway.)
 - **Policy variables** ``${aws:PrincipalTag/TenantId}`` (any context key),
   ``${key, 'default'}``, and the escapes ``${*}``, ``${?}``, ``${$}``, in

@@ -5,13 +5,14 @@ guard's registry of request signers.
 so both always agree on the caller and the service. A :class:`Session` is a
 set of credentials the emulator's STS or identity pool issued for a role of
 the template, with its session name and tags (what ``${aws:PrincipalTag/...}``
-is later evaluated with). :class:`Sessions` is the one place that knows every
-key the emulator accepts and its secret and session token
-(:class:`local_stack.sigv4.Credentials`): the operator's fixed pair
-(:data:`local_stack.state.OPERATOR_CREDENTIALS`) and each role session's, as
-AssumeRole or the identity pool issued them. The guard verifies every signed
-request against it (:mod:`local_stack.sigv4`); a key it does not hold is
-refused, a verified key without a session is the operator.
+is later evaluated with, :func:`local_stack.condition_keys.principal_context`).
+:class:`Sessions` is the one place that knows every key the emulator accepts
+and its secret and session token (:class:`local_stack.sigv4.Credentials`):
+the operator's fixed pair (:data:`local_stack.state.OPERATOR_CREDENTIALS`)
+and each role session's, as AssumeRole or the identity pool issued them. The
+guard verifies every signed request against it (:mod:`local_stack.sigv4`); a
+key it does not hold is refused, a verified key without a session is the
+operator.
 """
 
 from __future__ import annotations
@@ -71,12 +72,6 @@ class Session:
     @property
     def arn(self) -> str:
         return f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{self.role.name}/{self.session_name}"
-
-    def context(self) -> dict[str, list[str]]:
-        context = {f"aws:PrincipalTag/{key}": [value] for key, value in self.tags.items()}
-        context["aws:PrincipalArn"] = [self.role.arn]
-        context["aws:PrincipalAccount"] = [ACCOUNT_ID]
-        return context
 
     def decide(self, request: iam.Request) -> iam.Decision:
         policy_sets: list[list[Mapping[str, Any]]] = [list(self.role.policies())]

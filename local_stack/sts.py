@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local_stack import iam
+from local_stack.condition_keys import assume_role_context, principal_context
 from local_stack.sessions import Session, denial_message
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
@@ -116,12 +117,9 @@ def authorize_assume_role(
     role = next((role for role in roles.values() if role.arn == request.role_arn), None)
     if role is None:
         return denial_message(caller_arn, "sts:AssumeRole", request.role_arn, None)
-    context: dict[str, Sequence[str]] = {f"aws:RequestTag/{key}": [value] for key, value in request.tags.items()}
-    context["sts:RoleSessionName"] = [request.session_name]
-    if request.tags:
-        context["aws:TagKeys"] = list(request.tags)
+    context = assume_role_context(request.session_name, request.tags)
     if caller is not None:
-        context.update(caller.context())
+        context.update(principal_context(caller))
         principals: tuple[str, ...] = (caller.role.arn, f"arn:aws:iam::{ACCOUNT_ID}:root", ACCOUNT_ID)
     else:
         principals = ("*",)

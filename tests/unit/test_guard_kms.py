@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from local_stack import iam
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, kms_context, resource_of
+from local_stack.condition_keys import kms_context
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, resource_of
 from local_stack.local_values import LOCAL_KMS_ENDPOINT_ID, LOCAL_VPC_ENDPOINT_ID, offline_values
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
