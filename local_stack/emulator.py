@@ -45,9 +45,10 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from local_stack import cognito, identity_pool, moto_fixes
+from local_stack.aws_answers import json_error
 from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard, json_error
+from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.local_values import (
     LOCAL_KMS_ENDPOINT_ID,
     LOCAL_VPC_ENDPOINT_ID,

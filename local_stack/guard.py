@@ -68,14 +68,13 @@ import logging
 import re
 import threading
 import urllib.parse
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 from local_stack import cognito, iam, sigv4, wsgi
+from local_stack.aws_answers import Answer, json_answer, json_error
 from local_stack.condition_keys import kms_context, request_context
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
@@ -111,6 +110,8 @@ SQS_BATCH_PERMISSIONS = {
 }
 # What Cognito serves to anyone holding a login token (unsigned in AWS's SDKs).
 IDENTITY_POOL_ACTIONS = frozenset({"GetId", "GetCredentialsForIdentity", "GetOpenIdToken"})
+_DYNAMODB_DENIAL = "com.amazonaws.dynamodb.v20120810#AccessDeniedException"
+_JSON_1_1 = "application/x-amz-json-1.1"  # the identity pool's protocol
 
 
 # ---------------------------------------------------------------- other services
@@ -161,13 +162,6 @@ def key_policy_decision(policy: Mapping[str, Any] | None, session: Session, requ
 
 
 # ---------------------------------------------------------------- the middleware
-@dataclass
-class _Response:
-    status: str
-    headers: list[tuple[str, str]]
-    body: bytes
-
-
 class Guard:
     """WSGI middleware: authorize, then forward to moto (one request at a time)."""
 
@@ -194,7 +188,7 @@ class Guard:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        response: _Response | None
+        response: Answer | None
         identity_pool_action = (
             target.removeprefix(_IDENTITY_POOL_TARGET) if target.startswith(_IDENTITY_POOL_TARGET) else ""
         )
@@ -204,12 +198,11 @@ class Guard:
             response = self._identity_pool(identity_pool_action, body)
         else:
             response = self._unsigned(environ, body, target)
-        if response is None:
-            response = self._forward(environ, body)
-        start_response(response.status, response.headers)
-        return [response.body]
+        status, headers, data = response if response is not None else self._forward(environ, body)
+        start_response(status, headers)
+        return [data]
 
-    def _signed(self, environ: Environ, body: bytes, target: str, identity_pool_action: str) -> _Response | None:
+    def _signed(self, environ: Environ, body: bytes, target: str, identity_pool_action: str) -> Answer | None:
         """A signed request: its signature verified against the key's secret,
         then judged as its signer's (``None``: forward it)."""
         try:
@@ -223,16 +216,15 @@ class Guard:
                 raise sigv4.SignatureError(sigv4.Failure.INCOMPLETE, "The Authorization header names two keys.")
         except sigv4.SignatureError as exc:
             log.warning("refused a signature (%s): %s", exc.failure.value, exc.message)
-            answer = sigv4.refusal(
+            return sigv4.refusal(
                 exc, service=_claimed_service(environ), target=target, content_type=environ.get("CONTENT_TYPE", "")
             )
-            return _Response(*answer)
         if identity_pool_action in IDENTITY_POOL_ACTIONS:
             return self._identity_pool(identity_pool_action, body)
         session = self.sessions.get(signed.access_key)
         return self._authorize(environ, body, session, region=signer.region, service=signer.service, target=target)
 
-    def _identity_pool(self, action: str, body: bytes) -> _Response:
+    def _identity_pool(self, action: str, body: bytes) -> Answer:
         """Cognito's answer (JSON 1.1); issued credentials are recorded with
         the pool's role and the tags Cognito would set."""
         try:
@@ -243,33 +235,24 @@ class Guard:
                 raise IdentityPoolError("ResourceNotFoundException", "No identity pool is provisioned.")
             answer, issued = self.identity_pool.call(action, params)
         except ValueError:
-            answer, issued = None, None
-            error = ("SerializationException", "The request body is not JSON.")
+            code, message = "SerializationException", "The request body is not JSON."
         except IdentityPoolError as exc:
-            answer, issued = None, None
-            error = (exc.code, exc.message)
-        if answer is None:
-            log.warning("identity pool refused %s: %s", action, error[1])
-            return _json_denial(error[0], error[1], content_type="application/x-amz-json-1.1")
-        if issued is not None:
-            self.sessions.add(
-                Session(issued.access_key_id, issued.role, issued.session_name, dict(issued.tags)),
-                Credentials(issued.access_key_id, issued.secret_key, issued.session_token),
-            )
-        payload = json.dumps(answer).encode()
-        headers = [
-            ("Content-Type", "application/x-amz-json-1.1"),
-            ("x-amzn-RequestId", str(uuid.uuid4())),
-            ("Content-Length", str(len(payload))),
-        ]
-        return _Response("200 OK", headers, payload)
+            code, message = exc.code, exc.message
+        else:
+            if issued is not None:
+                self.sessions.add(
+                    Session(issued.access_key_id, issued.role, issued.session_name, dict(issued.tags)),
+                    Credentials(issued.access_key_id, issued.secret_key, issued.session_token),
+                )
+            return json_answer(answer, content_type=_JSON_1_1)
+        log.warning("identity pool refused %s: %s", action, message)
+        return json_error(code, message, content_type=_JSON_1_1)
 
-    def _forward(self, environ: Environ, body: bytes) -> _Response:
+    def _forward(self, environ: Environ, body: bytes) -> Answer:
         with self._lock:
-            status, headers, data = wsgi.call(self._app, environ, body)
-        return _Response(status, headers, data)
+            return wsgi.call(self._app, environ, body)
 
-    def _unsigned(self, environ: Environ, body: bytes, target: str) -> _Response | None:
+    def _unsigned(self, environ: Environ, body: bytes, target: str) -> Answer | None:
         path = environ.get("PATH_INFO", "")
         if environ.get("REQUEST_METHOD") == "GET" and _UNSIGNED_PATH.match(path):
             return None
@@ -278,16 +261,16 @@ class Guard:
             if action in cognito.PUBLIC_ACTIONS:
                 return None
             # Admin and management APIs need IAM credentials (the operator's here).
-            return _json_denial("MissingAuthenticationTokenException", "Missing Authentication Token")
+            return json_error("MissingAuthenticationTokenException", "Missing Authentication Token")
         sts_action = "" if target else _query_params(environ, body).get("Action", "")
         if sts_action:
             # STS's unsigned federation (AssumeRoleWithWebIdentity, -WithSAML), in STS's own XML.
-            return _Response(*xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None)))
-        return _json_denial("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
+            return xml_denial(denial_message("anonymous", f"sts:{sts_action}", "*", None))
+        return json_error("AccessDeniedException", "Unsigned requests are not accepted here.", status="403 Forbidden")
 
     def _authorize(
         self, environ: Environ, body: bytes, session: Session | None, *, region: str, service: str, target: str
-    ) -> _Response | None:
+    ) -> Answer | None:
         if service == "sts":
             return self._sts(environ, body, session)
         if session is None:
@@ -312,7 +295,7 @@ class Guard:
             )
             if message is not None:
                 log.warning("denied: %s", message)
-                return _json_denial("com.amazonaws.dynamodb.v20120810#AccessDeniedException", message)
+                return json_error(_DYNAMODB_DENIAL, message)
             return None
         params = _request_params(environ, body, target)
         action = target.split(".", 1)[1] if "." in target else str(params.get("Action", ""))
@@ -334,31 +317,31 @@ class Guard:
                 return None
         message = denial_message(session.arn, f"{service}:{action}", resource, decision)
         log.warning("denied: %s", message)
-        return _json_denial("AccessDeniedException", message) if target else _Response(*xml_denial(message))
+        return json_error("AccessDeniedException", message) if target else xml_denial(message)
 
-    def _sts(self, environ: Environ, body: bytes, caller: Session | None) -> _Response | None:
+    def _sts(self, environ: Environ, body: bytes, caller: Session | None) -> Answer | None:
         params = _query_params(environ, body)
         action = params.get("Action", "")
         caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
         if action in _REFUSED_STS_ACTIONS:
-            return _Response(*xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None)))
+            return xml_denial(denial_message(caller_arn, f"sts:{action}", "*", None))
         if action != "AssumeRole":
             return None
         request = assume_role_request(params, caller_arn)
         if not isinstance(request, AssumeRoleRequest):
-            return _Response(*request)
+            return request
         message = authorize_assume_role(caller, request, self.roles)
         if message is not None:
             log.warning("denied: %s", message)
-            return _Response(*xml_denial(message))
+            return xml_denial(message)
         response = self._forward(environ, body)
-        if response.status.startswith("200"):
-            issued = ET.fromstring(response.body).find(f".//{_STS_NS}Credentials")  # noqa: S314 - moto's own XML
+        if response[0].startswith("200"):
+            issued = ET.fromstring(response[2]).find(f".//{_STS_NS}Credentials")  # noqa: S314 - moto's own XML
             keys = [issued.findtext(f"{_STS_NS}{name}") if issued is not None else None for name in _STS_KEYS]
             role = next(role for role in self.roles.values() if role.arn == request.role_arn)
             access_key, secret, token = keys
             if not access_key or not secret or not token:
-                return _Response(*xml_denial("The emulator returned no credentials."))
+                return xml_denial("The emulator returned no credentials.")
             self.sessions.add(
                 Session(access_key, role, request.session_name, dict(request.tags), request.session_policy),
                 Credentials(access_key, secret, token),
@@ -408,25 +391,3 @@ def _query_params(environ: Environ, body: bytes) -> dict[str, str]:
     if "x-www-form-urlencoded" in environ.get("CONTENT_TYPE", ""):
         params.update({key: values[-1] for key, values in parse_qs(body.decode("utf-8", "replace")).items()})
     return params
-
-
-def _json_denial(
-    error_type: str,
-    message: str,
-    *,
-    status: str = "400 Bad Request",
-    content_type: str = "application/x-amz-json-1.0",
-) -> _Response:
-    body = json.dumps({"__type": error_type, "message": message}).encode()
-    headers = [
-        ("Content-Type", content_type),
-        ("x-amzn-RequestId", str(uuid.uuid4())),
-        ("Content-Length", str(len(body))),
-    ]
-    return _Response(status, headers, body)
-
-
-def json_error(error_type: str, message: str) -> tuple[str, list[tuple[str, str]], bytes]:
-    """A JSON error answer as ``(status, headers, body)`` for a WSGI app."""
-    response = _json_denial(error_type, message)
-    return response.status, response.headers, response.body

@@ -47,7 +47,6 @@ import hashlib
 import hmac
 import json
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -59,6 +58,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials as BotocoreCredentials
+
+from local_stack.aws_answers import JSON_1_0, QUERY_NAMESPACES, Answer, answer, json_error, xml_error
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 _TIMESTAMP = "%Y%m%dT%H%M%SZ"
@@ -382,13 +383,6 @@ class _Verifier(SigV4Auth):
 
 
 # ---------------------------------------------------------------- AWS's answers
-Answer = tuple[str, list[tuple[str, str]], bytes]
-
-_QUERY_NAMESPACES = {
-    "sts": "https://sts.amazonaws.com/doc/2011-06-15/",
-    "iam": "https://iam.amazonaws.com/doc/2010-05-08/",
-    "sqs": "http://queue.amazonaws.com/doc/2012-11-05/",
-}
 # (JSON protocol code, query protocol code, HTTP status of the query protocol's answer)
 _CODES = {
     Failure.INCOMPLETE: ("IncompleteSignatureException", "IncompleteSignature", "400 Bad Request"),
@@ -408,28 +402,17 @@ def refusal(error: SignatureError, *, service: str, target: str, content_type: s
     if target.startswith("AmazonSQS."):
         body = json.dumps({"__type": f"com.amazon.coral.service#{query_code}", "message": error.message}).encode()
         headers = [
-            ("Content-Type", "application/x-amz-json-1.0"),
+            ("Content-Type", JSON_1_0),
             ("x-amzn-query-error", f"{query_code};Sender"),
             ("x-amzn-RequestId", request_id),
         ]
-        return _with_length(query_status, headers, body)
+        return answer(query_status, headers, body)
     if target:
-        body = json.dumps({"__type": f"com.amazon.coral.service#{json_code}", "message": error.message}).encode()
-        kind = content_type if content_type.startswith("application/x-amz-json") else "application/x-amz-json-1.0"
-        return _with_length("400 Bad Request", [("Content-Type", kind), ("x-amzn-RequestId", request_id)], body)
-    if service in _QUERY_NAMESPACES or "x-www-form-urlencoded" in content_type:
-        root = ET.Element("ErrorResponse", xmlns=_QUERY_NAMESPACES.get(service, ""))
-        detail = ET.SubElement(root, "Error")
-        ET.SubElement(detail, "Type").text = "Sender"
-        ET.SubElement(detail, "Code").text = query_code
-        ET.SubElement(detail, "Message").text = error.message
-        ET.SubElement(root, "RequestId").text = request_id
-        return _with_length(query_status, [("Content-Type", "text/xml")], ET.tostring(root))
+        kind = content_type if content_type.startswith("application/x-amz-json") else JSON_1_0
+        return json_error(f"com.amazon.coral.service#{json_code}", error.message, content_type=kind)
+    if service in QUERY_NAMESPACES or "x-www-form-urlencoded" in content_type:
+        return xml_error(query_code, error.message, status=query_status, namespace=QUERY_NAMESPACES.get(service, ""))
     status = "400 Bad Request" if error.failure is Failure.INCOMPLETE else "403 Forbidden"
     body = json.dumps({"message": error.message}).encode()
     headers = [("Content-Type", "application/json"), ("x-amzn-ErrorType", json_code), ("x-amzn-RequestId", request_id)]
-    return _with_length(status, headers, body)
-
-
-def _with_length(status: str, headers: list[tuple[str, str]], body: bytes) -> Answer:
-    return status, [*headers, ("Content-Length", str(len(body)))], body
+    return answer(status, headers, body)

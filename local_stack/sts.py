@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import unicodedata
-import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from local_stack import iam
+from local_stack.aws_answers import QUERY_NAMESPACES, Answer, xml_error
 from local_stack.condition_keys import assume_role_context, principal_context
 from local_stack.sessions import Session, denial_message
 from stack_model.roles import RoleDefinition
@@ -38,6 +37,7 @@ MAX_SESSION_TAGS = 50
 _TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
 _TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
 _TAG_PUNCTUATION = frozenset("_.:/=+-@")
+_NAMESPACE = QUERY_NAMESPACES["sts"]
 
 
 class InvalidRequest(ValueError):
@@ -137,31 +137,16 @@ def authorize_assume_role(
 
 
 # ---------------------------------------------------------------- STS's answers
-# Status, headers and body, as a WSGI app answers.
-Answer = tuple[str, list[tuple[str, str]], bytes]
-
-
 def assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | Answer:
     """The request, or STS's answer to one it refuses before authorization."""
     try:
         return parse_assume_role(params)
     except InvalidRequest as exc:
         log.warning("refused: %s", exc)
-        return xml_error("ValidationError", str(exc), status="400 Bad Request")
+        return xml_error("ValidationError", str(exc), status="400 Bad Request", namespace=_NAMESPACE)
     except (iam.NotUnderstood, ValueError):
         return xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
 
 
 def xml_denial(message: str) -> Answer:
-    return xml_error("AccessDenied", message, status="403 Forbidden")
-
-
-def xml_error(code: str, message: str, *, status: str) -> Answer:
-    root = ET.Element("ErrorResponse", xmlns="https://sts.amazonaws.com/doc/2011-06-15/")
-    error = ET.SubElement(root, "Error")
-    ET.SubElement(error, "Type").text = "Sender"
-    ET.SubElement(error, "Code").text = code
-    ET.SubElement(error, "Message").text = message
-    ET.SubElement(root, "RequestId").text = str(uuid.uuid4())
-    body = ET.tostring(root)
-    return (status, [("Content-Type", "text/xml"), ("Content-Length", str(len(body)))], body)
+    return xml_error("AccessDenied", message, status="403 Forbidden", namespace=_NAMESPACE)
