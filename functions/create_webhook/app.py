@@ -12,6 +12,7 @@ from support_tickets.api.resolver import create_app, current_caller, handle, log
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidWebhookUrl, TooManyWebhooks
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest
+from support_tickets.core.webhook_urls import ResolutionTimedOut
 from support_tickets.domain import webhooks
 
 app = create_app(RouteInput(body=CreateWebhookRequest))
@@ -21,7 +22,11 @@ app = create_app(RouteInput(body=CreateWebhookRequest))
     "/webhooks",
     summary="Register a webhook (admin)",
     responses=openapi_responses(
-        201, "Created, with its signing secret (shown only now)", InvalidWebhookUrl, TooManyWebhooks
+        201,
+        "Created, with its signing secret (shown only now)",
+        InvalidWebhookUrl,
+        TooManyWebhooks,
+        ResolutionTimedOut,  # 503 UNAVAILABLE: the URL's name lookup took over its 3 s bound
     ),
 )
 @tracer.capture_method

@@ -64,6 +64,7 @@ def test_deliveries_are_listed_newest_first_and_paged(api: Api, audit_stream: St
             "last_status_code",
             "next_attempt_at",
             "created_at",
+            "failure_reason",
         }
         assert [item["delivery_id"] for item in items] == sorted((i["delivery_id"] for i in items), reverse=True)
         times = {r.event["id"]: r.event["timestamp"] for r in receiver.received}
@@ -71,6 +72,7 @@ def test_deliveries_are_listed_newest_first_and_paged(api: Api, audit_stream: St
         listed_times = [times[item["event_id"]] for item in items]
         assert listed_times == sorted(listed_times, reverse=True)  # newest first
         assert {(i["status"], i["attempts"], i["last_status_code"]) for i in items} == {("DELIVERED", 1, 200)}
+        assert {item["failure_reason"] for item in items} == {None}  # only a delivery the queue refused has one
         # A cursor of this list is no cursor for another webhook's
         other = api.call("webhook_create", admin_of("acme"), body={"url": receiver.url, "events": ["ticket.created"]})
         reused = deliveries(api, "acme", other.body["webhook_id"], cursor=first.body["next_cursor"])

@@ -18,7 +18,7 @@ from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness
-from tests.functional.webhook_harness import disable_webhook, receive
+from tests.functional.webhook_harness import deliverer, disable_webhook, process, receive
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -305,11 +305,24 @@ def test_an_event_the_queue_refuses_is_a_failed_delivery_with_its_reason_and_red
     assert "shorter than 1024 bytes" in record["failure_reason"]["S"]
     assert int(record["attempts"]["N"]) == 0
     assert read_queue_message('{"event":' + record["event"]["S"] + ',"x":1}')[1]["tenant_id"] == "1"
+    # and the tenant's admin sees it in the deliveries list with that reason (tenant 10's, nothing of it)
+    root = User("1", "root", admin=True)
+    (listed,) = api.call("webhook_deliveries", root, ticket_id=hook).body["items"]
+    assert (listed["status"], listed["attempts"]) == ("FAILED", 0)
+    assert listed["failure_reason"] == record["failure_reason"]["S"]
+    other = api.call("webhook_deliveries", User("10", "root", admin=True), ticket_id=hook)
+    assert (other.status, other.body["error"]["code"]) == (404, "WEBHOOK_NOT_FOUND")
     # And once the queue takes it again, a redelivery sends it
     sqs.set_queue_attributes(QueueUrl=WEBHOOK_QUEUE_URL, Attributes={"MaximumMessageSize": "1048576"})
     delivery = record["delivery_id"]["S"]
     response = api.call("webhook_redeliver", User("1", "root", admin=True), ticket_id=f"{hook}/{delivery}")
     assert response.status == 202, response.body
     assert audit_stream.invoke(audit_stream.new_records()) == []
-    (queued,) = messages(receive())
+    (queued_record,) = receive()
+    (queued,) = messages([queued_record])
     assert (queued["webhook_id"], queued["delivery_id"], queued["tenant_id"]) == (hook, delivery, "1")
+    # and its first attempt (no receiver there: a retry) clears the reason from the list
+    assert process(deliverer(table_name), [queued_record]) == [queued_record["messageId"]]
+    settle([queued_record])
+    (attempted,) = api.call("webhook_deliveries", root, ticket_id=hook).body["items"]
+    assert (attempted["attempts"], attempted["failure_reason"]) == (1, None)

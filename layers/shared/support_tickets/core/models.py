@@ -297,7 +297,9 @@ for _usage_shape in (UsageUnits, UsageLambda, UsageWebhooks, UsageCost, UsageRes
 @dataclass(frozen=True)
 class Delivery:
     """One event's delivery to one webhook: ``PENDING`` while attempts go on
-    (``next_attempt_at`` says when the next one is due), then ``DELIVERED`` or ``FAILED``."""
+    (``next_attempt_at`` says when the next one is due), then ``DELIVERED`` or ``FAILED``.
+    ``failure_reason``: why the queue refused the event for good (what SQS answered), on a
+    delivery ``FAILED`` without an attempt; ``null`` otherwise, and again once an attempt is made."""
 
     delivery_id: str
     event_id: str
@@ -307,6 +309,7 @@ class Delivery:
     last_status_code: int | None
     next_attempt_at: str | None
     created_at: str
+    failure_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from support_tickets.core import keys
 from support_tickets.core.errors import DeliveryNotFound, WebhookNotFound
 from support_tickets.core.models import Delivery, DeliveryPage, MalformedItem
 from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.data.delivery_records import PENDING, REDELIVER_MARK, pending_redelivery
+from support_tickets.data.delivery_records import FAILURE_REASON, PENDING, REDELIVER_MARK, pending_redelivery
 from support_tickets.data.table import TenantTable, error_code, to_item
 
 _PUBLIC: Final = (
@@ -29,6 +29,7 @@ _PUBLIC: Final = (
     "last_status_code",
     "next_attempt_at",
     "created_at",
+    FAILURE_REASON,
 )
 _PROJECTED: Final = ("pk", "sk", *_PUBLIC, REDELIVER_MARK)
 _KEY_ATTRIBUTES: Final = frozenset({"pk", "sk"})
@@ -51,6 +52,7 @@ def delivery_of_row(row: Mapping[str, Any]) -> Delivery:
             last_status_code=None if code is None else int(code),
             next_attempt_at=redelivery if redelivery is not None else next_attempt_at,
             created_at=str(row["created_at"]),
+            failure_reason=None if row.get(FAILURE_REASON) is None else str(row[FAILURE_REASON]),
         )
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise MalformedItem(f"delivery: {exc}") from exc
