@@ -2,7 +2,8 @@
 the API, the table's stream, the audit-trail function, the FIFO queue and the
 delivery function to a receiver on 127.0.0.1, signed (verified with the
 ``standardwebhooks`` package), only to the tenant's own receiver, retried with
-the same id, signed twice during a rotation, nothing after a delete, and one
+the same id, signed twice during a rotation, nothing after a delete, a large
+event (10,000 emoji, three times in an update) to each of three webhooks, and one
 tenant's endpoint hanging at its tier's rate holds at most its in-flight bound
 of the event source's invocations, never another tenant's deliveries.
 
@@ -116,6 +117,54 @@ def test_a_failed_delivery_is_retried_with_the_same_id(stack: RunningStack) -> N
         assert first.headers["webhook-id"] == retry.headers["webhook-id"]
         assert first.body == retry.body
         verified(hook["secret"], retry)
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def utf8_json(body: dict[str, Any]) -> bytes:
+    """A body as a client sends it: UTF-8 JSON (10,000 emoji are 40 KB, under the API's 64 KiB;
+    escaped, 120 KB)."""
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def test_a_ticket_of_10000_emoji_updated_reaches_each_of_a_tenants_three_webhooks(stack: RunningStack) -> None:
+    """The finding as reported under ``make dev``: the ``ticket.updated`` event of a
+    ticket whose description is 10,000 emoji, for a tenant with 3 webhooks, reached
+    none of them (the event encoded twice with ASCII escapes, its three descriptions
+    12 bytes an emoji, ~360 KB a message: the three in one SendMessageBatch, over
+    SQS's 1 MiB, refused by the local SQS as by AWS's, and lost)."""
+    tenant = new_tenant_id()
+    old, new = "\U0001f600" * 10_000, "\U0001f389" * 10_000
+    with receiver() as first, receiver() as second, receiver() as third:
+        endpoints = (first, second, third)
+        admin = stack.token(tenant, f"root-{tenant}", admin=True)
+        secrets = {}
+        for endpoint in endpoints:
+            hook = {"url": endpoint.url, "events": ["ticket.updated"]}
+            created = stack.request("POST", "/webhooks", token=admin, body=hook)
+            assert created.status == 201, created.body
+            secrets[endpoint.url] = created.body["secret"]
+        user = stack.token(tenant, f"u-{tenant}")
+        ticket = stack.request(
+            "POST", "/tickets", token=user, raw=utf8_json({"title": "t", "description": old}), headers=JSON
+        )
+        assert ticket.status == 201, ticket.body
+        path = f"/tickets/{ticket.body['ticket_id']}"
+        assert stack.request("PATCH", path, token=user, raw=utf8_json({"description": new}), headers=JSON).status == 200
+        # The event through the stream and the queue; a delivery over the basic tier's 2 attempts
+        # in flight waits 2 s unattempted: the queue's clock moves past it rather than the test
+        assert stack.drain()["drained"] is True
+        assert stack.drain_queues()["drained"] is True
+        stack.advance_queue_clock(3)
+        assert wait_for(lambda: all(endpoint.received for endpoint in endpoints))
+        for endpoint in endpoints:
+            (received,) = endpoint.received
+            event = verified(secrets[endpoint.url], received)  # signed over the body as received
+            assert (event["type"], event["tenant_id"], event["data"]["description"]) == ("ticket.updated", tenant, new)
+            assert event["data"]["changes"] == [{"field": "description", "old": old, "new": new}]
+            assert old in received.body  # the emoji as they are, not escaped
+            assert new in received.body
 
 
 def test_during_a_rotation_both_secrets_sign(stack: RunningStack) -> None:
