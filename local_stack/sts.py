@@ -9,7 +9,10 @@ principal tags it sets). Then the target role's trust policy must allow
 ``sts:AssumeRole`` (and ``sts:TagSession`` when tags are passed) with the
 request's tags as ``aws:RequestTag/*`` and ``aws:TagKeys``; a role-session
 caller also needs its own role's policies to allow both actions
-(:func:`authorize_assume_role`).
+(:func:`authorize_assume_role`). When moto has issued the credentials, the
+guard reads them from its answer (:func:`issued_credentials`). The other
+credential-minting actions are refused (:data:`REFUSED_ACTIONS`): the guard
+could not attribute their keys to a role.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import unicodedata
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +29,7 @@ from local_stack import iam
 from local_stack.aws_answers import QUERY_NAMESPACES, Answer, xml_error
 from local_stack.condition_keys import assume_role_context, principal_context
 from local_stack.sessions import Session, denial_message
+from local_stack.sigv4 import Credentials
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
 
@@ -37,7 +42,12 @@ MAX_SESSION_TAGS = 50
 _TAG_KEY_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]+"
 _TAG_VALUE_PATTERN = r"[\p{L}\p{Z}\p{N}_.:/=+\-@]*"
 _TAG_PUNCTUATION = frozenset("_.:/=+-@")
+# Minting actions whose keys the guard could not attribute to a role: refused.
+REFUSED_ACTIONS = frozenset(
+    {"AssumeRoleWithWebIdentity", "AssumeRoleWithSAML", "GetSessionToken", "GetFederationToken", "AssumeRoot"}
+)
 _NAMESPACE = QUERY_NAMESPACES["sts"]
+_ISSUED = ("AccessKeyId", "SecretAccessKey", "SessionToken")  # an answer's Credentials
 
 
 class InvalidRequest(ValueError):
@@ -113,10 +123,10 @@ def authorize_assume_role(
 ) -> str | None:
     """``None`` when AWS would let ``caller`` (``None``: the operator) assume
     the role with these tags, else the AccessDenied message."""
-    caller_arn = caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
+    principal = caller_arn(caller)
     role = next((role for role in roles.values() if role.arn == request.role_arn), None)
     if role is None:
-        return denial_message(caller_arn, "sts:AssumeRole", request.role_arn, None)
+        return denial_message(principal, "sts:AssumeRole", request.role_arn, None)
     context = assume_role_context(request.session_name, request.tags)
     if caller is not None:
         context.update(principal_context(caller))
@@ -128,16 +138,32 @@ def authorize_assume_role(
         question = iam.Request(action, role.arn, context, principals)
         trusted = iam.evaluate([role.trust_policy], question, trust=True)
         if trusted is not iam.Decision.ALLOW:
-            return denial_message(caller_arn, action, role.arn, trusted, trust=True)
+            return denial_message(principal, action, role.arn, trusted, trust=True)
         if caller is not None:
             permitted = caller.decide(question)
             if permitted is not iam.Decision.ALLOW:
-                return denial_message(caller_arn, action, role.arn, permitted)
+                return denial_message(principal, action, role.arn, permitted)
     return None
 
 
+def caller_arn(caller: Session | None) -> str:
+    """Who STS names as the caller: the role session, or the account (the operator)."""
+    return caller.arn if caller is not None else f"arn:aws:iam::{ACCOUNT_ID}:root"
+
+
+def issued_credentials(body: bytes) -> Credentials | None:
+    """The credentials in STS's answer to AssumeRole (``None``: it has none)."""
+    issued = ET.fromstring(body).find(f".//{{{_NAMESPACE}}}Credentials")  # noqa: S314 - moto's own XML
+    if issued is None:
+        return None
+    access_key, secret, token = (issued.findtext(f"{{{_NAMESPACE}}}{name}") for name in _ISSUED)
+    if not access_key or not secret or not token:
+        return None
+    return Credentials(access_key, secret, token)
+
+
 # ---------------------------------------------------------------- STS's answers
-def assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRoleRequest | Answer:
+def assume_role_request(params: Mapping[str, str], caller: Session | None) -> AssumeRoleRequest | Answer:
     """The request, or STS's answer to one it refuses before authorization."""
     try:
         return parse_assume_role(params)
@@ -145,7 +171,7 @@ def assume_role_request(params: Mapping[str, str], caller_arn: str) -> AssumeRol
         log.warning("refused: %s", exc)
         return xml_error("ValidationError", str(exc), status="400 Bad Request", namespace=_NAMESPACE)
     except (iam.NotUnderstood, ValueError):
-        return xml_denial(denial_message(caller_arn, "sts:AssumeRole", params.get("RoleArn", "*"), None))
+        return xml_denial(denial_message(caller_arn(caller), "sts:AssumeRole", params.get("RoleArn", "*"), None))
 
 
 def xml_denial(message: str) -> Answer:
