@@ -43,6 +43,20 @@ wait for one to be free (like reserved concurrency); ``limits`` gives some
 functions another number (the stack's SQS-triggered functions: their event
 source's concurrency). Different functions never wait for each other.
 
+**Tenant isolation** (a function whose ``TenancyConfig`` is ``PER_TENANT``,
+:attr:`FunctionSpec.tenant_isolation`): as in Lambda, no environment ever
+serves two tenants. Each invocation names its tenant (the ``X-Amz-Tenant-Id``
+of Lambda's Invoke); the function's environments are then per tenant, each
+tenant with up to the function's number of them, and the context's
+``tenant_id`` is the invocation's. An invocation without a tenant, or one
+naming a tenant for a function without the mode, fails as Lambda refuses it
+(``InvalidParameterValueException``,
+https://docs.aws.amazon.com/lambda/latest/dg/tenant-isolation-troubleshooting.html).
+Lambda reclaims idle environments; here a function keeps at most
+``tenant_environments`` of them across its tenants, and a new tenant's first
+invocation past that ends the least recently used idle one (a process each:
+a laptop's memory is the bound, not Lambda's 2,500 per 1,000 concurrency).
+
 **Stop**: :meth:`FunctionEnvironments.stop` closes every environment's request
 pipe (the runtime then ends on its own), kills what is still running after a
 grace period, and reaps every process. Environments are started in a session
@@ -74,6 +88,9 @@ log = logging.getLogger("local_stack.environments")
 
 # Lambda's limit on a function's init phase (on-demand).
 INIT_TIMEOUT_S = 10.0
+# Environments a tenant-isolated function keeps across its tenants before the
+# least recently used idle one ends (each is a process of this machine).
+DEFAULT_TENANT_ENVIRONMENTS = 8
 # How long a stopping environment gets to end on its own before it is killed.
 STOP_GRACE_S = 2.0
 _CHUNK = 1 << 16
@@ -114,6 +131,11 @@ class EnvironmentExited(FunctionError):
     """The environment's process ended while it owed an answer."""
 
 
+class InvalidTenant(FunctionError):
+    """Lambda refused the invocation: no tenant for a function in tenant isolation
+    mode, or a tenant for one without it."""
+
+
 class _Deadline(Exception):
     pass
 
@@ -152,8 +174,12 @@ class ExecutionEnvironment:
         variables: Mapping[str, str],
         log_sink: LogSink | None = None,
         output: BinaryIO | None = None,
+        tenant_id: str | None = None,
     ) -> None:
         self.spec = spec
+        # The one tenant it serves (tenant isolation mode), else None.
+        self.tenant_id = tenant_id
+        self.released_at = time.monotonic()
         self.log_stream = log_stream_name()
         self.log_group = variables.get("AWS_LAMBDA_LOG_GROUP_NAME", f"/aws/lambda/{spec.logical_id}")
         self._log_sink = log_sink
@@ -270,7 +296,10 @@ class ExecutionEnvironment:
         timeout = float(self.spec.timeout_s)
         if not self._initialized:
             self._init(time.monotonic() + INIT_TIMEOUT_S + timeout)
-        line = json.dumps({"request_id": request_id, "timeout_s": timeout, "event": event}).encode() + b"\n"
+        request = {"request_id": request_id, "timeout_s": timeout, "event": event}
+        if self.tenant_id is not None:
+            request["tenant_id"] = self.tenant_id
+        line = json.dumps(request).encode() + b"\n"
         deadline = time.monotonic() + timeout
         try:
             self._write(line)
@@ -365,12 +394,13 @@ class ExecutionEnvironment:
 
 
 class _Pool:
-    """The environments of one function."""
+    """The environments of one function (of one of its tenants, in tenant isolation mode)."""
 
-    def __init__(self, spec: FunctionSpec, variables: Mapping[str, str], limit: int) -> None:
+    def __init__(self, spec: FunctionSpec, variables: Mapping[str, str], limit: int, tenant_id: str | None) -> None:
         self.spec = spec
         self.variables = dict(variables)
         self.limit = limit
+        self.tenant_id = tenant_id
         self.idle: list[ExecutionEnvironment] = []
         self.all: set[ExecutionEnvironment] = set()
         self.starting = 0
@@ -388,24 +418,83 @@ class FunctionEnvironments:
         max_environments: int = 1,
         limits: Mapping[str, int] | None = None,
         log_sink: LogSink | None = None,
+        tenant_environments: int = DEFAULT_TENANT_ENVIRONMENTS,
     ) -> None:
         limits = limits or {}
-        if min([max_environments, *limits.values()]) < 1:
+        if min([max_environments, tenant_environments, *limits.values()]) < 1:
             raise ValueError("a function needs at least one environment")
         self._log_sink = log_sink
-        self._pools = {
-            logical_id: _Pool(spec, environments[logical_id], limits.get(logical_id, max_environments))
-            for logical_id, spec in specs.items()
-        }
+        self._tenant_environments = tenant_environments
+        self._specs = dict(specs)
+        self._variables = {logical_id: dict(environments[logical_id]) for logical_id in specs}
+        self._limits = {logical_id: limits.get(logical_id, max_environments) for logical_id in specs}
+        # By function and tenant (None: a function without tenant isolation, one pool).
+        self._pools: dict[tuple[str, str | None], _Pool] = {}
+        self._pools_lock = threading.Lock()
         self._stopped = False
 
-    def invoke(self, spec: FunctionSpec, event: Any) -> Any:
-        pool = self._pools[spec.logical_id]
+    def invoke(self, spec: FunctionSpec, event: Any, tenant_id: str | None = None) -> Any:
+        """The handler's result; ``tenant_id`` is the invocation's tenant (Lambda's
+        ``X-Amz-Tenant-Id``), which a function in tenant isolation mode needs and
+        any other refuses, as Lambda does."""
+        if spec.tenant_isolation and not tenant_id:
+            raise InvalidTenant(
+                "InvalidParameterValueException", f"{spec.logical_id} is in tenant isolation mode: name a tenant"
+            )
+        if tenant_id is not None and not spec.tenant_isolation:
+            raise InvalidTenant(
+                "InvalidParameterValueException", f"{spec.logical_id} is not in tenant isolation mode: name no tenant"
+            )
+        pool = self._pool(spec.logical_id, tenant_id)
         environment = self._acquire(pool)
         try:
             return environment.invoke(event)
         finally:
             self._release(pool, environment)
+
+    def _pool(self, logical_id: str, tenant_id: str | None) -> _Pool:
+        with self._pools_lock:
+            pool = self._pools.get((logical_id, tenant_id))
+            if pool is None:
+                pool = self._pools[(logical_id, tenant_id)] = _Pool(
+                    self._specs[logical_id], self._variables[logical_id], self._limits[logical_id], tenant_id
+                )
+            return pool
+
+    def _all_pools(self) -> list[_Pool]:
+        with self._pools_lock:
+            return list(self._pools.values())
+
+    def _make_room(self, pool: _Pool) -> None:
+        """Before a tenant's new environment: end the function's least recently
+        used idle environments (any tenant's) while it has ``tenant_environments``."""
+        with self._pools_lock:
+            pools = [other for (function, _), other in self._pools.items() if function == pool.spec.logical_id]
+        while True:
+            live = 0
+            oldest: tuple[float, _Pool, ExecutionEnvironment] | None = None
+            for other in pools:
+                with other.changed:
+                    live += len(other.all) + other.starting
+                    for environment in other.idle:
+                        if oldest is None or environment.released_at < oldest[0]:
+                            oldest = (environment.released_at, other, environment)
+            if live < self._tenant_environments or oldest is None:
+                return
+            _, owner, environment = oldest
+            with owner.changed:
+                if environment not in owner.idle:  # taken meanwhile: look again
+                    continue
+                owner.idle.remove(environment)
+                owner.all.discard(environment)
+            log.info(
+                "%s: idle environment of tenant %s ended (pid %d) for another tenant's",
+                owner.spec.logical_id,
+                owner.tenant_id,
+                environment.pid,
+            )
+            environment.close()
+            environment.reap(timeout=STOP_GRACE_S)
 
     def _acquire(self, pool: _Pool) -> ExecutionEnvironment:
         with pool.changed:
@@ -424,7 +513,9 @@ class FunctionEnvironments:
                     break
                 pool.changed.wait()
         try:
-            environment = ExecutionEnvironment(pool.spec, pool.variables, self._log_sink)
+            if pool.tenant_id is not None:
+                self._make_room(pool)
+            environment = ExecutionEnvironment(pool.spec, pool.variables, self._log_sink, tenant_id=pool.tenant_id)
         except BaseException:
             with pool.changed:
                 pool.starting -= 1
@@ -437,12 +528,21 @@ class FunctionEnvironments:
                 pool.all.discard(environment)
                 environment.kill()
                 raise FunctionError("Runtime.Stopped", "the local stack is stopping")
-        log.info("%s: new execution environment (pid %d)", pool.spec.logical_id, environment.pid)
+        if pool.tenant_id is None:
+            log.info("%s: new execution environment (pid %d)", pool.spec.logical_id, environment.pid)
+        else:
+            log.info(
+                "%s: new execution environment of tenant %s (pid %d)",
+                pool.spec.logical_id,
+                pool.tenant_id,
+                environment.pid,
+            )
         return environment
 
     def _release(self, pool: _Pool, environment: ExecutionEnvironment) -> None:
         with pool.changed:
             if environment.alive() and not self._stopped:
+                environment.released_at = time.monotonic()
                 pool.idle.append(environment)
             else:
                 pool.all.discard(environment)
@@ -452,18 +552,30 @@ class FunctionEnvironments:
     def pids(self) -> dict[str, list[int]]:
         """The live environments' process ids, by function."""
         out: dict[str, list[int]] = {}
-        for logical_id, pool in self._pools.items():
+        for pool in self._all_pools():
             with pool.changed:
                 pids = [environment.pid for environment in pool.all if environment.alive()]
             if pids:
-                out[logical_id] = sorted(pids)
+                out[pool.spec.logical_id] = sorted([*out.get(pool.spec.logical_id, []), *pids])
+        return out
+
+    def tenant_pids(self, logical_id: str) -> dict[str, list[int]]:
+        """The live environments' process ids of a tenant-isolated function, by tenant."""
+        out: dict[str, list[int]] = {}
+        for pool in self._all_pools():
+            if pool.spec.logical_id != logical_id or pool.tenant_id is None:
+                continue
+            with pool.changed:
+                pids = sorted(environment.pid for environment in pool.all if environment.alive())
+            if pids:
+                out[pool.tenant_id] = pids
         return out
 
     def settle_logs(self, timeout: float) -> bool:
         """True once every live environment's log lines written so far were handed on."""
         deadline = time.monotonic() + timeout
         settled = True
-        for pool in self._pools.values():
+        for pool in self._all_pools():
             with pool.changed:
                 environments = list(pool.all)
             for environment in environments:
@@ -477,7 +589,7 @@ class FunctionEnvironments:
         self._stopped = True
         idle: list[ExecutionEnvironment] = []
         busy: list[ExecutionEnvironment] = []
-        for pool in self._pools.values():
+        for pool in self._all_pools():
             with pool.changed:
                 idle.extend(pool.idle)
                 busy.extend(pool.all.difference(pool.idle))

@@ -35,7 +35,12 @@ For each request, in API Gateway's order:
    environment, :mod:`local_stack.environments`); its ``statusCode``,
    ``headers`` + ``multiValueHeaders`` and ``body`` become the response. A
    function that raises, times out, crashes or returns something malformed is
-   a 502 (the template's ``DEFAULT_5XX`` body).
+   a 502 (the template's ``DEFAULT_5XX`` body). The integration's request
+   headers (its ``requestParameters``, mapped from the authorizer's context,
+   ``context.authorizer.<key>``, or a literal) go with the invocation, as API
+   Gateway adds them to Lambda's Invoke: ``X-Amz-Tenant-Id`` names the
+   invocation's tenant for a function in tenant isolation mode
+   (``TenantIsolationMode=PER_TENANT``; never a header the client sent).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
 template with ``$context.error.messageString`` and ``$context.authorizer.<key>``
@@ -54,12 +59,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
 from local_stack.usage import Decision, UsageMeter
+from stack_model.api import TENANT_ID_HEADER
 from stack_model.events import rest_event
 from stack_model.functions import FunctionSpec
 from stack_model.template import Values, template
@@ -73,6 +79,14 @@ ACCOUNT_ID = "123456789012"
 
 Invoke = Callable[[FunctionSpec, dict[str, Any]], Any]
 StartResponse = Callable[..., Any]
+
+
+class IntegrationInvoke(Protocol):
+    """Lambda's Invoke as a route's integration calls it: with the tenant its
+    ``X-Amz-Tenant-Id`` header names, if it maps one."""
+
+    def __call__(self, spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any: ...
+
 
 # API Gateway's defaults, for the response types the template does not set.
 _DEFAULT_STATUS = {
@@ -241,11 +255,30 @@ class LambdaAuthorizer:
 
 
 # ---------------------------------------------------------------- routes
+# Where an integration request header may come from here: the authorizer's context, or a literal.
+_FROM_AUTHORIZER = re.compile(r"context\.authorizer\.([A-Za-z0-9_]+)")
+_LITERAL = re.compile(r"'([^']*)'")
+
+
 @dataclass(frozen=True)
 class Route:
     method: str
     resource: str
     function: FunctionSpec
+    # (header, mapping expression) its integration adds to the invocation.
+    integration_headers: tuple[tuple[str, str], ...] = ()
+
+    def headers_for(self, authorizer: Mapping[str, str]) -> dict[str, str]:
+        """The integration's request headers for a request with this authorizer
+        context (a context key it lacks maps to nothing, as in API Gateway)."""
+        headers: dict[str, str] = {}
+        for name, source in self.integration_headers:
+            literal = _LITERAL.fullmatch(source)
+            context = _FROM_AUTHORIZER.fullmatch(source)
+            value = literal[1] if literal else authorizer.get(context[1]) if context else None
+            if value:
+                headers[name] = value
+        return headers
 
     def match(self, method: str, path: str) -> tuple[tuple[bool, ...], dict[str, str]] | None:
         """``(specificity, path parameters)`` if this route serves the request."""
@@ -271,11 +304,16 @@ class Route:
 
 
 def routes_from_specs(specs: Iterable[FunctionSpec]) -> list[Route]:
-    routes = [Route(route.method, route.path, spec) for spec in specs for route in spec.routes]
+    routes = [
+        Route(route.method, route.path, spec, route.integration_headers) for spec in specs for route in spec.routes
+    ]
     for route in routes:
         for segment in route.resource.strip("/").split("/"):
             if "{" in segment and not (segment.startswith("{") and segment.endswith("}") and "+" not in segment):
                 raise ValueError(f"unsupported path segment {segment!r} in {route.resource}")
+        for name, source in route.integration_headers:
+            if not (_FROM_AUTHORIZER.fullmatch(source) or _LITERAL.fullmatch(source)):
+                raise ValueError(f"{route.method} {route.resource}: header {name} from {source!r} is not modelled")
     return routes
 
 
@@ -348,7 +386,7 @@ class Gateway:
         routes: list[Route],
         authorizer: LambdaAuthorizer,
         meter: UsageMeter,
-        invoke: Invoke,
+        invoke: IntegrationInvoke,
         responses: GatewayResponses,
         stage: str,
         api_id: str = "local",
@@ -387,6 +425,7 @@ class Gateway:
         except RequestEntityTooLarge:
             return self._too_large(request)
         request_id = str(uuid.uuid4())
+        integration_headers = {name.lower(): value for name, value in route.headers_for(authorized.context).items()}
         event = rest_event(
             request.method,
             route.resource,
@@ -407,7 +446,7 @@ class Gateway:
             source_ip=request.remote_addr or "127.0.0.1",
         )
         try:
-            result = self._invoke(route.function, event)
+            result = self._invoke(route.function, event, tenant_id=integration_headers.get(TENANT_ID_HEADER.lower()))
             status, headers, body = _proxy_response(result)
         except Exception:
             log.exception("%s failed", route.function.logical_id)

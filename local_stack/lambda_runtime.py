@@ -40,6 +40,9 @@ class LambdaContext:
     function_version: str = "$LATEST"
     log_group_name: str = "/aws/lambda/local"
     log_stream_name: str = "local"
+    # The invocation's tenant, for a function in tenant isolation mode (None otherwise):
+    # https://docs.aws.amazon.com/lambda/latest/dg/tenant-isolation-context.html
+    tenant_id: str | None = None
 
     def __post_init__(self) -> None:
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
@@ -121,7 +124,8 @@ def serve(requests: IO[bytes], responses: IO[bytes]) -> int:
     """Import the handler (the environment's init), then answer one invocation
     per request line until the stack closes ``requests``.
 
-    Requests are ``{"request_id": ..., "event": ...}``; the first line written
+    Requests are ``{"request_id": ..., "event": ...}`` (and ``"tenant_id"``, the
+    context's, for a function in tenant isolation mode); the first line written
     is ``{"init": {}}`` or ``{"init": {"error": ...}}`` (then the environment
     ends, as Lambda discards an environment whose init failed), then one
     ``{"result": ...}`` or ``{"error": ...}`` per request."""
@@ -143,6 +147,7 @@ def serve(requests: IO[bytes], responses: IO[bytes]) -> int:
             aws_request_id=str(request["request_id"]),
             log_group_name=os.environ["AWS_LAMBDA_LOG_GROUP_NAME"],
             log_stream_name=os.environ["AWS_LAMBDA_LOG_STREAM_NAME"],
+            tenant_id=request.get("tenant_id"),
         )
         try:
             result = handler(request["event"], context)

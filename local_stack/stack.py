@@ -126,14 +126,20 @@ class FunctionRuntime:
     def environment_of(self, logical_id: str) -> dict[str, str]:
         return dict(self._environments[logical_id])
 
-    def invoke(self, spec: FunctionSpec, event: dict[str, Any]) -> Any:
+    def invoke(self, spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:
         """The handler's result; :class:`local_stack.environments.FunctionError`
-        when it raised, timed out or its environment ended (as Lambda reports it)."""
-        return self._processes.invoke(spec, event)
+        when it raised, timed out or its environment ended (as Lambda reports it).
+        ``tenant_id``: the invocation's tenant, for a function in tenant isolation
+        mode (its environments are then that tenant's only)."""
+        return self._processes.invoke(spec, event, tenant_id)
 
     def pids(self) -> dict[str, list[int]]:
         """The running environments' process ids, by function."""
         return self._processes.pids()
+
+    def tenant_pids(self, logical_id: str) -> dict[str, list[int]]:
+        """A tenant-isolated function's running environments' process ids, by tenant."""
+        return self._processes.tenant_pids(logical_id)
 
     def settle_logs(self, timeout: float) -> bool:
         """True once every line the functions wrote so far reached the log sink."""

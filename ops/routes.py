@@ -1,7 +1,7 @@
-"""Every route of the API, from one source: the template's ``Api`` events
-(method, path, function) joined with :data:`NEEDS`, the one table of what each
-route needs that the template cannot say (a valid body, admin or not, its
-success status, its own errors).
+"""Every route of the API, from one source: the template's API definition
+(method, path, function: :mod:`stack_model.api`) joined with :data:`NEEDS`,
+the one table of what each route needs that the template cannot say (a valid
+body, admin or not, its success status, its own errors).
 
 Every per-route list is derived from :func:`api_routes`: the in-process API
 harness, the isolation, hostile-input, sharding, contract and suspension
@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from stack_model.api import integrations
 from stack_model.template import template
 
 # Stands for the route's ticket id in a sample body (e.g. the batch route's list).
@@ -129,7 +130,7 @@ NEEDS: dict[tuple[str, str], Needs] = {
 
 @dataclass(frozen=True)
 class TemplateRoute:
-    """One ``Api`` event of the template."""
+    """One route of the template (a path and method of the API's definition)."""
 
     method: str
     path: str
@@ -224,23 +225,17 @@ class ApiRoute(TemplateRoute):
 
 
 def template_routes() -> list[TemplateRoute]:
-    """Every ``Api`` event of ``template.yaml``, in the template's order."""
-    found: list[TemplateRoute] = []
-    for logical_id, resource in template()["Resources"].items():
-        if resource["Type"] != "AWS::Serverless::Function":
-            continue
-        properties = resource.get("Properties", {})
-        for event in properties.get("Events", {}).values():
-            if event["Type"] == "Api":
-                found.append(
-                    TemplateRoute(
-                        method=event["Properties"]["Method"].upper(),
-                        path=event["Properties"]["Path"],
-                        function=logical_id,
-                        code_uri=str(properties["CodeUri"]),
-                    )
-                )
-    return found
+    """Every route of ``template.yaml`` (the API's definition, :mod:`stack_model.api`), in the template's order."""
+    resources = template()["Resources"]
+    return [
+        TemplateRoute(
+            method=route.method,
+            path=route.path,
+            function=route.function,
+            code_uri=str(resources[route.function]["Properties"]["CodeUri"]),
+        )
+        for route in integrations()
+    ]
 
 
 def missing_entries() -> list[str]:

@@ -3,8 +3,9 @@ running it needs (code directory, handler, environment, memory, timeout, API
 routes, VPC or not), and how its handler module is loaded.
 
 Read by the local stack (which runs each in execution environments of its
-own), by ``ops.openapi``
-(which asks each handler for its routes) and by the tests and benchmarks.
+own, one per tenant too where ``TenancyConfig`` says ``PER_TENANT``), by
+``ops.openapi`` (which asks each handler for its routes) and by the tests and
+benchmarks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from stack_model.api import INTEGRATION_HEADER, integrations
 from stack_model.template import (
+    NO_VALUE,
     UnresolvedIntrinsic,
     Values,
     code_path,
@@ -35,6 +38,9 @@ Handler = Callable[[dict[str, Any], Any], Any]
 class ApiRoute:
     method: str
     path: str  # API Gateway resource path, e.g. /tickets/{ticket_id}
+    # The request headers its integration adds to the invocation: (name, mapping
+    # expression, e.g. "context.authorizer.tenant_id"), as the reading's values resolve them.
+    integration_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class FunctionSpec:
     layers: tuple[Path, ...] = ()
     # LoggingConfig's LogFormat (Globals merged): how its runtime writes an invocation's error.
     log_format: str = "Text"
+    # TenancyConfig's TenantIsolationMode is PER_TENANT: an execution environment
+    # serves one tenant only, and every invocation names it.
+    tenant_isolation: bool = False
 
 
 def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
@@ -69,13 +78,14 @@ def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
             name: _env_string(values, value)
             for name, value in props.get("Environment", {}).get("Variables", {}).items()
         }
-        # The translation turns Api events into the API's own definition; the routes are read where they are written.
+        # Its event sources (streams, queues), as written; its API routes are the API's own definition.
         events = template()["Resources"][logical_id].get("Properties", {}).get("Events", {})
         routes = tuple(
-            ApiRoute(method=event["Properties"]["Method"].upper(), path=event["Properties"]["Path"])
-            for event in events.values()
-            if event["Type"] == "Api"
+            ApiRoute(route.method, route.path, _integration_headers(values, route.request_parameters))
+            for route in integrations()
+            if route.function == logical_id
         )
+        tenancy = values.resolve(props.get("TenancyConfig"))
         layers = [translated()["Resources"][layer["Ref"]]["Properties"]["Content"] for layer in props.get("Layers", [])]
         specs[logical_id] = FunctionSpec(
             logical_id=logical_id,
@@ -89,8 +99,21 @@ def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
             in_vpc="VpcConfig" in props,
             layers=tuple(code_path(content) for content in layers),
             log_format=str(props.get("LoggingConfig", {}).get("LogFormat", "Text")),
+            tenant_isolation=isinstance(tenancy, dict) and tenancy.get("TenantIsolationMode") == "PER_TENANT",
         )
     return specs
+
+
+def _integration_headers(values: Values, request_parameters: Any) -> tuple[tuple[str, str], ...]:
+    """The request headers an integration maps, with these values (an ``Fn::If`` decided).
+    Any other request parameter is an error: the local gateway maps headers only."""
+    resolved = values.resolve(request_parameters)
+    if resolved is None or resolved is NO_VALUE:
+        return ()
+    others = sorted(name for name in resolved if not name.startswith(INTEGRATION_HEADER))
+    if others:
+        raise ValueError(f"integration request parameters other than headers: {', '.join(others)}")
+    return tuple((name.removeprefix(INTEGRATION_HEADER), str(source)) for name, source in resolved.items())
 
 
 def _env_string(values: Values, value: Any) -> str:

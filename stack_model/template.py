@@ -12,8 +12,9 @@ API's ``Auth`` and ``GatewayResponses``).
 What a translated template still references (``Ref``, ``Fn::GetAtt``,
 ``Fn::Sub``, ``Fn::Join``) only a deployment knows; :class:`Values` holds
 what each stands for in one reading (a local run's, or offline values), and
-:meth:`Values.resolve` substitutes them. Anything else is an error, never a
-guess.
+:meth:`Values.resolve` substitutes them, ``Fn::If`` by its condition (a
+``Ref`` to ``AWS::NoValue`` leaves the property out, as CloudFormation does).
+Anything else is an error, never a guess.
 """
 
 from __future__ import annotations
@@ -89,6 +90,16 @@ class UnknownParameter(ValueError):
     pass
 
 
+class _NoValue:
+    """What ``{"Ref": "AWS::NoValue"}`` resolves to: the property it stands for is left out."""
+
+    def __repr__(self) -> str:
+        return "AWS::NoValue"
+
+
+NO_VALUE = _NoValue()
+
+
 @dataclass
 class Values:
     """What each ``Ref`` (``refs``, parameters and pseudo-parameters included)
@@ -113,15 +124,23 @@ class Values:
         return self.attributes[name]
 
     def resolve(self, value: Any) -> Any:
+        """``value`` with its intrinsics substituted; :data:`NO_VALUE` if it is
+        ``AWS::NoValue`` (inside a list or a mapping, such an item is left out)."""
         if isinstance(value, list):
-            return [self.resolve(item) for item in value]
+            return [item for item in (self.resolve(item) for item in value) if item is not NO_VALUE]
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
             ((key, arg),) = value.items()
+            if key == "Ref" and arg == "AWS::NoValue":
+                return NO_VALUE
+            if key == "Fn::If":
+                condition, if_true, if_false = arg
+                return self.resolve(if_true if self.condition(condition) else if_false)
             if key == "Ref" or key.startswith("Fn::"):
                 return self._intrinsic(key, arg)
-        return {key: self.resolve(item) for key, item in value.items()}
+        resolved = ((key, self.resolve(item)) for key, item in value.items())
+        return {key: item for key, item in resolved if item is not NO_VALUE}
 
     def _intrinsic(self, key: str, arg: Any) -> str:
         if key == "Ref":
@@ -143,15 +162,24 @@ class Values:
         return self.get_att(name) if "." in name else self.ref(name)
 
     def holds(self, resource: Mapping[str, Any]) -> bool:
-        """Whether a resource exists with these values (its ``Condition``:
-        ``Fn::Equals`` is the one condition function the template uses)."""
-        if "Condition" not in resource:
-            return True
-        condition = translated()["Conditions"][resource["Condition"]]
-        if set(condition) != {"Fn::Equals"}:
-            raise UnresolvedIntrinsic(f"condition {condition!r}")
-        left, right = self.resolve(condition["Fn::Equals"])
-        return bool(left == right)
+        """Whether a resource exists with these values (its ``Condition``)."""
+        return "Condition" not in resource or self.condition(resource["Condition"])
+
+    def condition(self, name: str) -> bool:
+        """A condition of the template with these values (``Fn::Equals`` and
+        ``Fn::Not``: the condition functions the template uses)."""
+        return self._holds(translated()["Conditions"][name])
+
+    def _holds(self, condition: Mapping[str, Any]) -> bool:
+        if set(condition) == {"Fn::Equals"}:
+            left, right = self.resolve(condition["Fn::Equals"])
+            return bool(left == right)
+        if set(condition) == {"Fn::Not"}:
+            (negated,) = condition["Fn::Not"]
+            return not self._holds(negated)
+        if set(condition) == {"Condition"}:
+            return self.condition(condition["Condition"])
+        raise UnresolvedIntrinsic(f"condition {condition!r}")
 
 
 def template_values(parameters: Mapping[str, str] | None = None) -> Values:

@@ -1,5 +1,6 @@
 """API Gateway emulation pieces without a server: routes from the template,
-the Lambda authorizer's invocation, cache and policy, gateway responses.
+the Lambda authorizer's invocation, cache and policy, gateway responses, the
+integration's tenant header (tenant isolation mode).
 (What the authorizer function itself refuses: tests/unit/test_authorizer.py.)"""
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ import json
 from typing import Any
 
 import pytest
+from werkzeug.test import Client
 
 from local_stack.gateway import (
     Authorized,
     AuthorizerRefused,
+    Gateway,
     GatewayResponses,
     LambdaAuthorizer,
     authorizer_spec,
@@ -19,6 +22,7 @@ from local_stack.gateway import (
     routes_from_specs,
 )
 from local_stack.local_values import local_values
+from local_stack.usage import Decision
 from ops.routes import api_routes
 from stack_model.functions import FunctionSpec, function_specs
 from support_tickets.core.identity import BEARER_HEADER
@@ -223,3 +227,37 @@ def test_a_deny_names_its_reason_in_the_access_denied_body() -> None:
     assert json.loads(body) == {
         "error": {"code": "TENANT_SUSPENDED", "message": "This tenant is suspended; contact your provider."}
     }
+
+
+class AdmitAll:
+    """A usage plan that admits every request (the tiers are not what is tested here)."""
+
+    def admit(self, key: str | None) -> Decision:
+        return Decision("ALLOWED", key_id="key-id")
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("PER_TENANT", "acme"), ("NONE", None)])
+def test_with_tenant_isolation_the_invocation_names_the_authorizers_tenant_never_the_clients(
+    mode: str, expected: str | None
+) -> None:
+    # Given: the routes of a stack deployed with TenantIsolationMode=mode, an authorizer that verified tenant acme
+    specs = function_specs(local_values({"TenantIsolationMode": mode}))
+    invoked: list[tuple[str, str | None]] = []
+
+    def invoke(spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:
+        invoked.append((spec.logical_id, tenant_id))
+        return {"statusCode": 200, "body": "{}"}
+
+    gateway = Gateway(
+        routes=routes_from_specs(specs.values()),
+        authorizer=authorizer(ALLOW)[0],
+        meter=AdmitAll(),  # type: ignore[arg-type]
+        invoke=invoke,
+        responses=GatewayResponses.from_template(local_values()),
+        stage="v1",
+    )
+    # When a client sends its own X-Amz-Tenant-Id, naming another tenant
+    response = Client(gateway).get("/tickets", headers={"Authorization": "Bearer x.y.z", "X-Amz-Tenant-Id": "globex"})
+    # Then the function is invoked with the authorizer's tenant (the mode on), or with none (off)
+    assert response.status_code == 200
+    assert invoked == [("ListTicketsFunction", expected)]

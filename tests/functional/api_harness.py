@@ -151,13 +151,16 @@ class Api:
         raw_body: str | None = None,
         claims: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
+        environment_tenant: str | None = None,
     ) -> ApiResponse:
         """``claims``: the caller's token's (its user's by default); the
         authorizer's context is what the API's authorizer makes of that token
         (the caller and the identity pool's credentials for it; if the exchange
         fails, API Gateway's answer for a refused token or a failed authorizer,
         and no function runs), unless ``context`` is given (what a broken or
-        bypassed authorizer would pass)."""
+        bypassed authorizer would pass). ``environment_tenant``: the Lambda
+        context's ``tenant_id`` (tenant isolation mode: the tenant whose
+        execution environment runs the request); none by default."""
         spec = ROUTES[route]
         request_id = str(uuid.uuid4())
         claims = claims if claims is not None else (user.claims() if user else None)
@@ -194,7 +197,7 @@ class Api:
             authorizer=authorizer,
             request_id=request_id,
         )
-        raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function))
+        raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function, tenant_id=environment_tenant))
         response = parse_response(raw, request_id)
         self.invocations.append(response)
         return response

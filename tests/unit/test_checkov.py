@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stack_model.template import TEMPLATE_PATH, load_template
+from tests.unit.test_template import with_tenant_isolation
 
 ROOT = TEMPLATE_PATH.parent
 
@@ -25,14 +26,13 @@ def checkov() -> str:
     return tool
 
 
-def scan() -> dict[str, Any]:
+def scan(*templates: Path) -> dict[str, Any]:
     result = subprocess.run(  # noqa: S603 - fixed arguments
         # The cloudformation framework is checkov's scan of SAM templates too (its
         # checks read AWS::Serverless::* resources and the Globals); nothing to download.
         [
             checkov(),
-            "--file",
-            str(TEMPLATE_PATH),
+            *[argument for template in templates for argument in ("--file", str(template))],
             "--framework",
             "cloudformation",
             "--output",
@@ -52,20 +52,28 @@ def scan() -> dict[str, Any]:
     return report
 
 
-def test_checkov_finds_nothing_unsuppressed_in_the_template() -> None:
-    report = scan()
+def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> None:
+    # With tenant isolation off (the template) and on (a copy whose default is
+    # PER_TENANT): one run, checkov's start-up is most of its time.
+    templates = (TEMPLATE_PATH, with_tenant_isolation(tmp_path))
+    report = scan(*templates)
     summary = report["summary"]
     failures = [
-        f"{check['check_id']} {check['resource']}: {check['check_name']}"
+        f"{check['file_path']} {check['check_id']} {check['resource']}: {check['check_name']}"
         for check in report["results"]["failed_checks"]
     ]
     assert failures == [], "\n".join(failures)
     assert summary["parsing_errors"] == 0
-    # It read the whole template (SAM resources included), not an empty or partial one.
-    assert summary["resource_count"] == len(load_template()["Resources"])
+    # It read both whole templates (SAM resources included), not an empty or partial one.
+    assert summary["resource_count"] == len(templates) * len(load_template()["Resources"])
     assert summary["passed"] > 0
-    skipped = {(check["check_id"], check["resource"].split(".", 1)[1]) for check in report["results"]["skipped_checks"]}
-    assert skipped == suppressions()
+    for template in templates:
+        skipped = {
+            (check["check_id"], check["resource"].split(".", 1)[1])
+            for check in report["results"]["skipped_checks"]
+            if check["file_path"].endswith(f"/{template.name}")
+        }
+        assert skipped == suppressions(), template.name
 
 
 def suppressions() -> set[tuple[str, str]]:

@@ -19,7 +19,7 @@ from local_stack.log_subscriptions import (
     UnsupportedPattern,
     subscriptions_from_template,
 )
-from stack_model.template import template
+from stack_model.api import integrations
 from support_tickets.streams.metering import decode_payload, read_delivery
 
 HANDLED = json.dumps(
@@ -42,12 +42,7 @@ OTHER = '{"level":"INFO","message":"something else","tenant_id":"1"}'
 
 
 def api_functions() -> set[str]:
-    return {
-        logical_id
-        for logical_id, resource in template()["Resources"].items()
-        if resource["Type"] == "AWS::Serverless::Function"
-        and any(event["Type"] == "Api" for event in resource["Properties"].get("Events", {}).values())
-    }
+    return {route.function for route in integrations()}
 
 
 def test_every_api_and_invocation_usage_function_is_subscribed_as_the_template_says() -> None:

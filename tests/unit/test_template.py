@@ -19,9 +19,10 @@ from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRA
 from samtranslator.translator.transform import transform
 
 from stack_model import managed_policies
-from stack_model.template import TEMPLATE_PATH, load_template
-from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE
-from support_tickets.core.identity import BEARER_HEADER
+from stack_model.functions import FunctionSpec, function_specs
+from stack_model.template import TEMPLATE_PATH, load_template, template_values
+from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, caller_context
+from support_tickets.core.identity import BEARER_HEADER, TENANT_CLAIM
 
 API_FUNCTIONS = {
     "CreateTicketFunction",
@@ -106,12 +107,33 @@ def venv_tool(name: str) -> str:
     return tool
 
 
-def test_cfn_lint_is_clean() -> None:
+def with_tenant_isolation(directory: Path) -> Path:
+    """A copy of the template whose ``TenantIsolationMode`` is ``PER_TENANT`` by
+    default: what a deployment with the option on lints as. cfn-lint and
+    ``sam validate --lint`` take no parameter values (cfn-lint's ``--parameters``
+    left an AllowedValues violation unreported), so the option is its default here."""
+    text = TEMPLATE_PATH.read_text(encoding="utf-8")
+    parameter = re.compile(r"(\n  TenantIsolationMode:\n    Type: String\n    Default: )NONE\n")
+    assert len(parameter.findall(text)) == 1
+    copy_path = directory / "template-per-tenant.yaml"
+    copy_path.write_text(parameter.sub(r"\1PER_TENANT\n", text), encoding="utf-8")
+    return copy_path
+
+
+def test_cfn_lint_is_clean(tmp_path: Path) -> None:
     # `sam validate --lint` is this same check (samcli's validate calls
     # cfnlint.api.lint on the template, region us-east-1, cfn-lint's default):
     # run once here, not twice. Plain `sam validate` needs AWS credentials.
+    # With tenant isolation on and off: both templates in one run.
     result = subprocess.run(  # noqa: S603 - fixed arguments
-        [venv_tool("cfn-lint"), "--regions", "us-east-1", "--", str(TEMPLATE_PATH)],
+        [
+            venv_tool("cfn-lint"),
+            "--regions",
+            "us-east-1",
+            "--",
+            str(TEMPLATE_PATH),
+            str(with_tenant_isolation(tmp_path)),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -256,6 +278,82 @@ def test_each_route_has_its_own_function() -> None:
     assert len(targets) == len(API_FUNCTIONS)
     for function in API_FUNCTIONS:
         assert any(function in target for target in targets), function
+
+
+def tenant_isolation_specs(mode: str) -> dict[str, FunctionSpec]:
+    return function_specs(template_values({"TenantIsolationMode": mode}))
+
+
+def test_tenant_isolation_is_a_parameter_off_by_default() -> None:
+    parameter = load_template()["Parameters"]["TenantIsolationMode"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == ("NONE", ["NONE", "PER_TENANT"])
+    assert translated()["Conditions"]["PerTenantEnvironments"] == {
+        "Fn::Equals": [{"Ref": "TenantIsolationMode"}, "PER_TENANT"]
+    }
+    assert not any(spec.tenant_isolation for spec in function_specs().values())
+
+
+def test_with_tenant_isolation_every_api_function_and_nothing_else_gets_its_own_environments_per_tenant() -> None:
+    # What deploys: each API function's TenancyConfig is PER_TENANT exactly when the condition holds...
+    per_tenant = {"Fn::If": ["PerTenantEnvironments", {"TenantIsolationMode": "PER_TENANT"}, {"Ref": "AWS::NoValue"}]}
+    functions = resources("AWS::Lambda::Function")
+    assert {name for name, fn in functions.items() if "TenancyConfig" in fn["Properties"]} == API_FUNCTIONS
+    assert all(functions[name]["Properties"]["TenancyConfig"] == per_tenant for name in API_FUNCTIONS)
+    # ...which, read with either value, gives the API functions (those with a route) the mode, and
+    # nothing else: not the authorizer, the stream, queue or log consumers (Lambda supports the mode
+    # for functions API Gateway invokes only: docs/isolation.md).
+    on, off = tenant_isolation_specs("PER_TENANT"), tenant_isolation_specs("NONE")
+    assert {name for name, spec in on.items() if spec.tenant_isolation} == API_FUNCTIONS
+    assert {name for name, spec in on.items() if spec.routes} == API_FUNCTIONS
+    assert not any(spec.tenant_isolation for spec in off.values())
+    assert {"AuthorizerFunction", "AggregateCountsFunction", "AuditTrailFunction", "DeliverWebhookFunction"} <= set(on)
+
+
+def test_with_tenant_isolation_each_route_passes_the_tenant_the_authorizer_verified() -> None:
+    # What deploys: each integration maps X-Amz-Tenant-Id from the authorizer's context when on
+    tenant_header = {"integration.request.header.X-Amz-Tenant-Id": "context.authorizer.tenant_id"}
+    operations = [op for ops in rest_api_body()["paths"].values() for op in ops.values()]
+    assert len(operations) == len(API_FUNCTIONS)
+    for op in operations:
+        assert op["x-amazon-apigateway-integration"]["requestParameters"] == {
+            "Fn::If": ["PerTenantEnvironments", tenant_header, {"Ref": "AWS::NoValue"}]
+        }
+        # never from the client's request (method.request.*), which a caller writes
+        assert "parameters" not in op
+    # Read with either value: the header from the authorizer's tenant_id on every route, or no mapping.
+    on, off = tenant_isolation_specs("PER_TENANT"), tenant_isolation_specs("NONE")
+    assert {route.integration_headers for spec in on.values() for route in spec.routes} == {
+        (("X-Amz-Tenant-Id", "context.authorizer.tenant_id"),)
+    }
+    assert {route.integration_headers for spec in off.values() for route in spec.routes} == {()}
+    # the key the authorizer puts the verified tenant under
+    assert caller_context({TENANT_CLAIM: "1"})["tenant_id"] == "1"
+
+
+def test_api_gateway_may_invoke_each_api_function_for_its_own_route_only() -> None:
+    permissions = {
+        name: res["Properties"]
+        for name, res in resources("AWS::Lambda::Permission").items()
+        if res["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    }
+    expected: dict[str, list[str]] = {}
+    for path, ops in rest_api_body()["paths"].items():
+        for verb, op in ops.items():
+            (function,) = re.findall(r"\$\{(\w+)\.Arn\}", op["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"])
+            arn_path = re.sub(r"\{[^}]+\}", "*", path)
+            expected.setdefault(function, []).append(
+                f"arn:${{AWS::Partition}}:execute-api:${{AWS::Region}}:${{AWS::AccountId}}:${{TicketsApi}}/*/{verb.upper()}{arn_path}"
+            )
+    granted: dict[str, list[str]] = {}
+    for name, props in permissions.items():
+        named = props["FunctionName"]
+        function = named["Ref"] if "Ref" in named else named["Fn::GetAtt"][0]
+        if function == "AuthorizerFunction":  # SAM's, for the API's authorizer
+            continue
+        assert props["Action"] == "lambda:InvokeFunction", name
+        granted.setdefault(function, []).append(props["SourceArn"]["Fn::Sub"])
+    assert granted == expected
+    assert set(granted) == API_FUNCTIONS
 
 
 def test_api_function_roles_cannot_touch_dynamodb_items() -> None:

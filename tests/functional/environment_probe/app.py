@@ -1,7 +1,8 @@
 """A function for tests/functional/test_execution_environments.py: it leaves
 state behind in its modules when asked (``os.environ``, an attribute of a
 shared-layer module, ``sys.modules``, the layer's cached failure-queue client)
-and reports what it finds of anyone's, or it sleeps, waits, raises or exits."""
+and reports what it finds of anyone's (the marks earlier invocations of its
+environment were given, its context's tenant), or it sleeps, waits, raises or exits."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 from support_tickets.streams import records
 
 COLD = {"start": True}
+# What this environment's invocations were given to remember (module state).
+MARKS: list[str] = []
 
 
 def _queue_client_key() -> str | None:
@@ -28,6 +31,8 @@ def _queue_client_key() -> str | None:
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
     cold, COLD["start"] = COLD["start"], False
+    if "mark" in event:
+        MARKS.append(event["mark"])
     action = event.get("action")
     if action == "leave":
         os.environ["LEFT_BY"] = name
@@ -67,4 +72,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "remaining_ms": context.get_remaining_time_in_millis(),
         "request_id": context.aws_request_id,
         "memory": context.memory_limit_in_mb,
+        "tenant_id": context.tenant_id,
+        "marks": list(MARKS),
     }

@@ -1,8 +1,9 @@
 """API plumbing shared by every REST function: the resolver, the caller, the
 checked input, and the one table that maps errors to API.md's bodies.
 
-Order of answers for a request (see :func:`handle`): body size (413), identity
-from the authorizer claims (401/403), a JSON ``Content-Type`` for a body (400),
+Order of answers for a request (see :func:`handle`): identity from the
+authorizer claims (401/403), an execution environment of another tenant
+(403), body size (413), a JSON ``Content-Type`` for a body (400),
 then the query, headers and body against what the route declares
 (:mod:`support_tickets.api.validation`, 400), then the route. Everything that
 goes wrong after that is an :class:`~support_tickets.core.errors.ApiError`
@@ -11,6 +12,16 @@ The identity is read before the 413 is answered, so that a request the
 authorizer let through logs its ``"request handled"`` line under the tenant
 of the authorizer's context (API Gateway's, never the client's), whatever the
 answer; only a request with no valid caller logs none.
+
+In Lambda's tenant isolation mode (``TenantIsolationMode=PER_TENANT``) the
+context names the tenant whose execution environment runs the request
+(``context.tenant_id``, from the ``X-Amz-Tenant-Id`` API Gateway maps from the
+authorizer's context). A request whose caller is another tenant is refused,
+403 ``FORBIDDEN``, before it touches anything: this environment may hold that
+other tenant's state. Lambda and API Gateway make that impossible as
+configured; the check holds if either is misconfigured (a header mapped from
+the client's request, a direct invocation with another ``--tenant-id``).
+Without the mode the context has no tenant and nothing is checked.
 
 Powertools' own request validation stays off (``enable_validation=False``): it
 is built on pydantic, whose import alone is more than a fifth of a cold
@@ -62,6 +73,9 @@ warnings.filterwarnings("ignore", message="No application metrics to publish")
 MAX_BODY_BYTES = 64 * 1024
 CALLER_CONTEXT_KEY = "caller"
 INPUT_CONTEXT_KEY = "input"
+# The reason a request is refused when its caller's tenant is not the one its
+# execution environment serves (tenant isolation mode); names neither tenant.
+FOREIGN_ENVIRONMENT_MESSAGE = "This request reached an execution environment of another tenant."
 # The one line per request that records its outcome (with the tenant_id every
 # line of the request carries) and its usage: the stack's Contributor Insights
 # rules count it, the metering function folds it into the tenant's usage.
@@ -215,6 +229,21 @@ def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: met
     }
 
 
+def _check_environment_tenant(caller: Caller, context: LambdaContext) -> None:
+    """Refuse a caller of another tenant than the execution environment's
+    (``context.tenant_id``, set only in tenant isolation mode:
+    https://docs.aws.amazon.com/lambda/latest/dg/tenant-isolation-context.html)."""
+    environment_tenant = getattr(context, "tenant_id", None)
+    if environment_tenant is None or environment_tenant == caller.tenant_id:
+        return
+    logger.warning(
+        "security: a request for another tenant's execution environment",
+        extra={"environment_tenant_id": str(environment_tenant)[:256]},
+    )
+    metrics.add_metric(name="ForeignEnvironment", unit=MetricUnit.Count, value=1)
+    raise Forbidden(FOREIGN_ENVIRONMENT_MESSAGE)
+
+
 def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
     metering.start()
@@ -233,6 +262,7 @@ def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[
     status = 500  # unless the resolver answers: whatever escapes is Lambda's error
     try:
         try:
+            _check_environment_tenant(caller, context)
             if too_large:
                 raise PayloadTooLarge()
             _require_json_body(event)
