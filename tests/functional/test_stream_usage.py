@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -126,9 +126,21 @@ def test_a_chunks_units_go_to_its_tenants_by_items_the_journal_by_records() -> N
 
 
 # ---------------------------------------------------------------- the handlers
+@dataclass(frozen=True)
+class StreamEnv:
+    """What the handler tests start from: a repository per tenant, the table and its
+    stream, and the log lines written since the last look."""
+
+    repo_for: RepoFactory
+    dynamodb: DynamoDBClient
+    streams: Any
+    table_name: str
+    log_lines: LogLines
+
+
 @pytest.fixture
-def streams(aws: None) -> Any:
-    return boto3.client("dynamodbstreams", region_name=REGION)
+def env(aws: None, repo_for: RepoFactory, dynamodb: DynamoDBClient, table_name: str, log_lines: LogLines) -> StreamEnv:
+    return StreamEnv(repo_for, dynamodb, boto3.client("dynamodbstreams", region_name=REGION), table_name, log_lines)
 
 
 def _create(repo_for: RepoFactory, tenant: str, tickets: int) -> None:
@@ -155,18 +167,16 @@ def _tenant_of_call(params: dict[str, Any]) -> str | None:
     return keys.tenant_of_key(params["ExpressionAttributeValues"][":pk"]["S"])
 
 
-def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(
-    repo_for: RepoFactory, dynamodb: DynamoDBClient, streams: Any, table_name: str, log_lines: LogLines
-) -> None:
+def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(env: StreamEnv) -> None:
     # Given one batch of records of tenants 1 (two tickets) and 10 (one)
-    audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
-    _create(repo_for, "1", 2)
-    _create(repo_for, "10", 1)
+    audit = StreamHarness.of("AuditTrailFunction", env.dynamodb, env.streams, env.table_name)
+    _create(env.repo_for, "1", 2)
+    _create(env.repo_for, "10", 1)
     records = audit.new_records()
-    log_lines()
+    env.log_lines()
     with dynamodb_answers() as seen:
         assert audit.invoke(records) == []
-    lines = _usage(log_lines(), AUDIT_TRAIL)
+    lines = _usage(env.log_lines(), AUDIT_TRAIL)
     # Then each tenant's line has its records and the units of the calls under its own keys
     assert set(lines) == {"1", "10"}
     for tenant in ("1", "10"):
@@ -192,15 +202,10 @@ def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(
 
 
 def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answered(
-    repo_for: RepoFactory,
-    dynamodb: DynamoDBClient,
-    streams: Any,
-    table_name: str,
-    log_lines: LogLines,
-    monkeypatch: pytest.MonkeyPatch,
+    env: StreamEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the aggregator over a table that reports DynamoDB's units for its transactions
-    aggregator = StreamHarness(dynamodb, streams, table_name)
+    aggregator = StreamHarness(env.dynamodb, env.streams, env.table_name)
     module = sys.modules[aggregator.handler.__module__]
     table = MemoryTable()
     answered: list[Decimal] = []
@@ -214,12 +219,12 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
     monkeypatch.setattr(table, "transact_write_items", reporting)
     monkeypatch.setattr(module, "aggregator_client", lambda: table)
     # and a batch of 3 new tickets of tenant 1 and 1 of tenant 10
-    _create(repo_for, "1", 3)
-    _create(repo_for, "10", 1)
+    _create(env.repo_for, "1", 3)
+    _create(env.repo_for, "10", 1)
     records = aggregator.new_records()
-    log_lines()
+    env.log_lines()
     assert aggregator.invoke(records) == []
-    lines = _usage(log_lines(), AGGREGATE_COUNTS)
+    lines = _usage(env.log_lines(), AGGREGATE_COUNTS)
     # Then each tenant has one line with its records, and the transaction's units are all
     # on the two lines, by items (a count item each; the journal 3:1)
     assert {tenant: line["records"] for tenant, line in lines.items()} == {"1": 3, "10": 1}
@@ -336,12 +341,7 @@ class _AuditClientFailing:
 
 
 def test_a_failing_record_carries_the_retries_of_the_neighbours_lambda_sends_again_with_it(
-    repo_for: RepoFactory,
-    dynamodb: DynamoDBClient,
-    streams: Any,
-    table_name: str,
-    log_lines: LogLines,
-    monkeypatch: pytest.MonkeyPatch,
+    env: StreamEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the audit writer behind the local stack's stream poller (the template's
     # BatchSize, MaximumRetryAttempts 5, ReportBatchItemFailures), a meter clock that
@@ -352,13 +352,13 @@ def test_a_failing_record_carries_the_retries_of_the_neighbours_lambda_sends_aga
     handler = stream_handler("AuditTrailFunction")
     module = sys.modules[handler.__module__]
     client = _AuditClientFailing(audit_client(), clock, failing)
-    monkeypatch.setattr(module, "audit_writer", lambda: AuditWriter(table_name=table_name, client=client))  # type: ignore[arg-type]
+    monkeypatch.setattr(module, "audit_writer", lambda: AuditWriter(table_name=env.table_name, client=client))  # type: ignore[arg-type]
     source = replace(stream_source("AuditTrailFunction"), batching_window_s=3600)  # a drain makes the batch
     assert (source.maximum_retry_attempts, source.report_batch_item_failures) == (5, True)
-    stream_arn = dynamodb.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
+    stream_arn = env.dynamodb.describe_table(TableName=env.table_name)["Table"]["LatestStreamArn"]
     given_up: list[dict[str, Any]] = []
     poller = StreamPoller(
-        streams,
+        env.streams,
         stream_arn,
         source,
         invoke=lambda event: handler(event, LambdaContext("AuditTrailFunction")),
@@ -368,17 +368,17 @@ def test_a_failing_record_carries_the_retries_of_the_neighbours_lambda_sends_aga
     poller.start()
     try:
         # the same creates alone: 3 of one tenant, 15 of another, one batch, nothing failing
-        _create(repo_for, alone_c, 3)
-        _create(repo_for, alone_b, 15)
-        log_lines()
+        _create(env.repo_for, alone_c, 3)
+        _create(env.repo_for, alone_b, 15)
+        env.log_lines()
         assert poller.wait_drained(timeout=60)
-        alone = _usage_totals(log_lines())
+        alone = _usage_totals(env.log_lines())
         # When a batch holds 3 creates of a tenant, then the failing record, then 15 creates of the neighbour
-        _create(repo_for, before_it, 3)
-        _create(repo_for, failing, 1)
-        _create(repo_for, neighbour, 15)
+        _create(env.repo_for, before_it, 3)
+        _create(env.repo_for, failing, 1)
+        _create(env.repo_for, neighbour, 15)
         assert poller.wait_drained(timeout=60)
-        mixed = _usage_totals(log_lines())
+        mixed = _usage_totals(env.log_lines())
     finally:
         poller.stop()
     # Then Lambda retried the failed record with the neighbour's 15 behind it 5 times, then gave them up

@@ -77,6 +77,26 @@ def set_tenant(dynamodb: DynamoDBClient, table_name: str, config: TenantConfig) 
     dynamodb.put_item(TableName=table_name, Item=item)
 
 
+class RecordingPost:
+    """The delivery function's POST, always answered 204: the URLs it was asked to POST to."""
+
+    def __init__(self) -> None:
+        self.posted: list[str] = []
+
+    def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        self.posted.append(checked.url)
+        return 204
+
+
+def one_queued_event(api: Api, audit_stream: StreamHarness, tenant_id: str) -> tuple[str, dict[str, Any]]:
+    """A webhook of ``tenant_id`` and the queued message of one new ticket's event to it."""
+    hook = register(api, tenant_id, "https://mine.example.com/in")
+    api.new_ticket(User(tenant_id, "alice"))
+    audit_stream.deliver(audit_stream.new_records())
+    (record,) = receive()
+    return hook, record
+
+
 class HangingPoster:
     """The delivery function's POST: to ``hanging`` URLs it blocks until released
     (an endpoint that never answers, its deadline not yet reached); to others, 204.
@@ -170,12 +190,7 @@ def test_a_hanging_tenant_holds_at_most_its_tiers_attempts_and_another_tenant_is
 def test_a_lease_a_crashed_attempt_left_expires_and_leases_are_the_tenants_own(
     api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    posted: list[str] = []
-
-    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-        posted.append(checked.url)
-        return 204
-
+    post = RecordingPost()
     register(api, "1", "https://one.example.com/in")
     register(api, "10", "https://ten.example.com/in")
     api.new_ticket(User("1", "alice"))
@@ -195,12 +210,12 @@ def test_a_lease_a_crashed_attempt_left_expires_and_leases_are_the_tenants_own(
 
     # Tenant "10" is not bound by tenant "1"'s leases
     assert at(NOW + 1).process_batch([ten]) == []
-    assert posted == ["https://ten.example.com/in"]
+    assert post.posted == ["https://ten.example.com/in"]
     # Tenant "1" waits while the crashed leases last, and goes once they expired
     assert at(NOW + 1).process_batch([one]) == [one["messageId"]]
-    assert posted == ["https://ten.example.com/in"]
+    assert post.posted == ["https://ten.example.com/in"]
     assert at(NOW + LEASE_SECONDS + 1).process_batch([one]) == []
-    assert posted == ["https://ten.example.com/in", "https://one.example.com/in"]
+    assert post.posted == ["https://ten.example.com/in", "https://one.example.com/in"]
     # A late release by a crashed holder does not free the lease another attempt now holds
     assert leases.take_lease(1, NOW + 100, NOW + 100 + LEASE_SECONDS, "current") == 0
     leases.release_lease(0, "crashed-a")
@@ -212,12 +227,7 @@ def test_a_lease_a_crashed_attempt_left_expires_and_leases_are_the_tenants_own(
 def test_a_suspended_tenants_delivery_is_held_pending_and_goes_out_after_a_reactivation(
     api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
 ) -> None:
-    posted: list[str] = []
-
-    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-        posted.append(checked.url)
-        return 204
-
+    post = RecordingPost()
     hook = register(api, tenant, "https://mine.example.com/in")
     register(api, other, "https://theirs.example.com/in")
     api.new_ticket(User(tenant, "alice"))
@@ -231,7 +241,7 @@ def test_a_suspended_tenants_delivery_is_held_pending_and_goes_out_after_a_react
     sqs = RecordingSqs()
     assert deliverer(table_name, sqs=sqs, post=post).process_batch([mine, theirs]) == [mine["messageId"]]
     # Nothing of the suspended tenant was POSTed; the neighbour's was
-    assert posted == ["https://theirs.example.com/in"]
+    assert post.posted == ["https://theirs.example.com/in"]
     # Its message comes back in a minute (± 20 %), the delivery shown PENDING, no attempt counted
     (delay,) = sqs.visibility
     assert 48 <= delay <= 72
@@ -241,12 +251,12 @@ def test_a_suspended_tenants_delivery_is_held_pending_and_goes_out_after_a_react
     # Held again at its next receive: still nothing sent, the record as it was, a longer wait
     again = {**mine, "attributes": {**mine["attributes"], "ApproximateReceiveCount": "2"}}
     assert deliverer(table_name, sqs=sqs, post=post).process_batch([again]) == [mine["messageId"]]
-    assert posted == ["https://theirs.example.com/in"]
+    assert post.posted == ["https://theirs.example.com/in"]
     assert 96 <= sqs.visibility[-1] <= 144
     # Reactivated: the held delivery goes out, once, and the record says DELIVERED after 1 attempt
     set_tenant(dynamodb, table_name, TenantConfig(tenant_id=tenant, status=TenantStatus.ACTIVE))
     assert deliverer(table_name, sqs=sqs, post=post).process_batch([again]) == []
-    assert posted == ["https://theirs.example.com/in", "https://mine.example.com/in"]
+    assert post.posted == ["https://theirs.example.com/in", "https://mine.example.com/in"]
     (delivered,) = stored_deliveries(dynamodb, table_name, tenant, hook)
     assert (delivered["status"], int(delivered["attempts"])) == ("DELIVERED", 1)
     # The tenant's admin sees it in the deliveries list
@@ -257,21 +267,13 @@ def test_a_suspended_tenants_delivery_is_held_pending_and_goes_out_after_a_react
 def test_a_delivery_held_past_the_retry_window_fails_without_an_attempt(
     api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    posted: list[str] = []
-
-    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-        posted.append(checked.url)
-        return 204
-
-    hook = register(api, "1", "https://mine.example.com/in")
-    api.new_ticket(User("1", "alice"))
-    audit_stream.deliver(audit_stream.new_records())
-    (record,) = receive()
+    post = RecordingPost()
+    hook, record = one_queued_event(api, audit_stream, "1")
     set_tenant(dynamodb, table_name, TenantConfig(tenant_id="1", status=TenantStatus.SUSPENDED))
     sqs = RecordingSqs()
     late = deliverer(table_name, sqs=sqs, post=post, clock=lambda: time.time() + 26 * 3600)
     assert late.process_batch([record]) == []
-    assert posted == []
+    assert post.posted == []
     (parked,) = sqs.dead_letters
     assert parked["MessageBody"] == record["body"]
     (failed,) = stored_deliveries(dynamodb, table_name, "1", hook)
@@ -281,22 +283,14 @@ def test_a_delivery_held_past_the_retry_window_fails_without_an_attempt(
 def test_an_offboarded_tenants_deliveries_are_dropped_and_nothing_is_written(
     api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    posted: list[str] = []
-
-    def post(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-        posted.append(checked.url)
-        return 204
-
-    hook = register(api, "10", "https://mine.example.com/in")
-    api.new_ticket(User("10", "alice"))
-    audit_stream.deliver(audit_stream.new_records())
-    (record,) = receive()
+    post = RecordingPost()
+    hook, record = one_queued_event(api, audit_stream, "10")
     offboarding = TenantConfig(tenant_id="10", status=TenantStatus.SUSPENDED, offboarding_since=int(time.time()))
     set_tenant(dynamodb, table_name, offboarding)
     sqs = RecordingSqs()
     before = all_items(dynamodb, table_name)
     assert deliverer(table_name, sqs=sqs, post=post).process_batch([record]) == []  # let go: deleted
-    assert posted == []
+    assert post.posted == []
     assert (sqs.visibility, sqs.dead_letters) == ([], [])
     assert all_items(dynamodb, table_name) == before
     assert stored_deliveries(dynamodb, table_name, "10", hook) == []

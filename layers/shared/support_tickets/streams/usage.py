@@ -236,21 +236,44 @@ def usage_lines(
     duration = Decimal(repr(elapsed_ms)).quantize(DURATION_QUANTUM, rounding=ROUND_FLOOR)
     weights = records if charged is None else charged
     shares = apportion(duration, weights, DURATION_QUANTUM)
-    memory_mb = int(getattr(context, "memory_limit_in_mb", 0) or 0)
-    lines: dict[str, dict[str, Any]] = {}
-    for tenant in sorted(set(records) | set(consumed) | {tenant for tenant, weight in weights.items() if weight > 0}):
-        units = consumed.get(tenant, metering.NOTHING)
-        lines[tenant] = {
-            "function": function,
-            "request_id": getattr(context, "aws_request_id", None),
-            "records": records.get(tenant, 0),
-            "read_units": float(units.read_units),
-            "write_units": float(units.write_units),
-            "dynamodb_calls": units.calls,
-            "duration_ms": float(shares.get(tenant, metering.ZERO)),
-            "memory_mb": memory_mb,
-        }
-    return lines
+    tenants = sorted(set(records) | set(consumed) | {tenant for tenant, weight in weights.items() if weight > 0})
+    return {
+        tenant: usage_line(
+            function,
+            context,
+            {"records": records.get(tenant, 0)},
+            consumed.get(tenant, metering.NOTHING),
+            shares.get(tenant, metering.ZERO),
+        )
+        for tenant in tenants
+    }
+
+
+def usage_line(
+    function: str, context: Any, counts: Mapping[str, int], units: metering.Consumed, duration_ms: Decimal
+) -> dict[str, Any]:
+    """One tenant's ``usage`` fields of one invocation, whichever function logs it (the
+    stream functions here, the delivery function in
+    :mod:`support_tickets.streams.webhook_usage`): the function and the request, the
+    function's own ``counts``, the DynamoDB units and calls, the tenant's share of the
+    duration and the function's memory size (the metering function makes them MB x ms)."""
+    return {
+        "function": function,
+        "request_id": getattr(context, "aws_request_id", None),
+        **counts,
+        "read_units": float(units.read_units),
+        "write_units": float(units.write_units),
+        "dynamodb_calls": units.calls,
+        "duration_ms": float(duration_ms),
+        "memory_mb": int(getattr(context, "memory_limit_in_mb", 0) or 0),
+    }
+
+
+def log_usage_lines(logger: Logger, lines: Mapping[str, Mapping[str, Any]]) -> None:
+    """One :data:`~support_tickets.core.metering.USAGE_MESSAGE` line per tenant (the
+    message the metering function's subscription filter selects), under its tenant."""
+    for tenant, usage in lines.items():
+        logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
 
 
 @contextmanager
@@ -269,6 +292,6 @@ def metered_invocation(
     finally:
         elapsed_ms = metering.finish().elapsed_ms
         consumed = invocation.charged_units(metering.METER.by_tenant())
-        lines = usage_lines(function, context, tenants, consumed, elapsed_ms, charged=invocation.charged_records())
-        for tenant, usage in lines.items():
-            logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
+        log_usage_lines(
+            logger, usage_lines(function, context, tenants, consumed, elapsed_ms, charged=invocation.charged_records())
+        )

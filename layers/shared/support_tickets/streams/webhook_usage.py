@@ -59,9 +59,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from support_tickets.core import metering
-from support_tickets.core.identity import CONTEXT_TENANT
 from support_tickets.data.delivery_records import DELIVERED, FAILED, Attempt, DeliveryRecords
-from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion
+from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion, log_usage_lines, usage_line
 from support_tickets.streams.webhook_delivery import Deliverer, QueuedMessage
 
 if TYPE_CHECKING:
@@ -201,26 +200,19 @@ def usage_lines(
     weights = {tenant: max(total.elapsed_ns // 1000, 1) for tenant, total in totals.items()}
     durations = apportion(billed_ms(elapsed_ms), weights, DURATION_QUANTUM)
     invocations = apportion(Decimal(1), weights, Decimal(1))
-    memory_mb = int(getattr(context, "memory_limit_in_mb", 0) or 0)
     lines: dict[str, dict[str, Any]] = {}
     for tenant in sorted((set(totals) | set(consumed)) - {NOBODY}):
         total = totals.get(tenant, TenantTotals())
-        units = consumed.get(tenant, metering.NOTHING)
-        lines[tenant] = {
-            "function": DELIVER_WEBHOOK,
-            "request_id": getattr(context, "aws_request_id", None),
+        counts = {
             "messages": total.messages,
             "attempts": total.attempts,
             "deliveries": total.deliveries,
             "invocations": int(invocations.get(tenant, 0)),
             "sqs_requests": total.sqs_requests,
             "kms_requests": total.kms_requests,
-            "read_units": float(units.read_units),
-            "write_units": float(units.write_units),
-            "dynamodb_calls": units.calls,
-            "duration_ms": float(durations.get(tenant, metering.ZERO)),
-            "memory_mb": memory_mb,
         }
+        units = consumed.get(tenant, metering.NOTHING)
+        lines[tenant] = usage_line(DELIVER_WEBHOOK, context, counts, units, durations.get(tenant, metering.ZERO))
     return lines
 
 
@@ -234,6 +226,4 @@ def metered_batch(logger: Logger, context: Any) -> Iterator[None]:
         yield
     finally:
         elapsed_ms = metering.finish().elapsed_ms
-        lines = usage_lines(context, METER.totals(), metering.METER.by_tenant(), elapsed_ms)
-        for tenant, usage in lines.items():
-            logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
+        log_usage_lines(logger, usage_lines(context, METER.totals(), metering.METER.by_tenant(), elapsed_ms))
