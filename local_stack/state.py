@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+# The control endpoints' token header and call (``/_local/...`` on the emulator's port): ops's,
+# so that operator commands reach a local stack the same way (ops never imports local_stack).
+from ops.local_control import CONTROL_TOKEN_HEADER as CONTROL_TOKEN_HEADER  # noqa: PLC0414 - re-exported
+from ops.local_control import control_call as control_call  # noqa: PLC0414 - re-exported
 from stack_model.template import PROJECT_ROOT
 
 if TYPE_CHECKING:
@@ -28,7 +31,11 @@ if TYPE_CHECKING:
 
     from ops.tenants import TenantAdmin
 
-DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
+# Where a running stack's files are: `.local/` in the project, unless this variable names
+# another directory (a stack started with `--state-dir` elsewhere, such as the tests' session
+# stack, which tests/e2e/test_doc_commands.py points the pages' `make` lines at).
+STATE_DIR_VARIABLE = "LOCAL_STACK_STATE_DIR"
+DEFAULT_STATE_DIR = Path(os.environ.get(STATE_DIR_VARIABLE) or PROJECT_ROOT / ".local")
 STATE_FILE = "stack.json"
 ENV_FILE = "env.json"
 # The sample events with fresh tokens of the demo users (ops.sample_events.write_local).
@@ -36,10 +43,6 @@ EVENTS_DIR = "events"
 REGION = "us-east-1"
 # The emulated account's administrator: the stack's own set-up and tools (see guard).
 OPERATOR_CREDENTIALS = {"aws_access_key_id": "LOCALOPERATOR", "aws_secret_access_key": "local-operator-secret"}
-# The control endpoints (``/_local/...`` on the emulator's port) answer only requests that carry
-# this header with the running stack's own token (``control_token`` in the state file, random at
-# every start): the stack's tools and tests read it; a webhook delivery pointed at the port never has it.
-CONTROL_TOKEN_HEADER = "X-Local-Control-Token"  # noqa: S105 - a header name, not a secret
 CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=30)
 
 
@@ -85,16 +88,6 @@ def emulator_client(
             aws_session_token=credentials.get("aws_session_token"),
             config=CLIENT_CONFIG,
         )
-
-
-def control_call(state: Mapping[str, Any], path: str, *, timeout: float, method: str = "POST") -> dict[str, Any]:
-    """The running stack's answer to ``<method> /_local/<path>`` (its control endpoint, with its token)."""
-    request = urllib.request.Request(  # noqa: S310 - the local control endpoint
-        f"{state['control_url']}/{path}", method=method, headers={CONTROL_TOKEN_HEADER: str(state["control_token"])}
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-        result: dict[str, Any] = json.load(response)
-    return result
 
 
 def operator_client(endpoint_url: str, service: str, region: str = REGION) -> Any:

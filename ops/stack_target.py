@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,9 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", help="deployed stack name (reads its TableName output)")
     target.add_argument("--local", action="store_true", help="the running `make dev` stack")
-    parser.add_argument("--local-state", default=".local/stack.json", help=argparse.SUPPRESS)
+    # local_stack.state's default: `.local/`, or the directory LOCAL_STACK_STATE_DIR names.
+    state_dir = os.environ.get("LOCAL_STACK_STATE_DIR") or ".local"
+    parser.add_argument("--local-state", default=str(Path(state_dir) / "stack.json"), help=argparse.SUPPRESS)
     parser.add_argument("--region")
 
 
