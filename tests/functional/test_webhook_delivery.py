@@ -216,10 +216,9 @@ def test_failures_are_retried_after_the_backoff_delay(
             audit_stream.deliver(audit_stream.new_records())
             records = receive()
             sqs = RecordingSqs()
-            started = time.monotonic()
-            # A hanging endpoint: the test's timeout is 0.3 s (10 s deployed)
+            # A hanging endpoint: the test's timeout is 0.3 s (10 s deployed); without the
+            # deadline the call would not return while the receiver holds the line.
             assert deliverer(table_name, sqs=sqs, timeout=0.3).process_batch(records) == [records[0]["messageId"]]
-            assert time.monotonic() - started < 5
             assert len(receiver.received) == 1
         assert redirect_target.received == []  # a redirect is not followed
         assert sqs.visibility == [5]  # 5 s x 2^0, jitter at its middle
@@ -326,9 +325,9 @@ def test_a_receiver_that_trickles_its_answer_is_a_failed_attempt_at_the_deadline
         api.new_ticket(User("acme", "alice"))
         audit_stream.deliver(audit_stream.new_records())
         records = receive()
-        started = time.monotonic()
+        # Read whole, the head is a 204 and the delivery DELIVERED: a failed attempt shows
+        # the deadline cut it (no wall-clock bound: a loaded machine stretches any).
         assert deliverer(table_name, timeout=0.25).process_batch(records) == [records[0]["messageId"]]
-        assert time.monotonic() - started < 0.8
     (record,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
     # (last_status_code True: the flattened {"NULL": true}, nothing answered)
     assert (record["status"], record["last_status_code"], int(record["attempts"])) == ("PENDING", True, 1)

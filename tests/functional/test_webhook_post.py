@@ -57,18 +57,17 @@ def test_the_body_is_never_waited_for() -> None:
     # Status and headers at once, then a promised megabyte that never comes
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n"
     with trickling(answer, chunk=len(answer)) as stalling:
-        outcome, took = timed_post(stalling.checked, 3.0)
+        outcome, _ = timed_post(stalling.checked, 3.0)
+    # Waiting for the body would have run into the 3 s deadline: a DeliveryTimeout, not 200.
     assert outcome == 200
-    assert took < 1.0
 
 
 def test_endless_headers_are_refused_at_the_cap() -> None:
     header = b"x-filler: " + b"a" * 1000 + b"\r\n"
     answer = b"HTTP/1.1 200 OK\r\n" + header * (2 * MAX_RESPONSE_HEAD_BYTES // len(header))
     with trickling(answer, chunk=len(answer), interval=0.0) as flooding:
-        outcome, took = timed_post(flooding.checked, 3.0)
-    assert isinstance(outcome, ResponseHeadTooLarge)
-    assert took < 1.0
+        outcome, _ = timed_post(flooding.checked, 3.0)
+    assert isinstance(outcome, ResponseHeadTooLarge)  # not a DeliveryTimeout: refused at the cap
 
 
 # ---------------------------------------------------------------- HTTPS
