@@ -6,7 +6,8 @@ figures prove the harness works, not how fast anything is. ``--cold-only``
 measures the cold starts alone and puts them into the results already in
 ``--out`` (every other section, and its figures, as they were);
 ``--metering-only`` does the same for the per-tenant metering's figures, and
-``--webhooks-only`` for the webhook deliveries'.
+``--webhooks-only`` for the webhook deliveries', and ``--isolation-only`` for
+what tenant isolation mode costs (bench/isolation.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from bench.cost import PRICES, aggregation_cost, route_costs
 from bench.credentials import run_credentials
 from bench.fill import fill_table
 from bench.heat import run_heat
+from bench.isolation import DEFAULT_SHARE, isolation_cost, run_isolation
 from bench.metering import run_metering
 from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
@@ -130,6 +132,9 @@ def _measure(
     if args.webhooks_only:
         results["webhooks"] = _webhooks(stack, args, specs, prefix)
         return results
+    if args.isolation_only:
+        results["isolation"] = _isolation(stack, args, specs, prefix)
+        return results
     phase("filling the table")
     results["table"] = fill_table(
         stack, tickets=args.table_tickets, tenants=args.table_tenants, tenant_prefix=f"{prefix}-f"
@@ -162,7 +167,18 @@ def _measure(
     results["aggregation"]["note"] = AGGREGATION_NOTE
     results["metering"] = _metering(stack, args, specs, prefix)
     results["webhooks"] = _webhooks(stack, args, specs, prefix)
+    results["isolation"] = _isolation(stack, args, specs, prefix)
     return results
+
+
+def _isolation(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
+    # Its cold starts take seconds each: none under --quick (the price model still runs, on the quick figures).
+    tenants, tenant_prefix = args.isolation_tenants, f"{prefix}-i"
+    measured = None if args.quick else run_isolation(stack, specs, tenants=tenants, tenant_prefix=tenant_prefix)
+    isolation: dict[str, Any] = {"measured": measured}
+    if args.isolation_only:  # its own date: the other sections keep their run's
+        isolation["machine"] = {**machine(), "command": "python -m bench --isolation-only"}
+    return isolation
 
 
 def _metering(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
@@ -215,6 +231,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="only the webhook deliveries' figures, put into the results already in --out (the rest kept as it was)",
     )
     parser.add_argument(
+        "--isolation-only",
+        action="store_true",
+        help="only tenant isolation mode's figures, put into the results already in --out (the rest kept as it was)",
+    )
+    parser.add_argument("--isolation-tenants", type=int, default=5, help="tenants per function in the isolation runs")
+    parser.add_argument(
+        "--isolation-share", type=float, default=DEFAULT_SHARE, help="the share of a function's bill priced against"
+    )
+    parser.add_argument(
         "--cold-instructions",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -230,7 +255,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     only = args.metering_only or args.webhooks_only
     if args.webhooks_only and (args.cold_only or args.metering_only or not (args.out / "results.json").is_file()):
         parser.error(f"--webhooks-only needs the results of a whole run in {args.out / 'results.json'}, alone")
-    if only:
+    if args.isolation_only and (
+        args.cold_only or args.metering_only or args.webhooks_only or not (args.out / "results.json").is_file()
+    ):
+        parser.error(f"--isolation-only needs the results of a whole run in {args.out / 'results.json'}, alone")
+    if only or args.isolation_only:
         args.skip_cold = True
     if args.quick:
         args.warm_runs, args.cold_runs = 2, 1
@@ -259,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "heat_fraction": args.heat_fraction,
     }
     results: dict[str, Any] = {"machine": machine(), "method": METHOD, "parameters": parameters}
-    if args.cold_only or args.metering_only or args.webhooks_only:
-        # The earlier run's sections and parameters, with this run's cold starts, metering or webhooks.
+    if args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only:
+        # The earlier run's sections and parameters, with this run's cold starts, metering, webhooks or isolation.
         earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
         if args.cold_only:
             earlier["parameters"]["cold_runs"] = args.cold_runs
@@ -269,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     phase = _phases(args, started)
     with stack_process() as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
-    if not (args.cold_only or args.metering_only or args.webhooks_only):
+    if not (args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only):
         # In memory, after the local stack has stopped: it needs no emulator.
         phase("partition heat")
         results["heat"] = run_heat(fraction=args.heat_fraction)
@@ -281,8 +310,10 @@ def main(argv: list[str] | None = None) -> int:
             "aggregation": aggregation_cost(results["aggregation"], memory),
         }
         results["setup_retries"] = SETUP_RETRIES
+    if "isolation" in results:  # priced on this run's figures (or the earlier run's, kept)
+        results["isolation"]["cost"] = isolation_cost(results, specs, share=args.isolation_share)
     results["goals"] = goals(results)
-    if not (args.cold_only or args.metering_only or args.webhooks_only):
+    if not (args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only):
         results["seconds"] = round(time.monotonic() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

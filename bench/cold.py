@@ -104,7 +104,7 @@ class BuildMissing(RuntimeError):
 
 def first_request(spec: FunctionSpec) -> str:
     """The kind of a function's first request in its cold start, read from the
-    template: an API route's request (``Api`` events), the API's authorizer's
+    template: an API route's request (the API's definition), the API's authorizer's
     token (the function its ``DefaultAuthorizer`` names), a stream batch
     (``DynamoDB``), a queue's messages (``SQS``), a log subscription's delivery
     (``CloudWatchLogs``). A function invoked in any other way has no cold-start

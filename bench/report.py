@@ -14,6 +14,7 @@ from bench.authorizer import markdown as authorizer_markdown
 from bench.charts import CHART_TITLES
 from bench.cost import perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
+from bench.isolation import isolation_markdown
 from stack_model.capacity import ASSUMPTIONS
 
 
@@ -506,6 +507,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         *(heat_markdown(results["heat"]) if "heat" in results else []),
         *(metering_markdown(results["metering"]) if "metering" in results else []),
         *(webhooks_markdown(results["webhooks"]) if "webhooks" in results else []),
+        *(isolation_markdown(results["isolation"]) if "isolation" in results else []),
         "## Goals",
         "",
     ]

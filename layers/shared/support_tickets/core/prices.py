@@ -6,6 +6,13 @@ public price pages (not fetched live: check them before quoting a figure):
 
 - Lambda: https://aws.amazon.com/lambda/pricing/ ($0.20 per million requests,
   $0.0000166667 per GB-second, x86, first 6 billion GB-seconds a month);
+- Lambda's tenant isolation mode: the same page, "Tenant isolation mode": a
+  charge for each execution environment Lambda creates for a tenant, by the
+  function's memory, $0.000167 per GB (the page's example: a 1,024 MB function
+  creating 200,000 tenant environments in a month, $33.40). Read from summaries
+  of that page (third-party price references), not from the page itself: check
+  it before quoting a figure. The environment's init is billed as duration on
+  top (since 2025-08-01);
 - API Gateway: https://aws.amazon.com/api-gateway/pricing/ (REST APIs, $3.50
   per million requests, first 333 million a month);
 - DynamoDB: https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table
@@ -32,6 +39,8 @@ MILLION: Final = Decimal(1_000_000)
 
 LAMBDA_PER_MILLION_REQUESTS_USD: Final = Decimal("0.20")
 LAMBDA_X86_PER_GB_SECOND_USD: Final = Decimal("0.0000166667")
+# Per execution environment created in tenant isolation mode, per GB of the function's memory.
+LAMBDA_TENANT_ENVIRONMENT_PER_GB_USD: Final = Decimal("0.000167")
 API_GATEWAY_REST_PER_MILLION_USD: Final = Decimal("3.50")
 DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD: Final = Decimal("0.625")
 DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD: Final = Decimal("0.125")
@@ -41,6 +50,7 @@ KMS_PER_MILLION_REQUESTS_USD: Final = Decimal("3.00")
 
 SOURCES: Final = (
     "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
+    "https://aws.amazon.com/lambda/pricing/ (tenant isolation mode, per environment created, per GB)",
     "https://aws.amazon.com/api-gateway/pricing/ (REST APIs, first 333 million)",
     "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)",
     "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
@@ -56,6 +66,12 @@ def api_gateway_usd(requests: int) -> Decimal:
 
 def lambda_usd(invocations: int, gb_seconds: Decimal) -> Decimal:
     return invocations * LAMBDA_PER_MILLION_REQUESTS_USD / MILLION + gb_seconds * LAMBDA_X86_PER_GB_SECOND_USD
+
+
+def tenant_environment_usd(memory_mb: int) -> Decimal:
+    """Lambda's charge for one execution environment created in tenant isolation
+    mode, for a function of ``memory_mb`` (its init is billed as duration besides)."""
+    return Decimal(memory_mb) / 1024 * LAMBDA_TENANT_ENVIRONMENT_PER_GB_USD
 
 
 def dynamodb_usd(read_units: Decimal, write_units: Decimal) -> Decimal:
