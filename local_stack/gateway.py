@@ -2,7 +2,7 @@
 
 For each request, in API Gateway's order:
 
-1. **Route** by method and resource path from the template's ``Api`` events;
+1. **Route** by method and resource path from the template's API definition;
    a literal segment wins over a ``{param}`` (``/tickets/status`` over
    ``/tickets/{ticket_id}``). No route (an unknown path, or an unknown method
    on a known path): the ``MISSING_AUTHENTICATION_TOKEN`` gateway response,
