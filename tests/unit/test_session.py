@@ -24,6 +24,7 @@ from support_tickets.core.errors import Throttled, Unauthorized, Unavailable
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials
 from support_tickets.core.settings import get_settings
 from support_tickets.data.session import CallerClients, TenantClients, TokenExchange
+from support_tickets.streams.records import own_client
 from tests.conftest import IDENTITY_POOL_ID, USER_POOL_PROVIDER
 
 START = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
@@ -310,6 +311,43 @@ def test_one_client_for_every_caller_and_none_built_for_a_new_one(
         get_item(request)
     assert built == []
     assert clients.client() is shared
+
+
+def test_the_dynamodb_and_kms_clients_share_one_session(
+    clients: TenantClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second session loads botocore's endpoint and partition data again (bench/cold.py).
+    sessions: list[boto3.Session] = []
+    original = boto3.Session.__init__
+
+    def counting(self: boto3.Session, *args: Any, **kwargs: Any) -> None:
+        sessions.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(boto3.Session, "__init__", counting)
+    clients.client()
+    clients.kms_for_caller(caller_with(tenant_credentials("ASIAALICEALICEALICE1")))
+    assert len(sessions) == 1
+
+
+def test_own_clients_share_a_session_per_role_and_sign_with_that_roles_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The in-process tests run several functions in one interpreter, each with its role's keys.
+    def own(service: str, key: str) -> Any:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", f"{key}-secret")
+        monkeypatch.setenv("AWS_SESSION_TOKEN", f"{key}-token")
+        return own_client(service)
+
+    audit_sqs, audit_dynamodb = own("sqs", "ASIAAUDITAUDITAUDIT1"), own("dynamodb", "ASIAAUDITAUDITAUDIT1")
+    delivery_kms = own("kms", "ASIADELIVERDELIVER01")
+    assert audit_sqs._request_signer._credentials is audit_dynamodb._request_signer._credentials
+    signers = [client._request_signer._credentials for client in (audit_sqs, delivery_kms)]
+    assert [(c.access_key, c.secret_key, c.token) for c in signers] == [
+        ("ASIAAUDITAUDITAUDIT1", "ASIAAUDITAUDITAUDIT1-secret", "ASIAAUDITAUDITAUDIT1-token"),
+        ("ASIADELIVERDELIVER01", "ASIADELIVERDELIVER01-secret", "ASIADELIVERDELIVER01-token"),
+    ]
 
 
 def test_calls_from_worker_threads_sign_with_their_own_requests_credentials(clients: TenantClients) -> None:

@@ -244,8 +244,11 @@ class TenantClients:
     def _signing_client(self, service: str) -> Any:
         """A client of ``service`` that signs each call with the credentials the
         call carries, and refuses a call that carries none."""
-        session = self._boto3_session or boto3.Session()
-        client = session.client(  # type: ignore[call-overload]
+        if self._boto3_session is None:
+            # One session for both clients: a second would load botocore's endpoint
+            # and partition data again, a cost the size of a whole client.
+            self._boto3_session = boto3.Session()
+        client = self._boto3_session.client(  # type: ignore[call-overload]
             service,
             region_name=self._settings.region,
             endpoint_url=self._settings.endpoint_url,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -47,19 +47,36 @@ def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
 
 
 def own_client(service: str) -> Any:
-    """A client with the function's execution-role credentials (not a tenant's),
-    from a session of its own: boto3's default session resolves credentials
-    once per process, and the in-process tests run several functions, each
-    with its role's credentials, in one interpreter."""
-    import boto3
+    """A client with the function's execution-role credentials (not a tenant's).
 
+    The clients of one set of credentials share a session: each new session loads
+    botocore's endpoint, partition and service data again, about 170 M instructions
+    of a cold start each (``bench/cold.py``). Sessions are keyed by the credentials
+    the environment holds, as Lambda hands them to the function: the in-process
+    tests run several functions, each with its own role's, in one interpreter."""
     from support_tickets.data.session import BOTO_CONFIG
 
-    return boto3.session.Session().client(  # type: ignore[call-overload]
+    session = _own_session(
+        os.environ.get("AWS_ACCESS_KEY_ID"),
+        os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        os.environ.get("AWS_SESSION_TOKEN"),
+    )
+    return session.client(
         service,
         region_name=os.environ.get("AWS_REGION", "us-east-1"),
         endpoint_url=os.environ.get("AWS_ENDPOINT_OVERRIDE") or None,
         config=BOTO_CONFIG,
+    )
+
+
+@lru_cache(maxsize=8)  # one entry in Lambda; a few in a test process
+def _own_session(access_key_id: str | None, secret_access_key: str | None, session_token: str | None) -> Any:
+    import boto3
+
+    if access_key_id is None:  # the SDK's chain finds them
+        return boto3.session.Session()
+    return boto3.session.Session(
+        aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key, aws_session_token=session_token
     )
 
 
