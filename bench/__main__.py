@@ -36,7 +36,7 @@ from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
 from bench.warm import progress, run_warm
-from bench.webhooks import run_webhooks
+from bench.webhooks import queue_concurrency, run_webhooks
 from stack_model.functions import FunctionSpec, function_specs
 
 HERE = Path(__file__).resolve().parent
@@ -192,8 +192,10 @@ def _metering(stack: StackProcess, args: argparse.Namespace, specs: dict[str, Fu
 
 
 def _webhooks(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
-    sizes = {"deliveries": 1, "tenants": 1, "changes": 1} if args.quick else {
-        "deliveries": args.warm_runs, "tenants": 12, "changes": 100
+    # The delay: quick, one change and the hang's few-second version; else 4 rounds of B's 25
+    # changes and 25 events alone, then 25 events beside a hanging neighbour (bench/webhooks.py).
+    sizes = {"deliveries": 1, "tenants": 1, "changes": 1, "rounds": 0, "batches": 1} if args.quick else {
+        "deliveries": args.warm_runs, "tenants": 12, "changes": 25, "rounds": 4, "batches": args.warm_runs
     }  # fmt: skip
     webhooks = run_webhooks(stack, specs, tenant_prefix=f"{prefix}-h", **sizes)
     if args.webhooks_only:  # its own date: the other sections keep their run's
@@ -296,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         results = {**earlier, "method": METHOD}
     progress("starting the local stack")
     phase = _phases(args, started)
-    with stack_process() as stack:
+    # The webhook queue's event source at the template's MaximumConcurrency (make dev keeps 4).
+    with stack_process("--queue-concurrency", str(queue_concurrency())) as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
     if not (args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only):
         # In memory, after the local stack has stopped: it needs no emulator.

@@ -218,3 +218,33 @@ def test_a_warm_webhook_delivery_takes_a_lease_and_is_priced(results: dict[str, 
     assert webhooks["changes"] == 1
     assert webhooks["delay_ms"]["p50"] > 0
     assert "## Webhook deliveries: cost and delay" in markdown(results)
+
+
+def test_the_fanouts_freshness_read_is_one_getitem_per_tenant_and_batch(results: dict[str, Any]) -> None:
+    cases = results["webhooks"]["freshness"]["cases"]
+    # The webhook version read consistently once per batch; the webhooks queried only when it moved.
+    assert cases["without webhooks"]["calls_per_batch"] == {"dynamodb.GetItem": 1}
+    assert cases["with webhooks"]["calls_per_batch"] == {"dynamodb.GetItem": 1}
+    assert cases["version moved"]["calls_per_batch"] == {"dynamodb.GetItem": 1, "dynamodb.Query": 1}
+    assert cases["without webhooks"]["rru_per_batch"] == 1  # a consistent read of a missing item
+    for row in cases.values():
+        assert row["usd_per_million_events"]["dynamodb"] > 0
+    # The delivery cost counts that read as the fan-out's share of a delivery.
+    assumed = results["webhooks"]["cost_per_million_deliveries"]["assumptions"]
+    assert assumed["fanout_rru_per_delivery"] == cases["with webhooks"]["rru_per_batch"]
+    assert "### The fan-out's freshness read" in markdown(results)
+
+
+def test_the_quick_run_has_the_hang_section_with_its_counts(results: dict[str, Any]) -> None:
+    hang = results["webhooks"]["hang"]
+    # The quick version: no delays of its own (the full run's), its counts and the bound.
+    assert hang["quick"] is True
+    assert hang["tier"] == "basic"
+    assert hang["in_flight"] == 2  # WEBHOOK_TIER_IN_FLIGHT's basic=2
+    assert hang["pool"] == results["webhooks"]["queue_concurrency"] == 50  # MaximumConcurrency
+    assert hang["a_sent"] == hang["in_flight"] + 1
+    assert hang["b_deliveries"] == 1
+    assert hang["a_most_held"] <= hang["in_flight"]
+    assert "### Another tenant's delay while one tenant's endpoint hangs" in markdown(results)
+    # No goal is judged on a quick run's delays.
+    assert not any(goal["goal"].startswith("webhooks:") for goal in results["goals"])
