@@ -196,7 +196,10 @@ def _principal_matches(statement: Mapping[str, Any], principals: tuple[str, ...]
             return True
         raise NotUnderstood("Principal")
     named = {candidate for kind in value for candidate in _as_list(value[kind])}
-    return "*" in principals or bool(named & set(principals))
+    # {"AWS": "*"} is "*": every principal (IAM User Guide, "AWS JSON policy
+    # elements: Principal", anonymous users included).
+    anyone = "AWS" in value and "*" in _as_list(value["AWS"])
+    return anyone or "*" in principals or bool(named & set(principals))
 
 
 # ---------------------------------------------------------------- conditions

@@ -42,6 +42,9 @@ def local_values(parameters: Mapping[str, str] | None = None) -> Values:
     for endpoint, resource in resources("AWS::EC2::VPCEndpoint").items():
         interface = resource["Properties"].get("VpcEndpointType") == "Interface"
         values.refs[endpoint] = LOCAL_KMS_ENDPOINT_ID if interface else LOCAL_VPC_ENDPOINT_ID
+    # No topic exists locally (no alarm fires here); what exports and alarms name.
+    for topic in resources("AWS::SNS::Topic"):
+        values.add(topic, f"arn:aws:sns:{REGION}:{ACCOUNT_ID}:{topic}", TopicName=topic)
     return values
 
 

@@ -10,7 +10,7 @@ as written, for what the translation hides (a function's ``Events``, the
 API's ``Auth`` and ``GatewayResponses``).
 
 What a translated template still references (``Ref``, ``Fn::GetAtt``,
-``Fn::Sub``, ``Fn::Join``) only a deployment knows; :class:`Values` holds
+``Fn::Sub``, ``Fn::Join``, ``Fn::ImportValue``) only a deployment knows; :class:`Values` holds
 what each stands for in one reading (a local run's, or offline values), and
 :meth:`Values.resolve` substitutes them, ``Fn::If`` by its condition (a
 ``Ref`` to ``AWS::NoValue`` leaves the property out, as CloudFormation does).
@@ -102,12 +102,14 @@ NO_VALUE = _NoValue()
 
 @dataclass
 class Values:
-    """What each ``Ref`` (``refs``, parameters and pseudo-parameters included)
-    and ``Fn::GetAtt`` (``attributes``, as ``"Logical.Attr"``) of the
-    translated template stands for in one reading."""
+    """What each ``Ref`` (``refs``, parameters and pseudo-parameters included),
+    ``Fn::GetAtt`` (``attributes``, as ``"Logical.Attr"``) and
+    ``Fn::ImportValue`` (``imports``: another stack's exports, by name) of a
+    template stands for in one reading."""
 
     refs: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, str] = field(default_factory=dict)
+    imports: dict[str, str] = field(default_factory=dict)
 
     def add(self, logical_id: str, ref: str, **attributes: str) -> None:
         self.refs[logical_id] = ref
@@ -152,6 +154,11 @@ class Values:
             return re.sub(r"\$\{([^}]+)\}", lambda match: self._sub(match.group(1), variables), text)
         if key == "Fn::Join":
             return str(arg[0]).join(str(self.resolve(item)) for item in arg[1])
+        if key == "Fn::ImportValue":
+            name = str(self.resolve(arg))
+            if name not in self.imports:
+                raise UnresolvedIntrinsic(f"Fn::ImportValue {name}: no stack exports it here")
+            return self.imports[name]
         raise UnresolvedIntrinsic(key)
 
     def _sub(self, name: str, variables: Mapping[str, Any]) -> str:
@@ -186,8 +193,9 @@ def template_values(parameters: Mapping[str, str] | None = None) -> Values:
     """What the template itself says: its parameters (their defaults, or
     ``parameters`` as ``sam deploy --parameter-overrides`` gives them), the
     pseudo-parameters of :data:`ACCOUNT_ID` and :data:`REGION`, the names the
-    template gives (a table's ``TableName``), and each role's name (its logical
-    id, as the local stack creates it) and ARN."""
+    template gives (a table's ``TableName``), each role's name (its logical
+    id, as the local stack creates it) and ARN, and each function's (its
+    logical id, as the local stack names it)."""
     declared = translated().get("Parameters", {})
     unknown = sorted(set(parameters or {}) - set(declared))
     if unknown:
@@ -209,11 +217,29 @@ def template_values(parameters: Mapping[str, str] | None = None) -> Values:
             values.refs[name] = str(values.resolve(table["Properties"]["TableName"]))
     for name in resources("AWS::IAM::Role"):
         values.add(name, name, Arn=role_arn(name))
+    for name in resources("AWS::Lambda::Function"):
+        values.add(name, name, Arn=function_arn(name))
     return values
 
 
 def role_arn(name: str) -> str:
     return f"arn:aws:iam::{ACCOUNT_ID}:role/{name}"
+
+
+def function_arn(name: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{name}"
+
+
+def exports(values: Values, outputs: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """What a stack of ``template.yaml`` exports with these values (export name
+    -> value): its outputs that have an ``Export``, as another stack's
+    ``Fn::ImportValue`` reads them."""
+    declared = translated().get("Outputs", {}) if outputs is None else outputs
+    return {
+        str(values.resolve(output["Export"]["Name"])): str(values.resolve(output["Value"]))
+        for output in declared.values()
+        if "Export" in output
+    }
 
 
 def table_definition(values: Values | None = None) -> dict[str, Any]:
@@ -228,4 +254,25 @@ def table_arguments(props: Mapping[str, Any]) -> dict[str, Any]:
     arguments = {name: props[name] for name in names if name in props}
     if "StreamSpecification" in props:
         arguments["StreamSpecification"] = {"StreamEnabled": True, **props["StreamSpecification"]}
+    return arguments
+
+
+def table_protections(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The CreateTable arguments of a table's resolved properties that protect
+    it rather than shape it: its ``Tags``, its deletion protection, and its
+    encryption under a customer managed key (``SSESpecification`` with a
+    ``KMSMasterKeyId``, in CreateTable's spelling; without a key, DynamoDB's AWS
+    owned key is what every table has, and nothing is passed)."""
+    arguments: dict[str, Any] = {}
+    if props.get("Tags"):
+        arguments["Tags"] = list(props["Tags"])
+    if "DeletionProtectionEnabled" in props:
+        arguments["DeletionProtectionEnabled"] = bool(props["DeletionProtectionEnabled"])
+    sse = props.get("SSESpecification") or {}
+    if sse.get("KMSMasterKeyId"):
+        arguments["SSESpecification"] = {
+            "Enabled": bool(sse.get("SSEEnabled", True)),
+            "SSEType": str(sse.get("SSEType", "KMS")),
+            "KMSMasterKeyId": str(sse["KMSMasterKeyId"]),
+        }
     return arguments

@@ -1,4 +1,5 @@
-"""checkov's scan of template.yaml is clean: each finding is fixed in the
+"""checkov's scan of template.yaml (and of a dedicated tenant's table's template,
+templates/dedicated-table.yaml, in the same run) is clean: each finding is fixed in the
 template or suppressed on its resource (``Metadata: checkov: skip``) with the
 reason it does not apply.
 
@@ -14,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
 from stack_model.template import TEMPLATE_PATH, load_template
 from tests.unit.test_template import with_tenant_isolation
 
@@ -54,9 +56,9 @@ def scan(*templates: Path) -> dict[str, Any]:
 
 def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> None:
     # With tenant isolation off (the template) and on (a copy whose default is
-    # PER_TENANT): one run, checkov's start-up is most of its time.
+    # PER_TENANT), and the dedicated table's: one run, checkov's start-up is most of its time.
     templates = (TEMPLATE_PATH, with_tenant_isolation(tmp_path))
-    report = scan(*templates)
+    report = scan(*templates, DEDICATED_TEMPLATE_PATH)
     summary = report["summary"]
     failures = [
         f"{check['file_path']} {check['check_id']} {check['resource']}: {check['check_name']}"
@@ -64,8 +66,9 @@ def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> N
     ]
     assert failures == [], "\n".join(failures)
     assert summary["parsing_errors"] == 0
-    # It read both whole templates (SAM resources included), not an empty or partial one.
-    assert summary["resource_count"] == len(templates) * len(load_template()["Resources"])
+    # It read every whole template (SAM resources included), not an empty or partial one.
+    dedicated = load_template(DEDICATED_TEMPLATE_PATH)["Resources"]
+    assert summary["resource_count"] == len(templates) * len(load_template()["Resources"]) + len(dedicated)
     assert summary["passed"] > 0
     for template in templates:
         skipped = {
@@ -74,6 +77,15 @@ def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> N
             if check["file_path"].endswith(f"/{template.name}")
         }
         assert skipped == suppressions(), template.name
+    # The dedicated table's template suppresses nothing, and its key and table were checked.
+    dedicated_checks = [
+        check
+        for kind in ("passed_checks", "skipped_checks")
+        for check in report["results"][kind]
+        if check["file_path"].endswith(f"/{DEDICATED_TEMPLATE_PATH.name}")
+    ]
+    assert {check["resource"] for check in dedicated_checks} >= {"AWS::DynamoDB::Table.Table", "AWS::KMS::Key.TableKey"}
+    assert not any(check in report["results"]["skipped_checks"] for check in dedicated_checks)
 
 
 def suppressions() -> set[tuple[str, str]]:

@@ -539,3 +539,15 @@ def test_tenant_credentials_can_read_but_never_write_their_usage(action: str, te
     for key in keys.usage_partitions(tenant):
         assert decide(TENANT_ROLE, tenant_request("Query", [key], tenant)) is iam.Decision.ALLOW
         assert decide(TENANT_ROLE, tenant_request(action, [key], tenant)) is iam.Decision.EXPLICIT_DENY
+
+
+def test_a_principal_aws_star_is_every_principal() -> None:
+    """``{"AWS": "*"}`` in a resource policy (a key's Deny) names everyone, as ``"*"`` does."""
+    for principal in ({"AWS": "*"}, "*", {"AWS": ["arn:aws:iam::123456789012:root", "*"]}):
+        deny = {"Statement": [{"Effect": "Deny", "Principal": principal, "Action": "kms:Decrypt", "Resource": "*"}]}
+        asking = iam.Request("kms:Decrypt", "*", {}, principals=("arn:aws:iam::123456789012:role/AnyRole",))
+        assert iam.evaluate([deny], asking, trust=True) is iam.Decision.EXPLICIT_DENY, principal
+    named = {"Statement": [{"Effect": "Deny", "Principal": {"AWS": "arn:aws:iam::123456789012:role/Other"}}]}
+    named["Statement"][0].update(Action="kms:Decrypt", Resource="*")
+    asking = iam.Request("kms:Decrypt", "*", {}, principals=("arn:aws:iam::123456789012:role/AnyRole",))
+    assert iam.evaluate([named], asking, trust=True) is iam.Decision.IMPLICIT_DENY

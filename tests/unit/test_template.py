@@ -19,6 +19,7 @@ from aws_lambda_powertools.shared.constants import TRACER_CAPTURE_ERROR_ENV, TRA
 from samtranslator.translator.transform import transform
 
 from stack_model import managed_policies
+from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.template import TEMPLATE_PATH, load_template, template_values
 from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, caller_context
@@ -52,6 +53,15 @@ WEBHOOK_FUNCTIONS = {
     "ListWebhookDeliveriesFunction",
     "RedeliverWebhookFunction",
 }
+# The pool table and every dedicated tenant's table (templates/dedicated-table.yaml:
+# named after the pool's "-dedicated-<tenant>"), as the roles' statements name them.
+POOL_TABLE = {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
+DEDICATED_TABLES = {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*"}
+POOL_AND_DEDICATED_TABLES = [POOL_TABLE, DEDICATED_TABLES]
+POOL_AND_DEDICATED_STREAMS = [
+    {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
+    {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*/stream/*"},
+]
 ITEM_ACTIONS = {
     "dynamodb:GetItem",
     "dynamodb:BatchGetItem",
@@ -124,7 +134,8 @@ def test_cfn_lint_is_clean(tmp_path: Path) -> None:
     # `sam validate --lint` is this same check (samcli's validate calls
     # cfnlint.api.lint on the template, region us-east-1, cfn-lint's default):
     # run once here, not twice. Plain `sam validate` needs AWS credentials.
-    # With tenant isolation on and off: both templates in one run.
+    # With tenant isolation on and off, and a dedicated tenant's table's template:
+    # every template in one run (cfn-lint's start-up is most of its time).
     result = subprocess.run(  # noqa: S603 - fixed arguments
         [
             venv_tool("cfn-lint"),
@@ -133,6 +144,7 @@ def test_cfn_lint_is_clean(tmp_path: Path) -> None:
             "--",
             str(TEMPLATE_PATH),
             str(with_tenant_isolation(tmp_path)),
+            str(DEDICATED_TEMPLATE_PATH),
         ],
         capture_output=True,
         text=True,
@@ -438,7 +450,7 @@ def tenant_allows() -> dict[str, dict[str, Any]]:
 
 
 def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> None:
-    (statement,) = [s for s in tenant_allows().values() if "kms:Encrypt" not in as_list(s["Action"])]
+    statement = tenant_allows()["TenantItems"]
     assert set(statement["Action"]) == ITEM_ACTIONS
     condition = statement["Condition"]
     assert condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["TENANT#${aws:PrincipalTag/TenantId}|*"]
@@ -447,6 +459,63 @@ def test_tenant_policy_allows_item_actions_only_under_the_delimited_prefix() -> 
     assert "SupportTicketTable" in resources_json
     assert "/index/GSI1" in resources_json
     assert "/index/*" not in resources_json
+
+
+def test_a_dedicated_table_is_reached_only_by_its_own_tenant_under_its_prefix_through_the_endpoint() -> None:
+    statement = tenant_allows()["ItsOwnDedicatedTable"]
+    assert set(statement["Action"]) == ITEM_ACTIONS
+    # Tables named after the pool's "-dedicated-<tenant>" and their GSI1: never the pool table itself.
+    assert statement["Resource"] == [DEDICATED_TABLES, {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*/index/GSI1"}]
+    assert statement["Condition"] == {
+        # DynamoDB's ABAC: the table's TenantId tag (GSI1 inherits it) is the caller's session tag.
+        "StringEquals": {
+            "aws:SourceVpce": {"Ref": "DynamoDbEndpoint"},
+            "aws:ResourceTag/TenantId": "${aws:PrincipalTag/TenantId}",
+        },
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#${aws:PrincipalTag/TenantId}|*"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+
+
+def test_every_deny_of_the_tenant_role_holds_on_the_dedicated_tables_too() -> None:
+    denies = [s for s in all_role_statements(tenant_role()) if s["Effect"] == "Deny"]
+    assert len(denies) == 5
+    for deny in denies:
+        assert POOL_TABLE in as_list(deny["Resource"]), deny["Sid"]
+        assert DEDICATED_TABLES in as_list(deny["Resource"]), deny["Sid"]
+
+
+@pytest.mark.parametrize("role", ["AggregateCountsRole", "AuditTrailRole", "DeliverWebhookRole"])
+def test_the_stream_and_delivery_roles_reach_the_dedicated_tables_as_the_pool_but_tenant_records(role: str) -> None:
+    """What they write (counts, history, audit, deliveries) moves with a dedicated
+    tenant; the tenant record stays in the pool table, and only there."""
+    for statement in role_grants(role):
+        if not any(action.startswith("dynamodb:") for action in as_list(statement["Action"])):
+            continue
+        resources_named = as_list(statement["Resource"])
+        leading = statement.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys", [])
+        if leading == ["TENANT#*|CONFIG"]:
+            assert resources_named == [POOL_TABLE], statement["Sid"]
+        elif statement["Sid"] in ("ReadThisTablesStream", "ListThisTablesStreams"):
+            assert any("-dedicated-*/stream/*" in json.dumps(resource) for resource in resources_named)
+        else:
+            assert resources_named == POOL_AND_DEDICATED_TABLES, statement["Sid"]
+
+
+def test_what_a_dedicated_tenants_stack_imports_the_stack_exports() -> None:
+    from stack_model.dedicated import imported_names
+
+    outputs = translated()["Outputs"]
+    exported = {
+        output["Export"]["Name"]["Fn::Sub"].replace("${AWS::StackName}", "${PoolStackName}")
+        for output in outputs.values()
+        if "Export" in output
+    }
+    assert imported_names() <= exported
+    # Each export is named after its output: <stack>-<output>.
+    for name, output in outputs.items():
+        if "Export" in output:
+            assert output["Export"]["Name"] == {"Fn::Sub": f"${{AWS::StackName}}-{name}"}
 
 
 def tenant_denies() -> dict[str, dict[str, Any]]:
@@ -752,9 +821,12 @@ def test_the_gateway_endpoint_is_dynamodbs_in_the_stacks_vpc_and_only_for_this_t
     (policy,) = statements(endpoint["PolicyDocument"])
     assert policy["Effect"] == "Allow"
     assert set(policy["Action"]) == ITEM_ACTIONS
+    # The pool table and the dedicated tenants' tables, with their GSI1.
     assert policy["Resource"] == [
-        {"Fn::GetAtt": ["SupportTicketTable", "Arn"]},
+        POOL_TABLE,
         {"Fn::Sub": "${SupportTicketTable.Arn}/index/GSI1"},
+        DEDICATED_TABLES,
+        {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*/index/GSI1"},
     ]
 
 
@@ -894,7 +966,8 @@ def test_aggregator_can_write_only_aggregate_items() -> None:
         "TENANT#*|AGGREGATE#JOURNAL#*",
     ]
     assert items["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
-    assert items["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
+    # The pool's counts and a dedicated tenant's, in its own table.
+    assert items["Resource"] == POOL_AND_DEDICATED_TABLES
     others = [s for s in table_statements if s is not items]
     assert others
     for statement in others:
@@ -912,12 +985,15 @@ def test_aggregator_reads_this_tables_stream_only() -> None:
         for action in as_list(statement["Action"])
         if action in {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     }
-    this_stream = {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]}
+    # The pool table's stream and the dedicated tenants' tables' streams (their mappings feed it too).
     assert streams == dict.fromkeys(
-        ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"), this_stream
+        ("dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"), POOL_AND_DEDICATED_STREAMS
     )
     (listing,) = [s for s in all_role_statements(aggregator_role()) if "dynamodb:ListStreams" in as_list(s["Action"])]
-    assert listing["Resource"] == {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"}
+    assert listing["Resource"] == [
+        {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
+        {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*/stream/*"},
+    ]
     (queue,) = [s for s in all_role_statements(aggregator_role()) if "sqs:SendMessage" in as_list(s["Action"])]
     assert queue["Resource"] == {"Fn::GetAtt": ["AggregateCountsFailureQueue", "Arn"]}
 
@@ -1102,9 +1178,7 @@ def audit_role() -> dict[str, Any]:
 def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items, webhooks, refused) = [
-        s for s in table_statements if s["Resource"] == {"Fn::GetAtt": ["SupportTicketTable", "Arn"]}
-    ]
+    (items, webhooks, refused) = [s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES]
     # Which webhooks a tenant has (the count item's version, then the webhooks): that partition only, read only.
     assert webhooks["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
     assert webhooks["Condition"] == {
@@ -1146,8 +1220,11 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         if statement is not items and statement is not webhooks and statement is not refused:
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
-                {"Fn::GetAtt": ["SupportTicketTable", "StreamArn"]},
-                {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
+                POOL_AND_DEDICATED_STREAMS,
+                [
+                    {"Fn::Sub": "${SupportTicketTable.Arn}/stream/*"},
+                    {"Fn::Sub": "${SupportTicketTable.Arn}-dedicated-*/stream/*"},
+                ],
             )
     queues = [s["Resource"] for s in granted if "sqs:SendMessage" in as_list(s["Action"])]
     assert queues == [
