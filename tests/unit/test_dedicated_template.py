@@ -44,7 +44,8 @@ def table() -> dict[str, Any]:
 
 
 def pool_table() -> dict[str, Any]:
-    return template()["Resources"]["SupportTicketTable"]
+    table: dict[str, Any] = template()["Resources"]["SupportTicketTable"]
+    return table
 
 
 def values(tenant: str = TENANT) -> Values:
