@@ -9,6 +9,12 @@ a policy that tests it fails closed (the guard's limits, docs/local-stack.md).
 - The network's (:func:`network_context`): ``aws:SourceVpce``, the id of the VPC
   endpoint the request came through (the emulator's endpoint listener tells
   the guard); absent from anywhere else.
+- The resource's (:func:`resource_context`): ``aws:ResourceTag/<key>`` for each
+  tag of the resource a question names, as DynamoDB's ABAC gives it: a table's
+  own tags, an index's table's (indexes inherit them), a stream's own (streams
+  do not inherit the table's); none for ``*``
+  (:func:`local_stack.dynamodb_questions.tag_owner` says whose, the emulator
+  reads them from moto's table at each request).
 - DynamoDB's (:func:`dynamodb_context`): ``dynamodb:LeadingKeys`` and
   ``dynamodb:Attributes`` of one of a request's questions, which
   :mod:`local_stack.dynamodb_questions` reads from its body.
@@ -44,6 +50,12 @@ def principal_context(session: Session) -> Context:
 def network_context(source_vpce: str | None) -> Context:
     """``aws:SourceVpce`` when the request came through a VPC endpoint."""
     return {} if source_vpce is None else {"aws:SourceVpce": [source_vpce]}
+
+
+def resource_context(tags: Mapping[str, str] | None) -> Context:
+    """``aws:ResourceTag/<key>`` for each of the resource's tags (``None`` or
+    none: no such key, so a condition on one fails closed)."""
+    return {f"aws:ResourceTag/{key}": [value] for key, value in (tags or {}).items()}
 
 
 def dynamodb_context(leading_keys: Sequence[str] | None, attributes: Sequence[str] | None) -> Context:

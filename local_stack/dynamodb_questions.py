@@ -16,19 +16,20 @@ can't read) is :class:`iam.NotUnderstood`, and refused.
 
 :func:`authorize_dynamodb` asks each question of the session's policies, with
 ``aws:SourceVpce`` when the request came through the stack's gateway endpoint
-(the context from :mod:`local_stack.condition_keys`); the first refusal is
-DynamoDB's AccessDeniedException message.
+and ``aws:ResourceTag/<key>`` for the tags of the resource it names (whose
+tags: :func:`tag_owner`; the context from :mod:`local_stack.condition_keys`);
+the first refusal is DynamoDB's AccessDeniedException message.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack import iam
-from local_stack.condition_keys import dynamodb_context, request_context
+from local_stack.condition_keys import dynamodb_context, request_context, resource_context
 from local_stack.sessions import Session, denial_message
 from stack_model.template import ACCOUNT_ID
 
@@ -53,6 +54,28 @@ class Question:
     resource: str
     leading_keys: tuple[str, ...] | None = None
     attributes: tuple[str, ...] | None = field(default=None, compare=False)
+
+
+# The tags of a resource ARN (a table's, a stream's) as they are when asked: what
+# aws:ResourceTag/<key> reads. The emulator reads moto's table; tests give a mapping.
+ResourceTags = Callable[[str], Mapping[str, str] | None]
+
+
+def tag_owner(resource: str) -> str | None:
+    """The ARN whose tags are ``aws:ResourceTag`` for a question on ``resource``:
+    a table's own; an index's, its table's ("the indexes associated with a
+    table inherit the tags you add to the table"); a stream's, its own
+    ("stream resources do not inherit tags from their parent table"); ``None``
+    for ``*`` and anything that is not a table's. (DynamoDB Developer Guide,
+    "Using attribute-based access control with DynamoDB" and "... with DynamoDB
+    Streams".)"""
+    if not resource.startswith("arn:") or ":table/" not in resource:
+        return None
+    prefix, _, path = resource.partition(":table/")
+    name, _, rest = path.partition("/")
+    if rest.startswith("index/"):
+        return f"{prefix}:table/{name}"
+    return resource
 
 
 _TRANSACT_ACTIONS = {
@@ -363,16 +386,25 @@ def authorize_dynamodb(
     region: str,
     tables: Mapping[str, TableKeys],
     source_vpce: str | None = None,
+    resource_tags: ResourceTags | None = None,
 ) -> str | None:
     """``None`` when AWS would allow the call for ``session``, else the
     AccessDeniedException message. ``source_vpce``: the VPC endpoint the
-    request came through (``aws:SourceVpce``), ``None`` from anywhere else."""
+    request came through (``aws:SourceVpce``), ``None`` from anywhere else.
+    ``resource_tags``: the tags of a resource ARN now (``None``: no resource
+    has tags)."""
     try:
         questions = dynamodb_requests(operation, body, region=region, tables=tables)
     except iam.NotUnderstood:
         return denial_message(session.arn, f"dynamodb:{operation}", _resource_of(operation, body, region), None)
     for question in questions:
-        context = request_context(session, source_vpce, dynamodb_context(question.leading_keys, question.attributes))
+        owner = tag_owner(question.resource) if resource_tags is not None else None
+        context = request_context(
+            session,
+            source_vpce,
+            dynamodb_context(question.leading_keys, question.attributes),
+            resource_context(resource_tags(owner) if resource_tags is not None and owner is not None else None),
+        )
         decision = session.decide(iam.Request(question.action, question.resource, context))
         if decision is not iam.Decision.ALLOW:
             return denial_message(session.arn, question.action, question.resource, decision)

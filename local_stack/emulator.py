@@ -19,6 +19,13 @@ The guard verifies every signed request against the secrets the emulator
 issued (:mod:`local_stack.sigv4`): that pair, and the credentials of each role
 session its STS and identity pool hand out.
 
+:meth:`Emulator.deploy_dedicated` makes a dedicated tenant's table the same
+way, from ``templates/dedicated-table.yaml`` (its key, with its policy for
+the guard, and its table, tagged, encrypted under that key, with PITR and
+deletion protection), read with the pool's exports; the guard then reads its
+keys, and its ``TenantId`` tag is the table's ``aws:ResourceTag`` (read from
+moto's table when a question is asked, :func:`moto_table_tags`).
+
 The data perimeter has its own way in: a second listener,
 :attr:`Emulator.endpoint_url`, stands for the stack's VPC endpoints: the
 DynamoDB gateway endpoint and the KMS interface endpoint (webhook secrets).
@@ -60,8 +67,17 @@ from local_stack.moto_fixes import MOTO_LOCK
 from local_stack.sessions import Session, Sessions
 from local_stack.sigv4 import Credentials
 from local_stack.state import OPERATOR_CREDENTIALS, REGION, emulator_client
+from stack_model.dedicated import dedicated_resources, dedicated_values
 from stack_model.roles import RoleDefinition, roles_from_template
-from stack_model.template import ACCOUNT_ID, Values, resources, role_arn, table_arguments, table_definition
+from stack_model.template import (
+    ACCOUNT_ID,
+    Values,
+    resources,
+    role_arn,
+    table_arguments,
+    table_definition,
+    table_protections,
+)
 from support_tickets.core.identity import ADMIN_GROUP
 
 # How often an idle server's loop looks whether it was asked to stop: stop() waits up
@@ -140,6 +156,57 @@ class Provisioned:
         return url
 
 
+@dataclass(frozen=True)
+class DedicatedTable:
+    """A dedicated tenant's stack as the emulator holds it (what its outputs name)."""
+
+    tenant_id: str
+    table_name: str
+    table_arn: str
+    stream_arn: str
+    key_arn: str
+    # The dedicated template's reading for this tenant (its mappings resolve with it).
+    values: Values
+
+    def outputs(self) -> dict[str, str]:
+        """As the tenant's stack's outputs name them."""
+        return {
+            "TableName": self.table_name,
+            "TableArn": self.table_arn,
+            "StreamArn": self.stream_arn,
+            "KeyArn": self.key_arn,
+        }
+
+
+def moto_table_tags(resource: str) -> dict[str, str]:
+    """The tags moto holds for a table ARN, read when asked (a tag change is
+    the next question's). Reading moto's in-memory table is a dictionary lookup
+    and a list of at most 50 tags, under the lock the guard already holds: a
+    cache would cost as much to check as this costs to read, and could only be
+    wrong. A stream's own tags are not modelled (none here: nothing tags one)."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    prefix = f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/"
+    name = resource.removeprefix(prefix)
+    if name == resource or "/" in name:
+        return {}
+    with MOTO_LOCK:
+        table = dynamodb_backends[ACCOUNT_ID][REGION].tables.get(name)
+        return {} if table is None else {str(tag["Key"]): str(tag["Value"]) for tag in table.tags}
+
+
+def table_keys(definition: Mapping[str, Any]) -> TableKeys:
+    """What the guard reads of a table's CreateTable arguments: its partition
+    key and each index's."""
+    return TableKeys(
+        name=definition["TableName"],
+        partition_key=_hash_key(definition["KeySchema"]),
+        index_partition_keys={
+            index["IndexName"]: _hash_key(index["KeySchema"]) for index in definition.get("GlobalSecondaryIndexes", [])
+        },
+    )
+
+
 class Emulator:
     """moto server + guard on ``host:port`` (0: a free port)."""
 
@@ -163,6 +230,9 @@ class Emulator:
         self._endpoint_thread: threading.Thread | None = None
         self.guard: Guard | None = None
         self.provisioned: Provisioned | None = None
+        # The dedicated tenants' tables made so far, by tenant.
+        self.dedicated: dict[str, DedicatedTable] = {}
+        self._dedicated_lock = threading.Lock()
         # Called after every request that may have written the table (TABLE_WRITES).
         self.on_table_write: Callable[[], None] | None = None
         # Called after every request that may have made a message receivable (QUEUE_WRITES).
@@ -174,16 +244,7 @@ class Emulator:
         # The pool provisioned below signs with it: a token is this start's or forged.
         cognito.new_signing_key()
         definition = table_definition()
-        tables = {
-            definition["TableName"]: TableKeys(
-                name=definition["TableName"],
-                partition_key=_hash_key(definition["KeySchema"]),
-                index_partition_keys={
-                    index["IndexName"]: _hash_key(index["KeySchema"])
-                    for index in definition.get("GlobalSecondaryIndexes", [])
-                },
-            )
-        }
+        tables = {definition["TableName"]: table_keys(definition)}
         operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
         moto_app = DomainDispatcherApplication(create_backend_app)
         self.guard = Guard(
@@ -193,6 +254,7 @@ class Emulator:
             roles={},
             tables=tables,
             sessions=Sessions(operator=operator),
+            resource_tags=moto_table_tags,
         )
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
         self._thread = threading.Thread(
@@ -380,12 +442,54 @@ class Emulator:
         )
         return self.provisioned
 
+    def deploy_dedicated(self, tenant_id: str) -> DedicatedTable:
+        """The tenant's dedicated table, made from ``templates/dedicated-table.yaml``
+        as :meth:`provision` makes the pool's (its key, then its table), read with
+        the pool stack's exports; the guard reads its keys from then on. Its
+        alias and alarms have nothing to stand for here, and its stream's
+        mappings are the local stack's pollers. Deployed again, the same table."""
+        assert self.guard is not None, "start() first"
+        assert self.provisioned is not None, "provision() first"
+        with self._dedicated_lock:
+            if tenant_id in self.dedicated:
+                return self.dedicated[tenant_id]
+            values = dedicated_values(tenant_id, self.provisioned.values)
+            makers: dict[str, Callable[[str, dict[str, Any]], tuple[str, dict[str, str]]]] = {
+                "AWS::KMS::Key": self._make_kms_key,
+                "AWS::DynamoDB::Table": self._make_table,
+            }
+            for kind, make in makers.items():
+                for logical_id, resource in dedicated_resources(kind).items():
+                    ref, attributes = make(logical_id, values.resolve(resource["Properties"]))
+                    values.add(logical_id, ref, **attributes)
+            ((table, resource),) = dedicated_resources("AWS::DynamoDB::Table").items()
+            ((key, _),) = dedicated_resources("AWS::KMS::Key").items()
+            definition = table_arguments(values.resolve(resource["Properties"]))
+            self.guard.tables = {**self.guard.tables, definition["TableName"]: table_keys(definition)}
+            made = DedicatedTable(
+                tenant_id=tenant_id,
+                table_name=values.ref(table),
+                table_arn=values.get_att(f"{table}.Arn"),
+                stream_arn=values.get_att(f"{table}.StreamArn"),
+                key_arn=values.get_att(f"{key}.Arn"),
+                values=values,
+            )
+            self.dedicated[tenant_id] = made
+            return made
+
     def _make_table(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
+        """The table with its keys, indexes and stream, and what protects it: its
+        tags, deletion protection, customer managed key, TTL and PITR."""
         dynamodb: DynamoDBClient = self.client("dynamodb")
-        table = dynamodb.create_table(**table_arguments(props))["TableDescription"]
+        table = dynamodb.create_table(**table_arguments(props), **table_protections(props))["TableDescription"]
         if props.get("TimeToLiveSpecification"):
             dynamodb.update_time_to_live(
                 TableName=table["TableName"], TimeToLiveSpecification=props["TimeToLiveSpecification"]
+            )
+        if props.get("PointInTimeRecoverySpecification", {}).get("PointInTimeRecoveryEnabled"):
+            dynamodb.update_continuous_backups(
+                TableName=table["TableName"],
+                PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
             )
         return table["TableName"], {"Arn": table["TableArn"], "StreamArn": table.get("LatestStreamArn", "")}
 
@@ -400,7 +504,10 @@ class Emulator:
         return url, {"Arn": arn}
 
     def _make_kms_key(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
-        metadata = self.client("kms").create_key(Description=str(props.get("Description", logical_id)))["KeyMetadata"]
+        tags = [{"TagKey": tag["Key"], "TagValue": tag["Value"]} for tag in props.get("Tags", [])]
+        metadata = self.client("kms").create_key(Description=str(props.get("Description", logical_id)), Tags=tags)[
+            "KeyMetadata"
+        ]
         assert self.guard is not None
         if isinstance(props.get("KeyPolicy"), dict):  # the guard applies its Denies (moto does not)
             self.guard.key_policies = {**self.guard.key_policies, metadata["Arn"]: props["KeyPolicy"]}

@@ -31,7 +31,9 @@ managed policies (see :mod:`stack_model.roles`):
   (and the session policy, if any) must allow; the first refusal answers as
   DynamoDB does: HTTP 400, ``AccessDeniedException``, "User: ... is not
   authorized to perform: ...". Requests that came through the gateway
-  endpoint's listener carry ``aws:SourceVpce`` (:data:`SOURCE_VPCE_ENVIRON`).
+  endpoint's listener carry ``aws:SourceVpce`` (:data:`SOURCE_VPCE_ENVIRON`);
+  a question on a tagged table (or its index) carries its tags as
+  ``aws:ResourceTag/<key>``, read when it is asked (``resource_tags``).
 - **Any other service** signed with a recorded session: the one question
   its call asks (:mod:`local_stack.service_questions`: the resource it names,
   for KMS the key its ``KeyId`` names and its encryption context), which the
@@ -74,7 +76,7 @@ from typing import Any
 from local_stack import aws_requests, cognito, iam, sigv4, sts, wsgi
 from local_stack.aws_answers import Answer, json_answer, json_error
 from local_stack.aws_requests import Environ
-from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
+from local_stack.dynamodb_questions import ResourceTags, TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
 from local_stack.service_questions import iam_action, service_question
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
@@ -121,10 +123,14 @@ class Guard:
         identity_pool: LocalIdentityPool | None = None,
         *,
         key_policies: Mapping[str, Mapping[str, Any]] | None = None,
+        resource_tags: ResourceTags | None = None,
     ) -> None:
         self._app = app
         self.roles = roles
+        # Every table the guard reads keys of (a dedicated table is added when it is made).
         self.tables = tables
+        # A resource's tags as they are when a question is asked (aws:ResourceTag).
+        self.resource_tags = resource_tags
         self.sessions = sessions or Sessions()
         self.identity_pool = identity_pool
         # The template's KMS key policies, by key ARN: their Denies apply to
@@ -225,7 +231,13 @@ class Guard:
             operation, payload = aws_requests.dynamodb_operation(target), aws_requests.json_object(body)
             message = (
                 authorize_dynamodb(
-                    session, operation, payload, region=region, tables=self.tables, source_vpce=source_vpce
+                    session,
+                    operation,
+                    payload,
+                    region=region,
+                    tables=self.tables,
+                    source_vpce=source_vpce,
+                    resource_tags=self.resource_tags,
                 )
                 if payload is not None
                 else denial_message(session.arn, f"dynamodb:{operation}", "*", None)

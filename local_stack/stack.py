@@ -1,6 +1,12 @@
 """The whole system on one machine: emulator + guard, API Gateway, functions,
 stream poller, all from `template.yaml`. ``make dev`` runs :class:`LocalStack`.
 
+A dedicated tenant's table (``templates/dedicated-table.yaml``) is deployed
+into a running stack with :meth:`LocalStack.deploy_dedicated` (``POST
+/_local/dedicated?tenant=<t>``, what ``python -m ops.dedicated --local``
+calls): the emulator makes it, and its stream gets a poller per mapping of
+the template, feeding the same functions with the same filters.
+
 While it runs, ``<state dir>/stack.json`` tells other commands (``make token``,
 ``make onboard``, tests, benchmarks) where everything is,
 ``<state dir>/env.json`` is an ``--env-vars`` file for ``sam local``, and
@@ -29,7 +35,7 @@ from typing import Any
 
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
-from local_stack.emulator import SHUTDOWN_POLL_S, Emulator, Provisioned
+from local_stack.emulator import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned
 from local_stack.environments import FunctionEnvironments, LogSink
 from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
 from local_stack.local_values import LOCAL_API_ID, local_environment, stack_port_environment
@@ -47,13 +53,14 @@ from local_stack.state import (
     read_state,
     write_json,
 )
-from local_stack.stream_source import stream_functions, stream_source
+from local_stack.stream_source import StreamSource, dedicated_stream_sources, stream_functions, stream_source
 from local_stack.usage import KeyDirectory, UsageMeter
 from ops import sample_events
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.roles import function_role
 from support_tickets.core.identity import TenantCredentials
+from support_tickets.core.keys import validate_tenant_id
 
 log = logging.getLogger("local_stack")
 
@@ -229,8 +236,10 @@ class LocalStack:
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
         self.authorizer: LambdaAuthorizer | None = None
-        # One per function with a DynamoDB stream event (the aggregator, the audit writer).
+        # One per function with a DynamoDB stream event (the aggregator, the audit writer),
+        # and one per mapping of each dedicated table's stream ("<function>@<table>").
         self.pollers: dict[str, StreamPoller] = {}
+        self._dedicated_lock = threading.Lock()
         # One per SQS event source mapping, by its logical id.
         self.queue_pollers: dict[str, SqsPoller] = {}
         # The template's log subscription filters (the metering function's).
@@ -317,7 +326,7 @@ class LocalStack:
             api_id=LOCAL_API_ID,
         )
         for function in stream_functions():
-            self.pollers[function] = self._poller(function, specs[function], environments[function], runtime)
+            self.pollers[function] = self._poller(stream_source(function), provisioned.stream_arn)
         self.emulator.on_table_write = self._table_written
         for source in queue_sources:
             self.queue_pollers[source.name] = self._queue_poller(
@@ -349,20 +358,20 @@ class LocalStack:
         assert self._gateway is not None
         return self._gateway(environ, start_response)
 
-    def _poller(
-        self, function: str, spec: FunctionSpec, environment: dict[str, str], runtime: FunctionRuntime
-    ) -> StreamPoller:
-        """The function's stream event source. Lambda reads the stream and sends to
-        the on-failure destination with the function's execution role: so does
-        the poller, through the guard."""
+    def _poller(self, source: StreamSource, stream_arn: str) -> StreamPoller:
+        """A stream event source (``source``, of ``stream_arn``). Lambda reads the
+        stream and sends to the on-failure destination with the function's
+        execution role: so does the poller, through the guard."""
         assert self.provisioned is not None
-        provisioned = self.provisioned
+        assert self.runtime is not None
+        provisioned, runtime = self.provisioned, self.runtime
+        function = source.function
+        spec, environment = runtime.specs[function], runtime.environment_of(function)
         credentials = {
             "aws_access_key_id": environment["AWS_ACCESS_KEY_ID"],
             "aws_secret_access_key": environment["AWS_SECRET_ACCESS_KEY"],
             "aws_session_token": environment["AWS_SESSION_TOKEN"],
         }
-        source = stream_source(function)
         sqs = self.emulator.client("sqs", **credentials)
         destination = provisioned.values.resolve(source.on_failure) if source.on_failure else None
 
@@ -372,13 +381,28 @@ class LocalStack:
 
         return StreamPoller(
             self.emulator.client("dynamodbstreams", **credentials),
-            provisioned.stream_arn,
+            stream_arn,
             source,
             invoke=lambda event: runtime.invoke(spec, event),
             on_failure=on_failure,
             function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{function}",
             idle_interval_s=IDLE_POLL_INTERVAL_S,
         )
+
+    def deploy_dedicated(self, tenant_id: str) -> DedicatedTable:
+        """The tenant's dedicated table in the emulator (:meth:`Emulator.deploy_dedicated`)
+        and its stream's mappings as pollers, started: the same functions with
+        the same filters, batches and failure handling as the pool stream's.
+        Deployed again, the same table and pollers."""
+        with self._dedicated_lock:
+            dedicated = self.emulator.deploy_dedicated(tenant_id)
+            for source in dedicated_stream_sources(dedicated.values):
+                name = f"{source.function}@{dedicated.table_name}"
+                if name not in self.pollers:
+                    poller = self._poller(source, dedicated.stream_arn)
+                    poller.start()
+                    self.pollers = {**self.pollers, name: poller}
+            return dedicated
 
     def _queue_concurrency(self, source: SqsSource) -> int:
         limit = self.options.queue_concurrency
@@ -562,13 +586,15 @@ class LocalStack:
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes] | None:
         """``/_local/health``, ``/_local/stream/drain?timeout=<s>``,
         ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``,
-        ``/_local/logs/drain?timeout=<s>`` and ``/_local/table/fingerprint`` on
+        ``/_local/logs/drain?timeout=<s>``, ``/_local/table/fingerprint`` and
+        ``/_local/dedicated?tenant=<t>`` (POST: a dedicated tenant's table) on
         the emulator's port (loopback only, and only with the stack's control
         token in ``X-Local-Control-Token``: a webhook delivery pointed at the
         port, or any other process that has not read the state file, gets 403):
         how another process waits for the stream, the SQS event sources or the
         log subscriptions' deliveries (the usage counters), moves the queues'
-        clock forward, and sees whether the table changed."""
+        clock forward, sees whether the table changed, and deploys a dedicated
+        tenant's table (its outputs, as a deployed stack's name them)."""
         path = environ.get("PATH_INFO", "")
         if not path.startswith("/_local/"):
             return None
@@ -612,6 +638,8 @@ class LocalStack:
                 status, payload = "200 OK", {"offset_s": self.advance_queue_clock(float(query["advance"][0]))}
             except (KeyError, ValueError):
                 status, payload = "400 Bad Request", {"error": "advance=<seconds>, not negative"}
+        elif path == "/_local/dedicated" and posted:
+            status, payload = self._deploy_dedicated_control(query.get("tenant", [""])[0])
         elif path == "/_local/logs/drain" and posted:
             drained = self.wait_for_logs(timeout)
             delivery = self.log_delivery
@@ -625,6 +653,14 @@ class LocalStack:
         body = json.dumps(payload).encode()
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
         return [body]
+
+    def _deploy_dedicated_control(self, tenant: str) -> tuple[str, dict[str, Any]]:
+        """``POST /_local/dedicated?tenant=<t>``: the tenant's dedicated table's outputs."""
+        try:
+            tenant_id = validate_tenant_id(tenant)
+        except ValueError:
+            return "400 Bad Request", {"error": "tenant=<a tenant id>"}
+        return "200 OK", dict(self.deploy_dedicated(tenant_id).outputs())
 
     # ------------------------------------------------------------ state files
     def _check_not_running(self) -> None:

@@ -1,5 +1,7 @@
 """The DynamoDB stream event sources of `template.yaml`'s functions (the
-aggregator, the audit writer), as SAM deploys them (event source mappings).
+aggregator, the audit writer), as SAM deploys them (event source mappings),
+and those a dedicated tenant's stack adds for its own table's stream
+(``templates/dedicated-table.yaml``: the same functions, :func:`dedicated_stream_sources`).
 
 ``FilterCriteria`` patterns are read from the template itself (not copied) and
 evaluated with moto's EventBridge event-pattern matcher, the same pattern
@@ -16,7 +18,8 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from stack_model.template import resources
+from stack_model.dedicated import dedicated_resources
+from stack_model.template import Values, resources
 
 AGGREGATOR_FUNCTION = "AggregateCountsFunction"
 
@@ -58,7 +61,22 @@ def stream_functions() -> list[str]:
 
 
 def stream_source(function: str = AGGREGATOR_FUNCTION) -> StreamSource:
-    props = _mappings()[function]
+    return source_of_mapping(function, _mappings()[function])
+
+
+def dedicated_stream_sources(values: Values) -> list[StreamSource]:
+    """A dedicated tenant's stack's stream mappings (``values``: its reading),
+    each for the pool function its ``FunctionName`` names (an ARN ending in the
+    function's logical id, as the local stack names functions)."""
+    found = []
+    for resource in dedicated_resources("AWS::Lambda::EventSourceMapping").values():
+        props = values.resolve(resource["Properties"])
+        found.append(source_of_mapping(str(props["FunctionName"]).rsplit(":", 1)[-1], props))
+    return found
+
+
+def source_of_mapping(function: str, props: dict[str, Any]) -> StreamSource:
+    """A stream mapping's settings, from its properties (translated or resolved)."""
     filters = props.get("FilterCriteria", {}).get("Filters", [])
     return StreamSource(
         function=function,

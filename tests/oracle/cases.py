@@ -19,14 +19,21 @@ transaction asks about each of its items as that item's own action
 resource types (``ListStreams``, ``ListTables``...) are asked on ``*``.
 ``dynamodb:Attributes`` is the top-level attribute names a request writes
 (a put's item, key included; an update's ``SET``/``REMOVE`` targets) or
-projects (``ProjectionExpression``); absent otherwise.
+projects (``ProjectionExpression``); absent otherwise. ``aws:ResourceTag/<key>``
+is each tag of the table a question names, an index's being its table's
+(DynamoDB's ABAC: "the indexes associated with a table inherit the tags you
+add to the table"; a stream inherits none): the dedicated tenants' tables of
+:data:`DEDICATED_TAGS` are tagged, the pool table is not.
 
 Which values vary: every role of the template; session tags (none, each
 tenant, another tenant's, ``*``, ``1*``, ``?``, a differently cased
 key); every condition key the policies test that a request's route supplies
 (``aws:SourceVpce`` always): absent, each value a policy names, and a wrong
-one; and keys of tenants ``1``, ``10``, ``a`` and ``a-b`` of every kind
-:mod:`support_tickets.core.keys` builds, plus malformed ones.
+one; keys of tenants ``1``, ``10``, ``a`` and ``a-b`` of every kind
+:mod:`support_tickets.core.keys` builds, plus malformed ones; and the table:
+the pool's, or a dedicated tenant's (tenant ``1``'s, ``10``'s, one whose tag
+names another tenant than its name, one untagged), alone or with the pool's
+in one batch or transaction.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
+from stack_model.dedicated import TENANT_TAG, table_name
 from support_tickets.core import keys
 from tests.oracle.policies import ACCOUNT_ID, REGION, OracleRole
 
@@ -50,8 +58,18 @@ SOURCE_VPCE = "aws:SourceVpce"
 WRONG = "vpce-0wrong0wrong0wrong"
 # A stand-in for the stack's gateway endpoint while no policy names one.
 PLACEHOLDER_VPCE = "vpce-0123456789abcdef0"
-# Keys whose request values come from the session or the request itself, not from its route.
+# Keys whose request values come from the session, the request or its resource, not from its route.
 _DERIVED_KEYS = ("dynamodb:leadingkeys", "dynamodb:attributes", "aws:principalarn", "aws:principalaccount")
+_RESOURCE_KEYS = "aws:resourcetag/"
+# The dedicated tenants' tables (templates/dedicated-table.yaml: named after the pool's,
+# tagged TenantId): tenant 1's and 10's, one whose tag names another tenant than its name
+# says, and one with no tag at all.
+DEDICATED_TAGS: dict[str, dict[str, str]] = {
+    table_name(TABLE, "1"): {TENANT_TAG: "1"},
+    table_name(TABLE, "10"): {TENANT_TAG: "10"},
+    table_name(TABLE, "a"): {TENANT_TAG: "a-b"},
+    table_name(TABLE, "u"): {},
+}
 ATTRIBUTE_SETS: tuple[tuple[str, ...], ...] = ((), ("erasing",), ("title", "erasing"))
 
 # A documented difference of the guard (docs/local-stack.md): it also asks
@@ -160,8 +178,26 @@ def index_keys() -> list[tuple[str, str | None]]:
 
 
 # ---------------------------------------------------------------- calls
+def table_arn(table: str) -> str:
+    return f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{table}"
+
+
+def resource_tags(resource: str) -> dict[str, str]:
+    """The tags AWS evaluates a question on ``resource`` with: its table's, for
+    the table and its indexes; none for a stream or ``*``."""
+    prefix = table_arn("")
+    if not resource.startswith(prefix):
+        return {}
+    table, _, rest = resource.removeprefix(prefix).partition("/")
+    if rest and not rest.startswith("index/"):
+        return {}
+    return DEDICATED_TAGS.get(table, {})
+
+
 def _q(action: str, resource: str, leading: Sequence[str] | None = None, attributes: Sequence[str] = ()) -> Question:
-    context: dict[str, tuple[str, ...]] = {}
+    context: dict[str, tuple[str, ...]] = {
+        f"aws:ResourceTag/{key}": (value,) for key, value in resource_tags(resource).items()
+    }
     if leading is not None:
         context["dynamodb:LeadingKeys"] = tuple(dict.fromkeys(leading))
     if attributes:
@@ -197,6 +233,74 @@ def item_calls(key: Key) -> Iterator[Call]:
             get["ProjectionExpression"] = ", ".join(extra)
         yield Call("GetItem", get, (_q("GetItem", TABLE_ARN, [key.pk], extra),))
     yield Call("DeleteItem", {"TableName": TABLE, "Key": key.key()}, (_q("DeleteItem", TABLE_ARN, [key.pk]),))
+
+
+def dedicated_table_calls() -> Iterator[Call]:
+    """Every dedicated table of :data:`DEDICATED_TAGS`: a put (with and without
+    the erasing mark), an update, a get, a delete and a Query with each tenant's
+    ticket keys, tenant 1's count item and a malformed key; a Query of GSI1 for
+    each tenant's tickets; its stream read; and a batch and a transaction naming
+    a dedicated table's item and the pool table's."""
+    chosen = [
+        *(Key(keys.ticket_pk(tenant, "T1"), keys.SUMMARY_SK) for tenant in TENANTS),
+        Key(keys.aggregate_pk("1"), keys.aggregate_sk(keys.TicketStatus.OPEN, 3)),
+        Key("TENANT#1", "SUMMARY"),
+    ]
+    for table in DEDICATED_TAGS:
+        arn = table_arn(table)
+        for key in chosen:
+            for item in (key.item("title"), key.item("erasing")):
+                yield Call("PutItem", {"TableName": table, "Item": item}, (_q("PutItem", arn, [key.pk], list(item)),))
+            expression, values, targets = _update(())
+            update = {"TableName": table, "Key": key.key(), "UpdateExpression": expression}
+            yield Call(
+                "UpdateItem",
+                {**update, "ExpressionAttributeValues": values},
+                (_q("UpdateItem", arn, [key.pk], targets),),
+            )
+            yield Call("GetItem", {"TableName": table, "Key": key.key()}, (_q("GetItem", arn, [key.pk]),))
+            yield Call("DeleteItem", {"TableName": table, "Key": key.key()}, (_q("DeleteItem", arn, [key.pk]),))
+            query = {"KeyConditionExpression": "pk = :pk", "ExpressionAttributeValues": {":pk": {"S": key.pk}}}
+            yield Call("Query", {"TableName": table, **query}, (_q("Query", arn, [key.pk]),))
+        for status_key, _ in index_keys():
+            body = {
+                "TableName": table,
+                "IndexName": INDEX,
+                "KeyConditionExpression": "tenant_status = :s",
+                "ExpressionAttributeValues": {":s": {"S": status_key}},
+            }
+            yield Call("Query", body, (_q("Query", f"{arn}/index/{INDEX}", [status_key]),))
+        stream = f"{arn}/stream/2026-01-01T00:00:00.000"
+        yield Call("DescribeStream", {"StreamArn": stream}, (_q("DescribeStream", stream),))
+        yield Call("GetRecords", {"ShardIterator": f"{stream}|1|abc"}, (_q("GetRecords", stream),))
+        for tenant in TENANTS:
+            own, pooled = (
+                Key(keys.ticket_pk(tenant, "T1"), keys.SUMMARY_SK),
+                Key(keys.ticket_pk(tenant, "T2"), "SUMMARY"),
+            )
+            yield Call(
+                "BatchWriteItem",
+                {
+                    "RequestItems": {
+                        table: [{"DeleteRequest": {"Key": own.key()}}],
+                        TABLE: [{"DeleteRequest": {"Key": pooled.key()}}],
+                    }
+                },
+                (
+                    _q("BatchWriteItem", arn, [own.pk], ["pk", "sk"]),
+                    _q("BatchWriteItem", TABLE_ARN, [pooled.pk], ["pk", "sk"]),
+                ),
+            )
+            yield Call(
+                "TransactWriteItems",
+                {
+                    "TransactItems": [
+                        {"Delete": {"TableName": table, "Key": own.key()}},
+                        {"Put": {"TableName": TABLE, "Item": pooled.item("title")}},
+                    ]
+                },
+                (_q("DeleteItem", arn, [own.pk]), _q("PutItem", TABLE_ARN, [pooled.pk], list(pooled.item("title")))),
+            )
 
 
 def query_calls(key: Key) -> Iterator[Call]:
@@ -404,6 +508,7 @@ def calls(stream_arn: str) -> list[Call]:
     found += multi_item_calls(table)
     found += webhook_delivery_calls()
     found += keyless_calls(stream_arn)
+    found += dedicated_table_calls()
     return found
 
 
@@ -433,7 +538,7 @@ def routes(condition_values: Mapping[str, set[str]]) -> list[dict[str, str]]:
     varied: dict[str, list[str]] = {}
     for key, values in condition_values.items():
         # (kms:EncryptionContext*: the webhook statement's, from a KMS call's body; the calls here are DynamoDB's.)
-        if key in _DERIVED_KEYS or key.startswith(("aws:principaltag/", "kms:encryptioncontext")):
+        if key in _DERIVED_KEYS or key.startswith(("aws:principaltag/", "kms:encryptioncontext", _RESOURCE_KEYS)):
             continue
         name = SOURCE_VPCE if key == SOURCE_VPCE.lower() else key
         varied[name] = [*sorted(value for value in values if "${" not in value), WRONG]
@@ -474,4 +579,9 @@ def cases(roles: Mapping[str, OracleRole], route_set: Sequence[Mapping[str, str]
         for call in webhook_delivery_calls():
             tenant = keys.tenant_of_key(call.questions[0].context["dynamodb:LeadingKeys"][-1])
             found.append(Case(role, SESSION_NAME, {"TenantId": tenant}, inside, call))
+        # And the dedicated tables' calls with tenant 1's and 10's credentials on that route:
+        # each table's own tenant (allowed under its prefix, on the table and on GSI1) and the other.
+        for call in dedicated_table_calls():
+            for tenant in ("1", "10"):
+                found.append(Case(role, SESSION_NAME, {"TenantId": tenant}, inside, call))
     return found

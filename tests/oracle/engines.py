@@ -21,7 +21,7 @@ from pathlib import Path
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
 from local_stack.sessions import Session
 from stack_model.roles import RoleDefinition
-from tests.oracle.cases import SOURCE_VPCE, Case, Question
+from tests.oracle.cases import DEDICATED_TAGS, SOURCE_VPCE, Case, Question, table_arn
 from tests.oracle.policies import REGION
 
 ORACLE_DIR = Path(__file__).resolve().parent
@@ -47,6 +47,13 @@ class Outcome:
 
 
 # ---------------------------------------------------------------- the guard
+def table_tags(resource: str) -> dict[str, str]:
+    """What the guard reads a table's tags from (moto's table, in the emulator):
+    a table ARN's own tags, and nothing for any other ARN (the guard must find
+    an index's table itself)."""
+    return next((dict(tags) for table, tags in DEDICATED_TAGS.items() if table_arn(table) == resource), {})
+
+
 def guard_outcome(case: Case, roles: Mapping[str, RoleDefinition], tables: Mapping[str, TableKeys]) -> Outcome:
     role = roles[case.role.name]
     session = Session("ASIAORACLE", role, case.session_name, dict(case.tags))
@@ -58,6 +65,7 @@ def guard_outcome(case: Case, roles: Mapping[str, RoleDefinition], tables: Mappi
         region=REGION,
         tables=tables,
         source_vpce=case.route.get(SOURCE_VPCE),
+        resource_tags=table_tags,
     )
     if message is None:
         return Outcome(allowed=True)
@@ -80,19 +88,19 @@ class OracleError(RuntimeError):
     the action has no type for, an invalid policy)."""
 
 
-def _key(case: Case, question: Question) -> str:
+def question_key(case: Case, question: Question) -> str:
     return json.dumps([case.role.name, question.action, question.resource, case.context(question)], sort_keys=True)
 
 
 def simulate(asked: Sequence[tuple[Case, Question]]) -> dict[str, Verdict]:
-    """iam-simulate's verdict on every (case, question), by :func:`_key`; each
+    """iam-simulate's verdict on every (case, question), by :func:`question_key`; each
     distinct question is sent once."""
     node = shutil.which("node")
     if node is None or not (ORACLE_DIR / "node_modules" / "@cloud-copilot" / "iam-simulate").is_dir():
         raise RuntimeError(INSTALL_HINT)
     unique: dict[str, tuple[Case, Question]] = {}
     for case, question in asked:
-        unique.setdefault(_key(case, question), (case, question))
+        unique.setdefault(question_key(case, question), (case, question))
     policies = {case.role.name: list(case.role.policies) for case, _ in unique.values()}
     payload = {
         "policies": policies,
@@ -130,7 +138,7 @@ def simulate(asked: Sequence[tuple[Case, Question]]) -> dict[str, Verdict]:
 
 def oracle_outcome(case: Case, questions: Sequence[Question], verdicts: Mapping[str, Verdict]) -> Outcome:
     for question in questions:
-        verdict = verdicts[_key(case, question)]
+        verdict = verdicts[question_key(case, question)]
         if verdict.result != "Allowed":
             return Outcome(False, question.action, question.resource, verdict.result == "ExplicitlyDenied")
     return Outcome(allowed=True)

@@ -7,7 +7,10 @@ index calls the code makes and the calls it must never make, keys of tenants
 wild, ``aws:SourceVpce`` right, wrong and absent. The guard judges each from
 its body alone (:func:`local_stack.guard.authorize_dynamodb`); iam-simulate
 judges the questions AWS asks for it. Their verdicts must be the same, down to
-which question is refused and whether by an explicit deny. The one difference
+which question is refused and whether by an explicit deny. The dedicated
+tenants' tables are among the tables (tagged ``TenantId``: the guard reads the
+tags as the emulator reads moto's, iam-simulate is given them as AWS's
+``aws:ResourceTag``). The one difference
 the guard keeps on purpose (the partition keys of a Query's start key, see
 docs/local-stack.md) has its own test: there the guard is only ever stricter,
 and the oracle agrees with it on the questions the guard asks.
@@ -21,10 +24,11 @@ from dataclasses import dataclass
 import pytest
 
 from local_stack.dynamodb_questions import TableKeys
+from stack_model import dedicated
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import table_definition
 from tests.oracle import cases as generator
-from tests.oracle.engines import Outcome, Verdict, guard_outcome, oracle_outcome, simulate
+from tests.oracle.engines import Outcome, Verdict, guard_outcome, oracle_outcome, question_key, simulate
 from tests.oracle.policies import OracleRole, condition_values, local_values, template_roles
 
 MIN_REQUESTS = 5_000
@@ -48,15 +52,23 @@ class Run:
 
 
 def _tables() -> dict[str, TableKeys]:
-    """The table's keys as the emulator gives them to the guard."""
-    definition = table_definition(local_values())
+    """The tables' keys as the emulator gives them to the guard: the pool's, and
+    each dedicated table's (its template read for the tenant its name names)."""
+    definitions = [table_definition(local_values())]
+    for name in generator.DEDICATED_TAGS:
+        tenant = name.rsplit(dedicated.TABLE_INFIX, 1)[1]
+        definitions.append(dedicated.table_definition(dedicated.dedicated_values(tenant, local_values())))
 
     def hash_key(schema: list[dict[str, str]]) -> str:
         return next(part["AttributeName"] for part in schema if part["KeyType"] == "HASH")
 
-    indexes = {index["IndexName"]: hash_key(index["KeySchema"]) for index in definition["GlobalSecondaryIndexes"]}
-    name = definition["TableName"]
-    return {name: TableKeys(name, hash_key(definition["KeySchema"]), indexes)}
+    found = {}
+    for definition in definitions:
+        indexes = {index["IndexName"]: hash_key(index["KeySchema"]) for index in definition["GlobalSecondaryIndexes"]}
+        name = definition["TableName"]
+        found[name] = TableKeys(name, hash_key(definition["KeySchema"]), indexes)
+    assert set(found) == {definitions[0]["TableName"], *generator.DEDICATED_TAGS}
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +133,10 @@ def test_the_oracle_uses_every_key_of_every_question(run: Run) -> None:
     """A key iam-simulate drops as not applicable to the action is one AWS does
     not send for it either: the generated questions would be wrong."""
     ignored = {
-        (question_key, key)
-        for question_key, verdict in run.verdicts.items()
+        (asked, key)
+        for asked, verdict in run.verdicts.items()
         for key in verdict.ignored
-        if key.lower().startswith("dynamodb:")
+        if key.lower().startswith(("dynamodb:", "aws:resourcetag/"))
     }
     assert ignored == set()
 
@@ -187,3 +199,39 @@ def test_tenant_credentials_on_the_delivery_sides_items_are_compared_both_ways(r
             refused += 1
     assert mark_allowed >= 4
     assert refused >= 20
+
+
+def test_tenant_credentials_on_the_dedicated_tables_are_compared_both_ways(run: Run) -> None:
+    """Among the compared requests: tenant credentials through the stack's endpoint
+    on a dedicated table (and its GSI1), allowed for the table's own tenant under its
+    prefix, refused for every other tenant (1 on 10's table and 10 on 1's, whatever
+    the keys), and on a table whose tag names another tenant than its name or none."""
+    allowed: set[tuple[str, str]] = set()
+    refused: set[tuple[str, str]] = set()
+    for case in run.cases:
+        tenant = case.tags.get("TenantId")
+        if case.role.name != "TenantAccessRole" or tenant is None or case.call.limit is not None:
+            continue
+        if case.route.get(generator.SOURCE_VPCE) in (None, generator.WRONG):
+            continue
+        for question in case.call.questions:
+            table = question.resource.removeprefix(generator.table_arn("")).split("/")[0]
+            if (
+                table not in generator.DEDICATED_TAGS
+                or not question.action.startswith("dynamodb:")
+                or ("/stream/" in question.resource)
+            ):
+                continue
+            owner = generator.DEDICATED_TAGS[table].get("TenantId")
+            verdict = run.verdicts[question_key(case, question)]
+            if owner == tenant:
+                pks = question.context.get("dynamodb:LeadingKeys", ())
+                own = bool(pks) and all(pk.startswith(f"TENANT#{tenant}|") for pk in pks)
+                (allowed if verdict.result == "Allowed" else refused).add((tenant, "own" if own else "other"))
+                if not own:
+                    assert verdict.result != "Allowed", _describe(case, run.guard(case), run.oracle(case))
+            else:
+                assert verdict.result != "Allowed", _describe(case, run.guard(case), run.oracle(case))
+                refused.add((tenant, f"table of {owner}"))
+    assert {("1", "own"), ("10", "own")} <= allowed
+    assert {("1", "table of 10"), ("10", "table of 1"), ("a", "table of a-b"), ("1", "table of None")} <= refused
