@@ -187,3 +187,13 @@ class Unavailable(_RetryLater):
     status = 503
     code = "UNAVAILABLE"
     default_message = "A dependency is unavailable; retry later."
+
+
+class TenantMoving(_RetryLater):
+    """A write while the tenant's data switches tables (``ops.move``): for the
+    few seconds of the switch, reads go on and writes wait."""
+
+    status = 503
+    code = "TENANT_MOVING"
+    default_message = "This tenant's data is moving; retry the write in a few seconds."
+    retry_after_seconds = 2

@@ -31,7 +31,15 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys, metering
-from support_tickets.core.errors import Conflict, Forbidden, InvalidCursor, Throttled, Unauthorized, Unavailable
+from support_tickets.core.errors import (
+    Conflict,
+    Forbidden,
+    InvalidCursor,
+    TenantMoving,
+    Throttled,
+    Unauthorized,
+    Unavailable,
+)
 from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
 
 if TYPE_CHECKING:
@@ -46,6 +54,10 @@ UNAVAILABLE_CODES = frozenset({"InternalServerError", "ServiceUnavailable", "Ser
 # DynamoDB authenticates before it acts: a wrong secret, an unknown key or a session token not the key's.
 REFUSED_CREDENTIALS_CODES = frozenset(
     {"UnrecognizedClientException", "InvalidSignatureException", "IncompleteSignatureException"}
+)
+# What a tenant whose data is switching tables may not call (support_tickets.data.placement).
+WRITE_OPERATIONS: Final = frozenset(
+    {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items"}
 )
 BATCH_WRITE_SIZE: Final = 25
 MAX_UNPROCESSED_ROUNDS: Final = 8
@@ -84,14 +96,21 @@ def cancellation_codes(exc: ClientError) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class TenantTable:
+    """One tenant's view of one table. ``writes_paused``: the tenant's data is
+    switching tables (its record said so when this view was made), and every
+    write answers 503 ``TENANT_MOVING`` before it reaches DynamoDB."""
+
     tenant_id: str
     table_name: str
     clients: ClientProvider
+    writes_paused: bool = False
 
     def __post_init__(self) -> None:
         keys.validate_tenant_id(self.tenant_id)
 
     def call(self, operation: str, **kwargs: Any) -> Any:
+        if self.writes_paused and operation in WRITE_OPERATIONS:
+            raise TenantMoving()
         if operation in metering.METERED_OPERATIONS:
             # Table and index units, counted for the request's usage line (docs/usage.md).
             kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")

@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any, Final
 
 from support_tickets.core import keys
+from support_tickets.data.placement import MovePhase, Placement, cache_seconds
 from support_tickets.data.table import TenantTable, from_item
 
 MAX_CACHED_TENANTS: Final = 1024
@@ -62,6 +63,11 @@ class TenantConfig:
     SUSPENDED), ``erasable_at`` when the record itself may go (see
     ``ops.offboard``).
 
+    ``placement`` and the fields after it say which table holds the tenant's
+    data and where a move between tables is (:mod:`support_tickets.data.placement`);
+    a dedicated table's name always ends in ``-dedicated-<tenant id>`` (the
+    form TenantAccessRole's statement for it reaches).
+
     A frozen dataclass checked in ``__post_init__``, not a pydantic model: the
     authorizer and every function read tenant records, and pydantic's import
     alone is a quarter of a bare boto3 function's cold start (bench/results.md).
@@ -83,6 +89,15 @@ class TenantConfig:
     changed_at: int = 0
     offboarding_since: int | None = None
     erasable_at: int | None = None
+    placement: str = Placement.POOL
+    table: str | None = None
+    placed_at: int = 0
+    previous_table: str | None = None
+    previous_placed_at: int = 0
+    move_to: str | None = None
+    move_table: str | None = None
+    move_phase: str | None = None
+    move_started_at: int | None = None
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -102,12 +117,39 @@ class TenantConfig:
             "changed_at": _integer(self.changed_at, "changed_at"),
             "offboarding_since": _optional(self.offboarding_since, "offboarding_since"),
             "erasable_at": _optional(self.erasable_at, "erasable_at"),
+            "placement": str(Placement(self.placement)),
+            "table": _optional(self.table, "table", self._dedicated_table),
+            "placed_at": _integer(self.placed_at, "placed_at", minimum=0),
+            "previous_table": _optional(self.previous_table, "previous_table", self._dedicated_table),
+            "previous_placed_at": _integer(self.previous_placed_at, "previous_placed_at", minimum=0),
+            "move_to": _optional(self.move_to, "move_to", lambda value: str(Placement(value))),
+            "move_table": _optional(self.move_table, "move_table", self._dedicated_table),
+            "move_phase": _optional(self.move_phase, "move_phase", lambda value: str(MovePhase(value))),
+            "move_started_at": _optional(self.move_started_at, "move_started_at"),
             "version": _integer(self.version, "version", minimum=0),
         }
         if checked["shards"] not in checked["read_shards"]:
             raise ValueError("readers must cover the writers' shard count")
+        if (checked["placement"] == Placement.DEDICATED) != (checked["table"] is not None):
+            raise ValueError("a dedicated tenant names its table, and only a dedicated tenant does")
+        if (checked["move_phase"] is None) != (checked["move_to"] is None):
+            raise ValueError("a move names its phase and its destination")
+        if checked["move_to"] is not None and (checked["move_to"] == Placement.DEDICATED) != (
+            checked["move_table"] is not None
+        ):
+            raise ValueError("a move to a dedicated table names the table, and only such a move does")
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+
+    def _dedicated_table(self, value: object) -> str:
+        name = _text(value)
+        if not name.endswith(f"-dedicated-{self.tenant_id}") or len(name) > 255:
+            raise ValueError(f"a dedicated table's name ends with -dedicated-{self.tenant_id}")
+        return name
+
+    @property
+    def moving(self) -> bool:
+        return self.move_phase is not None
 
     @property
     def resharding(self) -> bool:
@@ -181,7 +223,8 @@ def read_tenant_config(table: TenantTable) -> TenantConfig:
 
 
 class TenantConfigCache:
-    """Per-container cache of tenant records: at most ``ttl_seconds`` old, bounded LRU."""
+    """Per-container cache of tenant records: at most ``ttl_seconds`` old (a
+    second while the tenant moves between tables), bounded LRU."""
 
     def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl_seconds
@@ -193,7 +236,8 @@ class TenantConfigCache:
         now = self._clock()
         with self._lock:
             entry = self._entries.get(table.tenant_id)
-            if entry is not None and now - entry[0] < self._ttl:
+            # A record with a move running is kept a second at most (support_tickets.data.placement).
+            if entry is not None and now - entry[0] < cache_seconds(entry[1], self._ttl):
                 self._entries.move_to_end(table.tenant_id)
                 return entry[1]
         config = read_tenant_config(table)

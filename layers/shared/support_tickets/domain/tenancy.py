@@ -10,17 +10,24 @@ from __future__ import annotations
 from support_tickets.core.errors import TenantSuspended
 from support_tickets.core.identity import Caller
 from support_tickets.core.settings import get_settings
+from support_tickets.data.placement import data_table, writes_paused
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
 
 
 def table_for(caller: Caller) -> TenantTable:
-    """The caller's tenant's view of the table, every repository works through
+    """The caller's tenant's view of its table, every repository works through
     it, with the credentials the authorizer obtained for the caller's own token
     (never for a tenant id); a suspended tenant gets no further (its data stays
-    as it is)."""
-    table = TenantTable(caller.tenant_id, get_settings().table_name, tenant_clients().for_caller(caller))
-    if tenant_configs().get(table).status is TenantStatus.SUSPENDED:
+    as it is).
+
+    The tenant record (in the pool table, cached) names the table: the pool's,
+    or the tenant's own; while a move switches tables, the view refuses writes
+    (503 ``TENANT_MOVING``) and reads go on (support_tickets.data.placement)."""
+    pool_table = get_settings().table_name
+    clients = tenant_clients().for_caller(caller)
+    record = tenant_configs().get(TenantTable(caller.tenant_id, pool_table, clients))
+    if record.status is TenantStatus.SUSPENDED:
         raise TenantSuspended()
-    return table
+    return TenantTable(caller.tenant_id, data_table(record, pool_table), clients, writes_paused(record))
