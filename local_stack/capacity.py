@@ -16,6 +16,17 @@ shape: one ``ConsumedCapacity`` object (a list of one for
 ``TransactWriteItems`` and ``BatchWriteItem``) with ``CapacityUnits``, the
 read or write part, and with ``INDEXES`` the same total under ``Table`` (the
 model sums GSI1's writes into the total; it does not split them out).
+
+Every table of the stack is metered on its own: the pool table, and each
+dedicated tenant's table (``<pool table>-dedicated-<tenant>``,
+:mod:`stack_model.dedicated`), whose items are looked up in that table and
+whose units are answered under its name. A dedicated table has the pool
+table's shape (keys, GSI1 and its projection; ``tests/unit/test_dedicated_template.py``
+holds the two templates equal), so its sizes follow the same rules. A call
+that names two tables at once (a batch or transaction across the pool and a
+dedicated table) keeps moto's answer: the model sizes one table per call.
+What the model does not have, for any table: throughput limits, partitions
+and throttling (nothing here is ever throttled).
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from typing import Any
 
 from local_stack import wsgi
 from stack_model.capacity import CapacityMeter, TableShape
+from stack_model.dedicated import TABLE_INFIX
 
 Environ = dict[str, Any]
 WsgiApp = Callable[[Environ, Callable[..., Any]], Iterable[bytes]]
@@ -80,7 +92,9 @@ class CapacityUnits:
 
     def __init__(self, app: WsgiApp, table_name: str) -> None:
         self._app = app
-        self._shape = TableShape.from_template(table_name)
+        self._pool = table_name
+        # By table name: the pool's, and each dedicated table's once it is called.
+        self._shapes = {table_name: TableShape.from_template(table_name)}
 
     def __call__(self, environ: Environ, start_response: Callable[..., Any]) -> Iterable[bytes]:
         operation = self._metered_operation(environ)
@@ -89,17 +103,18 @@ class CapacityUnits:
         body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
         params = json.loads(body or b"{}")
         mode = params.get("ReturnConsumedCapacity", "NONE") if isinstance(params, dict) else "NONE"
-        if mode not in ("TOTAL", "INDEXES") or not self._own_table(operation, params):
+        shape = self._shape(operation, params) if mode in ("TOTAL", "INDEXES") else None
+        if shape is None:
             status, headers, data = wsgi.call(self._app, environ, body)
             start_response(status, headers)
             return [data]
-        meter = CapacityMeter(_Lookups(self._app, dict(environ)), self._shape)
+        meter = CapacityMeter(_Lookups(self._app, dict(environ)), shape)
         meter.before(operation, params)
         status, headers, data = wsgi.call(self._app, environ, body)
         if status.startswith("200"):
             answer = json.loads(data)
             read, write = meter.after(operation, answer)
-            answer["ConsumedCapacity"] = consumed_capacity(operation, self._shape.name, read, write, mode)
+            answer["ConsumedCapacity"] = consumed_capacity(operation, shape.name, read, write, mode)
             data = json.dumps(answer).encode()
             headers = [
                 (name, value) for name, value in headers if name.lower() not in ("content-length", "x-amz-crc32")
@@ -116,14 +131,23 @@ class CapacityUnits:
         operation = target.removeprefix(_TARGET_PREFIX)
         return operation if operation in METERED else None
 
-    def _own_table(self, operation: str, params: dict[str, Any]) -> bool:
-        """Every item of the call is in the stack's table (the one the model knows)."""
+    def _shape(self, operation: str, params: dict[str, Any]) -> TableShape | None:
+        """The shape of the one table every item of the call is in, if the model
+        knows it (the pool table or a dedicated table of the stack); else None."""
         if operation == "TransactWriteItems":
-            return all(
-                body.get("TableName") == self._shape.name
-                for action in params.get("TransactItems", [])
-                for body in action.values()
-            )
-        if operation == "BatchWriteItem":
-            return set(params.get("RequestItems", {})) <= {self._shape.name}
-        return bool(params.get("TableName") == self._shape.name)
+            names = {body.get("TableName") for action in params.get("TransactItems", []) for body in action.values()}
+        elif operation == "BatchWriteItem":
+            names = set(params.get("RequestItems", {}))
+        else:
+            names = {params.get("TableName")}
+        if len(names) != 1:
+            return None
+        (name,) = names
+        if not isinstance(name, str):
+            return None
+        if name not in self._shapes:
+            if not name.startswith(self._pool + TABLE_INFIX):
+                return None
+            # The dedicated template's table: the pool table's shape under its own name.
+            self._shapes[name] = TableShape.from_template(name)
+        return self._shapes[name]

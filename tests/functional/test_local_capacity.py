@@ -140,3 +140,48 @@ def test_nothing_asked_nothing_answered_and_errors_pass_through(dynamodb: tuple[
             ReturnConsumedCapacity="TOTAL",
         )
     assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def test_a_dedicated_table_is_metered_on_its_own_items_under_its_own_name(dynamodb: tuple[Any, str]) -> None:
+    client, pool = dynamodb
+    # Given tenant 1's own table beside the pool (the dedicated template's name and shape)...
+    dedicated = f"{pool}-dedicated-1"
+    definition = table_definition()
+    definition.pop("StreamSpecification", None)
+    client.create_table(**(definition | {"TableName": dedicated}))
+    try:
+        # ...and, under the same key, a small item in the pool and a large one in its table.
+        key = {"pk": {"S": PK}, "sk": {"S": "SUMMARY"}}
+        client.put_item(TableName=pool, Item=_item("SUMMARY", 10))
+        # 22 + 9 + 11 + 2900 = 2942 bytes: 3 KB, metered on the table it went to.
+        put = client.put_item(TableName=dedicated, Item=_item("SUMMARY", 2900), ReturnConsumedCapacity="TOTAL")
+        assert put["ConsumedCapacity"] == {"TableName": dedicated, "CapacityUnits": 3.0, "WriteCapacityUnits": 3.0}
+        # Reads find the item of the table read: 2942 bytes strongly consistent is 1 RRU there...
+        read = client.get_item(TableName=dedicated, Key=key, ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+        assert read["ConsumedCapacity"]["TableName"] == dedicated
+        # ...and a delete the larger image of that table's item (the pool's 52 bytes would be 1).
+        deleted = client.delete_item(TableName=dedicated, Key=key, ReturnConsumedCapacity="TOTAL")
+        assert deleted["ConsumedCapacity"]["WriteCapacityUnits"] == 3.0
+        # A batch into the tenant's table alone is metered too; the pool's answers are still the pool's.
+        batch = client.batch_write_item(
+            RequestItems={dedicated: [{"PutRequest": {"Item": _item("C#1", 1500)}}]}, ReturnConsumedCapacity="TOTAL"
+        )
+        assert batch["ConsumedCapacity"] == [{"TableName": dedicated, "CapacityUnits": 2.0, "WriteCapacityUnits": 2.0}]
+        pooled = client.delete_item(TableName=pool, Key=key, ReturnConsumedCapacity="TOTAL")
+        assert pooled["ConsumedCapacity"] == {"TableName": pool, "CapacityUnits": 1.0, "WriteCapacityUnits": 1.0}
+    finally:
+        client.delete_table(TableName=dedicated)
+
+
+def test_a_table_that_is_not_the_stacks_keeps_motos_answer(dynamodb: tuple[Any, str]) -> None:
+    client, pool = dynamodb
+    other = f"{pool}-other"
+    definition = table_definition()
+    definition.pop("StreamSpecification", None)
+    client.create_table(**(definition | {"TableName": other}))
+    try:
+        put = client.put_item(TableName=other, Item=_item("SUMMARY", 2900), ReturnConsumedCapacity="TOTAL")
+        # moto's constant, whatever the item's size (the model meters the stack's tables only).
+        assert put["ConsumedCapacity"]["CapacityUnits"] == 1.0
+    finally:
+        client.delete_table(TableName=other)
