@@ -6,10 +6,13 @@
 With ``--tenant``: that tenant's usage object (API.md, the same as its admins
 read with ``GET /usage``) as JSON. Without: a table of every tenant's usage of
 the day, costliest first, and a total line. ``--chart`` also draws each
-tenant's cost by component (API Gateway, Lambda, DynamoDB, webhooks) as a PNG.
+tenant's cost by component (API Gateway, Lambda, DynamoDB, webhooks, and a
+dedicated tenant's own key) as a PNG.
 
 The figures are the metering function's counters (docs/usage.md), read with
-the operator's credentials (one Query per tenant). Every tenant means every
+the operator's credentials (one Query per tenant), and its record (one
+GetItem: whether it is, or was last, placed in a table of its own, which
+prices its key in ``cost_usd.dedicated``). Every tenant means every
 tenant with an API key of the stack (its directory: ``ops.api_keys``), so an
 offboarded tenant is only shown with ``--tenant`` (while its record stays).
 The day defaults to today (UTC); the same days are accepted as by
@@ -34,15 +37,18 @@ from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.core.models import UsageResponse
+from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.tenant_registry import read_tenant_config
 from support_tickets.data.usage_repository import read_day
-from support_tickets.domain.usage import parse_day, usage_object
+from support_tickets.domain.usage import own_table_windows, parse_day, usage_object
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# webhooks: the delivery function's Lambda cost and its SQS and KMS requests (docs/usage.md).
-COMPONENTS = ("api_gateway", "lambda", "dynamodb", "webhooks")
-COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+# webhooks: the delivery function's Lambda cost and its SQS and KMS requests; dedicated: a
+# dedicated tenant's own key, 0 for the others (docs/usage.md).
+COMPONENTS = ("api_gateway", "lambda", "dynamodb", "webhooks", "dedicated")
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 COLUMNS = (
     "tenant", "requests", "read units", "write units", "invocations", "GB-s", "deliveries", "attempts",
     *COMPONENTS, "total USD",
@@ -54,7 +60,17 @@ class UsageArgumentError(ValueError):
 
 
 def tenant_usage(client: DynamoDBClient, table_name: str, tenant_id: str, day: str, now: datetime) -> UsageResponse:
-    return usage_object(tenant_id, day, read_day(client, table_name, tenant_id, day), now)
+    """The tenant's usage object of ``day``: its counters and its record, both
+    in the pool table ``table_name`` whatever its placement."""
+    record = read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
+    sums = read_day(client, table_name, tenant_id, day)
+    return usage_object(tenant_id, day, sums, now, own_table_windows(record))
+
+
+def component(usage: UsageResponse, name: str) -> float:
+    """A cost component of the usage object (0 for ``dedicated`` when the tenant has none)."""
+    value = usage["cost_usd"].get(name, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def costliest_first(usages: Sequence[UsageResponse]) -> list[UsageResponse]:
@@ -72,7 +88,7 @@ def _row(usage: UsageResponse) -> list[str]:
         f"{usage['lambda']['gb_seconds']:.6f}",
         str(usage["webhooks"]["deliveries"]),
         str(usage["webhooks"]["attempts"]),
-        *(f"{cost[name]:.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
+        *(f"{component(usage, name):.8f}" for name in COMPONENTS),
         f"{cost['total']:.8f}",
     ]
 
@@ -90,7 +106,7 @@ def write_table(usages: Sequence[UsageResponse], day: str, out: TextIO) -> None:
         f"{sum(u['lambda']['gb_seconds'] for u in ordered):.6f}",
         str(sum(u["webhooks"]["deliveries"] for u in ordered)),
         str(sum(u["webhooks"]["attempts"] for u in ordered)),
-        *(f"{sum(u['cost_usd'][name] for u in ordered):.8f}" for name in COMPONENTS),  # type: ignore[literal-required]
+        *(f"{sum(component(u, name) for u in ordered):.8f}" for name in COMPONENTS),
         f"{sum(u['cost_usd']['total'] for u in ordered):.8f}",
     ]
     rows.append(total)
@@ -116,7 +132,7 @@ def draw_chart(usages: Sequence[UsageResponse], day: str, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(max(6.0, 0.6 * len(tenants) + 2), 4.5))
     bottom = [0.0] * len(ordered)
     for name, colour in zip(COMPONENTS, COLOURS, strict=True):
-        values = [usage["cost_usd"][name] for usage in ordered]  # type: ignore[literal-required]
+        values = [component(usage, name) for usage in ordered]
         axes.bar(tenants, values, bottom=bottom, label=name.replace("_", " "), color=colour)
         bottom = [below + value for below, value in zip(bottom, values, strict=True)]
     axes.set_title(f"Cost by component per tenant, {day} (UTC, list prices)")

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from local_stack.local_values import offline_values
+from stack_model.dedicated import dedicated_values
+from stack_model.dedicated import table_definition as dedicated_table_definition
 from support_tickets.core import prices
+from support_tickets.data.tenant_registry import tenant_configs
+from tests.conftest import all_items, instant_tenant_admin
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.test_metering import METERING, load_function, payload
@@ -154,3 +159,44 @@ def test_route_counts_are_per_method_and_route_path(
     deliver(metering, log_events(lines))
     counted = Counter(line["usage"]["route"] for line in lines if line.get("message") == "request handled")
     assert usage(api, admin)["requests"] == dict(counted) == {"POST /tickets": 1, "GET /tickets/{ticket_id}": 2}
+
+
+@pytest.mark.parametrize(("dedicated", "pooled"), TENANT_PAIRS)
+def test_a_dedicated_tenants_usage_is_read_from_the_pool_and_prices_its_own_key(
+    api: Api, dynamodb: DynamoDBClient, table_name: str, dedicated: str, pooled: str, metering: ModuleType,
+    log_lines: LogLines,
+) -> None:  # fmt: skip
+    # Given a tenant placed in a table of its own since yesterday (its record, in the pool, says so)...
+    own = own_table(dynamodb, dedicated)
+    record = instant_tenant_admin(dynamodb, table_name).record(dedicated)
+    since = int(time.time()) - 86_400
+    instant_tenant_admin(dynamodb, table_name).write(
+        record, {"placement": "dedicated", "table": own, "placed_at": since}
+    )
+    tenant_configs().clear()
+    # ...whose requests, and a pooled neighbour's, were metered (the ledger stays in the pool table)
+    admin, neighbour = User(dedicated, "root", admin=True), User(pooled, "root", admin=True)
+    api.new_ticket(admin)
+    api.list_tickets(admin)
+    api.new_ticket(neighbour)
+    deliver(metering, log_events(log_lines()))
+    assert all(item["pk"]["S"] != f"TENANT#{dedicated}|USAGE" for item in all_items(dynamodb, own))
+    # When each admin asks for today's usage
+    mine, theirs = usage(api, admin), usage(api, neighbour)
+    # Then the dedicated tenant's figures are its requests', with its key's share of the day so far
+    assert mine["requests"] == {"POST /tickets": 1, "GET /tickets": 1}
+    assert mine["dynamodb"]["write_units"] > 0
+    assert 0 < mine["cost_usd"]["dedicated"] <= float(prices.KMS_KEY_PER_MONTH_USD) / 28
+    parts = ("api_gateway", "lambda", "dynamodb", "webhooks", "dedicated")
+    assert mine["cost_usd"]["total"] == pytest.approx(sum(mine["cost_usd"][part] for part in parts))
+    # and the pooled neighbour's have no such component, nor anything of the other's
+    assert theirs["requests"] == {"POST /tickets": 1}
+    assert "dedicated" not in theirs["cost_usd"]
+
+
+def own_table(dynamodb: DynamoDBClient, tenant: str) -> str:
+    """The tenant's dedicated table, made in moto from the dedicated template's definition."""
+    values = dedicated_values(tenant, offline_values(user_pool_id="p", client_id="c", identity_pool_id="i"))
+    definition = dedicated_table_definition(values)
+    dynamodb.create_table(**definition)
+    return str(definition["TableName"])

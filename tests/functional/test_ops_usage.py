@@ -17,6 +17,7 @@ from ops import usage as ops_usage
 from ops.api_keys import ApiKeys
 from support_tickets.core import keys
 from support_tickets.domain.usage import usage_object
+from tests.conftest import instant_tenant_admin
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -39,6 +40,35 @@ def test_one_tenants_usage_sums_its_slots(aws: None, dynamodb: DynamoDBClient, t
     sums = {"requests": Decimal(3), "read_units": Decimal(2), "write_units": Decimal(10), "mb_ms": Decimal(3072)}
     assert got == usage_object("1", DAY, sums, NOW)
     assert got["requests_total"] == 3  # nothing of tenant 10
+
+
+def test_a_dedicated_tenants_usage_prices_its_key_from_its_record(
+    aws: None, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given tenant 1 placed in its own table since the 1st, tenant 10 in the pool, both with usage
+    admin = instant_tenant_admin(dynamodb, table_name)
+    placed_at = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp())
+    changes = {"placement": "dedicated", "table": f"{table_name}-dedicated-1", "placed_at": placed_at}
+    admin.write(admin.record("1"), changes)
+    admin.write(admin.record("10"), {"tier": "basic"})
+    put_counters(dynamodb, table_name, "1", 0, requests="2", write_units="4")
+    put_counters(dynamodb, table_name, "10", 0, requests="2", write_units="4")
+    # When the operator reads them (a whole day's share: the day is over by NOW + 1 day)
+    later = datetime(2026, 11, 26, 15, 0, tzinfo=UTC)
+    mine, theirs = (ops_usage.tenant_usage(dynamodb, table_name, t, DAY, later) for t in ("1", "10"))
+    # Then tenant 1's figure is GET /usage's, with its key's share of the day; tenant 10's has none
+    assert mine["cost_usd"]["dedicated"] == float((Decimal(1) / 30).quantize(Decimal("1e-10")))
+    assert "dedicated" not in theirs["cost_usd"]
+    assert mine["cost_usd"]["total"] == pytest.approx(theirs["cost_usd"]["total"] + 1 / 30)
+    # and the table shows the component (0 for a pooled tenant), the costliest first
+    out = io.StringIO()
+    ops_usage.write_table([theirs, mine], DAY, out)
+    lines = out.getvalue().splitlines()
+    header = lines[1].split()
+    assert header[-4:] == ["webhooks", "dedicated", "total", "USD"]
+    assert lines[3].split()[0] == "1"
+    assert float(lines[3].split()[-2]) == pytest.approx(1 / 30, abs=1e-8)
+    assert float(lines[4].split()[-2]) == 0.0
 
 
 def test_the_directory_is_the_stacks_tenants_api_keys(aws: None) -> None:

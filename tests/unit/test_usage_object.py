@@ -10,10 +10,18 @@ from decimal import Decimal
 import pytest
 
 from bench.cost import PRICES
+from stack_model.dedicated import dedicated_resources
 from support_tickets.core import prices
 from support_tickets.core.errors import ValidationFailed
+from support_tickets.data.tenant_registry import TenantConfig
 from support_tickets.data.usage_repository import add_counters
-from support_tickets.domain.usage import is_final, parse_day, usage_object
+from support_tickets.domain.usage import (
+    KEY_ROTATION_PERIOD_SECONDS,
+    is_final,
+    own_table_windows,
+    parse_day,
+    usage_object,
+)
 
 NOW = datetime(2026, 11, 25, 14, 30, tzinfo=UTC)
 
@@ -139,3 +147,87 @@ def test_a_bad_day_is_a_validation_error(text: str) -> None:
     with pytest.raises(ValidationFailed) as raised:
         parse_day(text, NOW)
     assert raised.value.body()["error"]["details"][0]["field"] == "day"
+
+
+# ---------------------------------------------------------------- a dedicated tenant's own key
+def epoch(year: int, month: int, day: int, hour: int = 0) -> int:
+    return int(datetime(year, month, day, hour, tzinfo=UTC).timestamp())
+
+
+def placed(
+    placement: str = "pool", placed_at: int = 0, previous_table: str | None = None, previous_placed_at: int = 0
+) -> TenantConfig:
+    table = "SupportTicket-dedicated-acme" if placement == "dedicated" else None
+    return TenantConfig(
+        "acme",
+        placement=placement,
+        table=table,
+        placed_at=placed_at,
+        previous_table=previous_table,
+        previous_placed_at=previous_placed_at,
+    )
+
+
+NOVEMBER_DAY = Decimal(1) / 30  # $1 a month over November's 30 days
+
+
+def dedicated_cost(record: TenantConfig, day: str = "2026-11-20", now: datetime = NOW) -> Decimal | None:
+    cost = usage_object("acme", day, {"requests": Decimal(1)}, now, own_table_windows(record))["cost_usd"]
+    if "dedicated" not in cost:
+        return None
+    others = (cost["api_gateway"], cost["lambda"], cost["dynamodb"], cost["webhooks"], cost["dedicated"])
+    assert Decimal(str(cost["total"])) == sum((Decimal(str(amount)) for amount in others), Decimal(0))
+    return Decimal(str(cost["dedicated"]))
+
+
+def test_a_pooled_tenant_has_no_dedicated_cost() -> None:
+    assert dedicated_cost(placed()) is None
+
+
+def test_a_dedicated_tenants_day_carries_its_keys_daily_share() -> None:
+    # Placed in its own table before the day: the whole day's share of $1 a month (November: 30 days)
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 1))) == NOVEMBER_DAY.quantize(Decimal("1e-10"))
+    # A 31-day month's day is a 31st
+    december = dedicated_cost(placed("dedicated", epoch(2026, 11, 1)), "2026-12-03", datetime(2026, 12, 9, tzinfo=UTC))
+    assert december == (Decimal(1) / 31).quantize(Decimal("1e-10"))
+    # Placed at noon: half of it; placed after the day: nothing, but the component is there
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 20, 12))) == (NOVEMBER_DAY / 2).quantize(Decimal("1e-10"))
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 21))) == 0
+    # Today: until now (14:30 of the 25th), not the whole day
+    today = dedicated_cost(placed("dedicated", epoch(2026, 11, 1)), "2026-11-25")
+    assert today == (NOVEMBER_DAY * Decimal("14.5") / 24).quantize(Decimal("1e-10"))
+
+
+def test_its_first_two_yearly_rotations_add_a_dollar_each_and_later_ones_nothing() -> None:
+    def days(dollars: int) -> Decimal:
+        return (dollars * NOVEMBER_DAY).quantize(Decimal("1e-10"))
+
+    year = 365 * 86_400
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 20) - year + 1)) == days(1)  # not yet rotated
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 20) - year)) == days(2)
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 20) - 2 * year)) == days(3)
+    assert dedicated_cost(placed("dedicated", epoch(2026, 11, 20) - 5 * year)) == days(3)
+
+
+def test_a_tenant_moved_back_to_the_pool_still_shows_the_days_it_was_in_its_own_table() -> None:
+    # In its own table from the 10th until the 20th at 06:00, then in the pool again
+    back = placed(
+        placed_at=epoch(2026, 11, 20, 6),
+        previous_table="SupportTicket-dedicated-acme",
+        previous_placed_at=epoch(2026, 11, 10),
+    )
+    assert dedicated_cost(back, "2026-11-15") == NOVEMBER_DAY.quantize(Decimal("1e-10"))
+    assert dedicated_cost(back, "2026-11-20") == (NOVEMBER_DAY / 4).quantize(Decimal("1e-10"))
+    assert dedicated_cost(back, "2026-11-21") == 0
+    assert dedicated_cost(back, "2026-11-09") == 0
+    # A move from the pool to its own table is not a placement in its own table before it
+    moved_in = placed("dedicated", epoch(2026, 11, 20, 18), previous_placed_at=epoch(2026, 11, 1))
+    assert dedicated_cost(moved_in, "2026-11-20") == (NOVEMBER_DAY / 4).quantize(Decimal("1e-10"))
+
+
+def test_the_key_rotation_period_is_the_templates() -> None:
+    ((_, key),) = dedicated_resources("AWS::KMS::Key").items()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    # Not set: KMS's default period, 365 days (the AWS::KMS::Key schema's default).
+    days = key["Properties"].get("RotationPeriodInDays", 365)
+    assert days * 86_400 == KEY_ROTATION_PERIOD_SECONDS

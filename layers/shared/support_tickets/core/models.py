@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Final, TypedDict
+from typing import Any, ClassVar, Final, NotRequired, TypedDict
 
 from support_tickets.core import keys
 from support_tickets.core.audit import FORBID_EXTRA, AuditEvent, AuditEventType, AuditField, FieldChange
@@ -266,11 +266,20 @@ class UsageWebhooks(TypedDict):
 
 
 UsageCost = TypedDict(
-    "UsageCost", {"api_gateway": float, "lambda": float, "dynamodb": float, "webhooks": float, "total": float}
+    "UsageCost",
+    {
+        "api_gateway": float,
+        "lambda": float,
+        "dynamodb": float,
+        "webhooks": float,
+        "dedicated": NotRequired[float],
+        "total": float,
+    },
 )
 UsageCost.__doc__ = (
     "Estimated cost in USD at documented list prices (support_tickets.core.prices); `webhooks`: the "
-    "delivery function's Lambda cost and its SQS and KMS requests (its DynamoDB units are in `dynamodb`)."
+    "delivery function's Lambda cost and its SQS and KMS requests (its DynamoDB units are in `dynamodb`); "
+    "`dedicated`, for a tenant placed in a table of its own: the day's share of its own key (docs/usage.md)."
 )
 UsageResponse = TypedDict(
     "UsageResponse",

@@ -23,7 +23,11 @@ public price pages (not fetched live: check them before quoting a figure):
 - SQS: https://aws.amazon.com/sqs/pricing/ (FIFO queues, $0.50 per million
   requests, each 64 KB chunk of a payload one request, first 100 billion a month);
 - KMS: https://aws.amazon.com/kms/pricing/ ($0.03 per 10,000 symmetric-key
-  requests: $3.00 per million).
+  requests: $3.00 per million); a customer managed key costs $1 a month,
+  prorated hourly, and with automatic rotation each of its first two
+  rotations adds $1 a month (later rotations add nothing: the price change
+  AWS announced on 2024-04-12; before it every rotation added $1). A key
+  scheduled for deletion costs nothing during its waiting period.
 
 Exact decimals: a day's cost is the sum of many tiny amounts.
 """
@@ -47,6 +51,10 @@ DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD: Final = Decimal("0.125")
 STS_PER_CALL_USD: Final = Decimal(0)
 SQS_FIFO_PER_MILLION_REQUESTS_USD: Final = Decimal("0.50")
 KMS_PER_MILLION_REQUESTS_USD: Final = Decimal("3.00")
+KMS_KEY_PER_MONTH_USD: Final = Decimal("1.00")
+KMS_ROTATION_PER_MONTH_USD: Final = Decimal("1.00")
+# Rotations that add to a key's monthly price (none after the second).
+KMS_BILLED_ROTATIONS: Final = 2
 
 SOURCES: Final = (
     "https://aws.amazon.com/lambda/pricing/ (x86, first pricing tier)",
@@ -57,6 +65,7 @@ SOURCES: Final = (
     "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
     "https://aws.amazon.com/sqs/pricing/ (FIFO queues, per 64 KB request)",
     "https://aws.amazon.com/kms/pricing/ (symmetric-key requests)",
+    "https://aws.amazon.com/kms/pricing/ (key storage: a customer managed key and its first two rotations)",
 )
 
 
@@ -87,3 +96,8 @@ def sqs_fifo_usd(requests: int) -> Decimal:
 
 def kms_usd(requests: int) -> Decimal:
     return requests * KMS_PER_MILLION_REQUESTS_USD / MILLION
+
+
+def kms_key_month_usd(rotations: int) -> Decimal:
+    """What a customer managed key costs a month after ``rotations`` automatic rotations."""
+    return KMS_KEY_PER_MONTH_USD + min(rotations, KMS_BILLED_ROTATIONS) * KMS_ROTATION_PER_MONTH_USD

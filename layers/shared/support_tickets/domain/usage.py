@@ -24,6 +24,16 @@ What is counted and priced (at :mod:`support_tickets.core.prices`):
   once); ``webhooks`` says how many deliveries ended and how many attempts
   were made.
 
+- **Dedicated** (``cost_usd.dedicated``, only for a tenant whose record places
+  it, or last placed it, in a table of its own): the day's share of its own
+  key, a customer managed key at its list price ($1 a month, prorated; each of
+  its first two yearly rotations adds $1), for the part of the day its record
+  placed it there (:func:`own_table_windows`). Its rotations are counted from
+  the start of that placement (the key is at least that old). Not in it: the
+  table's storage and point-in-time recovery, billed per GB as the pool
+  table's are for a pooled tenant's items (which no tenant's figure prices
+  either), nor the table's two alarms (shared operations, as the pool's).
+
 Shared and not apportioned (on no tenant's figure): the metering function
 itself, log ingestion and storage, the failure queues, the fan-out's sends and
 the event source's receives and deletes of webhook messages, the VPC
@@ -42,8 +52,10 @@ A day the API answers for: a calendar date ``YYYY-MM-DD``, not after today
 
 from __future__ import annotations
 
+import calendar
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
@@ -51,8 +63,11 @@ from typing import Final
 from support_tickets.core import prices
 from support_tickets.core.errors import ValidationFailed
 from support_tickets.core.identity import Caller
-from support_tickets.core.models import UsageResponse
+from support_tickets.core.models import UsageCost, UsageResponse
+from support_tickets.core.settings import get_settings
 from support_tickets.data import usage_repository as counters
+from support_tickets.data.placement import PlacedRecord, Placement
+from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.data.usage_repository import UsageRepository
 from support_tickets.domain.tenancy import table_for
 
@@ -66,6 +81,12 @@ EXTRA_MB_MS: Final = (counters.AUTHORIZER_MB_MS, counters.STREAM_MB_MS)
 COST_PLACES: Final = Decimal("1e-10")  # a ten-thousandth of a micro-dollar: a read unit is 1.25e-7
 GB_SECONDS_PLACES: Final = Decimal("1e-9")
 MB_MS_PER_GB_SECOND: Final = Decimal(1024 * 1000)
+# A dedicated table's key rotates every 365 days: templates/dedicated-table.yaml turns
+# EnableKeyRotation on and leaves RotationPeriodInDays at KMS's default (a test holds them equal).
+KEY_ROTATION_PERIOD_SECONDS: Final = 365 * 86_400
+DAY_SECONDS: Final = 86_400
+# When a record placed its tenant in its own table: [start, end) in epoch seconds, end None while it stays.
+Window = tuple[int, int | None]
 
 
 def parse_day(text: str | None, now: datetime) -> str:
@@ -97,8 +118,48 @@ def _money(amount: Decimal) -> Decimal:
     return amount.quantize(COST_PLACES, rounding=ROUND_HALF_EVEN)
 
 
-def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: datetime) -> UsageResponse:
-    """API.md's usage object of a day's summed counters."""
+def own_table_windows(record: PlacedRecord) -> tuple[Window, ...]:
+    """When the tenant's record places it in a table of its own: since
+    ``placed_at`` if it is there now, and between ``previous_placed_at`` and
+    ``placed_at`` if the table before was its own (a placement older than that
+    is no longer on the record). Empty for a tenant that was never placed in its
+    own table (as far as its record says)."""
+    windows: list[Window] = []
+    if record.placement == Placement.DEDICATED:
+        windows.append((record.placed_at, None))
+    if record.previous_table is not None and record.placed_at:
+        windows.append((record.previous_placed_at, record.placed_at))
+    return tuple(windows)
+
+
+def dedicated_usd(day: str, windows: Sequence[Window], now: datetime) -> Decimal:
+    """The day's share of the monthly price of the tenant's own key, for the
+    seconds of ``day`` (until ``now``, for today) that ``windows`` cover: its
+    month's price times those seconds over the month's seconds (KMS prorates
+    the key hourly), with the rotations the key has had by then."""
+    first = date.fromisoformat(day)
+    start = int(datetime.combine(first, datetime.min.time(), tzinfo=UTC).timestamp())
+    end = min(start + DAY_SECONDS, int(now.timestamp()))
+    month_seconds = Decimal(calendar.monthrange(first.year, first.month)[1] * DAY_SECONDS)
+    total = Decimal(0)
+    for placed, left in windows:
+        low, high = max(placed, start), min(end, end if left is None else left)
+        if high > low:
+            rotations = (low - placed) // KEY_ROTATION_PERIOD_SECONDS
+            total += prices.kms_key_month_usd(rotations) * (high - low) / month_seconds
+    return total
+
+
+def usage_object(
+    tenant_id: str,
+    day: str,
+    sums: Mapping[str, Decimal],
+    now: datetime,
+    own_table: Sequence[Window] = (),
+) -> UsageResponse:
+    """API.md's usage object of a day's summed counters; ``own_table``: when the
+    tenant's record placed it in a table of its own (:func:`own_table_windows`):
+    if any, ``cost_usd.dedicated`` (0 for a day none of them covers)."""
     zero = Decimal(0)
     requests_total = int(sums.get(counters.REQUESTS, zero))
     by_route = {
@@ -122,6 +183,17 @@ def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: dat
         + prices.kms_usd(int(sums.get(counters.WEBHOOK_KMS_REQUESTS, zero)))
     )
     all_gb_seconds = gb_seconds + webhook_gb_seconds
+    cost: UsageCost = {
+        "api_gateway": float(api_gateway),
+        "lambda": float(lambda_cost),
+        "dynamodb": float(dynamodb),
+        "webhooks": float(webhooks),
+        "total": float(api_gateway + lambda_cost + dynamodb + webhooks),
+    }
+    if own_table:
+        dedicated = _money(dedicated_usd(day, own_table, now))
+        cost["dedicated"] = float(dedicated)
+        cost["total"] = float(api_gateway + lambda_cost + dynamodb + webhooks + dedicated)
     return {
         "tenant_id": tenant_id,
         "day": day,
@@ -136,22 +208,21 @@ def usage_object(tenant_id: str, day: str, sums: Mapping[str, Decimal], now: dat
             "deliveries": int(sums.get(counters.WEBHOOK_DELIVERIES, zero)),
             "attempts": int(sums.get(counters.WEBHOOK_ATTEMPTS, zero)),
         },
-        "cost_usd": {
-            "api_gateway": float(api_gateway),
-            "lambda": float(lambda_cost),
-            "dynamodb": float(dynamodb),
-            "webhooks": float(webhooks),
-            "total": float(api_gateway + lambda_cost + dynamodb + webhooks),
-        },
+        "cost_usd": cost,
         "final": is_final(day, now),
     }
 
 
 def get_usage(caller: Caller, day: str | None, now: datetime | None = None) -> UsageResponse:
     """The caller's tenant's usage of ``day`` (admins only; never another tenant's:
-    the Query runs with the caller's tenant credentials)."""
+    the Query runs with the caller's tenant credentials). The counters are in
+    the pool table whatever the tenant's placement (the usage ledger stays
+    there), and so is its record, the one :func:`table_for` just read."""
     table = table_for(caller)
     caller.require_admin()
+    ledger = dataclasses.replace(table, table_name=get_settings().table_name, writes_paused=False)
+    record = tenant_configs().get(ledger)
     moment = now or datetime.now(UTC)
     checked = parse_day(day, moment)
-    return usage_object(table.tenant_id, checked, UsageRepository(table).read_day(checked), moment)
+    sums = UsageRepository(ledger).read_day(checked)
+    return usage_object(ledger.tenant_id, checked, sums, moment, own_table_windows(record))
