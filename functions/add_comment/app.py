@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
-from support_tickets.core.errors import Conflict, TicketNotFound
+from support_tickets.core.errors import Conflict, TenantMoving, TicketNotFound
 from support_tickets.core.models import AddCommentRequest, Comment
 from support_tickets.domain import tickets
 
@@ -19,7 +19,7 @@ app = create_app(RouteInput(body=AddCommentRequest))
 @app.post(
     "/tickets/<ticket_id>/comments",
     summary="Add a comment",
-    responses=openapi_responses(201, "The comment", TicketNotFound, Conflict),
+    responses=openapi_responses(201, "The comment", TicketNotFound, Conflict, TenantMoving),
 )
 @tracer.capture_method
 def add_comment(ticket_id: str) -> Response[Comment]:

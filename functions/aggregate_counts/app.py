@@ -7,6 +7,10 @@ delivery exactly once, in order, and says how many leading records are done:
 the rest are reported as batch item failures, so Lambda retries from the first
 of them. Why that is exact under any redelivery, with bookkeeping bounded by
 the batch size, is explained in ``support_tickets.streams.aggregation``.
+
+A batch is one stream's, the pool table's or a dedicated tenant's: its counts
+go to that table, and the records that are not their tenant's changes (a
+move's copy or erase) count nothing (``support_tickets.streams.routing``).
 """
 
 import os
@@ -19,8 +23,17 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.core.tracing import make_tracer
-from support_tickets.streams.aggregation import CountLedger, LedgerRecord, aggregator_client, ledger_record_from_stream
+from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.streams.aggregation import (
+    CountLedger,
+    LedgerRecord,
+    aggregator_client,
+    batch_table,
+    ledger_record_from_stream,
+    routed,
+)
 from support_tickets.streams.records import report_poison
+from support_tickets.streams.routing import SKIPPED_METRIC, StreamRouter
 from support_tickets.streams.usage import AGGREGATE_COUNTS, StreamInvocation, metered_invocation
 
 logger = Logger()
@@ -29,10 +42,6 @@ metrics = Metrics()
 # Never raise on a fully failed batch: failures are reported per record, and a
 # function error would make Lambda bisect the batch instead of retrying it.
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-
-
-def read_record(record: DynamoDBRecord) -> LedgerRecord:
-    return ledger_record_from_stream(record)
 
 
 def send_to_failure_queue(record: LedgerRecord) -> None:
@@ -60,6 +69,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
 
 
 def aggregate(records: list[dict[str, Any]], invocation: StreamInvocation | None = None) -> dict[str, Any]:
+    pool_table = os.environ["TABLE_NAME"]
+    table = batch_table(records, pool_table)
+    router = StreamRouter(pool_table, aggregator_client(), tenant_configs())
+
+    def read_record(record: DynamoDBRecord) -> LedgerRecord:
+        return routed(ledger_record_from_stream(record), record, router, table)
+
     with processor(records=records, handler=read_record):
         outcomes = processor.process()
     readable: list[LedgerRecord] = []
@@ -67,8 +83,12 @@ def aggregate(records: list[dict[str, Any]], invocation: StreamInvocation | None
         if outcome[0] != "success":
             break  # the ledger applies a prefix in order: stop at the first unreadable record
         readable.append(outcome[1])
+    skipped = sum(record.skipped for record in readable)
+    if skipped:
+        logger.debug("records of a move skipped", extra={"skipped": skipped, "table": table})
+        metrics.add_metric(name=SKIPPED_METRIC, unit=MetricUnit.Count, value=skipped)
     ledger = CountLedger(
-        table_name=os.environ["TABLE_NAME"],
+        table_name=table,
         client=aggregator_client(),
         on_poison=send_to_failure_queue,
         replay_horizon_seconds=int(os.environ.get("REPLAY_HORIZON_SECONDS", "4500")),

@@ -13,6 +13,12 @@ deduplicated by the queue). A record that fails (throttling, the queue...) is
 reported in ``batchItemFailures``; Lambda retries from the first one reported,
 and the records after it that were written are found written. A poison record
 goes to the failure queue and counts as done.
+
+A batch is one stream's, the pool table's or a dedicated tenant's
+(``support_tickets.streams.routing``): a record's audit items (and a refused
+delivery's record) go into the table it came from, its tenant's webhooks are
+read from the tenant's table now, and a record that is not its tenant's
+change (a move's copy or erase) is skipped: no event, no webhook.
 """
 
 from typing import Any
@@ -24,11 +30,19 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.core.tracing import make_tracer
+from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.streams.audit_events import audit_record_from_stream
-from support_tickets.streams.audit_writer import audit_writer
+from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
+from support_tickets.streams.routing import SKIPPED_METRIC, RecordRoute, StreamRouter
 from support_tickets.streams.usage import AUDIT_TRAIL, StreamInvocation, metered_invocation
-from support_tickets.streams.webhook_fanout import is_delivery_record, publish_record, start_batch, webhook_fanout
+from support_tickets.streams.webhook_fanout import (
+    delivery_record_tenant,
+    is_delivery_record,
+    publish_record,
+    start_batch,
+    webhook_fanout,
+)
 
 logger = Logger()
 tracer = make_tracer()
@@ -48,33 +62,58 @@ def _poison(reason: str, event_id: str, sequence_number: str, tenant_id: str | N
     )
 
 
-def record_handler(record: DynamoDBRecord, invocation: StreamInvocation | None = None) -> None:
+def _route(record: DynamoDBRecord, router: StreamRouter, tenant_id: str) -> RecordRoute | None:
+    """Where the record belongs; ``None`` (counted, logged at debug) for a record that is
+    not its tenant's change. Raises :class:`PoisonRecord` for one of no table of its tenant's."""
+    created = record.dynamodb.get("ApproximateCreationDateTime") if record.dynamodb is not None else None
+    route = router.route(tenant_id, record.event_source_arn, created)
+    if route.owned:
+        return route
+    logger.debug("a record of a move skipped", extra={"tenant_id": tenant_id, "table": route.source})
+    metrics.add_metric(name=SKIPPED_METRIC, unit=MetricUnit.Count, value=1)
+    return None
+
+
+def _redeliver(record: DynamoDBRecord, router: StreamRouter, event_id: str, sequence_number: str) -> None:
+    """A delivery record marked for redelivery: its stored event queued again."""
+    stream = record.dynamodb
+    keys_image = (stream.keys if stream is not None else None) or {}
+    try:
+        route = _route(record, router, delivery_record_tenant(keys_image))
+        if route is None:
+            return
+        webhook_fanout().redeliver(str(keys_image.get("pk")), stream.new_image if stream else None, route)
+    except PoisonRecord as exc:
+        _poison(str(exc), event_id, sequence_number, None)
+        return
+    metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=1)
+
+
+def record_handler(record: DynamoDBRecord, router: StreamRouter, invocation: StreamInvocation | None = None) -> None:
     stream = record.dynamodb
     event_id, sequence_number = str(record.event_id or ""), str(stream.sequence_number if stream else "")
+    if stream is not None and is_delivery_record(stream.keys or {}):
+        _redeliver(record, router, event_id, sequence_number)
+        return
     index = invocation.index_of(sequence_number) if invocation is not None else None
     before = invocation.units_so_far(index) if invocation is not None else None
-    if stream is not None and is_delivery_record(stream.keys or {}):
-        try:
-            webhook_fanout().redeliver(str((stream.keys or {}).get("pk")), stream.new_image)
-        except PoisonRecord as exc:
-            _poison(str(exc), event_id, sequence_number, None)
-            return
-        metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=1)
-        return
     try:
         audited = audit_record_from_stream(record)
     except PoisonRecord as exc:  # not even readable as a stream record
         _poison(str(exc), event_id, sequence_number, None)
         return
-    if audited.poison is not None:
-        _poison(audited.poison, audited.event_id, audited.sequence_number, audited.tenant_id)
+    if audited.poison is not None or audited.tenant_id is None:
+        _poison(audited.poison or "poison", audited.event_id, audited.sequence_number, audited.tenant_id)
         return
-    written = audit_writer().write(audited)
-    metrics.add_metric(name="AuditItemsWritten", unit=MetricUnit.Count, value=written)
-    fields = record_fields(record)
     try:
-        queued = publish_record(audited, fields["old_image"], fields["new_image"])
-    except PoisonRecord as exc:
+        route = _route(record, router, audited.tenant_id)
+        if route is None:
+            return
+        written = audit_writer().write(audited, route.source)
+        metrics.add_metric(name="AuditItemsWritten", unit=MetricUnit.Count, value=written)
+        fields = record_fields(record)
+        queued = publish_record(audited, fields["old_image"], fields["new_image"], route)
+    except PoisonRecord as exc:  # of no table of its tenant's, or images that make no webhook event
         _poison(str(exc), audited.event_id, audited.sequence_number, audited.tenant_id)
         return
     metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=queued)
@@ -89,10 +128,12 @@ def record_handler(record: DynamoDBRecord, invocation: StreamInvocation | None =
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     start_batch()  # each tenant's webhooks are checked once per batch (webhook_fanout)
+    # Each tenant's record read at most once for the batch (streams/routing.py).
+    router = StreamRouter(audit_writer().table_name, audit_client(), tenant_configs())
     with metered_invocation(logger, AUDIT_TRAIL, context, event.get("Records", [])) as invocation:  # usage per tenant
 
         def handle(record: DynamoDBRecord) -> None:
-            record_handler(record, invocation)
+            record_handler(record, router, invocation)
 
         response = process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
     return dict(response)

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
-from support_tickets.core.errors import Conflict, TicketNotFound
+from support_tickets.core.errors import Conflict, TenantMoving, TicketNotFound
 from support_tickets.core.models import BatchStatusRequest, BatchStatusResponse
 from support_tickets.domain import tickets
 
@@ -19,7 +19,7 @@ app = create_app(RouteInput(body=BatchStatusRequest))
     "/tickets/status",
     summary="Change the status of many tickets atomically",
     description="All or nothing: a 404 names the missing ids in `details.missing_ticket_ids`, and nothing changed.",
-    responses=openapi_responses(200, "Every ticket changed", TicketNotFound, Conflict),
+    responses=openapi_responses(200, "Every ticket changed", TicketNotFound, Conflict, TenantMoving),
 )
 @tracer.capture_method
 def batch_update_status() -> BatchStatusResponse:

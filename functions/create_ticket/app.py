@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.api.parameters import IDEMPOTENCY_KEY
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
-from support_tickets.core.errors import Conflict
+from support_tickets.core.errors import Conflict, TenantMoving
 from support_tickets.core.models import CreateTicketRequest, Ticket
 from support_tickets.domain import tickets
 
@@ -20,7 +20,7 @@ app = create_app(RouteInput(body=CreateTicketRequest, headers=(IDEMPOTENCY_KEY,)
 @app.post(
     "/tickets",
     summary="Create a ticket",
-    responses=openapi_responses(201, "Created; `Location: /tickets/<id>`", Conflict),
+    responses=openapi_responses(201, "Created; `Location: /tickets/<id>`", Conflict, TenantMoving),
 )
 @tracer.capture_method
 def create_ticket() -> Response[Ticket]:

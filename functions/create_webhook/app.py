@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
-from support_tickets.core.errors import InvalidWebhookUrl, TooManyWebhooks
+from support_tickets.core.errors import InvalidWebhookUrl, TenantMoving, TooManyWebhooks
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest
 from support_tickets.core.webhook_urls import ResolutionTimedOut
 from support_tickets.domain import webhooks
@@ -27,6 +27,7 @@ app = create_app(RouteInput(body=CreateWebhookRequest))
         InvalidWebhookUrl,
         TooManyWebhooks,
         ResolutionTimedOut,  # 503 UNAVAILABLE: the URL's name lookup took over its 3 s bound
+        TenantMoving,
     ),
 )
 @tracer.capture_method

@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.core.errors import TicketNotFound
+from support_tickets.core.errors import TenantMoving, TicketNotFound
 from support_tickets.domain import tickets
 
 app = create_app()
@@ -17,7 +17,7 @@ app = create_app()
 @app.delete(
     "/tickets/<ticket_id>",
     summary="Delete a ticket (admin)",
-    responses=openapi_responses(204, "Deleted, with its comments", TicketNotFound),
+    responses=openapi_responses(204, "Deleted, with its comments", TicketNotFound, TenantMoving),
 )
 @tracer.capture_method
 def delete_ticket(ticket_id: str) -> Response[None]:

@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.core.errors import WebhookNotFound
+from support_tickets.core.errors import TenantMoving, WebhookNotFound
 from support_tickets.domain import webhooks
 
 app = create_app(not_found=WebhookNotFound)
@@ -17,7 +17,7 @@ app = create_app(not_found=WebhookNotFound)
 @app.delete(
     "/webhooks/<webhook_id>",
     summary="Delete a webhook (admin)",
-    responses=openapi_responses(204, "Deleted", WebhookNotFound),
+    responses=openapi_responses(204, "Deleted", WebhookNotFound, TenantMoving),
 )
 @tracer.capture_method
 def delete_webhook(webhook_id: str) -> Response[None]:

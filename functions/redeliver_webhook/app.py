@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.core import keys
-from support_tickets.core.errors import ApiError, DeliveryNotFound, WebhookNotFound
+from support_tickets.core.errors import ApiError, DeliveryNotFound, TenantMoving, WebhookNotFound
 from support_tickets.domain import webhooks
 
 
@@ -27,7 +27,7 @@ app = create_app(not_found=_not_found)
     "/webhooks/<webhook_id>/deliveries/<delivery_id>/redeliver",
     summary="Redeliver an event (admin)",
     description="Accepted: the delivery is PENDING again and its event is sent within seconds, same webhook-id.",
-    responses=openapi_responses(202, "Accepted", WebhookNotFound, DeliveryNotFound),
+    responses=openapi_responses(202, "Accepted", WebhookNotFound, DeliveryNotFound, TenantMoving),
 )
 @tracer.capture_method
 def redeliver_webhook(webhook_id: str, delivery_id: str) -> Response[None]:

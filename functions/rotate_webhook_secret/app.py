@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
-from support_tickets.core.errors import WebhookNotFound
+from support_tickets.core.errors import TenantMoving, WebhookNotFound
 from support_tickets.core.models import RotatedSecret
 from support_tickets.domain import webhooks
 
@@ -19,7 +19,7 @@ app = create_app(not_found=WebhookNotFound)
     "/webhooks/<webhook_id>/secret",
     summary="Rotate a webhook's signing secret (admin)",
     responses=openapi_responses(
-        200, "The new secret (shown only now); the previous one signs for 24 h", WebhookNotFound
+        200, "The new secret (shown only now); the previous one signs for 24 h", WebhookNotFound, TenantMoving
     ),
 )
 @tracer.capture_method

@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.api.parameters import IF_MATCH
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.api.validation import RouteInput
-from support_tickets.core.errors import Conflict, TicketNotFound, VersionMismatch
+from support_tickets.core.errors import Conflict, TenantMoving, TicketNotFound, VersionMismatch
 from support_tickets.core.models import Ticket, UpdateTicketRequest
 from support_tickets.domain import tickets
 
@@ -19,7 +19,7 @@ app = create_app(RouteInput(body=UpdateTicketRequest, headers=(IF_MATCH,)))
 @app.patch(
     "/tickets/<ticket_id>",
     summary="Update a ticket",
-    responses=openapi_responses(200, "The updated ticket", TicketNotFound, Conflict, VersionMismatch),
+    responses=openapi_responses(200, "The updated ticket", TicketNotFound, Conflict, VersionMismatch, TenantMoving),
 )
 @tracer.capture_method
 def update_ticket(ticket_id: str) -> Ticket:

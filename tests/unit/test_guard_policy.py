@@ -175,6 +175,26 @@ def test_aggregator_role_reaches_only_aggregate_items_and_the_stream() -> None:
     assert aggregator("GetRecords", None, TABLE_ARN + "/stream/other") is iam.Decision.IMPLICIT_DENY
 
 
+@pytest.mark.parametrize("role", [AGGREGATOR_ROLE, AUDIT_ROLE], ids=["aggregator", "audit"])
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_the_stream_roles_read_tenant_records_in_the_pool_table_only(role: RoleDefinition, tenant: str) -> None:
+    """Whose table a stream record is comes from its tenant's record (support_tickets.streams.routing),
+    which stays in the pool table: read there, never written, never read in a dedicated table."""
+    record = f"TENANT#{tenant}|CONFIG"
+    dedicated_table = f"{TABLE_ARN}-dedicated-{tenant}"
+
+    def request(action: str, keys: list[str], resource: str = TABLE_ARN) -> iam.Decision:
+        return decide(role, iam.Request(f"dynamodb:{action}", resource, {"dynamodb:LeadingKeys": keys}))
+
+    assert request("GetItem", [record]) is iam.Decision.ALLOW
+    assert request("GetItem", [record], dedicated_table) is iam.Decision.IMPLICIT_DENY
+    for action in ("PutItem", "UpdateItem", "DeleteItem", "Query"):
+        assert request(action, [record]) is iam.Decision.IMPLICIT_DENY, action
+    # nor another item of the tenant's through that grant (its tickets, its usage ledger)
+    for key in (f"TENANT#{tenant}|TICKET#a", f"TENANT#{tenant}|USAGE", f"TENANT#{tenant}|CONFIGX"):
+        assert request("GetItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+
+
 @pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
 @pytest.mark.parametrize("tenant", ["1", "10"])
 def test_tenant_credentials_can_read_but_never_write_the_audit_trail(action: str, tenant: str) -> None:

@@ -955,9 +955,24 @@ def mapping_of(function: str) -> dict[str, Any]:
     return mapping
 
 
+def tenant_placement_reads(table_statements: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stream role's one read of tenant records (whose table a stream record is:
+    support_tickets.streams.routing): GetItem of ``TENANT#*|CONFIG``, in the pool
+    table only, where every tenant's record stays."""
+    (placement,) = [s for s in table_statements if s.get("Sid") == "TenantPlacement"]
+    assert placement["Action"] == "dynamodb:GetItem"
+    assert placement["Resource"] == POOL_TABLE
+    assert placement["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|CONFIG"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+    return placement
+
+
 def test_aggregator_can_write_only_aggregate_items() -> None:
     granted = all_role_statements(aggregator_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    placement = tenant_placement_reads(table_statements)
     item_statements = [s for s in table_statements if "dynamodb:UpdateItem" in as_list(s["Action"])]
     (items,) = item_statements
     assert set(items["Action"]) == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
@@ -968,7 +983,7 @@ def test_aggregator_can_write_only_aggregate_items() -> None:
     assert items["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
     # The pool's counts and a dedicated tenant's, in its own table.
     assert items["Resource"] == POOL_AND_DEDICATED_TABLES
-    others = [s for s in table_statements if s is not items]
+    others = [s for s in table_statements if s is not items and s is not placement]
     assert others
     for statement in others:
         assert all(
@@ -1179,6 +1194,7 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     (items, webhooks, refused) = [s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES]
+    placement = tenant_placement_reads(table_statements)
     # Which webhooks a tenant has (the count item's version, then the webhooks): that partition only, read only.
     assert webhooks["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
     assert webhooks["Condition"] == {
@@ -1217,7 +1233,7 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
     }
     stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     for statement in table_statements:
-        if statement is not items and statement is not webhooks and statement is not refused:
+        if all(statement is not known for known in (items, webhooks, refused, placement)):
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
                 POOL_AND_DEDICATED_STREAMS,

@@ -34,6 +34,14 @@ The key comes from the tenant record (``TENANT#<t>|CONFIG``), read with the
 authorizer's own role, which may GetItem those items and nothing else, and
 kept per container for ``TENANT_CONFIG_TTL_SECONDS`` like every function's copy.
 
+It routes nothing: where a tenant's data lives (the pool table or its own,
+:mod:`support_tickets.data.placement`) is none of its answer's business. API
+Gateway keeps an answer per token for up to ``ReauthorizeEvery`` (300 s), far
+longer than a move's switch (seconds) or the second a moving tenant's record
+may be cached, so a table named in its context could be a table the tenant
+left minutes ago. Each function reads the record itself
+(:func:`support_tickets.domain.tenancy.table_for`).
+
 An allowed caller's context also carries its tenant credentials: the
 authorizer (outside the VPC, where Cognito is reachable) exchanges the
 verified token at the stack's identity pool

@@ -35,6 +35,7 @@ from support_tickets.core.models import (
 from support_tickets.core.response_size import PageBudget
 from support_tickets.data import listing
 from support_tickets.data.cursor import query_fingerprint
+from support_tickets.data.pool import pool_view
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, serialize, to_item
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 
@@ -60,6 +61,13 @@ MAX_QUERY_PAGES: Final = 16
 
 ConfigProvider = Callable[[TenantTable], TenantConfig]
 ForeignRowHook = Callable[[Mapping[str, Any]], None]
+
+
+def tenant_record(table: TenantTable) -> TenantConfig:
+    """The tenant's record (its shard counts), through the container's cache: read
+    from the pool table, where it lives whatever table ``table`` is (a dedicated
+    tenant's own table holds no record; reading one there would cache the defaults)."""
+    return tenant_configs().get(pool_view(table))
 
 
 def _is_own_write(exc: ClientError, written: Mapping[str, Any]) -> bool:
@@ -138,7 +146,7 @@ def _report_malformed_row(row: Mapping[str, Any]) -> None:
 @dataclass(frozen=True, slots=True)
 class TicketRepository:
     table: TenantTable
-    config: ConfigProvider = field(default=lambda table: tenant_configs().get(table))
+    config: ConfigProvider = field(default=tenant_record)
     on_foreign_row: ForeignRowHook = field(default=_report_foreign_row)
     on_malformed_row: ForeignRowHook = field(default=_report_malformed_row)
 

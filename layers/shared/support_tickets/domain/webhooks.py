@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from support_tickets.core import keys, webhook_urls
-from support_tickets.core.errors import ApiError, DeliveryNotFound, WebhookNotFound
+from support_tickets.core.errors import ApiError, DeliveryNotFound, TenantMoving, WebhookNotFound
 from support_tickets.core.identity import Caller
 from support_tickets.core.ids import new_id
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest, DeliveryPage, RotatedSecret, WebhookPage
@@ -46,6 +46,14 @@ def _admin_table(caller: Caller) -> TenantTable:
     return table
 
 
+def _writable(table: TenantTable) -> TenantTable:
+    """``table``, unless the tenant's writes are paused (its data switching tables):
+    503 ``TENANT_MOVING`` before a secret is made or a URL looked up, not after."""
+    if table.writes_paused:
+        raise TenantMoving()
+    return table
+
+
 def _sealer(caller: Caller) -> SecretSealer:
     key_arn = get_settings().webhook_key_arn
     if key_arn is None:  # a function deployed without WEBHOOK_KEY_ARN: never store a secret unencrypted
@@ -58,7 +66,7 @@ def _iso(moment: datetime) -> str:
 
 
 def create_webhook(caller: Caller, request: CreateWebhookRequest, resolve: Resolver | None = None) -> CreatedWebhook:
-    table = _admin_table(caller)
+    table = _writable(_admin_table(caller))
     settings = get_settings()
     # A host that does not resolve within the bound is 503 UNAVAILABLE (retry later), not a 400.
     check_webhook_url(
@@ -95,7 +103,7 @@ def delete_webhook(caller: Caller, webhook_id: str) -> None:
 
 
 def rotate_secret(caller: Caller, webhook_id: str) -> RotatedSecret:
-    table = _admin_table(caller)
+    table = _writable(_admin_table(caller))
     repository = WebhookRepository(table)
     if not keys.is_valid_webhook_id(webhook_id):
         raise WebhookNotFound()  # like any other missing webhook, before any KMS call

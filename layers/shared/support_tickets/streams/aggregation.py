@@ -65,6 +65,14 @@ are logged, counted in a metric and sent to the failure queue by the
 function itself, and then treated as processed, so one bad record can't stall
 a shard. Records whose key holds no valid tenant id can't be journaled (every
 key of the table starts with a tenant); they are only ever poison.
+
+Tables (docs/architecture.md, "Where a tenant's data lives"): a batch holds the
+records of one stream, the pool table's or a dedicated tenant's, and its
+counts and journals are written into that table (:func:`batch_table`). A
+record that is not one of its tenant's changes (a move's copy or erase,
+:mod:`support_tickets.streams.routing`) is *skipped*: journaled like the
+others, so that every redelivery finds it, with no count change; the mover
+recounts the counts of the table it moves a tenant to.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
@@ -82,6 +90,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.streams.records import PoisonRecord, own_client, record_fields
+from support_tickets.streams.routing import DEDICATED_INFIX, StreamRouter, source_table
 from support_tickets.streams.usage import add_shared, payer_of
 
 if TYPE_CHECKING:
@@ -118,6 +127,9 @@ class LedgerRecord:
     tenant_id: str | None  # from the record's key; None if it holds no valid tenant
     changes: tuple[CountChange, ...] = ()
     poison: str | None = None
+    # Not one of its tenant's changes (a move's copy or erase: support_tickets.streams.routing):
+    # journaled like any record, counted nowhere.
+    skipped: bool = False
 
     @property
     def entry(self) -> str:
@@ -190,6 +202,38 @@ def chunk_weights(chunk: Sequence[LedgerRecord], count_items: Sequence[str]) -> 
 def ledger_record_from_stream(record: DynamoDBRecord) -> LedgerRecord:
     """:func:`ledger_record` for a record as Lambda delivers it (Powertools' data class)."""
     return ledger_record(**record_fields(record))
+
+
+def batch_table(records: Sequence[Mapping[str, Any]], pool_table: str) -> str:
+    """The table a batch's counts and journal go to: the one its stream is of (an
+    invocation holds one event source mapping's records), read from the first record
+    naming the pool table or a dedicated one; the pool table if none does (a batch of
+    poison, journaled there)."""
+    for record in records:
+        try:
+            table = source_table(record.get("eventSourceARN"))
+        except PoisonRecord:
+            continue
+        if table == pool_table or table.startswith(pool_table + DEDICATED_INFIX):
+            return table
+    return pool_table
+
+
+def routed(ledger: LedgerRecord, record: DynamoDBRecord, router: StreamRouter, table: str) -> LedgerRecord:
+    """``ledger`` as its batch's ledger (in ``table``) takes it: poison when it is of no
+    table of its tenant's or not of the batch's stream, skipped (no count change, still
+    journaled) when it is not one of its tenant's changes (support_tickets.streams.routing)."""
+    if ledger.poison is not None or ledger.tenant_id is None:
+        return ledger
+    stream = record.dynamodb
+    created = stream.get("ApproximateCreationDateTime") if stream is not None else None
+    try:
+        route = router.route(ledger.tenant_id, record.event_source_arn, created)
+        if route.source != table:
+            raise PoisonRecord("a record of another stream than its batch's")
+    except PoisonRecord as exc:
+        return replace(ledger, changes=(), poison=str(exc))
+    return ledger if route.owned else replace(ledger, changes=(), skipped=True)
 
 
 @dataclass

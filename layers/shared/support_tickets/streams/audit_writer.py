@@ -2,6 +2,8 @@
 
 What an event is, and why writing it with ``attribute_not_exists`` is exactly
 once under every redelivery, is in :mod:`support_tickets.streams.audit_events`.
+An event goes into the table its record came from (the pool table or the
+tenant's dedicated one: :mod:`support_tickets.streams.routing`).
 """
 
 from __future__ import annotations
@@ -68,12 +70,13 @@ class AuditWriter:
     # tenant and day and container, not one per event.
     indexed_days: RecentKeys = field(default_factory=RecentKeys)
 
-    def write(self, record: AuditRecord) -> int:
-        """How many of the event's two items this call wrote (0 on a redelivery)."""
+    def write(self, record: AuditRecord, table_name: str | None = None) -> int:
+        """How many of the event's two items this call wrote into ``table_name`` (the
+        record's source table; the writer's, the pool table, by default): 0 on a redelivery."""
         event = record.event
         if event is None or record.tenant_id is None:
             return 0
-        table = TenantTable(record.tenant_id, self.table_name, OwnClient(self.client))
+        table = TenantTable(record.tenant_id, table_name or self.table_name, OwnClient(self.client))
         recorded = record.recorded_at if record.recorded_at is not None else epoch_of(event["at"])
         expiration = int(recorded) + self.retention_days * 86_400
         day = event["at"][:10]
@@ -87,7 +90,9 @@ class AuditWriter:
         return sum(self._put_once(table, item) for item in items)
 
     def _index_day(self, table: TenantTable, day: str) -> None:
-        if self.indexed_days.seen((table.tenant_id, day)):
+        # Per table: a tenant that moved lists its days in its new table too.
+        listed = (table.table_name, table.tenant_id, day)
+        if self.indexed_days.seen(listed):
             return
         day_end = epoch_of(f"{day}T00:00:00.000Z") + 86_400
         expiration = int(day_end) + self.retention_days * 86_400 + DAY_INDEX_MARGIN_SECONDS
@@ -95,13 +100,15 @@ class AuditWriter:
         try:
             self._put_once(table, item)
         except (ApiError, ClientError, BotoCoreError):
-            self.indexed_days.forget((table.tenant_id, day))  # not listed: the next event tries again
+            self.indexed_days.forget(listed)  # not listed: the next event tries again
             raise
 
     def _put_once(self, table: TenantTable, item: dict[str, Any]) -> int:
         """1 if this put wrote ``item``, 0 if an earlier delivery had."""
         try:
-            table.call("put_item", TableName=self.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            table.call(
+                "put_item", TableName=table.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise

@@ -51,6 +51,19 @@ suspended tenant's are held: no attempt, the delivery shown ``PENDING``, the
 message back in 1, 2, 4 … 30 minutes, until a reactivation lets it go (or
 :data:`~support_tickets.core.webhook_events.RETRY_WINDOW_SECONDS` after it
 was sent, when it is ``FAILED`` and dead-lettered like any other).
+
+The record (always in the pool table) also names the tenant's table
+(:mod:`support_tickets.data.placement`): its webhooks, deliveries, rate
+counters and leases are read and written there. While a move switches tables
+(``SWITCHING``, ``FLIPPED``: the tenant's writes are paused) a message is held
+without a read, an attempt or a write, back in 2, 4, 8 … 60 s; the record is
+read again after the attempt (which may take the whole timeout), and the
+outcome goes to the table it names then, or, should the switch have begun
+meanwhile, nowhere: the message comes back and is sent again (deliveries are
+at least once; the ``webhook-id`` is the same). While the move erases the old
+table (``ERASING``), a webhook not found in the tenant's table is looked for
+again later rather than dropped (dropping can't be undone; waiting costs a few
+receives); once the move is over, a missing webhook drops the message as before.
 """
 
 from __future__ import annotations
@@ -91,6 +104,7 @@ from support_tickets.data.delivery_records import (
     DeliveryRecords,
     DeliveryTarget,
 )
+from support_tickets.data.placement import MovePhase, data_table, writes_paused
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 from support_tickets.streams.webhook_post import pinned_post
@@ -250,8 +264,16 @@ class Deliverer:
     lease_seconds: float = LEASE_SECONDS
     tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
 
-    def repository(self, tenant_id: str) -> DeliveryRecords:
-        return DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
+    def tenant_record(self, tenant_id: str) -> TenantConfig:
+        """The tenant's record (cached per container), from the pool table (``table_name``)
+        whatever the tenant's placement."""
+        return self.tenant_configs.get(TenantTable(tenant_id, self.table_name, OwnClient(self.dynamodb)))
+
+    def repository(self, tenant_id: str, config: TenantConfig) -> DeliveryRecords:
+        """The tenant's webhooks and deliveries, in the table its record names (refusing
+        writes while its data switches tables)."""
+        table = data_table(config, self.table_name)
+        return DeliveryRecords(TenantTable(tenant_id, table, OwnClient(self.dynamodb), writes_paused(config)))
 
     # ------------------------------------------------------------ one message
     def deliver(self, queued: QueuedMessage) -> str:
@@ -263,12 +285,16 @@ class Deliverer:
             logger.warning("poison webhook message", extra={"reason": str(exc), "message_id": queued.message_id})
             self._dead_letter(queued)
             return "poison"
-        repository = self.repository(message.tenant_id)
-        config = self.tenant_configs.get(repository.table)
+        config = self.tenant_record(message.tenant_id)
         if config.offboarding_since is not None:
             # Being erased: nothing is sent, and nothing written that the erasure would miss.
             return "dropped: offboarded"
+        if writes_paused(config):
+            self._wait_for_move(message, queued)
+        repository = self.repository(message.tenant_id, config)
         target = repository.target(message.webhook_id)
+        if target is None and config.move_phase == MovePhase.ERASING:
+            self._wait_for_move(message, queued)
         if target is None or target.status != ACTIVE or message.type not in target.events:
             # Deleted, disabled or unsubscribed since: nothing more is sent, and a
             # delivery left PENDING (a retry, a redelivery) says so.
@@ -288,7 +314,26 @@ class Deliverer:
         finally:
             if lease is not None:
                 repository.release_lease(lease, holder)
-        return self._outcome(repository, message, queued, status_code, attempts=attempts, now=now)
+        return self._outcome(self._recorder(message, queued), message, queued, status_code, attempts=attempts, now=now)
+
+    def _recorder(self, message: DeliveryMessage, queued: QueuedMessage) -> DeliveryRecords:
+        """Where an attempt's outcome is recorded: the table the tenant's record names
+        now (an attempt takes up to the whole timeout, a move may have switched tables
+        meanwhile); none while its writes are paused (:meth:`_wait_for_move`)."""
+        config = self.tenant_record(message.tenant_id)
+        if writes_paused(config):
+            self._wait_for_move(message, queued)
+        return self.repository(message.tenant_id, config)
+
+    def _wait_for_move(self, message: DeliveryMessage, queued: QueuedMessage) -> NoReturn:
+        """The tenant's data is moving between tables: the message back in 2, 4, 8 … 60 s,
+        nothing read further, attempted or written (:class:`RetryLater`)."""
+        delay = self._bound_delay(queued)
+        logger.info(
+            "webhook delivery held: tenant moving",
+            extra={"tenant_id": message.tenant_id, "delivery_id": message.delivery_id, "retry_in_seconds": delay},
+        )
+        self._defer(queued, delay, "tenant moving")
 
     def _outcome(
         self,

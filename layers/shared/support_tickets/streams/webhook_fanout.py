@@ -81,6 +81,12 @@ deduplication id and the same event id.
 A transient failure raises: the stream record fails like any other and is
 retried (its audit items are written once whatever happens, the messages
 deduplicated).
+
+Tables (:mod:`support_tickets.streams.routing`): a tenant's webhooks are read
+from the table of its placement now (a record of the table it left, handled
+late, still reaches its webhooks after the move erased the old copy); the
+cache is per table and tenant. A refused delivery's record is written into the
+table the stream record came from, beside its audit event.
 """
 
 from __future__ import annotations
@@ -122,6 +128,7 @@ from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.audit_writer import audit_client
 from support_tickets.streams.records import PoisonRecord, own_client
+from support_tickets.streams.routing import RecordRoute
 
 # The function's Logger's child: JSON lines in its log group.
 logger = Logger(child=True)
@@ -224,19 +231,22 @@ class WebhookFanout:
     queue_url: str
     ttl_seconds: float = SUBSCRIPTIONS_TTL_SECONDS
     clock: Callable[[], float] = time.monotonic
-    _cache: OrderedDict[str, _Cached] = field(default_factory=OrderedDict)
+    _cache: OrderedDict[tuple[str, str], _Cached] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def subscriptions(self, tenant_id: str) -> list[Subscription]:
-        """The tenant's ACTIVE webhooks as of a strongly consistent read made during this
-        batch (module docstring): the cached ones if the version is unchanged."""
+    def subscriptions(self, tenant_id: str, table_name: str | None = None) -> list[Subscription]:
+        """The tenant's ACTIVE webhooks in ``table_name`` (its placement's table; the
+        pool table by default) as of a strongly consistent read made during this batch
+        (module docstring): the cached ones if the version is unchanged."""
         now, batch = self.clock(), _BATCHES.current
+        table = table_name or self.table_name
+        cache_key = (table, tenant_id)
         with self._lock:
-            cached = self._cache.get(tenant_id)
+            cached = self._cache.get(cache_key)
         fresh = cached is not None and now - cached.filled_at < self.ttl_seconds
         if cached is not None and fresh and batch and cached.checked_in == batch:
             return cached.found
-        records = DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client)))
+        records = DeliveryRecords(TenantTable(tenant_id, table, OwnClient(self.client)))
         current = records.webhooks_version()
         if current.count == 0:
             entry = _Cached(current.version, now, [], batch)
@@ -245,8 +255,8 @@ class WebhookFanout:
         else:
             entry = _Cached(current.version, now, records.subscriptions(), batch)
         with self._lock:
-            self._cache[tenant_id] = entry
-            self._cache.move_to_end(tenant_id)
+            self._cache[cache_key] = entry
+            self._cache.move_to_end(cache_key)
             while len(self._cache) > MAX_CACHED_TENANTS:
                 self._cache.popitem(last=False)
         return entry.found
@@ -257,10 +267,13 @@ class WebhookFanout:
         audit: AuditEvent,
         old_image: Mapping[str, Any] | None,
         new_image: Mapping[str, Any] | None,
+        route: RecordRoute | None = None,
     ) -> int:
-        """Send ``audit``'s event to each webhook of the tenant subscribed to it; how many messages."""
+        """Send ``audit``'s event to each webhook of the tenant subscribed to it; how many
+        messages. ``route``: where its stream record belongs (the pool table by default)."""
         kind = webhook_type(audit["type"])
-        targets = [sub.webhook_id for sub in self.subscriptions(tenant_id) if kind in sub.events]
+        current = route.current if route is not None else None
+        targets = [sub.webhook_id for sub in self.subscriptions(tenant_id, current) if kind in sub.events]
         if not targets:
             return 0
         body = event_body(webhook_event(tenant_id, audit, old_image, new_image))
@@ -286,6 +299,7 @@ class WebhookFanout:
             webhook_id = targets[int(refusal.entry["Id"])]
             self._record_refusal(
                 tenant_id,
+                route.source if route is not None else None,
                 Refusal(
                     delivery_id=str(refusal.entry["MessageDeduplicationId"]),
                     webhook_id=webhook_id,
@@ -300,8 +314,10 @@ class WebhookFanout:
             )
         return len(entries) - len(refused)
 
-    def redeliver(self, pk: str, new_image: Mapping[str, Any] | None) -> int:
-        """Send a delivery record's stored event again (the record was just marked for it)."""
+    def redeliver(self, pk: str, new_image: Mapping[str, Any] | None, route: RecordRoute | None = None) -> int:
+        """Send a delivery record's stored event again (the record was just marked for it;
+        ``route``: where its stream record belongs, the pool table by default)."""
+        source = route.source if route is not None else None
         owner = keys.deliveries_owner(pk)
         image = new_image or {}
         requested_at = pending_redelivery(image.get(REDELIVER_MARK))
@@ -315,7 +331,7 @@ class WebhookFanout:
             if image.get(FAILURE_REASON) is None:
                 raise PoisonRecord("not a delivery record marked for redelivery")
             # A refused event too large to store: the redelivery fails as the delivery did.
-            self._refuse_again(tenant_id, webhook_id, image, str(image[FAILURE_REASON]))
+            self._refuse_again(tenant_id, webhook_id, image, str(image[FAILURE_REASON]), source)
             return 0
         try:
             event = json.loads(str(body))
@@ -342,13 +358,16 @@ class WebhookFanout:
             ]
         )
         for refusal in refused:
-            self._refuse_again(tenant_id, webhook_id, image, refusal.reason)
+            self._refuse_again(tenant_id, webhook_id, image, refusal.reason, source)
         return 1 - len(refused)
 
-    def _refuse_again(self, tenant_id: str, webhook_id: str, image: Mapping[str, Any], reason: str) -> None:
+    def _refuse_again(
+        self, tenant_id: str, webhook_id: str, image: Mapping[str, Any], reason: str, table_name: str | None
+    ) -> None:
         body = image.get("event")
         self._record_refusal(
             tenant_id,
+            table_name,
             Refusal(
                 delivery_id=str(image.get("delivery_id")),
                 webhook_id=webhook_id,
@@ -362,7 +381,8 @@ class WebhookFanout:
             ),
         )
 
-    def _record_refusal(self, tenant_id: str, refusal: Refusal) -> None:
+    def _record_refusal(self, tenant_id: str, table_name: str | None, refusal: Refusal) -> None:
+        """``refusal`` recorded FAILED in ``table_name`` (its stream record's table; the pool's by default)."""
         logger.warning(
             "webhook event refused by the queue: recorded FAILED",
             extra={
@@ -372,7 +392,8 @@ class WebhookFanout:
                 "reason": refusal.reason,
             },
         )
-        DeliveryRecords(TenantTable(tenant_id, self.table_name, OwnClient(self.client))).record_refusal(refusal)
+        table = TenantTable(tenant_id, table_name or self.table_name, OwnClient(self.client))
+        DeliveryRecords(table).record_refusal(refusal)
 
     def _send(self, entries: list[dict[str, Any]]) -> list[Refused]:
         """Queue ``entries`` in batches that SQS takes (:func:`batches`); the entries it
@@ -424,14 +445,25 @@ def is_delivery_record(keys_image: Mapping[str, Any]) -> bool:
     return isinstance(sk, str) and sk.startswith(keys.DELIVERY_SK_PREFIX)
 
 
+def delivery_record_tenant(keys_image: Mapping[str, Any]) -> str:
+    """The tenant of a delivery record's stream record (poison for a key of no webhook's deliveries)."""
+    owner = keys.deliveries_owner(str(keys_image.get("pk")))
+    if owner is None:
+        raise PoisonRecord("not a delivery record marked for redelivery")
+    return owner[0]
+
+
 def publish_record(
-    audited: AuditRecord, old_image: Mapping[str, Any] | None, new_image: Mapping[str, Any] | None
+    audited: AuditRecord,
+    old_image: Mapping[str, Any] | None,
+    new_image: Mapping[str, Any] | None,
+    route: RecordRoute | None = None,
 ) -> int:
     """The webhook messages of one audited stream record (0 for a record without an event)."""
     if audited.event is None or audited.tenant_id is None:
         return 0
     try:
-        return webhook_fanout().publish(audited.tenant_id, audited.event, old_image, new_image)
+        return webhook_fanout().publish(audited.tenant_id, audited.event, old_image, new_image, route)
     except NotAnEvent as exc:
         raise PoisonRecord(f"images that make no webhook event: {exc}") from exc
 

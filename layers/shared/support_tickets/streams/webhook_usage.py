@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from support_tickets.core import metering
 from support_tickets.data.delivery_records import DELIVERED, FAILED, Attempt, DeliveryRecords
+from support_tickets.data.tenant_registry import TenantConfig
 from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion, log_usage_lines, usage_line
 from support_tickets.streams.webhook_delivery import Deliverer, QueuedMessage
 
@@ -158,13 +159,16 @@ class MeteredDeliverer(Deliverer):
         with METER.message():
             return super().deliver(queued)
 
-    def repository(self, tenant_id: str) -> DeliveryRecords:
+    def tenant_record(self, tenant_id: str) -> TenantConfig:
         # A message's tenant is known once its body was read and checked (the
-        # deliverer asks for that tenant's records): the message is that tenant's.
+        # deliverer asks for that tenant's record first): the message is that tenant's.
         usage = METER.current()
         if usage is not None:
             usage.tenant_id = tenant_id
-        records = super().repository(tenant_id)
+        return super().tenant_record(tenant_id)
+
+    def repository(self, tenant_id: str, config: TenantConfig) -> DeliveryRecords:
+        records = super().repository(tenant_id, config)
         return MeteredRecords(**{field.name: getattr(records, field.name) for field in fields(records)})
 
 
