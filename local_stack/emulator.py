@@ -478,6 +478,32 @@ class Emulator:
             self.dedicated[tenant_id] = made
             return made
 
+    def remove_dedicated(self, tenant_id: str, waiting_days: int) -> dict[str, str] | None:
+        """What offboarding does to the tenant's dedicated stack in AWS
+        (``ops.dedicated_teardown``), to what :meth:`deploy_dedicated` made: the
+        table's deletion protection off, the table deleted, its key's deletion
+        scheduled in ``waiting_days`` (moto's KMS: ``PendingDeletion`` with its
+        deletion date); the guard forgets the table. ``None`` if the tenant has
+        none (never made, or removed already)."""
+        assert self.guard is not None, "start() first"
+        with self._dedicated_lock:
+            made = self.dedicated.get(tenant_id)
+            if made is None:
+                return None
+            dynamodb: DynamoDBClient = self.client("dynamodb")
+            dynamodb.update_table(TableName=made.table_name, DeletionProtectionEnabled=False)
+            dynamodb.delete_table(TableName=made.table_name)
+            # By its id: moto's ScheduleKeyDeletion does not resolve an ARN (KMS takes either).
+            key_id = made.key_arn.rsplit("/", 1)[-1]
+            scheduled = self.client("kms").schedule_key_deletion(KeyId=key_id, PendingWindowInDays=waiting_days)
+            self.guard.tables = {name: keys for name, keys in self.guard.tables.items() if name != made.table_name}
+            del self.dedicated[tenant_id]
+            return {
+                "TableName": made.table_name,
+                "KeyArn": made.key_arn,
+                "KeyDeletionDate": scheduled["DeletionDate"].isoformat(timespec="seconds"),
+            }
+
     def _make_table(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         """The table with its keys, indexes and stream, and what protects it: its
         tags, deletion protection, customer managed key, TTL and PITR."""

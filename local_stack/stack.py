@@ -5,7 +5,10 @@ A dedicated tenant's table (``templates/dedicated-table.yaml``) is deployed
 into a running stack with :meth:`LocalStack.deploy_dedicated` (``POST
 /_local/dedicated?tenant=<t>``, what ``python -m ops.dedicated --local``
 calls): the emulator makes it, and its stream gets a poller per mapping of
-the template, feeding the same functions with the same filters.
+the template, feeding the same functions with the same filters. Offboarding
+removes it with :meth:`LocalStack.remove_dedicated` (``DELETE
+/_local/dedicated?tenant=<t>&waiting_days=<n>``): its pollers stop, the table
+is deleted and its key's deletion scheduled.
 
 While it runs, ``<state dir>/stack.json`` tells other commands (``make token``,
 ``make onboard``, tests, benchmarks) where everything is,
@@ -404,6 +407,20 @@ class LocalStack:
                     self.pollers = {**self.pollers, name: poller}
             return dedicated
 
+    def remove_dedicated(self, tenant_id: str, waiting_days: int) -> dict[str, str] | None:
+        """The tenant's dedicated table removed (:meth:`Emulator.remove_dedicated`),
+        its stream's pollers stopped first (in AWS its mappings go with its
+        stack); ``None`` if it has none."""
+        with self._dedicated_lock:
+            made = self.emulator.dedicated.get(tenant_id)
+            if made is None:
+                return None
+            suffix = f"@{made.table_name}"
+            for name in [name for name in self.pollers if name.endswith(suffix)]:
+                self.pollers[name].stop()
+                self.pollers = {other: poller for other, poller in self.pollers.items() if other != name}
+            return self.emulator.remove_dedicated(tenant_id, waiting_days)
+
     def _queue_concurrency(self, source: SqsSource) -> int:
         limit = self.options.queue_concurrency
         return min(source.maximum_concurrency or limit, limit)
@@ -587,7 +604,8 @@ class LocalStack:
         """``/_local/health``, ``/_local/stream/drain?timeout=<s>``,
         ``/_local/queues/drain?timeout=<s>``, ``/_local/queues/clock?advance=<s>``,
         ``/_local/logs/drain?timeout=<s>``, ``/_local/table/fingerprint`` and
-        ``/_local/dedicated?tenant=<t>`` (POST: a dedicated tenant's table) on
+        ``/_local/dedicated?tenant=<t>`` (POST: a dedicated tenant's table;
+        DELETE with ``&waiting_days=<n>``: removed, its key's deletion scheduled) on
         the emulator's port (loopback only, and only with the stack's control
         token in ``X-Local-Control-Token``: a webhook delivery pointed at the
         port, or any other process that has not read the state file, gets 403):
@@ -640,6 +658,10 @@ class LocalStack:
                 status, payload = "400 Bad Request", {"error": "advance=<seconds>, not negative"}
         elif path == "/_local/dedicated" and posted:
             status, payload = self._deploy_dedicated_control(query.get("tenant", [""])[0])
+        elif path == "/_local/dedicated" and environ.get("REQUEST_METHOD") == "DELETE":
+            status, payload = self._remove_dedicated_control(
+                query.get("tenant", [""])[0], query.get("waiting_days", [""])[0]
+            )
         elif path == "/_local/logs/drain" and posted:
             drained = self.wait_for_logs(timeout)
             delivery = self.log_delivery
@@ -661,6 +683,19 @@ class LocalStack:
         except ValueError:
             return "400 Bad Request", {"error": "tenant=<a tenant id>"}
         return "200 OK", dict(self.deploy_dedicated(tenant_id).outputs())
+
+    def _remove_dedicated_control(self, tenant: str, waiting_days: str) -> tuple[str, dict[str, Any]]:
+        """``DELETE /_local/dedicated?tenant=<t>&waiting_days=<7-30>``: what was
+        removed (``deleted`` false: the tenant had no dedicated table)."""
+        try:
+            tenant_id = validate_tenant_id(tenant)
+            days = int(waiting_days)
+            if not 7 <= days <= 30:
+                raise ValueError(days)
+        except ValueError:
+            return "400 Bad Request", {"error": "tenant=<a tenant id>&waiting_days=<7 to 30>"}
+        removed = self.remove_dedicated(tenant_id, days)
+        return "200 OK", {"deleted": removed is not None, **(removed or {})}
 
     # ------------------------------------------------------------ state files
     def _check_not_running(self) -> None:

@@ -1,6 +1,7 @@
 """Erase a tenant: ``make offboard TENANT=<t> CONFIRM=<t> [STACK=<s>]``.
 
-    python -m ops.offboard --tenant acme --confirm acme (--local | --stack <s> [--region <r>])
+    python -m ops.offboard --tenant acme --confirm acme [--key-waiting-days <7-30>]
+                           (--local | --stack <s> [--region <r>])
 
 Refuses unless ``--confirm`` is the tenant id. Erases every item of the
 tenant, found without a Scan (:mod:`ops.tenant_data`): tickets and their
@@ -63,6 +64,23 @@ Its **API key** (``ops.api_keys``: the key the authorizer names for its
 usage plan) is taken out of its plan and deleted with its users (a request
 still carrying it is refused, 403). Not done here: the failure queues, which hold stream positions and tenant ids of
 poison records, not content; CloudWatch logs (their retention applies).
+
+**A table of its own.** A tenant whose data is moving between the pool and
+its own table (``record.moving``) is refused before anything is written: one
+line, exit 1 (finish the move or roll it back first). Otherwise, after the
+erase passes above (the pool keeps its record, its usage ledger and whatever
+it left there before a move), its own table, key and stack are removed
+(:mod:`ops.dedicated_teardown`: the table deleted with its deletion
+protection turned off first, its key's deletion scheduled with a waiting
+period of ``--key-waiting-days``, 7 to 30, 30 by default, then its stack),
+whatever its placement: a tenant moved back to the pool loses the table it
+left too, whose point-in-time backups still hold its data. Nothing of it is
+erased item by item there: the table goes whole, and with the key its
+backups become unreadable at the end of the waiting period. Its record then
+places it in the pool (its own table as ``previous_table``, until now: the
+usage object stops pricing the key, which KMS stops billing once its
+deletion is scheduled) until the record itself goes. The final message says
+which table was deleted and when the key will be.
 """
 
 from __future__ import annotations
@@ -80,7 +98,23 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
-from ops.stack_target import Target, TargetError, add_target_arguments, api_keys_target, stack_target
+from ops.dedicated_teardown import (
+    KEY_WAITING_DAYS,
+    LocalTables,
+    OwnTables,
+    StackTables,
+    Teardown,
+    TeardownError,
+    check_waiting_days,
+)
+from ops.stack_target import (
+    Target,
+    TargetError,
+    _local_state,
+    add_target_arguments,
+    api_keys_target,
+    stack_target,
+)
 from ops.tenant_data import (
     Progress,
     audit_days,
@@ -96,6 +130,7 @@ from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.core.identity import TENANT_CLAIM
 from support_tickets.data.audit_items import iso_time
+from support_tickets.data.placement import Placement
 from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
 from support_tickets.streams.audit_writer import RecentKeys
@@ -115,6 +150,22 @@ REMEMBERED_TICKETS: Final = 100_000
 
 class OffboardError(RuntimeError):
     """The command can't (or must not) go on."""
+
+
+class DataMoving(OffboardError):
+    """The tenant's data is moving between tables: nothing was written."""
+
+
+def refuse_moving(record: TenantConfig) -> TenantConfig:
+    """``record``, unless its tenant's data is moving between tables (then
+    :class:`DataMoving`: nothing may be written before the move ends)."""
+    if record.moving:
+        raise DataMoving(
+            f"{record.tenant_id}'s data is moving to {record.move_to} ({record.move_phase}): nothing changed; "
+            f"finish the move (make tenant TENANT={record.tenant_id} PLACEMENT={record.move_to}) or roll it back "
+            f"(PLACEMENT={record.placement}), then offboard"
+        )
+    return record
 
 
 def default_grace_seconds() -> int:
@@ -154,6 +205,8 @@ class Outcome:
     # not erased (then erased too), and what that Scan verified.
     stray_items_erased: int = 0
     verified: str = ""
+    # Its own table, key and stack, if it had them (ops.dedicated_teardown).
+    own_table: Teardown | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +217,7 @@ class Outcome:
             "stray_items_erased": self.stray_items_erased,
             "record": self.record,
             "verified": self.verified,
+            "own_table": self.own_table.as_dict() if self.own_table is not None else None,
         }
 
 
@@ -179,12 +233,17 @@ class Offboarding:
     # The stack's API keys and usage plans; None for a stack that has none
     # (deployed before per-tenant throttling).
     api_keys: ApiKeys | None = None
+    # Where its own table, key and stack are removed; None: nowhere (a tenant
+    # placed in a table of its own is then refused).
+    own_tables: OwnTables | None = None
+    key_waiting_days: int = KEY_WAITING_DAYS
 
     def run(self, tenant_id: str, confirm: str | None) -> Outcome:
         keys.validate_tenant_id(tenant_id)
         if confirm != tenant_id:
             raise OffboardError(f"refusing to offboard {tenant_id}: CONFIRM must be the tenant id ({tenant_id})")
-        stored = self.admin.record(tenant_id).version > 0
+        current = refuse_moving(self.admin.record(tenant_id))
+        stored = current.version > 0
         if not stored and not self._anything_left(tenant_id):
             raise NoSuchTenant(tenant_id)
         record = self._suspend(tenant_id)
@@ -193,6 +252,7 @@ class Offboarding:
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
         suspended_at = record.offboarding_since or int(self.clock())
         erased = self._erase_until_quiet(table, suspended_at)
+        record, own_table = self._remove_own_table(record)
         if record.erasable_at is None:
             erasable_at = int(self.clock() + self.grace_seconds)
             record = self.admin.write(record, {"erasable_at": erasable_at})
@@ -202,19 +262,19 @@ class Offboarding:
             until = datetime.fromtimestamp(record.erasable_at, UTC).isoformat(timespec="seconds")
             verified = f"a Scan of the whole table found nothing under {prefix} but the tenant record"
             self.progress.note(
-                f"{tenant_id}: data and users erased; verified: {verified}{_strays(strays)}. Its record stays "
-                f"SUSPENDED until {until} (ID tokens issued before its users were deleted stay valid until then): "
-                "run the command again after that to erase it"
+                f"{tenant_id}: data and users erased{_own(own_table)}; verified: {verified}{_strays(strays)}. Its "
+                f"record stays SUSPENDED until {until} (ID tokens issued before its users were deleted stay valid "
+                "until then): run the command again after that to erase it"
             )
-            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted, strays, verified)
+            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted, strays, verified, own_table)
         erased += self._erase_pass(table, suspended_at)
         record_deleted = self._delete_record(table, record)
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
             erased += record_deleted
         strays = self._verify(table, keep=None)
         verified = f"a Scan of the whole table found nothing under {prefix}"
-        self.progress.note(f"{tenant_id}: offboarded; verified: {verified}{_strays(strays)}")
-        return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified)
+        self.progress.note(f"{tenant_id}: offboarded{_own(own_table)}; verified: {verified}{_strays(strays)}")
+        return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified, own_table)
 
     def _anything_left(self, tenant_id: str) -> bool:
         """Whether a tenant without a record still has users, an API key or items
@@ -286,6 +346,34 @@ class Offboarding:
         if deleted:
             self.progress.note(f"{tenant_id}: API key deleted")
         return deleted
+
+    # ------------------------------------------------------------ 3b. its own table
+    def _remove_own_table(self, record: TenantConfig) -> tuple[TenantConfig, Teardown | None]:
+        """Its own table, key and stack removed (any it has, whatever its
+        placement), then its record placing it in the pool, its own table the
+        one before until now."""
+        if self.own_tables is None:
+            if record.placement == Placement.DEDICATED:
+                raise OffboardError(
+                    f"{record.tenant_id} is placed in a table of its own ({record.table}) and no stack is known to "
+                    "delete it with: offboard it with --stack or --local"
+                )
+            return record, None
+        torn_down = self.own_tables.tear_down(record.tenant_id, self.key_waiting_days)
+        if torn_down is not None:
+            self.progress.note(f"{record.tenant_id}: {torn_down.describe()}")
+        if record.placement == Placement.DEDICATED:
+            record = self.admin.write(
+                record,
+                {
+                    "placement": Placement.POOL,
+                    "table": None,
+                    "placed_at": int(self.clock()),
+                    "previous_table": record.table,
+                    "previous_placed_at": record.placed_at,
+                },
+            )
+        return record, torn_down
 
     # ------------------------------------------------------------ 3. data
     def _erase_until_quiet(self, table: TenantTable, suspended_at: int) -> int:
@@ -440,11 +528,39 @@ def _strays(count: int) -> str:
     return f" (after erasing {count} item(s) under it that the walk had not found)" if count else ""
 
 
+def _own(torn_down: Teardown | None) -> str:
+    return f"; {torn_down.describe()}" if torn_down is not None else ""
+
+
+def own_tables_target(args: argparse.Namespace, pool_table: str, progress: Progress) -> OwnTables:
+    """Where the stack's dedicated tenants' tables are removed: the running local
+    stack, or the deployed stack's CloudFormation, DynamoDB and KMS."""
+    if args.local:
+        return LocalTables(_local_state(args))
+    import boto3
+
+    session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
+    return StackTables(
+        session.client("cloudformation"),
+        session.client("dynamodb"),
+        session.client("kms"),
+        pool_stack=args.stack,
+        pool_table=pool_table,
+        progress=progress.note,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.offboard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--confirm", help="the tenant id again: nothing happens without it")
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds between erase passes")
+    parser.add_argument(
+        "--key-waiting-days",
+        type=int,
+        default=KEY_WAITING_DAYS,
+        help="a table of its own: days before KMS deletes its key (7-30; it can be cancelled meanwhile)",
+    )
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--grace-seconds", type=float, default=None, help=argparse.SUPPRESS)
     add_target_arguments(parser)
@@ -453,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         keys.validate_tenant_id(args.tenant)
         if args.confirm != args.tenant:
             raise OffboardError(f"refusing to offboard {args.tenant}: CONFIRM must be the tenant id ({args.tenant})")
+        check_waiting_days(args.key_waiting_days)
     except (ValueError, OffboardError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -462,19 +579,38 @@ def main(argv: list[str] | None = None) -> int:
         admin = TenantAdmin(target.dynamodb, target.table_name, progress=progress.note)
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
+        refuse_moving(admin.record(args.tenant))  # before anything else is said or done
         try:
             api_keys: ApiKeys | None = api_keys_target(args)
         except TargetError as exc:
             progress.note(f"warning: {exc}")
             api_keys = None
-        offboarding = Offboarding(target, admin, settle_seconds=args.settle, progress=progress, api_keys=api_keys)
+        offboarding = Offboarding(
+            target,
+            admin,
+            settle_seconds=args.settle,
+            progress=progress,
+            api_keys=api_keys,
+            own_tables=own_tables_target(args, target.table_name, progress),
+            key_waiting_days=args.key_waiting_days,
+        )
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds
         outcome = offboarding.run(args.tenant, args.confirm)
-    except NoSuchTenant as exc:
+    except (NoSuchTenant, DataMoving) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
-    except (TargetError, OffboardError, RecordChanged, ApiError, ApiKeyError, ClientError, BotoCoreError) as exc:
+    except (
+        TargetError,
+        OffboardError,
+        TeardownError,
+        RecordChanged,
+        ApiError,
+        ApiKeyError,
+        ClientError,
+        BotoCoreError,
+        OSError,
+    ) as exc:
         sys.stderr.write(f"\nerror: {exc}\n")
         return 1
     json.dump(outcome.as_dict(), sys.stdout)

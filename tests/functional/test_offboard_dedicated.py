@@ -1,0 +1,226 @@
+"""Offboarding a dedicated tenant against a deployed stack, on moto's
+CloudFormation, DynamoDB and KMS (``ops.offboard`` with
+``ops.dedicated_teardown.StackTables``): tenants ``1`` and ``10`` each in a
+table of its own (deployed by ``ops.dedicated`` beside a pool stack of
+stand-ins); offboarding ``1`` erases its items in the pool (the usage ledger),
+deletes its table (deletion protection turned off first), schedules its key's
+deletion with the waiting period asked for, deletes its stack, and places its
+record in the pool until the record goes; ``10``'s table, key, stack and items
+are untouched. A tenant whose data is moving is refused, nothing written.
+
+moto's CloudFormation keeps a retained resource (``DeletionPolicy: Retain``)
+when its stack is deleted, as AWS does: what the teardown relies on, the
+table and the key being deleted by the command itself."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.kms.models import kms_backends
+
+from ops import dedicated as ops_dedicated
+from ops import offboard
+from ops.dedicated_teardown import StackTables
+from ops.offboard import OffboardError, Offboarding
+from ops.stack_target import Target
+from ops.tenant_data import Progress
+from ops.tenants import TenantAdmin
+from stack_model.dedicated import stack_name
+from stack_model.template import ACCOUNT_ID, REGION
+from support_tickets.core import keys
+from support_tickets.domain.usage import own_table_windows
+from tests.conftest import all_items
+from tests.functional.test_ops_dedicated import POOL_STACK, pool_template
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+POOL_TABLE = "SupportTicket"  # the stand-in pool stack's TableName export
+WAITING_DAYS = 7
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).timestamp()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def key_state(key_arn: str) -> tuple[str, datetime | None]:
+    """The key's state and deletion date as moto holds them (DescribeKey fails
+    on a key moto's CloudFormation made: its policy stays unserialized)."""
+    key = kms_backends[ACCOUNT_ID][REGION].keys[key_arn.rsplit("/", 1)[-1]]
+    return str(key.key_state), key.deletion_date
+
+
+def summary(tenant: str) -> dict[str, Any]:
+    return {**keys.ticket_key(tenant, "T1"), "ticket_id": {"S": "T1"}, "title": {"S": f"{tenant}'s"}}
+
+
+def ledger(tenant: str) -> dict[str, Any]:
+    return {"pk": {"S": keys.usage_pk(tenant)}, "sk": {"S": keys.usage_sk("2026-11-25", 0)}, "requests": {"N": "3"}}
+
+
+@pytest.fixture
+def placed(aws: None, dynamodb: DynamoDBClient, table_name: str) -> dict[str, dict[str, str]]:
+    """Tenants 1 and 10, each in its own table (its stack deployed beside the
+    pool stack), with a ticket there and its usage ledger in the pool."""
+    cloudformation = boto3.client("cloudformation", region_name=REGION)
+    cloudformation.create_stack(StackName=POOL_STACK, TemplateBody=pool_template())
+    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0, sleep=lambda _: None)
+    outputs = {}
+    for tenant in ("1", "10"):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*CloudWatch::Alarm.*")
+            outputs[tenant] = ops_dedicated.deploy_to_aws(cloudformation, POOL_STACK, tenant)
+        own = outputs[tenant]["TableName"]
+        since = int(datetime.now(UTC).timestamp()) - 86_400
+        admin.write(admin.record(tenant), {"placement": "dedicated", "table": own, "placed_at": since})
+        dynamodb.put_item(TableName=own, Item=summary(tenant))
+        dynamodb.put_item(TableName=table_name, Item=ledger(tenant))
+    return outputs
+
+
+def offboarding(dynamodb: DynamoDBClient, table_name: str, clock: Clock, grace: float = 0) -> Offboarding:
+    cognito = boto3.client("cognito-idp", region_name=REGION)
+    pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
+    own_tables = StackTables(
+        boto3.client("cloudformation", region_name=REGION),
+        dynamodb,
+        boto3.client("kms", region_name=REGION),
+        pool_stack=POOL_STACK,
+        pool_table=POOL_TABLE,
+    )
+    return Offboarding(
+        Target(dynamodb, table_name, cognito, pool_id, audit_retention_days=400),
+        TenantAdmin(dynamodb, table_name, phase_seconds=35, sleep=clock.sleep, clock=clock),
+        grace_seconds=grace,
+        sleep=clock.sleep,
+        clock=clock,
+        progress=Progress("erased", io.StringIO()),
+        own_tables=own_tables,
+        key_waiting_days=WAITING_DAYS,
+    )
+
+
+def stack_status(name: str) -> str | None:
+    try:
+        (stack,) = boto3.client("cloudformation", region_name=REGION).describe_stacks(StackName=name)["Stacks"]
+    except ClientError:
+        return None
+    return str(stack["StackStatus"])
+
+
+def table_exists(dynamodb: DynamoDBClient, name: str) -> bool:
+    return name in dynamodb.list_tables()["TableNames"]
+
+
+def test_offboarding_1_deletes_its_table_and_stack_and_schedules_its_key_and_leaves_10_alone(
+    placed: dict[str, dict[str, str]], dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    theirs = all_items(dynamodb, placed["10"]["TableName"])
+    clock = Clock()
+    # When tenant 1 is offboarded, its record kept a while (tokens issued before stay valid)
+    outcome = offboarding(dynamodb, table_name, clock, grace=3_900).run("1", "1")
+    # Then its table is gone, its key pending deletion for the waiting period asked, its stack deleted
+    own = placed["1"]
+    assert outcome.own_table is not None
+    assert outcome.own_table.as_dict() == {
+        "table": own["TableName"],
+        "table_deleted": True,
+        "key_arn": own["KeyArn"],
+        "key_deletion_date": outcome.own_table.key_deletion_date,
+        "stack_deleted": True,
+    }
+    assert not table_exists(dynamodb, own["TableName"])
+    state, deletion = key_state(own["KeyArn"])
+    assert state == "PendingDeletion"
+    assert deletion is not None
+    scheduled = deletion.replace(tzinfo=UTC) - datetime.now(UTC)
+    assert timedelta(days=WAITING_DAYS, minutes=-5) < scheduled <= timedelta(days=WAITING_DAYS)
+    assert stack_status(stack_name(POOL_STACK, "1")) in (None, "DELETE_COMPLETE")
+    # its ledger is erased from the pool, and its record places it in the pool, its table the one before
+    assert [item for item in all_items(dynamodb, table_name) if item["pk"]["S"] == keys.usage_pk("1")] == []
+    record = TenantAdmin(dynamodb, table_name).record("1")
+    assert (record.placement, record.table, record.previous_table) == ("pool", None, own["TableName"])
+    assert own_table_windows(record)[0][1] == record.placed_at  # its key priced no longer
+    # and tenant 10 keeps everything: its table and items, its key, its stack, its ledger
+    assert all_items(dynamodb, placed["10"]["TableName"]) == theirs
+    assert key_state(placed["10"]["KeyArn"]) == ("Enabled", None)
+    assert stack_status(stack_name(POOL_STACK, "10")) == "CREATE_COMPLETE"
+    assert ledger("10") in all_items(dynamodb, table_name)
+    assert TenantAdmin(dynamodb, table_name).record("10").table == placed["10"]["TableName"]
+
+    # When it runs again once the record may go, it erases the record and finds nothing else of it
+    clock.sleep(3_901)
+    again = offboarding(dynamodb, table_name, clock).run("1", "1")
+    assert (again.record, again.own_table) == ("erased", None)
+    assert TenantAdmin(dynamodb, table_name).record("1").version == 0
+    assert key_state(own["KeyArn"])[0] == "PendingDeletion"
+
+
+def test_a_half_done_teardown_finishes_when_run_again(
+    placed: dict[str, dict[str, str]], dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run interrupted right after it deleted tenant 1's table (its key and stack still there)
+    own = placed["1"]
+
+    def interrupted(self: StackTables, key_arn: str, waiting_days: int) -> str:
+        raise ClientError({"Error": {"Code": "ThrottlingException"}}, "ScheduleKeyDeletion")
+
+    monkeypatch.setattr(StackTables, "_schedule_key_deletion", interrupted)
+    with pytest.raises(ClientError, match="ThrottlingException"):
+        offboarding(dynamodb, table_name, Clock()).run("1", "1")
+    assert not table_exists(dynamodb, own["TableName"])
+    assert key_state(own["KeyArn"])[0] == "Enabled"
+    assert stack_status(stack_name(POOL_STACK, "1")) == "CREATE_COMPLETE"
+    # When it runs again, the stack's output still names the key: its deletion is scheduled, the stack deleted
+    monkeypatch.undo()
+    outcome = offboarding(dynamodb, table_name, Clock()).run("1", "1")
+    assert outcome.own_table is not None
+    assert (outcome.own_table.table_deleted, outcome.own_table.key_arn) == (False, own["KeyArn"])
+    assert key_state(own["KeyArn"])[0] == "PendingDeletion"
+    assert stack_status(stack_name(POOL_STACK, "1")) in (None, "DELETE_COMPLETE")
+    assert outcome.record == "erased"
+    assert table_exists(dynamodb, placed["10"]["TableName"])
+
+
+def test_a_tenant_whose_data_is_moving_is_refused_with_nothing_written(
+    placed: dict[str, dict[str, str]], dynamodb: DynamoDBClient, table_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = TenantAdmin(dynamodb, table_name)
+    admin.write(admin.record("1"), {"move_to": "pool", "move_phase": "COPYING", "move_started_at": 1})
+    before = all_items(dynamodb, table_name)
+    with pytest.raises(OffboardError, match="moving to pool"):
+        offboarding(dynamodb, table_name, Clock()).run("1", "1")
+    argv = ["--tenant", "1", "--confirm", "1", "--stack", POOL_STACK, "--region", REGION]
+    assert offboard.main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: 1's data is moving to pool (COPYING): nothing changed")
+    assert error.count("\n") == 1
+    assert all_items(dynamodb, table_name) == before
+    assert table_exists(dynamodb, placed["1"]["TableName"])
+    assert TenantAdmin(dynamodb, table_name).record("1").status == "ACTIVE"
+
+
+@pytest.mark.parametrize("days", ["6", "31", "0"])
+def test_a_waiting_period_kms_does_not_take_is_a_one_line_error(
+    aws: None, dynamodb: DynamoDBClient, table_name: str, days: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = all_items(dynamodb, table_name)
+    argv = ["--tenant", "1", "--confirm", "1", "--stack", POOL_STACK, "--key-waiting-days", days]
+    assert offboard.main(argv) == 1
+    error = capsys.readouterr().err
+    assert "7 to 30 days" in error
+    assert error.count("\n") == 1
+    assert all_items(dynamodb, table_name) == before
