@@ -16,7 +16,9 @@ first (``make tenant TENANT=<t> STATUS=SUSPENDED``) for a stable copy (the
 command warns when it is not). What the export does not hold: the history of
 tickets already deleted (it is in the tenant's trail, ``GET /audit``, for the
 retention period), counts and idempotency records (derived data). A tenant
-that has no record is a one-line error and exit status 1.
+that has no record is a one-line error and exit status 1. A tenant placed in
+a table of its own is read there (its record, in the pool table, names it):
+export it before ``make offboard`` deletes that table.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from support_tickets.core.errors import ApiError, TicketNotFound
 from support_tickets.core.models import Comment
 from support_tickets.data.audit_repository import AuditRepository
 from support_tickets.data.comment_repository import CommentRepository
+from support_tickets.data.placement import data_table
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantStatus
 
@@ -115,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(f"export {args.tenant}")
     try:
         client, table_name = dynamodb_target(args)
-        table = TenantTable(args.tenant, table_name, OwnClient(client))
-        if existing_record(client, table_name, args.tenant).status is not TenantStatus.SUSPENDED:
+        record = existing_record(client, table_name, args.tenant)
+        # The table its reads go to: the pool's, or its own (whatever phase a move is in).
+        table = TenantTable(args.tenant, data_table(record, table_name), OwnClient(client))
+        if record.status is not TenantStatus.SUSPENDED:
             progress.note(
                 f"warning: {args.tenant} is ACTIVE: a ticket changed meanwhile may be written twice or missed; "
                 "suspend it first for a stable copy"

@@ -7,6 +7,7 @@ deletes its table (deletion protection turned off first), schedules its key's
 deletion with the waiting period asked for, deletes its stack, and places its
 record in the pool until the record goes; ``10``'s table, key, stack and items
 are untouched. A tenant whose data is moving is refused, nothing written.
+The export an operator makes first reads the tenant's own table.
 
 moto's CloudFormation keeps a retained resource (``DeletionPolicy: Retain``)
 when its stack is deleted, as AWS does: what the teardown relies on, the
@@ -15,6 +16,7 @@ table and the key being deleted by the command itself."""
 from __future__ import annotations
 
 import io
+import json
 import warnings
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,7 @@ from botocore.exceptions import ClientError
 from moto.kms.models import kms_backends
 
 from ops import dedicated as ops_dedicated
-from ops import offboard
+from ops import export, offboard
 from ops.dedicated_teardown import StackTables
 from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
@@ -34,8 +36,10 @@ from ops.tenants import TenantAdmin
 from stack_model.dedicated import stack_name
 from stack_model.template import ACCOUNT_ID, REGION
 from support_tickets.core import keys
+from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.domain.usage import own_table_windows
 from tests.conftest import all_items
+from tests.functional.api_harness import Api, User
 from tests.functional.test_ops_dedicated import POOL_STACK, pool_template
 
 if TYPE_CHECKING:
@@ -224,3 +228,18 @@ def test_a_waiting_period_kms_does_not_take_is_a_one_line_error(
     assert "7 to 30 days" in error
     assert error.count("\n") == 1
     assert all_items(dynamodb, table_name) == before
+
+
+def test_the_export_before_an_offboarding_reads_the_tenants_own_table(
+    placed: dict[str, dict[str, str]], api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a ticket of each tenant, written where its record places it (its own table)
+    tenant_configs().clear()
+    mine = api.new_ticket(User("1", "alice"), title="in 1's own table")["ticket_id"]
+    api.new_ticket(User("10", "bob"), title="in 10's own table")
+    capsys.readouterr()
+    # When the operator exports tenant 1
+    assert export.main(["--tenant", "1", "--stack", POOL_STACK, "--region", REGION]) == 0
+    # Then its ticket is there (its own table's), and nothing of 10's
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["ticket"]["ticket_id"], line["ticket"]["title"]) for line in lines] == [(mine, "in 1's own table")]
