@@ -81,6 +81,25 @@ each of these code paths as 5.2.5 does.
   and the message quotas,
   https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html).
   Both sends now count and check as SQS does.
+- :data:`SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG`. moto works out a queue's
+  three approximate counts (visible, in flight, delayed: a walk over every
+  message, reading the clock for each, twice for the visible ones) whenever
+  anything reads one attribute, and it reads them three times for each FIFO
+  ``SendMessage`` (``ContentBasedDeduplication``) and three times for each
+  message a ``ReceiveMessage`` returns (its retention check reads
+  ``MessageRetentionPeriod`` through the queue's attributes); the walk that
+  finds the visible messages and the receive's freeing of expired in-flight
+  ones read the clock per message too. SQS's cost of a send or a receive does
+  not grow with the messages in the queue; moto's did: with 1,000 messages in a
+  FIFO queue (the local stack's queue clock installed) the three counts took
+  30 ms, so each message sent or received cost ~90 ms. A tenant's webhook
+  backlog of deferred messages (each in flight, back every 2 to 60 s) slowed
+  every send and receive until the local stack's one emulator process served
+  ~10 messages a second, and other tenants' messages waited minutes behind it
+  (the webhook benchmark's hang block). A walk now reads the clock once (a
+  message is visible, in flight or delayed exactly as moto decides it, against
+  that one reading: the three counts take 0.5 ms), and the retention check
+  reads the queue's retention period alone.
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -510,7 +529,8 @@ def _expired_first(original: Callable[..., Any]) -> Callable[..., Any]:
     def receive_message(self: SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> Any:
         queue = self.get_queue(queue_name)
         pending = queue.pending_messages
-        for message in [message for message in pending if message.visible]:
+        now = _sqs_now_ms()
+        for message in [message for message in pending if now > message.visible_at]:
             pending.discard(message)
         return original(self, queue_name, *args, **kwargs)
 
@@ -639,6 +659,41 @@ def _counted_batch(original: Callable[..., Any]) -> Callable[..., Any]:
     return send_message_batch
 
 
+# ---------------------------------------------------------------- SQS requests cost the same with a backlog
+# moto's Message.visible is "now > visible_at" and Message.delayed "now < delayed_until", each
+# reading the clock; each walk below decides them for every message against one reading.
+def _visible_messages(_original: Any) -> property:
+    def messages(self: sqs_models.Queue) -> list[sqs_models.Message]:
+        now = _sqs_now_ms()
+        return [message for message in self._messages if now > message.visible_at and not now < message.delayed_until]
+
+    return property(messages)
+
+
+def _count_in_flight(_original: Any) -> property:
+    def approximate_number_of_messages_not_visible(self: sqs_models.Queue) -> int:
+        now = _sqs_now_ms()
+        return sum(1 for message in self._messages if not now > message.visible_at)
+
+    return property(approximate_number_of_messages_not_visible)
+
+
+def _count_delayed(_original: Any) -> property:
+    def approximate_number_of_messages_delayed(self: sqs_models.Queue) -> int:
+        now = _sqs_now_ms()
+        return sum(1 for message in self._messages if now < message.delayed_until)
+
+    return property(approximate_number_of_messages_delayed)
+
+
+def is_message_valid_based_on_retention_period(self: SQSBackend, queue_name: str, message: sqs_models.Message) -> bool:
+    """moto's check (kept while ``sent + MessageRetentionPeriod`` is later than now), reading
+    the queue's retention period alone rather than every attribute of the queue."""
+    retention_period = int(self.get_queue(queue_name).message_retention_period)  # type: ignore[attr-defined]
+    now_s = float(vars(sqs_models)["unix_time"]())
+    return retention_period + float(message.sent_timestamp or 0) / 1000 > now_s
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -675,6 +730,19 @@ SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES = Fix(
         Patch(SQSBackend, "send_message_batch", _counted_batch),
     ],
 )
+SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG = Fix(
+    "an SQS send or receive reads the clock once per walk of the queue, and a retention check no counts",
+    [
+        Patch(sqs_models.Queue, "messages", _visible_messages),
+        Patch(sqs_models.Queue, "approximate_number_of_messages_not_visible", _count_in_flight),
+        Patch(sqs_models.Queue, "approximate_number_of_messages_delayed", _count_delayed),
+        Patch(
+            SQSBackend,
+            "is_message_valid_based_on_retention_period",
+            lambda _original: is_message_valid_based_on_retention_period,
+        ),
+    ],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
@@ -682,4 +750,5 @@ FIXES = (
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     SQS_RECEIVES_AS_SQS_DOES,
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
+    SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
 )

@@ -22,13 +22,18 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   attributes, and takes any character; with the fix a message over the queue's
   maximum in bytes, a batch over 1 MiB and a refused character are refused as
   SQS refuses them.
+- SQS backlogs: plain moto reads the clock for every message in the queue, many
+  times over, on each send and each received message; with the fix a send and a
+  receive read it as often with 100 messages in flight as with 10, and the
+  counts, the visible messages and the retention check answer as plain moto's.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import boto3
@@ -37,6 +42,7 @@ from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.sqs import models as sqs_models
 
 from local_stack import moto_fixes
 from local_stack.moto_fixes import (
@@ -46,6 +52,7 @@ from local_stack.moto_fixes import (
     QUERIES_READ_THEIR_PARTITION,
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
+    SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
 from local_stack.sqs_poller import advance_queue_clock
@@ -765,3 +772,94 @@ def test_sizes_are_utf8_bytes_with_the_attributes_and_refused_characters_are_ref
     assert [(entry["Id"], entry["Code"], entry["SenderFault"]) for entry in answer["Failed"]] == [
         ("bad", "InvalidMessageContents", True)
     ]
+
+
+# ---------------------------------------------------------------- SQS requests cost the same with a backlog
+@pytest.fixture
+def clock_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How often moto's SQS read its clock (``unix_time`` or ``unix_time_millis``, as
+    ``moto.sqs.models`` calls them, the queue clock's offset included): one count."""
+    reads = [0]
+    namespace = vars(sqs_models)
+    for name in ("unix_time", "unix_time_millis"):
+        clock = namespace[name]
+
+        def counted(dt: Any = None, clock: Any = clock) -> Any:
+            reads[0] += 1
+            return clock(dt)
+
+        monkeypatch.setitem(namespace, name, counted)
+    return reads
+
+
+def _reads_of_a_send_and_a_receive(
+    sqs: Any, in_flight: int, reads: list[int], measured: Callable[[], AbstractContextManager[None]] = nullcontext
+) -> int:
+    """A FIFO queue with ``in_flight`` messages received and not deleted (other groups):
+    the clock reads of one SendMessage and of the ReceiveMessage that returns it (made
+    within ``measured``)."""
+    url: str = sqs.create_queue(
+        QueueName=f"backlog-{in_flight}-{reads[0]}.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "180"}
+    )["QueueUrl"]
+    for start in range(0, in_flight, 10):
+        entries = [
+            {"Id": str(n), "MessageBody": "deferred", "MessageGroupId": f"a{n}", "MessageDeduplicationId": f"a{n}"}
+            for n in range(start, min(start + 10, in_flight))
+        ]
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        assert len(sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]) == len(entries)
+    with measured():
+        before = reads[0]
+        sqs.send_message(QueueUrl=url, MessageBody="b's event", MessageGroupId="b", MessageDeduplicationId="b")
+        assert _receive_bodies(sqs, url) == ["b's event"]
+        return reads[0] - before
+
+
+def test_in_plain_moto_a_send_and_a_receive_read_the_clock_for_every_message_in_flight(
+    aws: None, clock_reads: list[int]
+) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    plain = SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG.removed
+    few = _reads_of_a_send_and_a_receive(sqs, 10, clock_reads, plain)
+    many = _reads_of_a_send_and_a_receive(sqs, 100, clock_reads, plain)
+    # The send and the received message each work out the queue's attributes three times
+    # (three walks over every message each): 22 reads more per message in flight here.
+    assert many - few >= 10 * (100 - 10)
+
+
+def test_a_send_and_a_receive_read_the_clock_as_often_whatever_the_backlog(aws: None, clock_reads: list[int]) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    assert _reads_of_a_send_and_a_receive(sqs, 100, clock_reads) == _reads_of_a_send_and_a_receive(sqs, 10, clock_reads)
+
+
+def _counts_then_bodies(sqs: Any, name: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """A queue (60 s retention) with a message in flight, one visible and one delayed: its
+    approximate counts, what a receive then returns, and what one returns after the
+    retention period (the queue clock moved on)."""
+    url = sqs.create_queue(QueueName=name, Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+    for body in ("received", "waiting"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=30)
+    assert [message["Body"] for message in sqs.receive_message(QueueUrl=url)["Messages"]] == ["received"]
+    counts = sqs.get_queue_attributes(
+        QueueUrl=url,
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    visible = _receive_bodies(sqs, url)
+    advance_queue_clock(61)
+    return counts, visible, _receive_bodies(sqs, url)
+
+
+def test_the_counts_the_visible_messages_and_the_retention_answer_as_plain_moto(aws: None) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    with SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG.removed():
+        plain = _counts_then_bodies(sqs, "plain-counted")
+    fixed = _counts_then_bodies(sqs, "fixed-counted")
+    assert fixed == plain
+    counts, visible, past_retention = fixed
+    assert set(counts.values()) == {"1"}  # one visible, one in flight, one delayed
+    assert (visible, past_retention) == (["waiting"], [])
