@@ -221,8 +221,10 @@ def batch_table(records: Sequence[Mapping[str, Any]], pool_table: str) -> str:
 
 def routed(ledger: LedgerRecord, record: DynamoDBRecord, router: StreamRouter, table: str) -> LedgerRecord:
     """``ledger`` as its batch's ledger (in ``table``) takes it: poison when it is of no
-    table of its tenant's or not of the batch's stream, skipped (no count change, still
-    journaled) when it is not one of its tenant's changes (support_tickets.streams.routing)."""
+    table of its tenant's or not of the batch's stream (and then nobody's: nothing is
+    journaled under its tenant in a table that is not the tenant's), skipped (no count
+    change, still journaled) when it is not one of its tenant's changes
+    (support_tickets.streams.routing)."""
     if ledger.poison is not None or ledger.tenant_id is None:
         return ledger
     stream = record.dynamodb
@@ -232,7 +234,7 @@ def routed(ledger: LedgerRecord, record: DynamoDBRecord, router: StreamRouter, t
         if route.source != table:
             raise PoisonRecord("a record of another stream than its batch's")
     except PoisonRecord as exc:
-        return replace(ledger, changes=(), poison=str(exc))
+        return replace(ledger, tenant_id=None, changes=(), poison=str(exc))
     return ledger if route.owned else replace(ledger, changes=(), skipped=True)
 
 
