@@ -9,13 +9,20 @@ kept, loses them too: that table's point-in-time backups still hold its data.
 The template keeps the table and the key when the stack is deleted
 (``DeletionPolicy: Retain``, templates/dedicated-table.yaml), and the table has
 deletion protection: a stack deleted by mistake loses its stream's mappings and
-alarms, never the tenant's data or the key that reads it. So the teardown
-deletes them itself, in this order, each step skipped when already done (run
-again after an interruption, it goes on):
+alarms, never the tenant's data or the key that reads it. (CloudFormation
+schedules a key's deletion, after the key's ``PendingWindowInDays``, only when
+it removes the key from a stack, which ``Retain`` prevents:
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-kms-key.html.)
+So the teardown deletes them itself, in this order, each step skipped when
+already done (run again after an interruption, it goes on):
 
-1. **The table**: deletion protection off (``UpdateTable``, the supported way
-   once the table is to go: CloudFormation's ``DeleteTable`` would fail on a
-   protected table too), then ``DeleteTable``, and wait until it is gone.
+1. **The table**: deletion protection off (``UpdateTable``: "when enabled, the
+   table cannot be deleted by any user or process", CloudFormation included:
+   https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/WorkingWithTables.Basics.html#WorkingWithTables.Basics.DeletionProtection.
+   Directly, not through a template parameter and a stack update: the table
+   is deleted next and its stack after it, so the template's ``true`` is
+   contradicted for seconds, where a stack update would take minutes for the
+   same result), then ``DeleteTable``, and wait until it is gone.
    DynamoDB keeps a system backup of a table deleted with PITR on
    (``<table>$DeletedTableBackup``, 35 days, no charge), encrypted under the
    table's key like its PITR history and any on-demand backup
