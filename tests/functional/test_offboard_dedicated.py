@@ -26,6 +26,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.kms.models import kms_backends
 
+from local_stack.local_values import offline_values
 from ops import dedicated as ops_dedicated
 from ops import export, offboard
 from ops.dedicated_teardown import StackTables
@@ -33,7 +34,8 @@ from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
 from ops.tenant_data import Progress
 from ops.tenants import TenantAdmin
-from stack_model.dedicated import stack_name
+from stack_model.dedicated import dedicated_values, stack_name
+from stack_model.dedicated import table_definition as dedicated_table_definition
 from stack_model.template import ACCOUNT_ID, REGION
 from support_tickets.core import keys
 from support_tickets.data.tenant_registry import tenant_configs
@@ -93,6 +95,21 @@ def placed(aws: None, dynamodb: DynamoDBClient, table_name: str) -> dict[str, di
         dynamodb.put_item(TableName=own, Item=summary(tenant))
         dynamodb.put_item(TableName=table_name, Item=ledger(tenant))
     return outputs
+
+
+@pytest.fixture
+def tables_only(aws: None, dynamodb: DynamoDBClient, table_name: str) -> dict[str, str]:
+    """Tenants 1 and 10 placed in tables of their own made directly (the
+    dedicated template's definition, no stack): for what needs no CloudFormation."""
+    admin = TenantAdmin(dynamodb, table_name, phase_seconds=0.0, sleep=lambda _: None)
+    pool_values = offline_values(user_pool_id="p", client_id="c", identity_pool_id="i")
+    made = {}
+    for tenant in ("1", "10"):
+        definition = dedicated_table_definition(dedicated_values(tenant, pool_values))
+        dynamodb.create_table(**definition)
+        made[tenant] = str(definition["TableName"])
+        admin.write(admin.record(tenant), {"placement": "dedicated", "table": made[tenant], "placed_at": 1})
+    return made
 
 
 def offboarding(dynamodb: DynamoDBClient, table_name: str, clock: Clock, grace: float = 0) -> Offboarding:
@@ -184,36 +201,37 @@ def test_a_half_done_teardown_finishes_when_run_again(
 
     monkeypatch.setattr(StackTables, "_schedule_key_deletion", interrupted)
     with pytest.raises(ClientError, match="ThrottlingException"):
-        offboarding(dynamodb, table_name, Clock()).run("1", "1")
+        offboarding(dynamodb, table_name, Clock(), grace=3_900).run("1", "1")
     assert not table_exists(dynamodb, own["TableName"])
     assert key_state(own["KeyArn"])[0] == "Enabled"
     assert stack_status(stack_name(POOL_STACK, "1")) == "CREATE_COMPLETE"
     # When it runs again, the stack's output still names the key: its deletion is scheduled, the stack deleted
     monkeypatch.undo()
-    outcome = offboarding(dynamodb, table_name, Clock()).run("1", "1")
+    outcome = offboarding(dynamodb, table_name, Clock(), grace=3_900).run("1", "1")
     assert outcome.own_table is not None
     assert (outcome.own_table.table_deleted, outcome.own_table.key_arn) == (False, own["KeyArn"])
     assert key_state(own["KeyArn"])[0] == "PendingDeletion"
     assert stack_status(stack_name(POOL_STACK, "1")) in (None, "DELETE_COMPLETE")
-    assert outcome.record == "erased"
+    assert TenantAdmin(dynamodb, table_name).record("1").placement == "pool"
     assert table_exists(dynamodb, placed["10"]["TableName"])
 
 
 def test_a_tenant_whose_data_is_moving_is_refused_with_nothing_written(
-    placed: dict[str, dict[str, str]], dynamodb: DynamoDBClient, table_name: str, capsys: pytest.CaptureFixture[str]
+    tables_only: dict[str, str], dynamodb: DynamoDBClient, table_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     admin = TenantAdmin(dynamodb, table_name)
     admin.write(admin.record("1"), {"move_to": "pool", "move_phase": "COPYING", "move_started_at": 1})
     before = all_items(dynamodb, table_name)
     with pytest.raises(OffboardError, match="moving to pool"):
         offboarding(dynamodb, table_name, Clock()).run("1", "1")
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=POOL_STACK, TemplateBody=pool_template())
     argv = ["--tenant", "1", "--confirm", "1", "--stack", POOL_STACK, "--region", REGION]
     assert offboard.main(argv) == 1
     error = capsys.readouterr().err
     assert error.startswith("error: 1's data is moving to pool (COPYING): nothing changed")
     assert error.count("\n") == 1
     assert all_items(dynamodb, table_name) == before
-    assert table_exists(dynamodb, placed["1"]["TableName"])
+    assert table_exists(dynamodb, tables_only["1"])
     assert TenantAdmin(dynamodb, table_name).record("1").status == "ACTIVE"
 
 
@@ -231,7 +249,7 @@ def test_a_waiting_period_kms_does_not_take_is_a_one_line_error(
 
 
 def test_the_export_before_an_offboarding_reads_the_tenants_own_table(
-    placed: dict[str, dict[str, str]], api: Api, capsys: pytest.CaptureFixture[str]
+    tables_only: dict[str, str], api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Given a ticket of each tenant, written where its record places it (its own table)
     tenant_configs().clear()
@@ -239,6 +257,7 @@ def test_the_export_before_an_offboarding_reads_the_tenants_own_table(
     api.new_ticket(User("10", "bob"), title="in 10's own table")
     capsys.readouterr()
     # When the operator exports tenant 1
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=POOL_STACK, TemplateBody=pool_template())
     assert export.main(["--tenant", "1", "--stack", POOL_STACK, "--region", REGION]) == 0
     # Then its ticket is there (its own table's), and nothing of 10's
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
