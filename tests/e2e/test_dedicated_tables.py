@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from typing import Any
 
 from support_tickets.core import keys
-from tests.e2e.conftest import RunningStack, run_main
+from tests.e2e.conftest import (
+    BACKGROUND_PK_MARKS,
+    TENANT_CONFIG_TTL_SECONDS,
+    RunningStack,
+    new_tenant_id,
+    run_main,
+)
 from tests.e2e.test_isolation import assert_denied, client_with, exchange
+from tests.e2e.test_webhook_delivery import receiver
 
 
 def deploy(stack: RunningStack, tenant: str) -> dict[str, str]:
@@ -80,3 +88,93 @@ def test_a_dedicated_tenants_table_in_the_local_stack(stack: RunningStack) -> No
     assert drained["drained"]
     assert drained["delivered"] - before["delivered"] == 2
     assert drained["given_up"] == before["given_up"]
+
+
+def place_in_own_table(stack: RunningStack, tenant: str, table: str) -> None:
+    """The tenant's record names its own table (what a finished move leaves), written
+    by hand as an operator would: placed from now on, so that every record its table's
+    stream holds from here is its change."""
+    stack.operator("dynamodb").update_item(
+        TableName=stack.state["table_name"],
+        Key=keys.tenant_config_key(tenant),
+        UpdateExpression=(
+            "SET placement = :dedicated, #table = :table, placed_at = :now, "
+            "version = if_not_exists(version, :zero) + :one"
+        ),
+        ExpressionAttributeNames={"#table": "table"},
+        ExpressionAttributeValues={
+            ":dedicated": {"S": "dedicated"},
+            ":table": {"S": table},
+            ":now": {"N": str(int(time.time()))},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+        },
+    )
+    time.sleep(TENANT_CONFIG_TTL_SECONDS)  # every container's copy of the record expired
+
+
+def partition(stack: RunningStack, table: str, pk: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = stack.operator("dynamodb").query(
+        TableName=table, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": pk}}
+    )["Items"]
+    return items
+
+
+def test_a_dedicated_tenant_works_from_its_own_table_and_nobody_elses_data_moves(stack: RunningStack) -> None:
+    """Through the API, the stream functions and the delivery function of the running
+    stack: tickets, a comment, counts, the audit trail and a signed webhook delivery of
+    a dedicated tenant, all in its own table; its neighbour (whose id extends its own)
+    stays in the pool, and nothing else of the pool (tenants 1's and 10's data
+    included) changes."""
+    tenant = new_tenant_id()
+    neighbour = tenant + "0"
+    pool = str(stack.state["table_name"])
+    own = deploy(stack, tenant)["TableName"]
+    user, admin = stack.token(tenant, f"u-{tenant}"), stack.token(tenant, f"root-{tenant}", admin=True)
+    theirs = stack.token(neighbour, f"u-{neighbour}")
+    place_in_own_table(stack, tenant, own)
+    stack.drain()
+    untouched = stack.table_fingerprint(skip_pk_containing=(tenant, *BACKGROUND_PK_MARKS))
+    with receiver() as hook_receiver:
+        hook = stack.request(
+            "POST", "/webhooks", token=admin, body={"url": hook_receiver.url, "events": ["ticket.updated"]}
+        )
+        assert hook.status == 201, hook.body
+        # When the dedicated tenant works through the API
+        first = stack.request("POST", "/tickets", token=user, body={"title": "in its own table"}).body["ticket_id"]
+        second = stack.request("POST", "/tickets", token=user, body={"title": "and another"}).body["ticket_id"]
+        assert stack.request("POST", f"/tickets/{first}/comments", token=user, body={"body": "hi"}).status == 201
+        assert stack.request("PATCH", f"/tickets/{second}", token=user, body={"status": "CLOSED"}).status == 200
+        neighbours = stack.request("POST", "/tickets", token=theirs, body={"title": "pooled"}).body["ticket_id"]
+        listed = stack.request("GET", "/tickets?status=OPEN", token=user).body["items"]
+        assert [item["ticket_id"] for item in listed] == [first]
+        # Then the stream functions count and audit it, and its webhook gets the update, from its own table
+        assert stack.drain()["drained"]
+        assert stack.drain_queues()["drained"]
+        counts = stack.request("GET", "/aggregates", token=admin).body["counts"]
+        assert (counts["OPEN"], counts["CLOSED"]) == (1, 1)
+        trail = stack.request("GET", "/audit", token=admin).body["events"]
+        assert sorted(event["type"] for event in trail) == ["comment_added", "created", "created", "updated"]
+        (received,) = hook_receiver.received
+        assert (received.event["type"], received.event["data"]["ticket_id"]) == ("ticket.updated", second)
+        deliveries = stack.request("GET", f"/webhooks/{hook.body['webhook_id']}/deliveries", token=admin).body
+        assert [item["status"] for item in deliveries["items"]] == ["DELIVERED"]
+    # All of it in its own table and none of it in the pool (its record and usage stay there)
+    prefix = keys.tenant_prefix(tenant)
+    for pk in (
+        keys.ticket_pk(tenant, first),
+        keys.history_pk(tenant, second),
+        keys.aggregate_pk(tenant),
+        keys.webhooks_pk(tenant),
+        keys.webhook_deliveries_pk(tenant, hook.body["webhook_id"]),
+    ):
+        assert partition(stack, own, pk), pk
+        assert partition(stack, pool, pk) == [], pk
+    assert partition(stack, pool, keys.tenant_config_key(tenant)["pk"]["S"])
+    # the neighbour's ticket in the pool, nothing of it in the tenant's table
+    assert partition(stack, pool, keys.ticket_pk(neighbour, neighbours))
+    assert partition(stack, own, keys.ticket_pk(neighbour, neighbours)) == []
+    scanned = stack.operator("dynamodb").scan(TableName=own)["Items"]
+    assert {item["pk"]["S"].startswith(prefix) for item in scanned} == {True}
+    # and nothing else of the pool changed: every other tenant's items (1's and 10's among them) as they were
+    assert stack.table_fingerprint(skip_pk_containing=(tenant, *BACKGROUND_PK_MARKS)) == untouched
