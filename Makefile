@@ -77,9 +77,10 @@ onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [A
 	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
 	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
 
-tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [STACK=<stack> [REGION=<r>]]
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated] [STACK=<stack> [REGION=<r>]]
 	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
-	  $(if $(STATUS),--status "$(STATUS)",) $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+	  $(if $(STATUS),--status "$(STATUS)",) $(if $(PLACEMENT),--placement "$(PLACEMENT)",) \
+	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
 export: $(STAMP) ## a tenant's tickets, comments and history as JSON lines: make export TENANT=<t> [STACK=<stack>] > <t>.jsonl
 	@$(PY) -m ops.export --tenant "$(TENANT)" $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)

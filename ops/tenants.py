@@ -1,7 +1,7 @@
 """The tenant record, for operators: show it, change a tenant's tier or status, reshard it.
 
     python -m ops.tenants --tenant acme [--shards 8] [--tier premium] [--status SUSPENDED]
-                          (--local | --stack <s> [--region <r>])
+                          [--placement pool|dedicated] (--local | --stack <s> [--region <r>])
 
 Prints the tenant's record as JSON (its API key's id, not its value), after
 making the changes asked for. A bad value (a tenant id, a shard count outside
@@ -20,6 +20,14 @@ answer ``403 TENANT_SUSPENDED``, its data untouched; ``--status ACTIVE``
 restores access. Functions keep a tenant record for up to
 ``TENANT_CONFIG_TTL_SECONDS`` (30 s): that is how long a change takes to reach
 every container (the command says so on stderr).
+
+**Placement** (``--placement pool|dedicated``) moves the tenant's data
+online between the pool table and a table of its own (made first if it has
+none: ``ops.dedicated``), with progress on stderr; run again, it resumes an
+interrupted move, and the tenant's current placement while a move has not yet
+switched rolls it back (``ops.move`` says how). A tenant whose data is moving
+can't be resharded or offboarded (one line, exit 1, nothing written), nor can
+a tenant being resharded or offboarded move.
 
 A tenant being offboarded (its record has ``offboarding_since``) can't be
 changed at all, its tier and status included: the change would give it a new
@@ -61,11 +69,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
-from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
+from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
+from ops.move import MoveError, Mover
+from ops.stack_target import TargetError, _local_state, add_target_arguments, api_keys_target, dynamodb_target
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
+from support_tickets.core.errors import ApiError
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
+from support_tickets.data.placement import Placement
 from support_tickets.data.table import OwnClient, TenantTable, to_item
 from support_tickets.data.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
 
@@ -98,6 +110,18 @@ def existing_record(client: DynamoDBClient, table_name: str, tenant_id: str) -> 
 
 class RecordChanged(RuntimeError):
     """Somebody else changed the tenant record meanwhile: nothing was written."""
+
+
+class MoveRunning(RecordChanged):
+    """The tenant's data is moving between tables: a reshard or an offboarding
+    must wait for the move (or its rollback) to end. Nothing was written."""
+
+    def __init__(self, record: TenantConfig) -> None:
+        super().__init__(
+            f"tenant {record.tenant_id} is moving to {record.move_to} ({record.move_phase}): nothing changed; "
+            f"finish the move (make tenant TENANT={record.tenant_id} PLACEMENT={record.move_to}) or roll it back "
+            f"(PLACEMENT={record.placement}) first"
+        )
 
 
 Progress = Callable[[str], None]
@@ -265,7 +289,10 @@ class TenantAdmin:
 
     # ------------------------------------------------------------ storage
     def _write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
-        """Store ``current`` with ``changes``, only if nobody wrote the record meanwhile."""
+        """Store ``current`` with ``changes``, only if nobody wrote the record
+        meanwhile; never a reshard or an offboarding of a tenant that is moving."""
+        if current.moving and any(changes.get(name) is not None for name in ("target_shards", "offboarding_since")):
+            raise MoveRunning(current)
         updated = TenantConfig.from_values(
             {**current.values(), **changes, "version": current.version + 1, "tenant_id": current.tenant_id}
         )
@@ -312,13 +339,48 @@ def _shards(value: str) -> int:
     return keys.validate_shard_count(number)
 
 
+def _placement(value: str) -> Placement:
+    try:
+        return Placement(value)
+    except ValueError:
+        raise TenantRecordError(f"unknown placement {value!r} (pool or dedicated)") from None
+
+
+def _mover(args: argparse.Namespace, admin: TenantAdmin) -> Mover:
+    """The mover of this stack's tenants: a dedicated table is made through
+    CloudFormation (``--stack``) or by the running local stack (``--local``)."""
+    if args.local:
+        state = _local_state(args)
+
+        def deploy(tenant_id: str) -> str:
+            return deploy_to_local(state, tenant_id)["TableName"]
+    else:
+        import boto3
+
+        session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
+        cloudformation = session.client("cloudformation")
+
+        def deploy(tenant_id: str) -> str:
+            return deploy_to_aws(cloudformation, args.stack, tenant_id)["TableName"]
+
+    mover = Mover(admin, deploy=deploy)
+    if args.drain_seconds is not None:
+        mover.drain_seconds = args.drain_seconds
+    if args.move_rate is not None:
+        mover.rate = args.move_rate
+    return mover
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.tenants", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--shards", help=f"GSI1 shards, 1..{keys.MAX_SHARDS}")
     parser.add_argument("--tier", help=f"one of {', '.join(TIERS)}")
     parser.add_argument("--status", help="ACTIVE or SUSPENDED")
+    parser.add_argument("--placement", help="pool or dedicated: move the tenant's data there, online")
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--drain-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--move-rate", type=float, default=None, help=argparse.SUPPRESS)
     add_target_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -328,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         if tier is not None and tier not in TIERS:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
         status = _status(args.status) if args.status else None
+        placement = _placement(args.placement) if args.placement else None
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -346,13 +409,24 @@ def main(argv: list[str] | None = None) -> int:
             record = admin.set_tier(args.tenant, tier)
         if shards is not None or record.resharding:
             record = admin.reshard(args.tenant, shards)
+        if placement is not None:
+            record = _mover(args, admin).move(args.tenant, placement).record
+        elif record.moving:
+            _to_stderr(
+                f"{args.tenant} is moving to {record.move_to} ({record.move_phase}): "
+                f"make tenant TENANT={args.tenant} PLACEMENT={record.move_to} continues it"
+            )
     except (
         TargetError,
         RecordChanged,
         TenantRecordError,
+        MoveError,
+        DeployError,
         ApiKeyError,
+        ApiError,
         ClientError,
         BotoCoreError,
+        OSError,
         RuntimeError,
     ) as exc:
         sys.stderr.write(f"error: {exc}\n")

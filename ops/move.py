@@ -1,0 +1,1165 @@
+"""Move a tenant's data between the pool table and a table of its own, online:
+``make tenant TENANT=<t> PLACEMENT=dedicated|pool`` (``python -m ops.tenants
+--placement``).
+
+The phases are :mod:`support_tickets.data.placement`'s, each written to the
+tenant record with a conditional write on its ``version``:
+
+1. ``COPYING`` (announced with ``move_to``, ``move_table``,
+   ``move_started_at``): every item of the tenant but the kinds below is
+   copied into the new table (BatchWriteItem, 25 a call, unprocessed items
+   retried with exponential backoff as AWS's BatchWriteItem page asks, at
+   :data:`DEFAULT_RATE` items a second at most). Readers and writers still
+   use the old table; the new table's stream records are not the tenant's. The
+   mover does not switch before ``move_started_at`` plus the record cache's TTL
+   and a margin (``TenantAdmin.phase_seconds``, 35 s): every container has then
+   seen a moving record, which it keeps a second at most.
+2. ``SWITCHING``: writes answer 503 ``TENANT_MOVING``. After
+   ``SWITCH_WAIT_SECONDS`` the mover syncs the new table with the old one,
+   which is authoritative and no longer changes: every item that differs is
+   copied again, every item the old one no longer has is deleted; the counts
+   are recounted in the new table from the ticket summaries it read (one
+   ``<STATUS>`` count item per status, the form ``make reconcile`` writes, every
+   other count item there deleted); ``placed_at`` is a whole second after its
+   last write there.
+3. ``FLIPPED``: the record names the new table (``placement``, ``table``,
+   ``placed_at``, the old one as ``previous_table``/``previous_placed_at``);
+   reads go there, writes are still refused, for ``SWITCH_WAIT_SECONDS`` and
+   until the clock has passed ``placed_at``.
+4. ``ERASING``: writes go to the new table. The *trailing copy* brings over
+   what a stream function that lags behind wrote into the old table after the
+   sync read it (audit events with their history twins, the day index,
+   delivery records): a conditional put (``attribute_not_exists``) of each
+   such item the new table lacks, pass after pass, until a pass copies nothing
+   and :data:`DEFAULT_DRAIN_SECONDS` have passed since ``placed_at``. Only those
+   append-only kinds: a ticket, comment, webhook or idempotency record the new
+   table lacks was deleted there, and must stay deleted. Then everything of
+   the tenant in the old table is erased (in the pool, its record and usage
+   ledger stay), a keys-only Scan of the old table checks that nothing is left
+   (as ``make offboard``'s final check does; what it finds is erased too, and
+   counted), and the move fields are cleared.
+
+**What is not copied**, and why:
+
+- the tenant record (``CONFIG``): the router, always in the pool table;
+- the usage ledger (``USAGE`` counters and the metering function's
+  ``USAGE#JOURNAL``): the operator's, always in the pool table, where the
+  metering function writes it;
+- the counts (``AGGREGATE``) and the aggregator's journals
+  (``AGGREGATE#JOURNAL#<n>``): the counts are recounted in the new table at the
+  switch, and a journal names stream records of the old table's stream, which
+  the new table's aggregator never sees again;
+- the webhook delivery bookkeeping under ``WEBHOOKS#RATE``: per-second rate
+  counters (they expire a minute later) and attempt leases (held for one
+  attempt; an attempt releases its lease in the table it took it from). The
+  new table starts with none: at worst a tenant's first second there admits
+  its tier's rate once more.
+
+**Items found without a Scan** (as :mod:`ops.tenant_data` finds them): the
+webhooks partition and each listed webhook's deliveries, the 64 idempotency
+partitions, the day index and each listed day's partitions, the tickets from
+GSI1 (every shard key of every shard count) and those the trail names, each
+with its comments and history. The sync reads the day partitions from
+:func:`trailing_horizon_seconds` before the move's start only (audit items are
+append-only, and no stream record older than the event sources'
+``MaximumRecordAgeInSeconds`` is processed any more), and brings a new event's
+history twin with it instead of reading every ticket's history. It enumerates
+GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after ``SWITCH_WAIT_SECONDS``
+(AWS: a write reaches a GSI within a second) and also lists the tickets the new
+table has, so that a ticket deleted during the copy is deleted there too.
+
+**One mover at a time.** A running mover rewrites the record (``changed_at``)
+every :data:`HEARTBEAT_SECONDS`, and checks that its write still holds before
+each batch it writes; a second mover refuses to start while the record was
+written less than :data:`STALE_SECONDS` ago (one line, exit 1), and takes over
+after that (a killed mover writes nothing any more). A mover that finds its
+record changed by someone else stops (run it again). Any operator change of the
+record during a move (a status, a tier) stops the mover the same way.
+
+**Resuming**: run the command again with the same ``PLACEMENT``: ``COPYING``
+copies again (puts: idempotent), ``SWITCHING`` syncs again, ``FLIPPED`` waits
+again, ``ERASING`` copies the trailing items again, erases and checks.
+
+**Rolling back** is possible until the switch: ``PLACEMENT`` set to the
+tenant's current placement while a move is ``COPYING`` or ``SWITCHING``
+clears the move fields (writes go to the old table again within a second) and
+erases the copy from the table it was going to. From ``FLIPPED`` on the data is
+served from the new table: the move finishes (the same ``PLACEMENT``), then a
+move back returns it.
+
+A tenant that is offboarding or resharding can't move, and a moving tenant
+can't be resharded or offboarded (``ops.tenants.TenantAdmin`` refuses to
+write that record). Moving back to the pool leaves the emptied dedicated table
+and its stack (deletion protection): the command says how to delete them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
+
+from botocore.exceptions import ClientError
+
+from ops.tenant_data import Progress
+from stack_model.template import template
+from support_tickets.core import keys
+from support_tickets.core.digits import is_digits
+from support_tickets.core.errors import Throttled
+from support_tickets.core.keys import TicketStatus
+from support_tickets.data.audit_items import iso_time
+from support_tickets.data.placement import SWITCH_WAIT_SECONDS, MovePhase, Placement
+from support_tickets.data.table import BATCH_WRITE_SIZE, OwnClient, TenantTable, error_code
+from support_tickets.data.tenant_registry import TenantConfig
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# Items written a second at most: a quarter of what a new on-demand table takes
+# (4,000 writes a second, AWS's "Initial throughput and scaling properties"), so
+# that the copy leaves the pool's and the new table's room to their traffic.
+DEFAULT_RATE: Final = 1000.0
+# Partitions read (and written) at once.
+DEFAULT_WORKERS: Final = 8
+# How long after placed_at the trailing copy keeps looking: the stream
+# functions' usual lag is under a second; a minute covers a batch retried a few
+# times (the event sources' retries and bisections). A record processed later
+# than that writes into the old table after it was erased: its IteratorAge
+# alarm says so (docs/operations.md).
+DEFAULT_DRAIN_SECONDS: Final = 60.0
+TRAILING_PASS_SECONDS: Final = 5.0
+HEARTBEAT_SECONDS: Final = 5.0
+# A mover that has not written the record for this long is presumed stopped.
+STALE_SECONDS: Final = 30.0
+# AWS: a write propagates to a global secondary index within a second.
+GSI_PROPAGATION_SECONDS: Final = 1.0
+# Unprocessed items retried this many times (backoff 50 ms doubling to 2 s), then the move stops.
+MAX_WRITE_ROUNDS: Final = 10
+VERIFY_SEGMENTS: Final = 4
+MAX_VERIFY_ROUNDS: Final = 6
+VERIFY_SETTLE_SECONDS: Final = 2.0
+# Items a copy remembers (a 16-byte digest each, about 150 bytes with its key):
+# beyond, the sync reads the new table instead.
+MAX_REMEMBERED: Final = 1_000_000
+SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
+# Partitions in flight per worker (bounds the memory of the results not yet merged).
+WINDOW_PER_WORKER: Final = 4
+
+# Kinds of a tenant's partitions.
+WEBHOOKS: Final = "webhooks"
+DELIVERIES: Final = "deliveries"
+IDEMPOTENCY: Final = "idempotency"
+DAYS: Final = "days"
+DAY: Final = "day"
+TICKET: Final = "ticket"
+HISTORY: Final = "history"
+NOT_COPIED: Final = "not copied"
+# The phases a move can be rolled back from: the old table is still authoritative.
+ROLLBACK_PHASES: Final = frozenset({MovePhase.COPYING, MovePhase.SWITCHING})
+# Kinds whose items only ever appear (then expire): what may be copied after the switch.
+APPEND_ONLY: Final = frozenset({DAYS, DAY, HISTORY, DELIVERIES})
+# Kinds a client changes and deletes: copied before the switch only.
+CARRIED: Final = frozenset({TICKET, WEBHOOKS, IDEMPOTENCY})
+
+Partition = tuple[str, str]  # (kind, pk)
+
+
+class MoveError(RuntimeError):
+    """The move can't (or must not) go on: one line for the operator."""
+
+
+class MoverStopped(RuntimeError):
+    """Another worker of this mover failed: stop writing."""
+
+
+class RecordStore(Protocol):
+    """What the mover needs of ``ops.tenants.TenantAdmin``: the pool table's
+    client, the record, its conditional write, the cache TTL's wait, a clock."""
+
+    @property
+    def client(self) -> DynamoDBClient: ...
+    @property
+    def table_name(self) -> str: ...
+    @property
+    def phase_seconds(self) -> float: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def sleep(self) -> Callable[[float], None]: ...
+
+    def record(self, tenant_id: str) -> TenantConfig: ...
+
+    def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig: ...
+
+
+@cache
+def trailing_horizon_seconds() -> int:
+    """How far back a stream function may still write: the longest
+    ``MaximumRecordAgeInSeconds`` of the template's DynamoDB event sources
+    (older records are never processed), and five minutes for the handlers'
+    clocks (an event's time is its change's, taken just before the write)."""
+    resources = template()["Resources"]
+    ages = [
+        int(event["Properties"].get("MaximumRecordAgeInSeconds", 86_400))
+        for resource in resources.values()
+        if resource["Type"] == "AWS::Serverless::Function"
+        for event in resource.get("Properties", {}).get("Events", {}).values()
+        if event["Type"] == "DynamoDB"
+    ]
+    return max(ages) + 300
+
+
+@dataclass
+class Found:
+    """What a walk learnt from the partitions it visited."""
+
+    webhooks: set[str] = field(default_factory=set)
+    days: set[str] = field(default_factory=set)
+    tickets: set[str] = field(default_factory=set)
+    counts: Counter[TicketStatus] = field(default_factory=Counter)
+    # Day items the destination lacked or had otherwise: their history twins follow them.
+    new_events: list[tuple[str, str]] = field(default_factory=list)  # (ticket id, sk)
+    visited: set[str] = field(default_factory=set)
+    # Partitions of a carried kind the old table had nothing in (when a sync read them).
+    empty: set[str] = field(default_factory=set)
+    read: int = 0
+    written: int = 0
+    deleted: int = 0
+
+    def merge(self, other: Found) -> None:
+        self.webhooks |= other.webhooks
+        self.days |= other.days
+        self.tickets |= other.tickets
+        self.counts.update(other.counts)
+        self.new_events.extend(other.new_events)
+        self.visited |= other.visited
+        self.empty |= other.empty
+        self.read += other.read
+        self.written += other.written
+        self.deleted += other.deleted
+
+    def note(self, kind: str, item: dict[str, Any]) -> None:
+        """The names ``item`` (of a partition of ``kind``) gives: a webhook, a day, a ticket."""
+        sk = str(item["sk"]["S"])
+        if kind == WEBHOOKS and sk.startswith(keys.WEBHOOK_SK_PREFIX):
+            webhook_id = sk.removeprefix(keys.WEBHOOK_SK_PREFIX)
+            if keys.is_valid_webhook_id(webhook_id):
+                self.webhooks.add(webhook_id)
+        elif kind == DAYS and keys.is_day(sk):
+            self.days.add(sk)
+        elif kind == DAY:
+            ticket_id = item.get("ticket_id", {}).get("S", "")
+            if keys.is_valid_ticket_id(ticket_id):
+                self.tickets.add(ticket_id)
+
+    def count(self, tenant_id: str, item: dict[str, Any]) -> None:
+        """A ticket summary, counted as the aggregator counts it (its own tenant's status only)."""
+        if item["sk"]["S"] != keys.SUMMARY_SK:
+            return
+        value = item.get("tenant_status", {}).get("S", "")
+        if not value.startswith(keys.tenant_prefix(tenant_id)):
+            return
+        try:
+            self.counts[keys.status_from_tenant_status(value)] += 1
+        except ValueError:
+            return
+
+
+@dataclass
+class Outcome:
+    """What a run of the mover did (the record is the command's output)."""
+
+    record: TenantConfig
+    copied: int = 0
+    synced: int = 0
+    sync_deleted: int = 0
+    trailing: int = 0
+    erased: int = 0
+    strays: int = 0
+    # Seconds from this run's SWITCHING write to its ERASING write (None: not both in this run).
+    pause_seconds: float | None = None
+    copy_seconds: float | None = None
+    verified: str = ""
+
+
+@dataclass
+class Mover:
+    """Moves one tenant at a time (see the module's docstring).
+
+    ``deploy`` makes (or finds) a tenant's dedicated table and answers its
+    name; ``checkpoint`` is called with each step's name as it is reached (the
+    tests stop a move there)."""
+
+    store: RecordStore
+    deploy: Callable[[str], str] | None = None
+    rate: float = DEFAULT_RATE
+    workers: int = DEFAULT_WORKERS
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    switch_wait: float = SWITCH_WAIT_SECONDS
+    stream: TextIO | None = None
+    checkpoint: Callable[[str], None] = field(default=lambda step: None)
+    # Set for the duration of a run.
+    _record: TenantConfig | None = field(default=None, init=False, repr=False)
+    _beat: float = field(default=0.0, init=False, repr=False)
+    _next_slot: float = field(default=0.0, init=False, repr=False)
+    _last_write: float = field(default=0.0, init=False, repr=False)
+    _stopped: bool = field(default=False, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _progress: Progress | None = field(default=None, init=False, repr=False)
+    # What this run's copy wrote (invalid when the run did not copy: a resumed SWITCHING reads the new table).
+    _copied: _Copied = field(default_factory=lambda: _Copied(valid=False), init=False, repr=False)
+    # Partitions of a carried kind this run's sync found empty in the old table: its erase skips them.
+    _empty_in_old: set[str] = field(default_factory=set, init=False, repr=False)
+
+    # ------------------------------------------------------------ the command
+    def move(self, tenant_id: str, to: str) -> Outcome:
+        """Move (or go on moving, or roll back) ``tenant_id``'s data to ``to``."""
+        keys.validate_tenant_id(tenant_id)
+        try:
+            target = Placement(to)
+        except ValueError:
+            raise MoveError(f"unknown placement {to!r} (pool or dedicated)") from None
+        record = self.store.record(tenant_id)
+        if not record.version:
+            raise MoveError(f"no tenant {tenant_id!r}: it has no tenant record (make onboard creates tenants)")
+        if record.offboarding_since is not None:
+            raise MoveError(f"tenant {tenant_id} is being offboarded: it can't move")
+        if record.resharding:
+            raise MoveError(f"tenant {tenant_id} is being resharded: finish it first (make tenant TENANT={tenant_id})")
+        self._stopped = False
+        self._copied = _Copied(valid=False)
+        self._empty_in_old = set()
+        self._note(f"{tenant_id}: placement {record.placement}" + (f" ({record.table})" if record.table else ""))
+        if record.moving:
+            if record.move_to != target and record.move_phase not in ROLLBACK_PHASES:
+                raise MoveError(
+                    f"the move of {tenant_id} to {record.move_to} is past its switch ({record.move_phase}): "
+                    f"finish it (PLACEMENT={record.move_to}), then move back (PLACEMENT={target})"
+                )
+            record = self._take_over(record)
+            if record.move_to != target:
+                return self._roll_back(record)
+        elif record.placement == target:
+            self._note(f"{tenant_id} is already in the {target} placement: nothing to move")
+            return Outcome(record)
+        else:
+            record = self._announce(record, target)
+        return self._continue(record)
+
+    def _continue(self, record: TenantConfig) -> Outcome:
+        outcome = Outcome(record)
+        pause_began: float | None = None
+        if record.move_phase == MovePhase.COPYING:
+            record = self._copy(record, outcome)
+            self.checkpoint("copied")
+            record = self._write({"move_phase": MovePhase.SWITCHING})
+            pause_began = self.store.clock()
+            self._note(f"SWITCHING: {record.tenant_id}'s writes answer 503 TENANT_MOVING")
+            self.checkpoint("switching")
+        if record.move_phase == MovePhase.SWITCHING:
+            switching_at = self.store.clock()
+            self._wait_until(switching_at + self.switch_wait, "for every function to see the pause")
+            placed_at = self._sync(record, outcome, switching_at)
+            self.checkpoint("synced")
+            record = self._flip(record, placed_at)
+            self.checkpoint("flipped")
+        if record.move_phase == MovePhase.FLIPPED:
+            self._wait_until(
+                max(self.store.clock() + self.switch_wait, float(record.placed_at)),
+                "for every function to read the new table before writes open",
+            )
+            record = self._write({"move_phase": MovePhase.ERASING})
+            if pause_began is not None:
+                outcome.pause_seconds = self.store.clock() - pause_began
+            self._note(f"ERASING: {record.tenant_id}'s writes go to {self._table_name(record)}")
+            self.checkpoint("erasing")
+        if record.move_phase == MovePhase.ERASING:
+            record = self._finish(record, outcome)
+        outcome.record = record
+        if outcome.pause_seconds is not None:
+            self._note(f"write pause: {outcome.pause_seconds:.1f} s (SWITCHING to ERASING)")
+        return outcome
+
+    # ------------------------------------------------------------ the record
+    def _announce(self, record: TenantConfig, target: Placement) -> TenantConfig:
+        move_table: str | None = None
+        if target == Placement.DEDICATED:
+            if self.deploy is None:
+                raise MoveError("no way to make the tenant's dedicated table here")
+            move_table = self.deploy(record.tenant_id)
+            self._note(f"{record.tenant_id}'s table: {move_table}")
+        now = math.ceil(self.store.clock())
+        self._record = record
+        announced = self._write(
+            {
+                "move_to": target,
+                "move_table": move_table,
+                "move_phase": MovePhase.COPYING,
+                "move_started_at": now,
+            }
+        )
+        self._note(f"COPYING: {record.tenant_id} moves to {self._destination(announced)}")
+        self.checkpoint("announced")
+        return announced
+
+    def _take_over(self, record: TenantConfig) -> TenantConfig:
+        """Continue a move whose mover stopped; refuse while one runs."""
+        silent = self.store.clock() - record.changed_at
+        if silent < STALE_SECONDS:
+            raise MoveError(
+                f"a move of {record.tenant_id} to {record.move_to} is running ({record.move_phase}; its mover wrote "
+                f"the record {max(silent, 0):.0f} s ago): wait for it, or if it was stopped, run this again in "
+                f"{math.ceil(STALE_SECONDS - silent)} s"
+            )
+        self._record = record
+        taken = self._write({})
+        self._note(f"continuing the move of {record.tenant_id} to {record.move_to} at {record.move_phase}")
+        return taken
+
+    def _write(self, changes: dict[str, Any]) -> TenantConfig:
+        """The record with ``changes`` (and this mover's heartbeat), only if nobody wrote it meanwhile."""
+        assert self._record is not None
+        now = self.store.clock()
+        self._record = self.store.write(self._record, {**changes, "changed_at": math.ceil(now)})
+        self._beat = now
+        return self._record
+
+    def heartbeat(self) -> None:
+        """Rewrite the record if it is time: proves this mover still owns the move."""
+        if self._stopped:
+            raise MoverStopped("another part of this move failed")
+        with self._lock:
+            if self.store.clock() - self._beat >= HEARTBEAT_SECONDS:
+                try:
+                    self._write({})
+                except Exception:
+                    self._stopped = True
+                    raise
+
+    def _wait_until(self, deadline: float, why: str) -> None:
+        remaining = deadline - self.store.clock()
+        if remaining > 0 and why:
+            self._note(f"waiting {remaining:.1f} s {why}")
+        while (remaining := deadline - self.store.clock()) > 0:
+            self.store.sleep(min(remaining, HEARTBEAT_SECONDS))
+            self.heartbeat()
+
+    # ------------------------------------------------------------ 1. COPYING
+    def _copy(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
+        source, dest = self._old(record), self._new(record)
+        started = self.store.clock()
+        self._copied = _Copied()
+        self._progress = Progress(f"copy {record.tenant_id} to {dest.table_name}, items", self.stream)
+        found = self._walk(
+            [source],
+            lambda partition, since: self._copy_partition(source, dest, partition),
+            shard_counts=record.read_shards,
+        )
+        outcome.copied = found.written
+        outcome.copy_seconds = self.store.clock() - started
+        self._progress.done(f"({found.written / max(outcome.copy_seconds, 1e-9):.0f} items/s) ")
+        assert record.move_started_at is not None
+        self._wait_until(record.move_started_at + self.store.phase_seconds, "for every function to see the move")
+        assert self._record is not None
+        return self._record
+
+    def _copy_partition(self, source: TenantTable, dest: TenantTable, partition: Partition) -> Found:
+        kind, pk = partition
+        found = Found()
+        writes = self._writes(dest, found)
+        for page in source.query_pages(_partition_query(source, pk)):
+            for item in page:
+                found.read += 1
+                found.note(kind, item)
+                writes.put(item)
+                self._copied.add(kind, item)
+        writes.flush()
+        return found
+
+    # ------------------------------------------------------------ 2. SWITCHING
+    def _sync(self, record: TenantConfig, outcome: Outcome, switching_at: float) -> int:
+        """The new table made equal to the old (the tenant's copied kinds), the
+        counts recounted there; ``placed_at`` after its last write."""
+        source, dest = self._old(record), self._new(record)
+        assert record.move_started_at is not None
+        since = record.move_started_at - trailing_horizon_seconds()
+        self._last_write = 0.0
+        self._progress = Progress(f"sync {record.tenant_id} into {dest.table_name}, items read", self.stream)
+
+        def before_tickets() -> None:
+            self._wait_until(switching_at + self.switch_wait + GSI_PROPAGATION_SECONDS, "for GSI1 to have every write")
+
+        def sync(partition: Partition, start: str) -> Found:
+            return self._sync_partition(source, dest, partition, start)
+
+        # What this run's copy wrote stands for the new table; else its items and GSI1 are read too.
+        tables = [source] if self._copied.valid else [source, dest]
+        found = self._walk(
+            tables, sync, shard_counts=record.read_shards, since=since, before_tickets=before_tickets, histories=False
+        )
+        if self._copied.valid:  # what the copy wrote and the old table no longer names (a deleted ticket...)
+            found.merge(self._visit_all(self._copied.partitions(exclude=found.visited), sync))
+        # Nothing writes a carried kind into the old table any more: what was empty stays empty.
+        self._empty_in_old = found.empty
+        twins = self._history_twins(source, dest, found.new_events, conditional=False)
+        self._recount(dest, found.counts)
+        self._progress.done()
+        outcome.synced, outcome.sync_deleted = found.written + twins, found.deleted
+        self._note(
+            f"synced: {found.written + twins} items copied again, {found.deleted} deleted; counts "
+            + ", ".join(f"{status}={found.counts[status]}" for status in TicketStatus)
+        )
+        last_write = self._last_write or self.store.clock()
+        return math.ceil(last_write) + 1
+
+    def _sync_partition(self, source: TenantTable, dest: TenantTable, partition: Partition, since: str = "") -> Found:
+        """One partition of the new table made equal to the old's (sort keys from
+        ``since``): the new table's side from what this run's copy wrote into
+        it when it did, else read."""
+        kind, pk = partition
+        found = Found()
+        found.visited.add(pk)
+        writes = self._writes(dest, found)
+        read = found.read
+        old = _items(source, pk, since)
+        new = self._copied.entries(pk, since) if self._copied.valid else _read_entries(dest, pk, since)
+        here, there = next(old, None), next(new, None)
+        while here is not None or there is not None:
+            if there is None or (here is not None and here["sk"]["S"] < there.sk):
+                assert here is not None
+                self._synced_item(found, source.tenant_id, kind, here, writes, differs=True)
+                here = next(old, None)
+            elif here is None or there.sk < here["sk"]["S"]:
+                there.note(found, kind)
+                writes.delete({"pk": {"S": pk}, "sk": {"S": there.sk}})
+                there = next(new, None)
+            else:
+                there.note(found, kind)
+                self._synced_item(found, source.tenant_id, kind, here, writes, differs=_digest(here) != there.digest)
+                here, there = next(old, None), next(new, None)
+        if kind in CARRIED and found.read == read:
+            found.empty.add(pk)
+        writes.flush()
+        return found
+
+    def _synced_item(
+        self, found: Found, tenant_id: str, kind: str, item: dict[str, Any], writes: _Writes, *, differs: bool
+    ) -> None:
+        found.read += 1
+        found.note(kind, item)
+        if kind == TICKET:
+            found.count(tenant_id, item)
+        if differs:
+            writes.put(item)
+            if kind == DAY and keys.is_valid_ticket_id(item.get("ticket_id", {}).get("S", "")):
+                found.new_events.append((item["ticket_id"]["S"], item["sk"]["S"]))
+
+    def _history_twins(
+        self, source: TenantTable, dest: TenantTable, events: Sequence[tuple[str, str]], *, conditional: bool
+    ) -> int:
+        """Each new day item's twin under its ticket's history, from the old table."""
+        copied = 0
+        for ticket_id, sk in events:
+            key = {"pk": {"S": keys.history_pk(source.tenant_id, ticket_id)}, "sk": {"S": sk}}
+            item = source.call("get_item", TableName=source.table_name, Key=key, ConsistentRead=True).get("Item")
+            if item is not None:
+                copied += self._put(dest, item, conditional=conditional)
+        return copied
+
+    def _recount(self, dest: TenantTable, counts: Counter[TicketStatus]) -> None:
+        """The new table's count items: one ``<STATUS>`` item each, nothing else."""
+        found = Found()
+        writes = self._writes(dest, found)
+        wanted = {keys.aggregate_sk(status) for status in TicketStatus}
+        for page in dest.query_pages(_partition_query(dest, keys.aggregate_pk(dest.tenant_id))):
+            for item in page:
+                if item["sk"]["S"] not in wanted:
+                    writes.delete(item)
+        writes.flush()
+        for status in TicketStatus:
+            count = {
+                "pk": {"S": keys.aggregate_pk(dest.tenant_id)},
+                "sk": {"S": keys.aggregate_sk(status)},
+                "count": {"N": str(counts[status])},
+                "rev": {"N": "1"},
+            }
+            writes.put(count)
+        writes.flush()
+
+    # ------------------------------------------------------------ 3. FLIPPED
+    def _flip(self, record: TenantConfig, placed_at: int) -> TenantConfig:
+        target = Placement(str(record.move_to))
+        flipped = self._write(
+            {
+                "placement": target,
+                "table": record.move_table,
+                "placed_at": placed_at,
+                "previous_table": record.table,
+                "previous_placed_at": record.placed_at,
+                "move_phase": MovePhase.FLIPPED,
+            }
+        )
+        self._note(f"FLIPPED: reads go to {self._table_name(flipped)} (placed at {placed_at})")
+        return flipped
+
+    # ------------------------------------------------------------ 4. ERASING
+    def _finish(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
+        old, new = self._old(record), self._new(record)
+        outcome.trailing = self._drain(old, new, record.placed_at)
+        self.checkpoint("drained")
+        outcome.erased, outcome.strays, outcome.verified = self._erase(old, record, copy_to=new)
+        self.checkpoint("erased")
+        done = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
+        self._note(
+            f"{record.tenant_id} moved to {self._table_name(done)}: {outcome.trailing} trailing items copied, "
+            f"{outcome.erased} erased from {old.table_name}; verified: {outcome.verified}"
+        )
+        if record.previous_table is not None and done.placement == Placement.POOL:
+            self._note(_how_to_delete(record.previous_table))
+        return done
+
+    def _drain(self, old: TenantTable, new: TenantTable, placed_at: int) -> int:
+        """Trailing copies, until one copies nothing after the drain."""
+        since = placed_at - trailing_horizon_seconds()
+        self._note(
+            f"trailing copy: every {TRAILING_PASS_SECONDS:.0f} s until a pass finds nothing, "
+            f"{self.drain_seconds:.0f} s after the switch at the earliest"
+        )
+        total = 0
+        while True:
+            copied = self._trailing_copy(old, new, since, placed_at)
+            total += copied
+            if copied == 0 and self.store.clock() >= placed_at + self.drain_seconds:
+                return total
+            self._wait_until(self.store.clock() + TRAILING_PASS_SECONDS, "")
+
+    def _trailing_copy(self, old: TenantTable, new: TenantTable, since: int, placed_at: int) -> int:
+        """One pass: what the old table has of the append-only kinds and the new lacks."""
+        tenant = old.tenant_id
+        partitions: list[tuple[Partition, str]] = [((DAYS, keys.audit_days_pk(tenant)), "")]
+        day = since - since % 86_400
+        while day <= placed_at:
+            date = iso_time(day)[:10]
+            partitions += [((DAY, pk), iso_time(since)) for pk in keys.audit_day_partitions(tenant, date)]
+            day += 86_400
+        webhooks = Found()
+        for page in old.query_pages(_partition_query(old, keys.webhooks_pk(tenant))):
+            for item in page:
+                webhooks.note(WEBHOOKS, item)
+        first = keys.DELIVERY_SK_PREFIX + f"{max(since, 0) * 1000:013d}"
+        partitions += [((DELIVERIES, keys.webhook_deliveries_pk(tenant, hook)), first) for hook in webhooks.webhooks]
+        copied = 0
+        events: list[tuple[str, str]] = []
+        for (kind, pk), start in partitions:
+            present = {item["sk"]["S"] for item in _items(new, pk, start, projection="pk, sk")}
+            for item in _items(old, pk, start):
+                if item["sk"]["S"] in present:
+                    continue
+                put = self._put(new, item, conditional=True)
+                copied += put
+                if put and kind == DAY and keys.is_valid_ticket_id(item.get("ticket_id", {}).get("S", "")):
+                    events.append((item["ticket_id"]["S"], item["sk"]["S"]))
+        copied += self._history_twins(old, new, events, conditional=True)
+        if copied:
+            self._note(f"trailing copy: {copied} items a stream function wrote into {old.table_name} late")
+        return copied
+
+    def _erase(self, table: TenantTable, record: TenantConfig, *, copy_to: TenantTable | None) -> tuple[int, int, str]:
+        """Everything of the tenant in ``table`` deleted (in the pool, its record
+        and usage ledger kept), then checked with a keys-only Scan (see
+        :meth:`_verify`; ``copy_to`` is the table the tenant's data now lives in)."""
+        self._progress = Progress(f"erase {table.tenant_id} from {table.table_name}, items", self.stream)
+        skipped = self._empty_in_old if copy_to is not None else set()
+        found = self._walk(
+            [table],
+            lambda partition, since: self._erase_partition(table, partition),
+            shard_counts=record.read_shards,
+            erase=True,
+            skip=skipped,
+        )
+        self._progress.done()
+        pool = table.table_name == self._pool
+        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to)
+        prefix = keys.tenant_prefix(table.tenant_id)
+        but = " but its record and usage ledger" if pool else ""
+        verified = f"a Scan of {table.table_name} found nothing under {prefix}{but}"
+        if strays:
+            verified += f" (after erasing {strays} item(s) the walk had not found)"
+        if left:
+            verified += (
+                f"; LEFT THERE: {left} ticket, webhook or idempotency item(s) the walk could not find (a ticket "
+                f"under a GSI1 key its record's shard counts do not name?): a keys-only Scan for {prefix} finds them"
+            )
+        return found.deleted, strays, verified
+
+    def _erase_partition(self, table: TenantTable, partition: Partition) -> Found:
+        kind, pk = partition
+        found = Found()
+        writes = self._writes(table, found)
+        projection = "pk, sk, ticket_id" if kind == DAY else "pk, sk"
+        for page in table.query_pages(_partition_query(table, pk, projection)):
+            for item in page:
+                found.note(kind, item)
+                writes.delete(item)
+        writes.flush()
+        return found
+
+    def _verify(self, table: TenantTable, keep: set[str], copy_to: TenantTable | None) -> tuple[int, int]:
+        """Scan for anything left under the tenant's prefix (but ``keep``'s
+        partitions), erase it, and scan again until nothing is found; how many
+        items it erased, and how many it left.
+
+        What the walk did not find was not copied either. With ``copy_to`` (the
+        old table after a switch): an item of an append-only kind (an audit
+        event, the day index, a delivery record: a late write, a deleted
+        webhook's deliveries) is first copied there if absent, as the trailing
+        copy does; an item of a ticket, a webhook or an idempotency record is
+        left where it is and reported (copied now, after the switch, its stream
+        record would count, audit and announce a change nobody made). Without
+        (a rolled back copy), everything goes."""
+        tenant = table.tenant_id
+        strays = 0
+        left: set[tuple[str, str]] = set()
+        for _ in range(MAX_VERIFY_ROUNDS):
+            found = [
+                item
+                for item in _keys_under_prefix(table)
+                if item["pk"]["S"] not in keep and (item["pk"]["S"], item["sk"]["S"]) not in left
+            ]
+            if not found:
+                return strays, len(left)
+            self._note(f"the check found {len(found)} item(s) the walk did not")
+            doomed: list[dict[str, Any]] = []
+            for key in found:
+                kind = _kind_of(tenant, key["pk"]["S"])
+                if copy_to is not None and kind in CARRIED:
+                    left.add((key["pk"]["S"], key["sk"]["S"]))
+                    continue
+                if copy_to is not None and kind in APPEND_ONLY:
+                    item = table.call("get_item", TableName=table.table_name, Key=key, ConsistentRead=True).get("Item")
+                    if item is not None:
+                        self._put(copy_to, item, conditional=True)
+                doomed.append(key)
+            strays += table.batch_delete(doomed)
+            self.store.sleep(VERIFY_SETTLE_SECONDS)
+        raise MoveError(f"items kept appearing under the tenant's prefix in {table.table_name}: run the command again")
+
+    # ------------------------------------------------------------ rolling back
+    def _roll_back(self, record: TenantConfig) -> Outcome:
+        """Before the switch: the old table is the tenant's still; the copy goes."""
+        copy = self._new(record)
+        rolled = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
+        self._note(f"rolled back: {record.tenant_id} stays in {self._table_name(rolled)}; erasing the copy")
+        outcome = Outcome(rolled)
+        outcome.erased, outcome.strays, outcome.verified = self._erase(copy, record, copy_to=None)
+        self._note(f"erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}")
+        if copy.table_name != self._pool:
+            self._note(_how_to_delete(copy.table_name))
+        return outcome
+
+    # ------------------------------------------------------------ walking a tenant's partitions
+    def _walk(
+        self,
+        tables: Sequence[TenantTable],
+        visit: Callable[[Partition, str], Found],
+        *,
+        shard_counts: Sequence[int],
+        since: int | None = None,
+        before_tickets: Callable[[], None] | None = None,
+        histories: bool = True,
+        erase: bool = False,
+        skip: set[str] | None = None,
+    ) -> Found:
+        """Visit every partition of the tenant found in ``tables``: the fixed
+        ones, then those they name (deliveries, days), then the tickets (GSI1 of
+        each table under the record's shard counts, and those the trail names)
+        with their histories. ``since``: the day partitions from that time only
+        (``visit`` gets the sort key to start at). ``erase``: also the kinds
+        that are never copied. ``skip``: partitions known to be empty."""
+        tenant = tables[0].tenant_id
+        total = Found()
+        first: list[Partition] = [(WEBHOOKS, keys.webhooks_pk(tenant)), (DAYS, keys.audit_days_pk(tenant))]
+        first += [(IDEMPOTENCY, pk) for pk in keys.idempotency_partitions(tenant)]
+        if erase:
+            first += [(NOT_COPIED, pk) for pk in _not_copied_partitions(tenant, tables[0].table_name == self._pool)]
+        total.merge(self._visit_all([part for part in first if part[1] not in (skip or set())], visit))
+        second: list[Partition] = [(DELIVERIES, keys.webhook_deliveries_pk(tenant, w)) for w in sorted(total.webhooks)]
+        starts: dict[str, str] = {}
+        for day in sorted(total.days):
+            if since is not None and day < iso_time(since)[:10]:
+                continue
+            for pk in keys.audit_day_partitions(tenant, day):
+                second.append((DAY, pk))
+                if since is not None:
+                    starts[pk] = iso_time(since)
+        total.merge(self._visit_all(second, visit, starts))
+        if before_tickets is not None:
+            before_tickets()
+        tickets = total.tickets | self._ticket_ids(tables, shard_counts)
+        third: list[Partition] = []
+        for ticket_id in sorted(tickets):
+            third.append((TICKET, keys.ticket_pk(tenant, ticket_id)))
+            if histories:
+                third.append((HISTORY, keys.history_pk(tenant, ticket_id)))
+        total.merge(self._visit_all([part for part in third if part[1] not in (skip or set())], visit))
+        return total
+
+    def _ticket_ids(self, tables: Sequence[TenantTable], shard_counts: Sequence[int]) -> set[str]:
+        """The tenant's tickets in GSI1 of each table, every status, every key
+        of the record's shard counts (the keys every reader and writer uses; a
+        reshard can't run during a move), queried on the workers."""
+        tenant = tables[0].tenant_id
+        own = keys.tenant_prefix(tenant)
+        queries = [
+            (table, partition)
+            for table in tables
+            for status in TicketStatus
+            for partition in keys.status_partitions(tenant, status, shard_counts)
+        ]
+
+        def listed(query: tuple[TenantTable, str]) -> set[str]:
+            table, partition = query
+            request = {
+                "TableName": table.table_name,
+                "IndexName": keys.GSI1_NAME,
+                "KeyConditionExpression": "tenant_status = :ts",
+                "ExpressionAttributeValues": {":ts": {"S": partition}},
+                "ProjectionExpression": "pk",
+            }
+            found: set[str] = set()
+            for page in table.query_pages(request):
+                for item in page:
+                    ticket_id = keys.ticket_id_of_suffix(keys.own_suffix(tenant, str(item["pk"]["S"])) or "")
+                    if ticket_id is not None and str(item["pk"]["S"]).startswith(own):
+                        found.add(ticket_id)
+            return found
+
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            return set().union(*pool.map(listed, queries))
+
+    def _visit_all(
+        self,
+        partitions: Iterable[Partition],
+        visit: Callable[[Partition, str], Found],
+        starts: dict[str, str] | None = None,
+    ) -> Found:
+        """``visit`` each partition (from the sort key ``starts`` names for it) on
+        the mover's workers, a bounded window of them in flight."""
+        total = Found()
+        window = max(1, self.workers) * WINDOW_PER_WORKER
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            pending: list[Future[Found]] = []
+            try:
+                for partition in partitions:
+                    pending.append(pool.submit(visit, partition, (starts or {}).get(partition[1], "")))
+                    if len(pending) >= window:
+                        total.merge(self._collect(pending.pop(0)))
+                while pending:
+                    total.merge(self._collect(pending.pop(0)))
+            except BaseException:
+                self._stopped = True
+                for future in pending:
+                    future.cancel()
+                raise
+        return total
+
+    def _collect(self, future: Future[Found]) -> Found:
+        found = future.result()
+        if self._progress is not None:
+            with self._lock:
+                self._progress.step("", found.read or found.written or found.deleted)
+        self.heartbeat()
+        return found
+
+    # ------------------------------------------------------------ writing
+    def _writes(self, table: TenantTable, found: Found) -> _Writes:
+        return _Writes(self, table, found)
+
+    def pace(self, items: int) -> None:
+        """Wait for this many items' share of the rate (shared by the workers)."""
+        with self._lock:
+            now = self.store.clock()
+            start = max(self._next_slot, now)
+            self._next_slot = start + items / self.rate
+        if start > now:
+            self.store.sleep(start - now)
+
+    def wrote(self) -> None:
+        with self._lock:
+            self._last_write = max(self._last_write, self.store.clock())
+
+    def _put(self, table: TenantTable, item: dict[str, Any], *, conditional: bool) -> int:
+        """One PutItem (only if the item is absent, when ``conditional``); 1 if it wrote."""
+        _check_own(table, [item])
+        self.heartbeat()
+        self.pace(1)
+        condition = {"ConditionExpression": "attribute_not_exists(pk)"} if conditional else {}
+        try:
+            table.call("put_item", TableName=table.table_name, Item=item, **condition)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return 0
+        finally:
+            self.wrote()
+        return 1
+
+    # ------------------------------------------------------------ tables
+    @property
+    def _pool(self) -> str:
+        return self.store.table_name
+
+    def _table(self, name: str, tenant_id: str) -> TenantTable:
+        return TenantTable(tenant_id, name, OwnClient(self.store.client))
+
+    def _old(self, record: TenantConfig) -> TenantTable:
+        """The table the moving tenant's data comes from."""
+        if record.move_phase in (MovePhase.FLIPPED, MovePhase.ERASING):
+            return self._table(record.previous_table or self._pool, record.tenant_id)
+        return self._table(record.table or self._pool, record.tenant_id)
+
+    def _new(self, record: TenantConfig) -> TenantTable:
+        return self._table(record.move_table or self._pool, record.tenant_id)
+
+    def _destination(self, record: TenantConfig) -> str:
+        return f"{record.move_to} ({record.move_table or self._pool})"
+
+    def _table_name(self, record: TenantConfig) -> str:
+        return record.table or self._pool
+
+    def _note(self, message: str) -> None:
+        (self._progress or Progress("move", self.stream)).note(message)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """An item of the new table as the sync compares it: its sort key and
+    digest (and the item itself when it was read, for the names it gives)."""
+
+    sk: str
+    digest: bytes
+    item: dict[str, Any] | None = None
+
+    def note(self, found: Found, kind: str) -> None:
+        if self.item is not None:
+            found.note(kind, self.item)
+
+
+@dataclass
+class _Copied:
+    """What a run's copy wrote into the new table, a digest per item, by
+    partition: the sync that follows it in the same run compares the old table
+    with this instead of reading the new one again (nobody else writes there
+    before the switch). At most :data:`MAX_REMEMBERED` items; beyond, invalid."""
+
+    valid: bool = True
+    _partitions: dict[str, tuple[str, dict[str, bytes]]] = field(default_factory=dict)
+    _items: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, kind: str, item: dict[str, Any]) -> None:
+        with self._lock:
+            if not self.valid:
+                return
+            if self._items >= MAX_REMEMBERED:
+                self.valid, self._partitions = False, {}
+                return
+            self._partitions.setdefault(item["pk"]["S"], (kind, {}))[1][item["sk"]["S"]] = _digest(item)
+            self._items += 1
+
+    def entries(self, pk: str, since: str = "") -> Iterator[_Entry]:
+        _, items = self._partitions.get(pk, ("", {}))
+        return iter([_Entry(sk, digest) for sk, digest in sorted(items.items()) if sk >= since])
+
+    def partitions(self, exclude: set[str]) -> list[Partition]:
+        """The partitions copied that a sync must still look at: those a client
+        changes (append-only ones only gain items, which the old table names)."""
+        return [
+            (kind, pk)
+            for pk, (kind, _) in sorted(self._partitions.items())
+            if pk not in exclude and kind in CARRIED | {DELIVERIES, DAYS}
+        ]
+
+
+@dataclass
+class _Writes:
+    """One worker's writes into one table: 25 per BatchWriteItem, at the mover's
+    pace, what DynamoDB leaves unprocessed retried with exponential backoff,
+    each batch only while the mover still owns the move."""
+
+    mover: Mover
+    table: TenantTable
+    found: Found
+    _requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def put(self, item: dict[str, Any]) -> None:
+        self._requests.append({"PutRequest": {"Item": item}})
+        self.found.written += 1
+        if len(self._requests) == BATCH_WRITE_SIZE:
+            self.flush()
+
+    def delete(self, item: dict[str, Any]) -> None:
+        self._requests.append({"DeleteRequest": {"Key": {"pk": item["pk"], "sk": item["sk"]}}})
+        self.found.deleted += 1
+        if len(self._requests) == BATCH_WRITE_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        requests, self._requests = self._requests, []
+        if not requests:
+            return
+        _check_own(self.table, [_key_of(request) for request in requests])
+        self.mover.heartbeat()
+        self.mover.pace(len(requests))
+        for round_number in range(MAX_WRITE_ROUNDS):
+            response = self.table.call("batch_write_item", RequestItems={self.table.table_name: requests})
+            self.mover.wrote()
+            requests = list(response.get("UnprocessedItems", {}).get(self.table.table_name, []))
+            if not requests:
+                return
+            self.mover.store.sleep(min(0.05 * 2**round_number, 2.0))
+        raise Throttled()
+
+
+# ---------------------------------------------------------------- helpers
+def _key_of(request: dict[str, Any]) -> dict[str, Any]:
+    """The item (or key) a BatchWriteItem request writes."""
+    put = request.get("PutRequest")
+    return dict(put["Item"]) if put is not None else dict(request["DeleteRequest"]["Key"])
+
+
+def _read_entries(table: TenantTable, pk: str, since: str) -> Iterator[_Entry]:
+    for item in _items(table, pk, since):
+        yield _Entry(item["sk"]["S"], _digest(item), item)
+
+
+def _digest(item: dict[str, Any]) -> bytes:
+    """An item's digest, the same for the same values however they were read
+    (sets sorted, binary values in hex)."""
+    text = json.dumps(_canonical(item), sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            name: sorted(_canonical(member) for member in inner) if name in SET_TYPES else _canonical(inner)
+            for name, inner in value.items()
+        }
+    if isinstance(value, list):
+        return [_canonical(member) for member in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    return value
+
+
+def _check_own(table: TenantTable, items: Iterable[dict[str, Any]]) -> None:
+    """Every key the mover writes is under the tenant's prefix: anything else is a bug, never a write."""
+    prefix = keys.tenant_prefix(table.tenant_id)
+    if any(not str(item["pk"]["S"]).startswith(prefix) for item in items):
+        raise ValueError("refusing to write another tenant's item")
+
+
+def _partition_query(table: TenantTable, pk: str, projection: str | None = None) -> dict[str, Any]:
+    if not pk.startswith(keys.tenant_prefix(table.tenant_id)):
+        raise ValueError("not a partition of this tenant")
+    query: dict[str, Any] = {
+        "TableName": table.table_name,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
+    }
+    if projection:
+        query["ProjectionExpression"] = projection
+    return query
+
+
+def _items(table: TenantTable, pk: str, since: str = "", projection: str | None = None) -> Iterator[dict[str, Any]]:
+    """A partition's items in sort key order (from ``since``), read consistently, a page at a time."""
+    query = _partition_query(table, pk, projection)
+    if since:
+        query["KeyConditionExpression"] = "pk = :pk AND sk >= :since"
+        query["ExpressionAttributeValues"][":since"] = {"S": since}
+    for page in table.query_pages(query):
+        yield from page
+
+
+def _kind_of(tenant_id: str, pk: str) -> str:
+    """Which kind of the tenant's partitions ``pk`` is (checked against the keys module's own builders)."""
+    fixed = {
+        keys.audit_days_pk(tenant_id): DAYS,
+        keys.webhooks_pk(tenant_id): WEBHOOKS,
+        **dict.fromkeys(keys.idempotency_partitions(tenant_id), IDEMPOTENCY),
+    }
+    suffix = keys.own_suffix(tenant_id, pk) or ""
+    rest = suffix.partition("#")[2]
+    day, _, shard = rest.rpartition("#")
+    matches = {
+        DELIVERIES: keys.deliveries_owner(pk) is not None and bool(suffix),
+        TICKET: keys.ticket_id_of_suffix(suffix) is not None,
+        HISTORY: keys.is_valid_ticket_id(rest) and keys.history_pk(tenant_id, rest) == pk,
+        DAY: keys.is_day(day)
+        and is_digits(shard)
+        and int(shard) < keys.AUDIT_SHARDS
+        and keys.audit_day_pk(tenant_id, day, int(shard)) == pk,
+    }
+    return fixed.get(pk) or next((kind for kind, match in matches.items() if match), NOT_COPIED)
+
+
+def _not_copied_partitions(tenant_id: str, pool: bool) -> list[str]:
+    """The partitions a move never copies and erases from the old table: counts,
+    journals, webhook rate counters and leases (and, out of the pool, a usage
+    ledger that should not be there)."""
+    found = [
+        keys.aggregate_pk(tenant_id),
+        *keys.aggregate_journal_partitions(tenant_id),
+        keys.webhook_rate_pk(tenant_id),
+    ]
+    return found if pool else [*found, *keys.usage_partitions(tenant_id)]
+
+
+def _kept_partitions(tenant_id: str) -> set[str]:
+    """What stays of a tenant in the pool table whatever its placement: its record and usage ledger."""
+    return {keys.tenant_config_key(tenant_id)["pk"]["S"], *keys.usage_partitions(tenant_id)}
+
+
+def _keys_under_prefix(table: TenantTable) -> list[dict[str, Any]]:
+    """Keys of every item under the tenant's prefix: a keys-only, consistent,
+    parallel Scan of the whole table (ops.offboard's final check, for a move)."""
+
+    def segment(number: int) -> list[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": table.table_name,
+            "Segment": number,
+            "TotalSegments": VERIFY_SEGMENTS,
+            "ProjectionExpression": "pk, sk",
+            "FilterExpression": "begins_with(pk, :prefix)",
+            "ExpressionAttributeValues": {":prefix": {"S": keys.tenant_prefix(table.tenant_id)}},
+            "ConsistentRead": True,
+        }
+        found: list[dict[str, Any]] = []
+        while True:
+            page = table.call("scan", **request)
+            found.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    with ThreadPoolExecutor(max_workers=VERIFY_SEGMENTS) as pool:
+        return [item for items in pool.map(segment, range(VERIFY_SEGMENTS)) for item in items]
+
+
+def _how_to_delete(table_name: str) -> str:
+    return (
+        f"the emptied table {table_name} and its stack stay (deletion protection): to delete them, "
+        f"aws dynamodb update-table --table-name {table_name} --no-deletion-protection-enabled, then "
+        "aws cloudformation delete-stack --stack-name <stack>-tenant-<tenant> (its table and key are retained "
+        "by the template: delete the table, and schedule the key's deletion, by hand)"
+    )

@@ -1,0 +1,481 @@
+"""The online move (``ops.move``) over moto, with a fake clock for its waits:
+tenant ``1`` or ``10`` (each beside the other) with tickets, comments, a
+deleted ticket, history and its trail, counts, an idempotency record, a
+webhook and a delivery, moved to a table of its own and back: every item
+(but the kinds a move does not copy) is there item for item, the counts equal
+a recount, nothing of it is left in the old table, nothing of the other
+tenant changed. Changes made during the copy reach the new table; a late
+audit event written into the old table after the switch is brought over, and
+a ticket deleted after it stays deleted. A move killed at any step resumes; a
+second mover is refused while one runs, and takes over a stopped one; a
+move rolls back until its switch; a moving tenant can't be resharded or
+offboarded, nor can a resharding one move."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+
+from local_stack.local_values import offline_values
+from ops import offboard, tenants
+from ops.move import STALE_SECONDS, MoveError, Mover, Outcome
+from ops.reconcile import recount, stored_counts
+from ops.sample_events import delivery_item
+from ops.tenants import MoveRunning, RecordChanged, TenantAdmin
+from stack_model import dedicated
+from stack_model.template import REGION, table_protections
+from support_tickets.core import keys
+from support_tickets.core.keys import TicketStatus
+from support_tickets.data.audit_items import epoch_of, iso_time
+from support_tickets.data.placement import MovePhase
+from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.streams.audit_events import audit_record
+from support_tickets.streams.audit_writer import audit_writer
+from tests.conftest import all_items
+from tests.functional.api_harness import ROUTES, Api, User
+from tests.functional.conftest import local_state_file
+from tests.functional.stream_harness import StreamHarness
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+POOL_VALUES = offline_values(user_pool_id="p", client_id="c", identity_pool_id="i")
+STEPS = ["announced", "copied", "switching", "synced", "flipped", "erasing", "drained", "erased"]
+
+
+class FakeClock:
+    """The mover's clock: its sleeps pass at once. Starts at the real time,
+    so that the days it reads are the days the audit writer wrote."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+        # Run once at the next sleep (what happens while the mover waits).
+        self.meanwhile: list[Callable[[], None]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        while self.meanwhile:
+            self.meanwhile.pop(0)()
+
+
+class Stop(RuntimeError):
+    """The mover was killed here."""
+
+
+def kill_at(step: str) -> Callable[[str], None]:
+    """A checkpoint that kills the mover when it reaches ``step``."""
+
+    def checkpoint(reached: str) -> None:
+        if reached == step:
+            raise Stop(step)
+
+    return checkpoint
+
+
+def dedicated_table_in_moto(tenant_id: str) -> str:
+    """What ``ops.dedicated`` deploys, made in moto from the dedicated template."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    (resource,) = dedicated.dedicated_resources("AWS::DynamoDB::Table").values()
+    values = dedicated.dedicated_values(tenant_id, POOL_VALUES)
+    definition = dedicated.table_definition(values)
+    if definition["TableName"] not in client.list_tables()["TableNames"]:
+        client.create_table(**definition, **table_protections(values.resolve({"Tags": resource["Properties"]["Tags"]})))
+    return str(definition["TableName"])
+
+
+def not_copied(tenant_id: str) -> set[str]:
+    """The partitions a move leaves behind (ops.move's docstring)."""
+    return {
+        keys.tenant_config_key(tenant_id)["pk"]["S"],
+        *keys.usage_partitions(tenant_id),
+        keys.aggregate_pk(tenant_id),
+        *keys.aggregate_journal_partitions(tenant_id),
+        keys.webhook_rate_pk(tenant_id),
+    }
+
+
+def items_of(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> list[dict[str, Any]]:
+    return [item for item in all_items(dynamodb, table) if item["pk"]["S"].startswith(keys.tenant_prefix(tenant_id))]
+
+
+def copied_items(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> list[dict[str, Any]]:
+    """The tenant's items in ``table`` that a move carries."""
+    skipped = not_copied(tenant_id)
+    return [item for item in items_of(dynamodb, table, tenant_id) if item["pk"]["S"] not in skipped]
+
+
+def counts_in(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> dict[TicketStatus, int]:
+    stored = stored_counts(dynamodb, table, tenant_id)
+    return {status: stored[status][0] for status in TicketStatus}
+
+
+def recounted(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> dict[TicketStatus, int]:
+    return {status: recount(dynamodb, table, tenant_id, status, [1]) for status in TicketStatus}
+
+
+class World:
+    """The pool, its stream functions, the API, and the mover's tools."""
+
+    def __init__(self, api: Api, dynamodb: DynamoDBClient, table_name: str) -> None:
+        self.api, self.dynamodb, self.pool = api, dynamodb, table_name
+        streams = boto3.client("dynamodbstreams", region_name=REGION)
+        self.counts = StreamHarness(dynamodb, streams, table_name)
+        self.audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+        self.clock = FakeClock()
+        self.log = io.StringIO()
+
+    def admin(self) -> TenantAdmin:
+        return TenantAdmin(self.dynamodb, self.pool, phase_seconds=35, sleep=self.clock.sleep, clock=self.clock)
+
+    def mover(self, checkpoint: Callable[[str], None] | None = None) -> Mover:
+        # One trailing pass (no drain) unless a test asks for more; one worker (in-process, threads only contend).
+        mover = Mover(self.admin(), deploy=dedicated_table_in_moto, workers=1, drain_seconds=0, stream=self.log)
+        if checkpoint is not None:
+            mover.checkpoint = checkpoint
+        return mover
+
+    def move(
+        self, tenant_id: str, to: str, checkpoint: Callable[[str], None] | None = None, drain_seconds: float = 0
+    ) -> Outcome:
+        mover = self.mover(checkpoint)
+        mover.drain_seconds = drain_seconds
+        outcome = mover.move(tenant_id, to)
+        tenant_configs().clear()  # what every container's cache does within a second
+        return outcome
+
+    def record(self, tenant_id: str) -> TenantConfig:
+        return self.admin().record(tenant_id)
+
+    def populate(self, tenant_id: str) -> list[str]:
+        """Every kind of item; the ids of the tickets left."""
+        self.admin().ensure(tenant_id)
+        member, root = User(tenant_id, f"alice-{tenant_id}"), User(tenant_id, f"root-{tenant_id}", admin=True)
+        ids = [self.api.new_ticket(member, title=f"{tenant_id} {n}")["ticket_id"] for n in range(3)]
+        for ticket_id in ids:
+            assert self.api.comment(member, ticket_id, {"body": "c"}).status == 201
+        assert self.api.update(member, ids[0], {"status": "CLOSED"}).ok
+        assert self.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "k"}).status == 201
+        assert self.api.delete(root, ids[-1]).status == 204
+        hook = self.api.call("webhook_create", root, body=ROUTES["webhook_create"].body(""))
+        assert hook.status == 201, hook.body
+        self.dynamodb.put_item(TableName=self.pool, Item=delivery_item(tenant_id, hook.body["webhook_id"]))
+        self.counts.deliver(self.counts.new_records())
+        self.audit.deliver(self.audit.new_records())
+        return ids[:-1]
+
+
+@pytest.fixture
+def world(aws: None, api: Api, dynamodb: DynamoDBClient, table_name: str) -> World:
+    return World(api, dynamodb, table_name)
+
+
+def assert_moved(world: World, tenant: str, table: str, original: list[dict[str, Any]]) -> None:
+    """The tenant's carried items are in ``table`` item for item, its counts
+    equal a recount there (and the counts it had), and nothing of it is left
+    in the other table but, in the pool, its record and usage ledger."""
+    dynamodb = world.dynamodb
+    assert copied_items(dynamodb, table, tenant) == original
+    assert counts_in(dynamodb, table, tenant) == recounted(dynamodb, table, tenant)
+    other = dedicated.table_name(world.pool, tenant) if table == world.pool else world.pool
+    kept = {keys.tenant_config_key(tenant)["pk"]["S"], *keys.usage_partitions(tenant)} if other == world.pool else set()
+    assert [item for item in items_of(dynamodb, other, tenant) if item["pk"]["S"] not in kept] == []
+
+
+# ---------------------------------------------------------------- there and back
+def test_tenants_move_to_their_own_tables_and_back_with_nothing_lost_and_nothing_of_the_other_touched(
+    world: World,
+) -> None:
+    """``1`` moves to its own table with ``10`` in the pool, ``10`` to its own
+    with ``1`` in its table, then ``1`` back to the pool beside ``10``'s table."""
+    tickets = world.populate("1")
+    world.populate("10")
+    original = {tenant: copied_items(world.dynamodb, world.pool, tenant) for tenant in ("1", "10")}
+    counts = {tenant: counts_in(world.dynamodb, world.pool, tenant) for tenant in ("1", "10")}
+    own_table = {tenant: dedicated.table_name(world.pool, tenant) for tenant in ("1", "10")}
+
+    outcome = world.move("1", "dedicated")
+
+    record = outcome.record
+    assert (record.placement, record.table, record.move_phase, record.previous_table) == (
+        "dedicated",
+        own_table["1"],
+        None,
+        None,
+    )
+    assert record.placed_at > 0
+    assert outcome.pause_seconds is not None
+    assert outcome.pause_seconds >= 4  # two SWITCH_WAIT_SECONDS at least (of the fake clock)
+    assert_moved(world, "1", own_table["1"], original["1"])
+    assert outcome.strays == 0  # the walk found all of it: the final Scan found nothing more
+    assert counts_in(world.dynamodb, own_table["1"], "1") == counts["1"]
+    assert copied_items(world.dynamodb, world.pool, "10") == original["10"]
+    assert {item["pk"]["S"].split("|")[0] for item in all_items(world.dynamodb, own_table["1"])} == {"TENANT#1"}
+    # The API reads (and writes) it there
+    member = User("1", "alice-1")
+    assert world.api.get(member, tickets[0]).body["ticket"]["status"] == "CLOSED"
+    assert world.api.call("webhook_list", User("1", "root", admin=True)).body["items"][0]["url"]
+    in_its_table = all_items(world.dynamodb, own_table["1"])
+
+    assert world.move("10", "dedicated").strays == 0
+
+    assert_moved(world, "10", own_table["10"], original["10"])
+    assert counts_in(world.dynamodb, own_table["10"], "10") == counts["10"]
+    assert all_items(world.dynamodb, own_table["1"]) == in_its_table
+
+    back = world.move("1", "pool")
+
+    assert (back.record.placement, back.record.table, back.record.previous_table) == ("pool", None, own_table["1"])
+    assert back.record.placed_at > record.placed_at
+    assert_moved(world, "1", world.pool, original["1"])
+    assert back.strays == 0
+    assert counts_in(world.dynamodb, world.pool, "1") == counts["1"]
+    assert copied_items(world.dynamodb, own_table["10"], "10") == original["10"]
+    assert "delete-stack" in world.log.getvalue()  # how to delete the emptied table
+
+
+def test_a_tenant_in_its_placement_already_moves_nothing(world: World) -> None:
+    world.populate("1")
+    before = all_items(world.dynamodb, world.pool)
+    outcome = world.move("1", "pool")
+    assert outcome.record == world.record("1")
+    assert all_items(world.dynamodb, world.pool) == before
+
+
+# ---------------------------------------------------------------- changes during the move
+def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
+    """The old table is authoritative at the switch: an update, a comment, a
+    new ticket, a deleted ticket and a status change made after the copy are
+    in the new table as in the old, and the counts follow them."""
+    tickets = world.populate("1")
+    member, root = User("1", "alice-1"), User("1", "root-1", admin=True)
+    # A ticket no audit event names yet (its records not processed): only GSI1 finds it, until it is deleted.
+    unnamed = world.api.new_ticket(member, title="copied, then deleted")["ticket_id"]
+    frozen: list[list[dict[str, Any]]] = []
+
+    def during(step: str) -> None:
+        if step == "copied":  # writes still go to the pool table
+            tenant_configs().clear()
+            assert world.api.update(member, tickets[0], {"title": "renamed", "status": "IN_PROGRESS"}).ok
+            assert world.api.comment(member, tickets[1], {"body": "after the copy"}).status == 201
+            world.api.new_ticket(member, title="new during the copy")
+            assert world.api.delete(root, tickets[1]).status == 204
+            assert world.api.delete(root, unnamed).status == 204
+        if step == "switching":
+            frozen.append(copied_items(world.dynamodb, world.pool, "1"))
+
+    world.move("1", "dedicated", during)
+
+    own_table = dedicated.table_name(world.pool, "1")
+    assert_moved(world, "1", own_table, frozen[0])
+    assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
+
+
+def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switch_stays_deleted(world: World) -> None:
+    """After the switch, while the trailing copy waits between its passes, an
+    audit writer that lags behind writes a pool record's event into the pool
+    table: a later pass brings it (and its history twin) over, until the
+    drain is over. A ticket deleted in the new table meanwhile is not copied
+    back from the old one."""
+    tickets = world.populate("1")
+    root = User("1", "root-1", admin=True)
+    late_ids: list[str] = []
+
+    def late_write() -> None:
+        at = iso_time(time.time() - 5)
+        late = audit_record(
+            event_name="INSERT",
+            event_id="f" * 32,
+            sequence_number="99",
+            recorded_at=epoch_of(at),
+            keys_image={"pk": keys.ticket_pk("1", "LATE"), "sk": keys.SUMMARY_SK},
+            old_image=None,
+            new_image={"tenant_status": "TENANT#1|OPEN", "title": "t", "resolver": "#UNASSIGNED", "created_at": at},
+        )
+        assert audit_writer().write(late) == 2
+        late_ids.append("LATE")
+
+    def after_switch(step: str) -> None:
+        if step == "erasing":
+            tenant_configs().clear()  # writes go to the new table now
+            assert world.api.delete(root, tickets[0]).status == 204
+            world.clock.meanwhile.append(late_write)  # during the wait after the first trailing pass
+
+    outcome = world.move("1", "dedicated", after_switch, drain_seconds=10)
+
+    own_table = dedicated.table_name(world.pool, "1")
+    moved = {(item["pk"]["S"], item["sk"]["S"]) for item in items_of(world.dynamodb, own_table, "1")}
+    assert late_ids
+    assert outcome.trailing == 2
+    assert keys.history_pk("1", "LATE") in {pk for pk, _ in moved}
+    late_day = [pk for pk, sk in moved if pk.startswith(keys.tenant_key("1", "AUDIT#")) and sk.endswith("f" * 32)]
+    assert len(late_day) == 1
+    assert (keys.ticket_pk("1", tickets[0]), keys.SUMMARY_SK) not in moved  # not resurrected
+    assert items_of(world.dynamodb, world.pool, "1")
+    assert all(
+        item["pk"]["S"] in {keys.tenant_config_key("1")["pk"]["S"], *keys.usage_partitions("1")}
+        for item in items_of(world.dynamodb, world.pool, "1")
+    )
+
+
+def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left_and_reported(world: World) -> None:
+    """A deleted webhook's delivery (its webhook no longer lists it) is found by
+    the final Scan only: copied, then erased. A ticket under a GSI1 key of 8
+    shards while its record says 1 is found by no walk: left in the old table
+    and reported (copied after the switch it would fire a ticket.created)."""
+    world.populate("1")
+    world.dynamodb.put_item(TableName=world.pool, Item=delivery_item("1", "GONE"))
+    odd = {
+        **keys.ticket_key("1", "ODD"),
+        "tenant_status": {"S": keys.tenant_status("1", TicketStatus.OPEN, 5)},
+        "resolver": {"S": keys.UNASSIGNED_RESOLVER},
+        "title": {"S": "under a key of 8 shards"},
+    }
+    world.dynamodb.put_item(TableName=world.pool, Item=odd)
+
+    outcome = world.move("1", "dedicated")
+
+    own_table = dedicated.table_name(world.pool, "1")
+    gone = delivery_item("1", "GONE")
+    moved = {(item["pk"]["S"], item["sk"]["S"]) for item in items_of(world.dynamodb, own_table, "1")}
+    assert (gone["pk"]["S"], gone["sk"]["S"]) in moved
+    assert (odd["pk"]["S"], odd["sk"]["S"]) not in moved
+    left = [item for item in items_of(world.dynamodb, world.pool, "1") if item["pk"]["S"] == odd["pk"]["S"]]
+    assert left == [odd]
+    assert outcome.strays == 1
+    assert "LEFT THERE: 1 ticket, webhook or idempotency item(s)" in outcome.verified
+
+
+# ---------------------------------------------------------------- interrupted, concurrent, rolled back
+def test_a_move_killed_at_every_step_resumes_each_time_it_is_run_again(world: World) -> None:
+    """Killed at each step in turn (run again after the stopped mover's record
+    went stale); past the switch, asking for the old placement is refused."""
+    world.populate("10")
+    tickets = world.populate("1")
+    member, root = User("1", "alice-1"), User("1", "root-1", admin=True)
+    unnamed = world.api.new_ticket(member, title="no audit event names it")["ticket_id"]
+    others = items_of(world.dynamodb, world.pool, "10")
+    reached: list[str] = []
+
+    for step in STEPS:
+        with pytest.raises(Stop):
+            world.move("1", "dedicated", kill_at(step))
+        reached.append(step)
+        if step == "copied":  # between two runs, still COPYING: the next run's sync (SWITCHING) reads the new table
+            assert world.api.delete(root, unnamed).status == 204
+            assert world.api.update(member, tickets[1], {"status": "IN_PROGRESS"}).ok
+            original = copied_items(world.dynamodb, world.pool, "1")
+        with pytest.raises(MoveError, match="is running"):  # its record was written a moment ago
+            world.move("1", "dedicated")
+        world.clock.now += STALE_SECONDS + 1  # changed_at is rounded up to a second
+        if step in ("flipped", "erasing"):
+            with pytest.raises(MoveError, match="past its switch") as error:
+                world.move("1", "pool")
+            assert "\n" not in str(error.value)
+            assert world.record("1").move_phase == MovePhase(step.upper())
+    outcome = world.move("1", "dedicated")
+
+    assert reached == STEPS
+    assert outcome.record.placement == "dedicated"
+    assert not outcome.record.moving
+    assert_moved(world, "1", dedicated.table_name(world.pool, "1"), original)
+    assert items_of(world.dynamodb, world.pool, "10") == others
+
+
+def test_a_second_mover_is_refused_while_the_first_runs_and_a_stopped_one_is_taken_over(world: World) -> None:
+    world.populate("1")
+    original = copied_items(world.dynamodb, world.pool, "1")
+    refused: list[str] = []
+
+    def second_mover(step: str) -> None:
+        if step == "copied":
+            with pytest.raises(MoveError, match="is running") as error:
+                world.mover().move("1", "dedicated")
+            refused.append(str(error.value))
+        if step == "synced":  # the first one stalls: a second takes over and finishes
+            world.clock.now += STALE_SECONDS + 1  # changed_at is rounded up to a second
+            world.mover().move("1", "dedicated")
+
+    with pytest.raises(RecordChanged):  # the stalled one stops at its next write
+        world.move("1", "dedicated", second_mover)
+
+    assert refused
+    assert "\n" not in refused[0]
+    record = world.record("1")
+    assert record.placement == "dedicated"
+    assert not record.moving
+    assert_moved(world, "1", dedicated.table_name(world.pool, "1"), original)
+
+
+def test_a_move_rolls_back_until_its_switch(world: World) -> None:
+    """Stopped in SWITCHING (its writes paused, the copy synced and counted):
+    asking for the placement it has rolls it back and erases the copy. (From
+    COPYING it is the same; past the switch it is refused: the kill test.)"""
+    world.populate("1")
+    before = items_of(world.dynamodb, world.pool, "1")
+
+    with pytest.raises(Stop):
+        world.move("1", "dedicated", kill_at("synced"))
+    assert world.record("1").move_phase == MovePhase.SWITCHING
+    world.clock.now += STALE_SECONDS + 1  # changed_at is rounded up to a second
+    outcome = world.move("1", "pool")
+
+    record = outcome.record
+    assert (record.placement, record.moving, record.table) == ("pool", False, None)
+    own_table = dedicated.table_name(world.pool, "1")
+    assert items_of(world.dynamodb, own_table, "1") == []
+    after = items_of(world.dynamodb, world.pool, "1")
+    config = keys.tenant_config_key("1")["pk"]["S"]
+    assert [item for item in after if item["pk"]["S"] != config] == [
+        item for item in before if item["pk"]["S"] != config
+    ]
+    assert "delete-stack" in world.log.getvalue()
+
+
+def test_refusals_while_moving_a_reshard_an_offboarding_a_bad_placement_and_a_resharding_tenant_moving(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A moving tenant is neither resharded nor offboarded (one line, exit 1,
+    nothing written), a plain ``make tenant`` says how to continue its move,
+    a bad placement is one line; a tenant being resharded does not move."""
+    world.populate("1")
+    state = ["--local", "--local-state", str(local_state_file(tmp_path, world.pool))]
+    assert tenants.main(["--tenant", "1", "--placement", "silo", *state]) == 1
+    assert capsys.readouterr().err == "error: unknown placement 'silo' (pool or dedicated)\n"
+    with pytest.raises(Stop):
+        world.move("1", "dedicated", kill_at("copied"))
+    moving = world.record("1")
+
+    with pytest.raises(MoveRunning):
+        world.admin().reshard("1", 2)
+    with pytest.raises(MoveRunning, match="PLACEMENT=dedicated"):  # whoever writes the record
+        world.admin().write(moving, {"status": "SUSPENDED", "offboarding_since": 1})
+    assert offboard.main(["--tenant", "1", "--confirm", "1", *state]) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert line.startswith("error: ")
+    assert "moving to dedicated" in line
+    assert tenants.main(["--tenant", "1", *state]) == 0
+    shown = capsys.readouterr()
+    assert json.loads(shown.out)["move_phase"] == "COPYING"
+    assert shown.err == "1 is moving to dedicated (COPYING): make tenant TENANT=1 PLACEMENT=dedicated continues it\n"
+    assert tenants.main(["--tenant", "1", "--shards", "2", *state]) == 1
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("error: tenant 1 is moving to dedicated (COPYING): nothing changed")
+    assert world.record("1").shards == 1
+    assert world.record("1").move_phase == MovePhase.COPYING
+
+    world.clock.now += STALE_SECONDS + 1
+    world.move("1", "pool")  # rolled back
+    resharding = world.admin().write(world.record("1"), {"read_shards": (1, 2), "target_shards": 2})
+    with pytest.raises(MoveError, match="resharded"):
+        world.move("1", "dedicated")
+    assert world.record("1") == resharding
