@@ -156,8 +156,9 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
         alone, beside = hang["alone"]["delay_ms"], hang["hanging"]
         made.append(
             {
-                "goal": f"webhooks: while a {hang['tier']} tenant's endpoint hangs at its tier's rate, it has at most "
-                f"its {hang['in_flight']} attempts in flight and another tenant's delivery delay p50 and p99 "
+                "goal": f"webhooks: while a {hang['tier']} tenant's endpoint hangs (its events at its tier's rate, "
+                f"then its bound kept held), it has at most its {hang['in_flight']} attempts in flight and another "
+                "tenant's delivery delay p50 and p99 "
                 f"stay within {HANG_DELAY_GOAL_MS / 1000:g} s of their baseline",
                 "met": beside["a_most_held"] <= hang["in_flight"]
                 and beside["delay_ms"]["p50"] - alone["p50"] <= HANG_DELAY_GOAL_MS
@@ -361,8 +362,10 @@ def hang_markdown(hang: dict[str, Any], when: dict[str, Any] | None) -> list[str
         "",
         f"Beside the hang, B's event to delivery: p50 {beside['delay_ms']['p50'] - alone['p50']:+,.0f} ms, p99 "
         f"{beside['delay_ms']['p99'] - alone['p99']:+,.0f} ms against B alone (its change to delivery alone: p50 "
-        f"{base['p50']:,.0f} ms). A had {beside['a_sent']} events ({beside['a_rate_per_second']:g} a second; up "
-        f"to {beside['a_backlog']} waiting out a delay at a block's end); "
+        f"{base['p50']:,.0f} ms). A had {beside['a_sent']} events ({beside['a_burst']['rate_per_second']:g} a "
+        f"second for its first {beside['a_burst']['seconds']} s, then {beside['a_topped_up']} one at a time "
+        f"whenever its endpoint held fewer than its bound; up to {beside['a_backlog']} waiting out a delay at a "
+        "block's end); "
         f"its endpoint received {beside['a_attempts']} attempts and held **at most {beside['a_most_held']} at "
         f"once** (its bound {hang['in_flight']}), {hang['in_flight']} at {held['at_bound']} of B's {held['n']} "
         f"receipts (at least {held['min']}). The delivery function ran {beside['invocations_per_second']:g} "

@@ -24,24 +24,28 @@ its receiver (docs/webhooks.md).
   rounds: alone (its changes through the API as above, then its events queued
   as the fan-out queues them, send to receipt), then its queued events beside
   another tenant (A, basic tier) whose events are queued at its tier's delivery
-  rate (``WEBHOOK_TIER_RATES``, :class:`EventLoad`) for a webhook whose
-  endpoint never answers (:class:`HangingReceiver`: each attempt runs the
+  rate (``WEBHOOK_TIER_RATES``, :class:`EventLoad`) for :data:`A_BURST_S`, then
+  one whenever its endpoint holds fewer attempts than A's bound, for a webhook
+  whose endpoint never answers (:class:`HangingReceiver`: each attempt runs the
   delivery function's whole 10 s deadline). Measured from the queue because
   the local stack's one emulator process and one stream shard can't carry A's
-  traffic through the API and the stream as well on this machine (see
+  traffic through the API and the stream as well on this machine, nor A's
+  deferred backlog at its tier's rate for a whole block (see
   :data:`HANG_NOTE`). The local stack runs the queue's event source at the
   template's ``MaximumConcurrency`` (``serve --queue-concurrency``, passed by
   ``python -m bench``), its batches mixing groups as Lambda's FIFO source
   does; an unmeasured hang first starts the delivery function's execution
-  environments. Each hang block has an A of its own (its hang established, A
-  holding its tier's in-flight bound, before B's first event); after it, A's
+  environments. Each hang block has an A of its own (A holding its tier's
+  in-flight bound, its burst's messages waiting out the longest deferral and
+  no message waiting in the queue before B's first event); after it, A's
   webhook is deleted, its endpoint let go, the queue clock moved past every
   retry delay, the queue drained and the stream caught up, so the next round
   starts from an idle pool. Figures: B's delay p50/p99 in each condition, how
   many attempts A had under way at most (its bound, ``WEBHOOK_TIER_IN_FLIGHT``)
-  and at each of B's receipts, A's rate achieved, the delivery function's
-  invocations a second and its execution environments (the pool's high-water
-  mark). Under ``--quick`` a tiny version exercises the harness in about a
+  and at each of B's receipts, A's burst rate achieved and its events after
+  it, the delivery function's invocations a second and its execution
+  environments (the pool's high-water mark). Under ``--quick`` a tiny version
+  exercises the harness in about a
   second more than one change (:meth:`HangScene.quick`: B's one change, A's
   three events right behind it, A's endpoint let go once B's event arrived;
   no timing).
@@ -71,13 +75,13 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from bench.calls import CallRecorder, Tally
 from bench.stackproc import StackProcess
@@ -93,7 +97,7 @@ from stack_model.template import resources
 from support_tickets.core import keys, prices
 from support_tickets.core.webhook_events import delivery_id, event_body
 from support_tickets.streams.records import own_client
-from support_tickets.streams.webhook_delivery import tier_rates
+from support_tickets.streams.webhook_delivery import THROTTLED_MAX_DELAY_SECONDS, tier_rates
 from support_tickets.streams.webhook_fanout import WebhookFanout, message, message_group, start_batch
 
 DELIVERY = "DeliverWebhookFunction"
@@ -112,30 +116,30 @@ WARM_UP_STEADY_S = 15.0
 # B's queued events are this far apart at least (a hang block lasts about its events times this:
 # long enough for A's deferred messages to come back again and again meanwhile).
 EVENT_SPACING_S = 2.0
+# A's events go out at its tier's rate for this many seconds (60 at basic's 5 a second: without
+# the in-flight bound their attempts, 10 s each, would hold all 50 invocations), then one
+# whenever its endpoint holds fewer attempts than A's bound (a new event at hand when a lease is
+# given back, as at its tier's rate). Sending on at its tier's rate, the receives of A's deferred
+# backlog would outgrow what the local stack's one emulator process serves here (HANG_NOTE).
+A_BURST_S = 12
+# B's events start once every message of A's burst waits out the longest deferral: a message
+# over A's bounds comes back after 2, 4, 8, 16, 32, then 60 s at a time (webhook_delivery's
+# bound delays), so 62 s after the burst. Before that the burst's receives (up to ~10 a second)
+# load the one emulator process B's deliveries share here (HANG_NOTE).
+A_BACKLOG_STEADY_S = sum(min(2**receives, THROTTLED_MAX_DELAY_SECONDS) for receives in range(1, 6))
 
 
-class Receiver:
-    """A webhook endpoint on 127.0.0.1 that answers 204 and notes when each event arrived."""
+class Endpoint:
+    """A webhook endpoint on 127.0.0.1, a thread per request: each POST's body goes to
+    :meth:`post`, which answers it; :meth:`serving` runs it."""
 
     def __init__(self) -> None:
-        self.arrived: dict[str, float] = {}  # the event's ticket id -> time.monotonic()
-        self.count = 0
         self.changed = threading.Condition()
-        receiver = self
+        endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                at = time.monotonic()
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-                ticket = json.loads(body).get("data", {}).get("ticket_id")
-                with receiver.changed:
-                    receiver.count += 1
-                    if isinstance(ticket, str):
-                        receiver.arrived.setdefault(ticket, at)
-                    receiver.changed.notify_all()
+                endpoint.post(self, self.rfile.read(int(self.headers.get("content-length") or 0)))
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -143,9 +147,51 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
 
+    def post(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        raise NotImplementedError
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def closing(self) -> None:
+        """What ends before the server does (nothing here)."""
+
+    @contextmanager
+    def serving(self) -> Iterator[Self]:
+        thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.closing()
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def answer_204(request: BaseHTTPRequestHandler) -> None:
+    request.send_response(204)
+    request.send_header("content-length", "0")
+    request.end_headers()
+
+
+class Receiver(Endpoint):
+    """An endpoint that answers 204 and notes when each event arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived: dict[str, float] = {}  # the event's ticket id -> time.monotonic()
+        self.count = 0
+
+    def post(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        at = time.monotonic()
+        answer_204(request)
+        ticket = json.loads(body).get("data", {}).get("ticket_id")
+        with self.changed:
+            self.count += 1
+            if isinstance(ticket, str):
+                self.arrived.setdefault(ticket, at)
+            self.changed.notify_all()
 
     def wait_for(self, ticket_id: str, timeout: float) -> float:
         with self.changed:
@@ -154,16 +200,8 @@ class Receiver:
             return self.arrived[ticket_id]
 
 
-@contextmanager
-def receiving() -> Iterator[Receiver]:
-    receiver = Receiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield receiver
-    finally:
-        receiver.server.shutdown()
-        receiver.server.server_close()
+def receiving() -> AbstractContextManager[Receiver]:
+    return Receiver().serving()
 
 
 def api(stack: StackProcess, method: str, path: str, token: str, body: Any) -> tuple[int, Any]:
@@ -281,50 +319,35 @@ def run_warm_deliveries(
     }
 
 
-class HangingReceiver:
-    """A webhook endpoint that never answers: it reads each request and holds it open
-    until the caller hangs up (the delivery function's deadline) or the bench lets it
-    go (:meth:`release`: then it answers 204 at once, and so does every later request
+class HangingReceiver(Endpoint):
+    """An endpoint that never answers: it reads each request and holds it open until the
+    caller hangs up (the delivery function's deadline) or the bench lets it go
+    (:meth:`release`: then it answers 204 at once, and so does every later request
     until :meth:`hold`). Counts the requests it holds at once."""
 
     def __init__(self) -> None:
-        self.changed = threading.Condition()
+        super().__init__()
         self.released = threading.Event()
         self.held = 0
         self.most_held = 0
         self.requests = 0
-        receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length") or 0))
-                with receiver.changed:
-                    receiver.requests += 1
-                    receiver.held += 1
-                    receiver.most_held = max(receiver.most_held, receiver.held)
-                    receiver.changed.notify_all()
-                try:
-                    while not receiver.released.is_set():
-                        readable, _, _ = select.select([self.connection], [], [], 0.05)
-                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                            return  # the caller hung up: its deadline passed
-                    self.send_response(204)
-                    self.send_header("content-length", "0")
-                    self.end_headers()
-                finally:
-                    with receiver.changed:
-                        receiver.held -= 1
-                        receiver.changed.notify_all()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+    def post(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        with self.changed:
+            self.requests += 1
+            self.held += 1
+            self.most_held = max(self.most_held, self.held)
+            self.changed.notify_all()
+        try:
+            while not self.released.is_set():
+                readable, _, _ = select.select([request.connection], [], [], 0.05)
+                if readable and not request.connection.recv(1, socket.MSG_PEEK):
+                    return  # the caller hung up: its deadline passed
+            answer_204(request)
+        finally:
+            with self.changed:
+                self.held -= 1
+                self.changed.notify_all()
 
     def hold(self) -> None:
         """Hang again; the counts start over."""
@@ -336,22 +359,17 @@ class HangingReceiver:
     def release(self) -> None:
         self.released.set()
 
+    def closing(self) -> None:
+        """Every held request answered before the server stops."""
+        self.release()
+
     def wait_for(self, condition: Callable[[HangingReceiver], bool], timeout: float) -> bool:
         with self.changed:
             return self.changed.wait_for(lambda: condition(self), timeout)
 
 
-@contextmanager
-def hanging() -> Iterator[HangingReceiver]:
-    receiver = HangingReceiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield receiver
-    finally:
-        receiver.release()
-        receiver.server.shutdown()
-        receiver.server.server_close()
+def hanging() -> AbstractContextManager[HangingReceiver]:
+    return HangingReceiver().serving()
 
 
 def webhook_queue_url(stack: StackProcess) -> str:
@@ -362,16 +380,32 @@ def webhook_queue_url(stack: StackProcess) -> str:
 
 class EventLoad:
     """One tenant's events for one webhook sent to the webhook queue as the fan-out sends
-    them (one message per event, a group per ticket): ``per_second`` of them in one
-    ``SendMessageBatch`` a second (as a batch of stream records' events arrive together),
-    on a thread of its own; sends slower than that make the rate fall behind, and
+    them (one message per event, a group per ticket), on a thread of its own until
+    :meth:`stop`: ``per_second`` of them in one ``SendMessageBatch`` a second (as a batch of
+    stream records' events arrive together) for the first ``burst_s`` seconds (``None``:
+    all along), then one a second at most, when ``top_up`` says one is wanted (a second is
+    ``interval_s``: shorter in tests). Sends slower than that make the rate fall behind;
     :meth:`stop` says what was achieved."""
 
-    def __init__(self, stack: StackProcess, tenant: str, webhook_id: str, per_second: int) -> None:
-        self.tenant, self.webhook_id, self.per_second = tenant, webhook_id, per_second
+    def __init__(
+        self,
+        stack: StackProcess,
+        tenant: str,
+        webhook_id: str,
+        per_second: int,
+        *,
+        burst_s: int | None = None,
+        top_up: Callable[[], bool] = lambda: False,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.tenant, self.webhook_id = tenant, webhook_id
+        self.per_second, self.burst_s, self.top_up, self.interval_s = per_second, burst_s, top_up, interval_s
         self.sqs = stack.operator("sqs")  # made here: the thread only uses it
         self.queue_url = webhook_queue_url(stack)
         self.sent = 0
+        self.topped_up = 0
+        self.burst: dict[str, Any] = {}  # what the burst sent, once it is over
+        self.burst_over = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-event-load", daemon=True)
         self._started = 0.0
@@ -391,20 +425,31 @@ class EventLoad:
 
     def _run(self) -> None:
         second = 1
-        while not self._stop.wait(max(0.0, self._started + second - time.monotonic())):
-            self.send(self.per_second)
+        while not self._stop.wait(max(0.0, self._started + second * self.interval_s - time.monotonic())):
+            if self.burst_s is None or second <= self.burst_s:
+                self.send(self.per_second)
+                if second == self.burst_s:
+                    self.burst = self._achieved()
+                    self.burst_over.set()
+            elif self.top_up():
+                self.send(1)
+                self.topped_up += 1
             second += 1
 
-    def stop(self) -> dict[str, Any]:
-        """Stop sending; what was sent."""
-        self._stop.set()
-        self._thread.join()
+    def _achieved(self) -> dict[str, Any]:
         elapsed = time.monotonic() - self._started
         return {
             "seconds": round(elapsed, 1),
             "sent": self.sent,
             "rate_per_second": round(self.sent / elapsed, 2) if elapsed else 0.0,
+            "topped_up": self.topped_up,
         }
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sending; what was sent (and, after a burst, what the burst sent)."""
+        self._stop.set()
+        self._thread.join()
+        return {**self._achieved(), **({"burst": self.burst} if self.burst else {})}
 
 
 def delivery_bounds(spec: FunctionSpec, tier: str) -> dict[str, Any]:
@@ -558,6 +603,16 @@ def run_hang(
             "a_backlog": max(block["a_backlog"] for block in blocks),
             "a_sent": sent,
             "a_rate_per_second": round(sent / sum(block["a_load"]["seconds"] for block in blocks), 2),
+            "a_burst": {
+                "seconds": A_BURST_S,
+                "rate_per_second": round(
+                    sum(block["a_load"]["burst"]["sent"] for block in blocks)
+                    / sum(block["a_load"]["burst"]["seconds"] for block in blocks),
+                    2,
+                ),
+            },
+            "a_topped_up": sum(block["a_load"]["topped_up"] for block in blocks),
+            "settled_s": max(block["settled_s"] for block in blocks),
             "invocations_per_second": round(
                 sum(block["invocations"] for block in blocks) / sum(block["seconds"] for block in blocks), 1
             ),
@@ -590,11 +645,32 @@ class HangScene:
         return self.endpoint
 
     def neighbour(self, neighbour: str) -> EventLoad:
-        """A basic tenant with a webhook at the hanging endpoint; its events at its tier's rate."""
+        """A basic tenant with a webhook at the hanging endpoint; its events at its tier's
+        rate for :data:`A_BURST_S`, then one whenever the endpoint holds fewer attempts than
+        A's bound."""
         self.admin.ensure(neighbour)
         self.admin.set_tier(neighbour, HANGING_TIER)
         webhook_id = register(self.stack, self.admin, neighbour, self.hanging.url)
-        return EventLoad(self.stack, neighbour, webhook_id, self.bounds["rate_per_second"])
+        bound, endpoint = self.bounds["in_flight"], self.hanging
+        return EventLoad(
+            self.stack,
+            neighbour,
+            webhook_id,
+            self.bounds["rate_per_second"],
+            burst_s=A_BURST_S,
+            top_up=lambda: endpoint.held < bound,
+        )
+
+    def settled(self, queue_url: str) -> float:
+        """Wait until no message waits in the queue to be received (A's are all attempted or
+        deferred): the seconds it took."""
+        sqs, started = self.stack.operator("sqs"), time.monotonic()
+        while time.monotonic() - started < WAIT_S:
+            waiting = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+            if waiting["Attributes"]["ApproximateNumberOfMessages"] == "0":
+                return round(time.monotonic() - started, 1)
+            time.sleep(0.5)
+        raise RuntimeError(f"messages still waited in the queue after {WAIT_S:g} s")
 
     def queued_delays(self, count: int) -> tuple[list[float], list[int]]:
         """``count`` events of B queued one at a time (one every :data:`EVENT_SPACING_S` at
@@ -614,10 +690,10 @@ class HangScene:
         return delays, held
 
     def warm_up(self, neighbour: str) -> dict[str, Any]:
-        """An unmeasured block: A hangs at its tier's rate until the delivery function's
-        execution environments stop growing (each new one is a process's cold start, which
-        AWS runs elsewhere and this machine runs on the cores it measures with), then A is
-        cleared away."""
+        """An unmeasured block: A hangs (its burst at its tier's rate) until the delivery
+        function's execution environments stop growing (each new one is a process's cold
+        start, which AWS runs elsewhere and this machine runs on the cores it measures with),
+        then A is cleared away."""
         load = self.neighbour(neighbour)
         self.hanging.hold()
         started = time.monotonic()
@@ -635,8 +711,10 @@ class HangScene:
         return {"seconds": round(time.monotonic() - started, 1), "delivery_environments": count}
 
     def block(self, neighbour: str, count: int) -> dict[str, Any]:
-        """One block: A hangs at its tier's rate, B's ``count`` events measured once A holds
-        its bound; then A is cleared away (:meth:`clear`)."""
+        """One block: A hangs (:meth:`neighbour`'s load), B's ``count`` events measured once A
+        holds its bound, its burst's messages wait out the longest deferral
+        (:data:`A_BACKLOG_STEADY_S`) and the queue has no message waiting; then A is cleared
+        away (:meth:`clear`)."""
         stack, endpoint, bounds = self.stack, self.hanging, self.bounds
         load = self.neighbour(neighbour)
         endpoint.hold()
@@ -644,6 +722,10 @@ class HangScene:
         try:
             if not endpoint.wait_for(lambda found: found.held >= bounds["in_flight"], WAIT_S):
                 raise RuntimeError(f"{neighbour}'s endpoint held fewer than {bounds['in_flight']} in {WAIT_S:g} s")
+            if not load.burst_over.wait(WAIT_S):
+                raise RuntimeError(f"{neighbour}'s burst did not end in {WAIT_S:g} s")
+            time.sleep(A_BACKLOG_STEADY_S)
+            settled_s = self.settled(load.queue_url)
             started, invocations = time.monotonic(), queue_invocations(stack)
             delays, held = self.queued_delays(count)
             seconds, invocations = time.monotonic() - started, queue_invocations(stack) - invocations
@@ -656,6 +738,7 @@ class HangScene:
             "delays": delays,
             "held_at_arrivals": held,
             "a_load": sent,
+            "settled_s": settled_s,  # after A_BACKLOG_STEADY_S, until no message of the queue waited
             "a_backlog": int(backlog),  # A's messages waiting out a delay when the block ended
             "a_most_held": endpoint.most_held,
             "a_attempts": endpoint.requests,
@@ -873,8 +956,13 @@ HANG_NOTE = (
     "one at a time as the fan-out queues them, send to receipt), then B's queued events beside tenant A (basic "
     "tier, a tenant of its own per block, one webhook whose endpoint reads the request and never answers, so "
     "each of A's attempts runs the delivery function's whole 10 s deadline and is retried with backoff). A's "
-    "events are queued as the fan-out queues them, at its tier's delivery rate (5 in one SendMessageBatch a "
-    "second). B's events start once A's endpoint holds A's in-flight bound; after each block A's webhook is "
+    "events are queued as the fan-out queues them: at its tier's delivery rate for 12 s (5 in one "
+    "SendMessageBatch a second, 60 events: without the in-flight bound their attempts would hold all 50 "
+    "invocations), then one whenever its endpoint holds fewer attempts than A's bound (a new event at hand "
+    "whenever a lease is given back, as at its tier's rate). B's events start once A's endpoint holds A's "
+    "in-flight bound, the burst's messages all wait out the longest deferral (62 s after the burst: a message "
+    "over A's bounds comes back after 2, 4, 8, 16, 32, then 60 s at a time) and no message waits in the queue; "
+    "after each block A's webhook is "
     "deleted, its endpoint let go, the queue clock moved past every delay A's messages were given, the queue "
     "drained and the stream caught up, so each B-alone block starts from an idle pool. Why the hang is measured "
     "from the queue, not from B's API: the local stack has one emulator process and one stream shard, and on "
@@ -883,7 +971,19 @@ HANG_NOTE = (
     "A's), nor catch the stream up behind the rate counters and leases A's deferred messages write (B's records "
     "then waited 20 s to 2 minutes before the audit trail saw them, with A's events queued directly): work that "
     "AWS does on resources of its own (other shards, Lambda's event filtering) and that measures the emulator, "
-    "not the delivery pool, which is what a hanging endpoint holds. The delivery function's execution "
+    "not the delivery pool, which is what a hanging endpoint holds. Why A's rate stops after 12 s: every event "
+    "over A's bounds is deferred and keeps coming back, so at 5 a second its backlog's receives grow to ~25 a "
+    "second within a minute, each a few DynamoDB calls and a visibility change, while this machine's one "
+    "emulator process served 10 to 15 of them a second (30 to 45 of the function's DynamoDB calls, most of the "
+    "emulator's CPU in moto's response serializer and the capacity model's look-ups, at load 4-8): A's visible "
+    "messages piled up ahead of B's in the queue (FIFO's oldest-first order, as SQS scans) and B's event waited "
+    "over 2 minutes (the run that failed, and again after moto's SQS was fixed to cost the same with a "
+    "backlog). In AWS those receives would come up to 10 to an invocation (`BatchSize` 10, its groups "
+    "concurrent), each a few calls of a few milliseconds: by that estimate a fraction of one of the 50 "
+    "invocations (docs/webhooks.md says where that stops holding). The burst's backlog still comes back in "
+    "clusters that load the emulator B's deliveries share: B's first events right after the burst were 2 to 4 "
+    "s late in trial runs at load 6-8, 1.7 to 2.6 s after the wait before B starts. The delivery function's "
+    "execution "
     "environments are started before the rounds by an unmeasured hang (each a process's cold start, which AWS "
     "runs elsewhere and this machine runs on the cores it measures with). The local stack's SQS event source "
     "runs as Lambda's FIFO source does (batches of up to 10 mixing message groups, each group in order, no group "
@@ -891,8 +991,9 @@ HANG_NOTE = (
     "invocation in an execution environment (a process) of the delivery function. Without the in-flight bound "
     "A's 5 attempts a second, each held 10 s, would hold all 50 invocations. What stays: A's deferred messages "
     "(over its rate or its bound) still cost an invocation's few DynamoDB calls and a visibility change each time "
-    "they come back (2, 4 ... 60 s; their backlog grows by A's rate less what its bound lets through, 0.2 a "
-    "second), and a B message received in a batch with one of A's hanging ones is delivered at once but its "
+    "they come back (2, 4 ... 60 s; at A's tier's rate their backlog grows by that rate less what its bound "
+    "lets through, 0.2 a second, for as long as its endpoint hangs), and a B message received in a batch with "
+    "one of A's hanging ones is delivered at once but its "
     "group's next message waits for that invocation (B's events are of different tickets here, so that wait is "
     "not in these figures). The delays are this machine's, not AWS's: compare the conditions, measured in "
     "alternation, not the milliseconds."
