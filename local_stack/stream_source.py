@@ -92,8 +92,12 @@ def source_of_mapping(function: str, props: dict[str, Any]) -> StreamSource:
 
 def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """A DynamoDB Streams ``GetRecords`` record as Lambda delivers it: the same
-    fields plus ``eventSourceARN``, ``ApproximateCreationDateTime`` as epoch
-    seconds (boto3 hands it back as a datetime), JSON-safe throughout."""
+    fields plus ``eventSourceARN`` (``stream_arn``: the stream the poller reads,
+    a dedicated table's own for its mappings; the stream functions take the
+    record's table from it), ``ApproximateCreationDateTime`` as whole epoch
+    seconds, rounded down as DynamoDB rounds it ("rounded down to the closest
+    second", API_streams_StreamRecord; moto keeps microseconds, boto3 hands
+    them back as a datetime), JSON-safe throughout."""
     stream = dict(record["dynamodb"])
     created = stream.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
