@@ -49,6 +49,7 @@ def authorizer() -> TenantAuthorizer:
             "dynamodb", region_name=settings.region, endpoint_url=settings.endpoint_url, config=BOTO_CONFIG
         )
 
+    # The pool table: the tenant records stay there whatever a tenant's placement (the authorizer routes nothing).
     return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), exchange.credentials)
 
 

@@ -39,6 +39,7 @@ def deliverer() -> Deliverer:
         raise RuntimeError("WEBHOOK_KEY_ARN is required")
     # Metered: each tenant's share of the invocation in its usage line (webhook_usage).
     return MeteredDeliverer(
+        # The pool table, where the tenants' records are: each names the table of the tenant's webhooks.
         table_name=settings.table_name,
         dynamodb=own_client("dynamodb"),
         secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),

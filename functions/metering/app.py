@@ -57,6 +57,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             },
         )
     ledger = UsageLedger(
+        # The pool table: every tenant's usage ledger stays there, whatever its placement.
         table_name=os.environ["TABLE_NAME"],
         client=metering_client(),
         replay_horizon_seconds=int(os.environ.get("REPLAY_HORIZON_SECONDS", DEFAULT_REPLAY_HORIZON_SECONDS)),

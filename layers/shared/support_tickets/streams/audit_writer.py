@@ -127,7 +127,7 @@ def audit_client() -> DynamoDBClient:
 def audit_writer() -> AuditWriter:
     """The container's writer, configured from the function's environment at cold start."""
     return AuditWriter(
-        table_name=os.environ["TABLE_NAME"],
+        table_name=os.environ["TABLE_NAME"],  # the pool table; each event goes to its record's (write's argument)
         client=audit_client(),
         retention_days=int(os.environ.get("AUDIT_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)),
     )

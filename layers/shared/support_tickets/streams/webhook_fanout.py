@@ -480,7 +480,7 @@ def webhook_fanout() -> WebhookFanout:
     """The container's fanout (the audit writer's role; WEBHOOK_EVENTS_QUEUE_URL is required:
     a function without it fails its records rather than drop events)."""
     return WebhookFanout(
-        table_name=os.environ["TABLE_NAME"],
+        table_name=os.environ["TABLE_NAME"],  # the pool table; a record's route names the tenant's
         client=audit_client(),
         sqs=own_client("sqs"),
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
