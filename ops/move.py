@@ -17,7 +17,9 @@ tenant record with a conditional write on its ``version``:
 2. ``SWITCHING``: writes answer 503 ``TENANT_MOVING``. After
    ``SWITCH_WAIT_SECONDS`` the mover syncs the new table with the old one,
    which is authoritative and no longer changes: every item that differs is
-   copied again, every item the old one no longer has is deleted; the counts
+   copied again, every item the old one no longer has is deleted (the new
+   table's side is a digest of what this run's copy wrote, when this run
+   began the move; otherwise it is read, GSI1 included); the counts
    are recounted in the new table from the ticket summaries it read (one
    ``<STATUS>`` count item per status, the form ``make reconcile`` writes, every
    other count item there deleted); ``placed_at`` is a whole second after its
@@ -36,8 +38,19 @@ tenant record with a conditional write on its ``version``:
    table lacks was deleted there, and must stay deleted. Then everything of
    the tenant in the old table is erased (in the pool, its record and usage
    ledger stay), a keys-only Scan of the old table checks that nothing is left
-   (as ``make offboard``'s final check does; what it finds is erased too, and
-   counted), and the move fields are cleared.
+   (as ``make offboard``'s final check does), and the move fields are
+   cleared. What that Scan finds the walk did not find, so it was not copied
+   either: an item of an append-only kind is copied if absent, then erased; a
+   ticket's, webhook's or idempotency record's is left there and reported
+   (copied after the switch, its stream record would be counted, audited and
+   sent to webhooks as a change nobody made).
+
+The move fires no webhook and writes no audit event or count of its own: a
+stream record is the tenant's only from the table of its placement since
+``placed_at`` (or the one before, until then): the copy and the sync write the
+new table before ``placed_at``, the erase the old one after it, and what the
+trailing copy writes after it matches none of the stream functions' filters
+(INSERTs of audit items and delivery records).
 
 **What is not copied**, and why:
 
@@ -58,15 +71,19 @@ tenant record with a conditional write on its ``version``:
 **Items found without a Scan** (as :mod:`ops.tenant_data` finds them): the
 webhooks partition and each listed webhook's deliveries, the 64 idempotency
 partitions, the day index and each listed day's partitions, the tickets from
-GSI1 (every shard key of every shard count) and those the trail names, each
-with its comments and history. The sync reads the day partitions from
-:func:`trailing_horizon_seconds` before the move's start only (audit items are
-append-only, and no stream record older than the event sources'
-``MaximumRecordAgeInSeconds`` is processed any more), and brings a new event's
-history twin with it instead of reading every ticket's history. It enumerates
-GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after ``SWITCH_WAIT_SECONDS``
-(AWS: a write reaches a GSI within a second) and also lists the tickets the new
-table has, so that a ticket deleted during the copy is deleted there too.
+GSI1 and those the trail names, each with its comments and history. GSI1 is
+queried under the keys of the record's shard counts only (``make export``
+and ``make offboard`` query all 64 counts' keys, 195 queries a table): every
+reader and writer uses those, and a reshard can't run during a move; a ticket
+under another key is what the final Scan reports. The sync reads the day
+partitions from :func:`trailing_horizon_seconds` before the move's start only
+(audit items are append-only, and no stream record older than the event
+sources' ``MaximumRecordAgeInSeconds`` is processed any more), and brings a
+new event's history twin with it instead of reading every ticket's history.
+It queries GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after
+``SWITCH_WAIT_SECONDS`` (AWS: a write reaches a GSI within a second, re:Post
+"dynamodb-missing-table-items-gsi"), and visits every partition the copy
+wrote too, so that a ticket deleted during the copy is deleted there too.
 
 **One mover at a time.** A running mover rewrites the record (``changed_at``)
 every :data:`HEARTBEAT_SECONDS`, and checks that its write still holds before
@@ -76,16 +93,20 @@ after that (a killed mover writes nothing any more). A mover that finds its
 record changed by someone else stops (run it again). Any operator change of the
 record during a move (a status, a tier) stops the mover the same way.
 
-**Resuming**: run the command again with the same ``PLACEMENT``: ``COPYING``
-copies again (puts: idempotent), ``SWITCHING`` syncs again, ``FLIPPED`` waits
-again, ``ERASING`` copies the trailing items again, erases and checks.
+**Resuming**: run the command again with the same ``PLACEMENT`` (after the
+stopped mover's :data:`STALE_SECONDS`): ``COPYING`` copies again (puts:
+idempotent; its sync then reads the new table, which may hold what the first
+run copied), ``SWITCHING`` syncs again, ``FLIPPED`` waits again, ``ERASING``
+copies the trailing items again, erases and checks.
 
 **Rolling back** is possible until the switch: ``PLACEMENT`` set to the
 tenant's current placement while a move is ``COPYING`` or ``SWITCHING``
-clears the move fields (writes go to the old table again within a second) and
-erases the copy from the table it was going to. From ``FLIPPED`` on the data is
-served from the new table: the move finishes (the same ``PLACEMENT``), then a
-move back returns it.
+puts it back in ``COPYING`` (writes go to the old table again within a
+second), erases the copy from the table it was going to, checks it, and then
+clears the move fields; stopped before that, it is still a move, to roll back
+or finish. From ``FLIPPED`` on the data is served from the new table: the
+command refuses (one line) and says to finish the move (the same
+``PLACEMENT``), then move back.
 
 A tenant that is offboarding or resharding can't move, and a moving tenant
 can't be resharded or offboarded (``ops.tenants.TenantAdmin`` refuses to
@@ -316,6 +337,7 @@ class Mover:
     # What this run's copy wrote (invalid when the run did not copy: a resumed SWITCHING reads the new table).
     _copied: _Copied = field(default_factory=lambda: _Copied(valid=False), init=False, repr=False)
     # Partitions of a carried kind this run's sync found empty in the old table: its erase skips them.
+    _announced: bool = field(default=False, init=False, repr=False)
     _empty_in_old: set[str] = field(default_factory=set, init=False, repr=False)
 
     # ------------------------------------------------------------ the command
@@ -336,6 +358,7 @@ class Mover:
         self._stopped = False
         self._copied = _Copied(valid=False)
         self._empty_in_old = set()
+        self._announced = False
         self._note(f"{tenant_id}: placement {record.placement}" + (f" ({record.table})" if record.table else ""))
         if record.moving:
             if record.move_to != target and record.move_phase not in ROLLBACK_PHASES:
@@ -397,6 +420,7 @@ class Mover:
             self._note(f"{record.tenant_id}'s table: {move_table}")
         now = math.ceil(self.store.clock())
         self._record = record
+        self._announced = True
         announced = self._write(
             {
                 "move_to": target,
@@ -455,7 +479,8 @@ class Mover:
     def _copy(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
         source, dest = self._old(record), self._new(record)
         started = self.store.clock()
-        self._copied = _Copied()
+        # Only a copy this run began (it announced the move) knows all the new table has of it.
+        self._copied = _Copied(valid=self._announced)
         self._progress = Progress(f"copy {record.tenant_id} to {dest.table_name}, items", self.stream)
         found = self._walk(
             [source],
@@ -753,13 +778,22 @@ class Mover:
 
     # ------------------------------------------------------------ rolling back
     def _roll_back(self, record: TenantConfig) -> Outcome:
-        """Before the switch: the old table is the tenant's still; the copy goes."""
+        """Before the switch the old table is still the tenant's: writes open
+        there again (back to ``COPYING``), the copy is erased and checked, and
+        only then are the move fields cleared (killed meanwhile, the move is
+        still there to roll back, or to finish, when run again)."""
         copy = self._new(record)
-        rolled = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
-        self._note(f"rolled back: {record.tenant_id} stays in {self._table_name(rolled)}; erasing the copy")
-        outcome = Outcome(rolled)
+        if record.move_phase == MovePhase.SWITCHING:
+            record = self._write({"move_phase": MovePhase.COPYING})
+        self._note(f"rolling back: {record.tenant_id}'s writes go to {self._table_name(record)}; erasing the copy")
+        self.checkpoint("rolling back")
+        outcome = Outcome(record)
         outcome.erased, outcome.strays, outcome.verified = self._erase(copy, record, copy_to=None)
-        self._note(f"erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}")
+        rolled = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
+        outcome.record = rolled
+        self._note(
+            f"rolled back: erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}"
+        )
         if copy.table_name != self._pool:
             self._note(_how_to_delete(copy.table_name))
         return outcome

@@ -280,6 +280,24 @@ def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
     assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
 
 
+def test_a_resumed_copy_does_not_take_what_it_wrote_for_all_the_new_table_has(world: World) -> None:
+    """A run killed after its copy; a ticket it copied is deleted before the next
+    run, which copies again and syncs: the ticket goes from the new table too
+    (what the first run copied is not in the second run's memory)."""
+    world.populate("1")
+    member, root = User("1", "alice-1"), User("1", "root-1", admin=True)
+    unnamed = world.api.new_ticket(member, title="no audit event names it")["ticket_id"]
+    with pytest.raises(Stop):
+        world.move("1", "dedicated", kill_at("copied"))
+    assert world.api.delete(root, unnamed).status == 204
+    expected = copied_items(world.dynamodb, world.pool, "1")
+    world.clock.now += STALE_SECONDS + 1  # changed_at is rounded up to a second
+
+    world.move("1", "dedicated")
+
+    assert_moved(world, "1", dedicated.table_name(world.pool, "1"), expected)
+
+
 def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switch_stays_deleted(world: World) -> None:
     """After the switch, while the trailing copy waits between its passes, an
     audit writer that lags behind writes a pool record's event into the pool
@@ -419,26 +437,46 @@ def test_a_second_mover_is_refused_while_the_first_runs_and_a_stopped_one_is_tak
 def test_a_move_rolls_back_until_its_switch(world: World) -> None:
     """Stopped in SWITCHING (its writes paused, the copy synced and counted):
     asking for the placement it has rolls it back and erases the copy. (From
-    COPYING it is the same; past the switch it is refused: the kill test.)"""
+    COPYING it is the same; past the switch it is refused: the kill test.) A
+    rollback stopped before its erase leaves a move in COPYING, writes open on
+    the old table: run again, it rolls back, or the move goes on."""
     world.populate("1")
+    member, root = User("1", "alice-1"), User("1", "root-1", admin=True)
+    unnamed = world.api.new_ticket(member, title="no audit event names it")["ticket_id"]
     before = items_of(world.dynamodb, world.pool, "1")
+    config = keys.tenant_config_key("1")["pk"]["S"]
+    own_table = dedicated.table_name(world.pool, "1")
 
     with pytest.raises(Stop):
         world.move("1", "dedicated", kill_at("synced"))
     assert world.record("1").move_phase == MovePhase.SWITCHING
     world.clock.now += STALE_SECONDS + 1  # changed_at is rounded up to a second
+    with pytest.raises(Stop):
+        world.move("1", "pool", kill_at("rolling back"))
+    assert world.record("1").move_phase == MovePhase.COPYING  # writes open, the copy still there
+    world.clock.now += STALE_SECONDS + 1
     outcome = world.move("1", "pool")
 
     record = outcome.record
     assert (record.placement, record.moving, record.table) == ("pool", False, None)
-    own_table = dedicated.table_name(world.pool, "1")
     assert items_of(world.dynamodb, own_table, "1") == []
     after = items_of(world.dynamodb, world.pool, "1")
-    config = keys.tenant_config_key("1")["pk"]["S"]
     assert [item for item in after if item["pk"]["S"] != config] == [
         item for item in before if item["pk"]["S"] != config
     ]
     assert "delete-stack" in world.log.getvalue()
+
+    # Rolled back again while its copy is erased, then moved after all
+    with pytest.raises(Stop):
+        world.move("1", "dedicated", kill_at("synced"))
+    world.clock.now += STALE_SECONDS + 1
+    with pytest.raises(Stop):
+        world.move("1", "pool", kill_at("rolling back"))
+    assert world.api.delete(root, unnamed).status == 204
+    expected = copied_items(world.dynamodb, world.pool, "1")
+    world.clock.now += STALE_SECONDS + 1
+    world.move("1", "dedicated")
+    assert_moved(world, "1", own_table, expected)
 
 
 def test_refusals_while_moving_a_reshard_an_offboarding_a_bad_placement_and_a_resharding_tenant_moving(
