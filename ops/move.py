@@ -37,7 +37,9 @@ tenant record with a conditional write on its ``version``:
    append-only kinds: a ticket, comment, webhook or idempotency record the new
    table lacks was deleted there, and must stay deleted. Then everything of
    the tenant in the old table is erased (in the pool, its record and usage
-   ledger stay), a keys-only Scan of the old table checks that nothing is left
+   ledger stay; each ticket summary is marked ``erasing`` before it goes, as
+   ``make offboard`` does, so that no stream function even journals the
+   erase), a keys-only Scan of the old table checks that nothing is left
    (as ``make offboard``'s final check does), and the move fields are
    cleared. What that Scan finds the walk did not find, so it was not copied
    either: an item of an append-only kind is copied if absent, then erased; a
@@ -725,6 +727,10 @@ class Mover:
         return found.deleted, strays, verified
 
     def _erase_partition(self, table: TenantTable, partition: Partition) -> Found:
+        """A partition's items deleted; a ticket summary marked ``erasing`` first,
+        as ``make offboard`` marks it: the stream functions' filters drop the
+        records of both writes, so the erase leaves no aggregator journal behind
+        (a record that is not the tenant's change is journaled, uncounted)."""
         kind, pk = partition
         found = Found()
         writes = self._writes(table, found)
@@ -732,9 +738,28 @@ class Mover:
         for page in table.query_pages(_partition_query(table, pk, projection)):
             for item in page:
                 found.note(kind, item)
+                if kind == TICKET and item["sk"]["S"] == keys.SUMMARY_SK:
+                    self._mark_erasing(table, item)
                 writes.delete(item)
         writes.flush()
         return found
+
+    def _mark_erasing(self, table: TenantTable, key: dict[str, Any]) -> None:
+        self.heartbeat()
+        self.pace(1)
+        try:
+            table.call(
+                "update_item",
+                TableName=table.table_name,
+                Key={"pk": key["pk"], "sk": key["sk"]},
+                UpdateExpression="SET #erasing = :true",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={"#erasing": keys.ERASING_ATTRIBUTE},
+                ExpressionAttributeValues={":true": {"BOOL": True}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
 
     def _verify(self, table: TenantTable, keep: set[str], copy_to: TenantTable | None) -> tuple[int, int]:
         """Scan for anything left under the tenant's prefix (but ``keep``'s

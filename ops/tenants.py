@@ -70,7 +70,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys
 from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
-from ops.move import MoveError, Mover
+from ops.move import DEFAULT_DRAIN_SECONDS, DEFAULT_RATE, MoveError, Mover
 from ops.stack_target import TargetError, _local_state, add_target_arguments, api_keys_target, dynamodb_target
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
@@ -379,8 +379,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status", help="ACTIVE or SUSPENDED")
     parser.add_argument("--placement", help="pool or dedicated: move the tenant's data there, online")
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--drain-seconds", type=float, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--move-rate", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=None,
+        help=f"a move's trailing copy looks this long after the switch at least (default {DEFAULT_DRAIN_SECONDS:.0f})",
+    )
+    parser.add_argument(
+        "--move-rate",
+        type=float,
+        default=None,
+        help=f"items a move writes a second at most (default {DEFAULT_RATE:.0f})",
+    )
     add_target_arguments(parser)
     args = parser.parse_args(argv)
     try:
