@@ -659,13 +659,17 @@ class Mover:
             f"trailing copy: every {TRAILING_PASS_SECONDS:.0f} s until a pass finds nothing, "
             f"{self.drain_seconds:.0f} s after the switch at the earliest"
         )
-        total = 0
+        total, drained_at = 0, placed_at + self.drain_seconds
         while True:
             copied = self._trailing_copy(old, new, since, placed_at)
             total += copied
-            if copied == 0 and self.store.clock() >= placed_at + self.drain_seconds:
+            now = self.store.clock()
+            if copied == 0 and now >= drained_at:
                 return total
-            self._wait_until(self.store.clock() + TRAILING_PASS_SECONDS, "")
+            # After a pass that copied nothing, the next one is the last if it comes at the drain's end.
+            self._wait_until(
+                now + (TRAILING_PASS_SECONDS if copied else min(TRAILING_PASS_SECONDS, drained_at - now)), ""
+            )
 
     def _trailing_copy(self, old: TenantTable, new: TenantTable, since: int, placed_at: int) -> int:
         """One pass: what the old table has of the append-only kinds and the new lacks."""
