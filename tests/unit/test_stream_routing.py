@@ -11,6 +11,7 @@ import pytest
 
 from stack_model import dedicated
 from support_tickets.data.placement import Placement
+from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
 from support_tickets.streams.records import PoisonRecord
 from support_tickets.streams.routing import DEDICATED_INFIX, StreamRouter, created_second, source_table
@@ -41,8 +42,6 @@ class RecordReads:
         record = self.records.get(tenant)
         if record is None:
             return {}
-        from support_tickets.data.table import to_item
-
         return {"Item": to_item({key: value for key, value in record.item().items() if value is not None})}
 
 
