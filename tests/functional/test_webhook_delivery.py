@@ -16,9 +16,11 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from local_stack.lambda_runtime import LambdaContext
+from stack_model.template import template
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import event_body, queue_message, read_queue_message
+from support_tickets.core.webhook_events import RETRY_WINDOW_SECONDS, event_body, queue_message, read_queue_message
 from support_tickets.core.webhook_urls import CheckedUrl
+from support_tickets.streams.webhook_delivery import HELD_TOO_LONG, MAX_RECEIVES, MAX_VISIBILITY_SECONDS, QueuedMessage
 from support_tickets.streams.webhook_post import pinned_post
 from tests.conftest import WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
@@ -525,3 +527,48 @@ def test_secrets_and_event_data_never_reach_the_logs(
     assert hook["secret"] not in logged
     assert hook["secret"].removeprefix("whsec_") not in logged
     assert "Sensitive printer title" not in logged
+
+
+# ---------------------------------------------------------------- held by its bounds for long
+def test_a_held_messages_receives_outlast_the_retry_window(table_name: str) -> None:
+    # SQS dead-letters a message on its 100th receive without invoking the function: a message
+    # its tenant's bounds hold again and again must not run out of receives before the window.
+    sent_at = 1_800_000_000.0
+    now = [sent_at]
+    held = deliverer(table_name, clock=lambda: now[0])
+    for receive_count in range(1, MAX_RECEIVES - 1):
+        queued = QueuedMessage("m", "r", "{}", "g", "d", receive_count=receive_count, sent_at=sent_at)
+        delay = held._bound_delay(queued)
+        assert 1 <= delay <= MAX_VISIBILITY_SECONDS
+        now[0] += delay
+    # The last receive the function sees comes after the window: every held message meets its end there.
+    assert now[0] - sent_at >= RETRY_WINDOW_SECONDS
+
+
+def test_the_queues_max_receive_count_is_the_one_the_delivery_function_plans_for() -> None:
+    queue = template()["Resources"]["WebhookEventsQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == MAX_RECEIVES
+
+
+def test_on_its_last_receive_a_message_still_held_by_its_tenants_bounds_fails_visibly_unattempted(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with receivers() as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        api.new_ticket(User("acme", "alice"))
+        audit_stream.deliver(audit_stream.new_records())
+        (record,) = receive()
+        sqs = RecordingSqs()
+        no_slot = deliverer(table_name, sqs=sqs, tier_in_flight={"basic": 0})
+        # Held before its last receive: back later, nothing recorded.
+        assert no_slot.process_batch([record]) == [record["messageId"]]
+        assert deliveries(dynamodb, table_name, "acme", hook["webhook_id"]) == []
+        # The 99th receive (the last before SQS's redrive on the 100th): given up with a record.
+        last = {**record, "attributes": {**record["attributes"], "ApproximateReceiveCount": str(MAX_RECEIVES - 1)}}
+        assert no_slot.process_batch([last]) == []
+        assert receiver.received == []
+        (parked,) = sqs.dead_letters
+        assert parked["MessageBody"] == record["body"]
+        (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert (stored["status"], int(stored["attempts"]), stored["failure_reason"]) == ("FAILED", 0, HELD_TOO_LONG)
+        assert stored["event"] == read_queue_message(record["body"])[0]  # the bytes it would send, kept to redeliver

@@ -404,6 +404,34 @@ class DeliveryRecords:
             ExpressionAttributeValues=to_item(values),
         )
 
+    def fail_unattempted(self, attempt: Attempt, reason: str) -> None:
+        """A delivery given up without (another) attempt: ``FAILED`` with ``reason``,
+        created with 0 attempts if it had no record, ``attempts`` as it was otherwise;
+        the event kept for ``POST …/redeliver``; a redelivery mark goes."""
+        values: dict[str, Any] = {
+            **_event_values(attempt),
+            ":status": attempt.status,
+            ":at": attempt.at,
+            ":expiration": attempt.expiration,
+            ":zero": 0,
+            ":none": None,
+            ":reason": reason,
+        }
+        self.table.call(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
+            UpdateExpression=(
+                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+                "ticket_id = :ticket_id, #event = :body, #status = :status, next_attempt_at = :none, "
+                f"{FAILURE_REASON} = :reason, created_at = if_not_exists(created_at, :at), "
+                "expiration = if_not_exists(expiration, :expiration), attempts = if_not_exists(attempts, :zero) "
+                f"REMOVE {REDELIVER_MARK}"
+            ),
+            ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
+            ExpressionAttributeValues=to_item(values),
+        )
+
     def record_refusal(self, refusal: Refusal) -> None:
         """The audit writer's one write of a delivery record: an event the queue refused
         for good is ``FAILED`` with its :data:`FAILURE_REASON`, never attempted

@@ -42,7 +42,15 @@ a lease per attempt, :meth:`DeliveryRecords.take_lease`, held until the
 attempt ends and expiring after :data:`LEASE_SECONDS`, the function's timeout,
 so a crashed attempt holds nothing longer). A message over either returns in
 2 to 60 s, no attempt made or counted, like a request over the tier's rate
-gets a 429.
+gets a 429 — and, once it has waited a while, later: SQS moves a message to the
+dead-letter queue on its ``maxReceiveCount``-th receive (100, the queue's
+``RedrivePolicy``) without handing it to the function, so a message held by its
+tenant's bounds for long spreads what is left of the retry window over the
+receives it has left (its first 20 receives within a minute of each other, the
+rest about 20 minutes apart),
+and on its last receive before that it is given up: ``FAILED`` with its
+``failure_reason``, unattempted, redeliverable, dead-lettered by the function
+(never lost without a record).
 
 The tenant's record (cached :data:`~support_tickets.core.settings.DEFAULT_TENANT_CONFIG_TTL_SECONDS`
 per container, like every function's) decides first: an offboarded tenant's
@@ -70,6 +78,7 @@ from __future__ import annotations
 
 import base64
 import http.client
+import math
 import random
 import threading
 import time
@@ -125,6 +134,15 @@ SUSPENDED_FIRST_DELAY_SECONDS: Final = 60
 SUSPENDED_MAX_DELAY_SECONDS: Final = 1800
 SECRET_CACHE_SECONDS: Final = 300.0
 MAX_CACHED_SECRETS: Final = 1024
+# The webhook queue's maxReceiveCount (template.yaml, WebhookEventsQueue's RedrivePolicy; a
+# test holds them equal): SQS dead-letters a message on that receive without invoking us.
+MAX_RECEIVES: Final = 100
+# SQS's longest visibility timeout (ChangeMessageVisibility: 12 hours).
+MAX_VISIBILITY_SECONDS: Final = 43_200
+# A held message's first receives come back within a minute (a burst drains at its tier's
+# bounds in about a quarter of an hour); the rest share what is left of the retry window.
+QUICK_RECEIVES: Final = 20
+HELD_TOO_LONG: Final = "held by its tenant's delivery bounds until the queue's last receive"
 
 
 class PoisonMessage(ValueError):
@@ -306,9 +324,31 @@ class Deliverer:
         now = self.clock()
         if config.status is TenantStatus.SUSPENDED:
             return self._hold(repository, message, queued, now)
-        self._within_tier(repository, config, queued, now)
+        return self._attempt_within_bounds(
+            repository, config, message, queued, target=target, attempts=attempts, now=now
+        )
+
+    def _attempt_within_bounds(
+        self,
+        repository: DeliveryRecords,
+        config: TenantConfig,
+        message: DeliveryMessage,
+        queued: QueuedMessage,
+        *,
+        target: DeliveryTarget,
+        attempts: int,
+        now: float,
+    ) -> str:
+        """The attempt, if the tenant's tier lets it start now (:class:`RetryLater` if not,
+        or, on the message's last receive, :meth:`_give_up_held`), and its outcome."""
         holder = uuid.uuid4().hex
-        lease = self._lease(repository, config, queued, holder, now)
+        try:
+            self._within_tier(repository, config, queued, now)
+            lease = self._lease(repository, config, queued, holder, now)
+        except RetryLater:
+            if queued.receive_count < MAX_RECEIVES - 1:
+                raise
+            return self._give_up_held(repository, message, queued, now)
         try:
             status_code = self._attempt(message, target, now)
         finally:
@@ -424,9 +464,34 @@ class Deliverer:
         return slot
 
     def _bound_delay(self, queued: QueuedMessage) -> int:
-        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its bounds without a receive per second.
+        # 2, 4, 8 ... 60 s: a tenant's backlog drains at its bounds without a receive per second;
+        # and never so soon that the queue's receives run out before the retry window does.
         delay: int = min(2 ** min(queued.receive_count, 6), THROTTLED_MAX_DELAY_SECONDS)
-        return max(1, round(delay * (1 + JITTER * self.uniform())))
+        receives_left = MAX_RECEIVES - 1 - queued.receive_count
+        window_left = RETRY_WINDOW_SECONDS - (self.clock() - queued.sent_at)
+        if queued.receive_count > QUICK_RECEIVES and receives_left > 0 and window_left > 0:
+            delay = max(delay, math.ceil(window_left / receives_left))
+        return min(MAX_VISIBILITY_SECONDS, max(1, round(delay * (1 + JITTER * self.uniform()))))
+
+    def _give_up_held(
+        self, repository: DeliveryRecords, message: DeliveryMessage, queued: QueuedMessage, now: float
+    ) -> str:
+        """A message still held by its tenant's bounds on its last receive before SQS would
+        dead-letter it unseen: ``FAILED`` with :data:`HELD_TOO_LONG`, no attempt, its body
+        kept for a redelivery; dead-lettered here, then let go."""
+        repository.fail_unattempted(
+            self._attempt_record(message, status=FAILED, status_code=None, next_at=None, now=now), HELD_TOO_LONG
+        )
+        self._dead_letter(queued)
+        logger.warning(
+            "webhook delivery given up unattempted",
+            extra={
+                "tenant_id": message.tenant_id,
+                "delivery_id": message.delivery_id,
+                "receives": queued.receive_count,
+            },
+        )
+        return "gave up: held"
 
     def _defer(self, queued: QueuedMessage, delay: int, reason: str) -> NoReturn:
         """The message back in ``delay`` seconds, unattempted: :class:`RetryLater`."""
