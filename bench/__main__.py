@@ -7,7 +7,10 @@ measures the cold starts alone and puts them into the results already in
 ``--out`` (every other section, and its figures, as they were);
 ``--metering-only`` does the same for the per-tenant metering's figures, and
 ``--webhooks-only`` for the webhook deliveries', and ``--isolation-only`` for
-what tenant isolation mode costs (bench/isolation.py).
+what tenant isolation mode costs (bench/isolation.py). ``--move-only`` moves
+tenants of 1,000 and 10,000 tickets into their own tables (bench/move.py): a
+whole run keeps the figures of the last ``--move-only`` run, as it does not
+move anyone itself.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from bench.fill import fill_table
 from bench.heat import run_heat
 from bench.isolation import DEFAULT_SHARE, isolation_cost, run_isolation
 from bench.metering import run_metering
+from bench.move import run_move
 from bench.report import goals, machine, markdown
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
@@ -135,6 +139,10 @@ def _measure(
     if args.isolation_only:
         results["isolation"] = _isolation(stack, args, specs, prefix)
         return results
+    if args.move_only:  # its own date: the other sections keep their run's
+        results["move"] = {**run_move(stack, tenant_prefix=f"{prefix}-v"), "machine": machine()}
+        results["move"]["machine"]["command"] = "python -m bench --move-only"
+        return results
     phase("filling the table")
     results["table"] = fill_table(
         stack, tickets=args.table_tickets, tenants=args.table_tenants, tenant_prefix=f"{prefix}-f"
@@ -237,6 +245,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="only tenant isolation mode's figures, put into the results already in --out (the rest kept as it was)",
     )
+    parser.add_argument(
+        "--move-only",
+        action="store_true",
+        help="only the moves of tenants into their own tables, put into the results already in --out",
+    )
     parser.add_argument("--isolation-tenants", type=int, default=5, help="tenants per function in the isolation runs")
     parser.add_argument(
         "--isolation-share", type=float, default=DEFAULT_SHARE, help="the share of a function's bill priced against"
@@ -261,7 +274,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         args.cold_only or args.metering_only or args.webhooks_only or not (args.out / "results.json").is_file()
     ):
         parser.error(f"--isolation-only needs the results of a whole run in {args.out / 'results.json'}, alone")
-    if only or args.isolation_only:
+    if args.move_only and (
+        args.cold_only
+        or args.metering_only
+        or args.webhooks_only
+        or args.isolation_only
+        or not (args.out / "results.json").is_file()
+    ):
+        parser.error(f"--move-only needs the results of a whole run in {args.out / 'results.json'}, alone")
+    if only or args.isolation_only or args.move_only:
         args.skip_cold = True
     if args.quick:
         args.warm_runs, args.cold_runs = 2, 1
@@ -290,18 +311,25 @@ def main(argv: list[str] | None = None) -> int:
         "heat_fraction": args.heat_fraction,
     }
     results: dict[str, Any] = {"machine": machine(), "method": METHOD, "parameters": parameters}
-    if args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only:
-        # The earlier run's sections and parameters, with this run's cold starts, metering, webhooks or isolation.
+    alone = args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only or args.move_only
+    if alone:
+        # The earlier run's sections and parameters, with this run's cold starts, metering, webhooks, isolation
+        # or moves.
         earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
         if args.cold_only:
             earlier["parameters"]["cold_runs"] = args.cold_runs
         results = {**earlier, "method": METHOD}
+    elif not args.quick and (args.out / "results.json").is_file():
+        # A whole run moves nobody: the last --move-only run's figures stay.
+        earlier_move = json.loads((args.out / "results.json").read_text(encoding="utf-8")).get("move")
+        if earlier_move is not None:
+            results["move"] = earlier_move
     progress("starting the local stack")
     phase = _phases(args, started)
     # The webhook queue's event source at the template's MaximumConcurrency (make dev keeps 4).
     with stack_process("--queue-concurrency", str(queue_concurrency())) as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
-    if not (args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only):
+    if not alone:
         # In memory, after the local stack has stopped: it needs no emulator.
         phase("partition heat")
         results["heat"] = run_heat(fraction=args.heat_fraction)
@@ -316,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     if "isolation" in results:  # priced on this run's figures (or the earlier run's, kept)
         results["isolation"]["cost"] = isolation_cost(results, specs, share=args.isolation_share)
     results["goals"] = goals(results)
-    if not (args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only):
+    if not alone:
         results["seconds"] = round(time.monotonic() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -15,6 +15,7 @@ from bench.charts import CHART_TITLES
 from bench.cost import perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
 from bench.isolation import isolation_markdown
+from bench.move import move_markdown
 from stack_model.capacity import ASSUMPTIONS
 
 
@@ -642,6 +643,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         *(metering_markdown(results["metering"]) if "metering" in results else []),
         *(webhooks_markdown(results["webhooks"]) if "webhooks" in results else []),
         *(isolation_markdown(results["isolation"]) if "isolation" in results else []),
+        *(move_markdown(results["move"]) if "move" in results else []),
         "## Goals",
         "",
     ]

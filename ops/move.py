@@ -73,7 +73,12 @@ trailing copy writes after it matches none of the stream functions' filters
 **Items found without a Scan** (as :mod:`ops.tenant_data` finds them): the
 webhooks partition and each listed webhook's deliveries, the 64 idempotency
 partitions, the day index and each listed day's partitions, the tickets from
-GSI1 and those the trail names, each with its comments and history. GSI1 is
+GSI1 and those the trail names, each with its comments. A ticket's history
+is not read: each of its items is the twin of an item of the day's
+partitions (the audit writer stores every event twice, the same attributes
+under both keys), copied, synced and erased with it: a Query per ticket
+saved on the copy and on the erase (a history item without its twin is the
+final Scan's, below). GSI1 is
 queried under the keys of the record's shard counts only (``make export``
 and ``make offboard`` query all 64 counts' keys, 195 queries a table): every
 reader and writer uses those, and a reshard can't run during a move; a ticket
@@ -81,7 +86,7 @@ under another key is what the final Scan reports. The sync reads the day
 partitions from :func:`trailing_horizon_seconds` before the move's start only
 (audit items are append-only, and no stream record older than the event
 sources' ``MaximumRecordAgeInSeconds`` is processed any more), and brings a
-new event's history twin with it instead of reading every ticket's history.
+new event's history twin with it.
 It queries GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after
 ``SWITCH_WAIT_SECONDS`` (AWS: a write reaches a GSI within a second, re:Post
 "dynamodb-missing-table-items-gsi"), and visits every partition the copy
@@ -247,8 +252,6 @@ class Found:
     days: set[str] = field(default_factory=set)
     tickets: set[str] = field(default_factory=set)
     counts: Counter[TicketStatus] = field(default_factory=Counter)
-    # Day items the destination lacked or had otherwise: their history twins follow them.
-    new_events: list[tuple[str, str]] = field(default_factory=list)  # (ticket id, sk)
     visited: set[str] = field(default_factory=set)
     # Partitions of a carried kind the old table had nothing in (when a sync read them).
     empty: set[str] = field(default_factory=set)
@@ -261,7 +264,6 @@ class Found:
         self.days |= other.days
         self.tickets |= other.tickets
         self.counts.update(other.counts)
-        self.new_events.extend(other.new_events)
         self.visited |= other.visited
         self.empty |= other.empty
         self.read += other.read
@@ -505,8 +507,10 @@ class Mover:
             for item in page:
                 found.read += 1
                 found.note(kind, item)
-                writes.put(item)
-                self._copied.add(kind, item)
+                for copy, copied_kind in ((item, kind), (_history_twin(source.tenant_id, kind, item), HISTORY)):
+                    if copy is not None:
+                        writes.put(copy)
+                        self._copied.add(copied_kind, copy)
         writes.flush()
         return found
 
@@ -528,19 +532,16 @@ class Mover:
 
         # What this run's copy wrote stands for the new table; else its items and GSI1 are read too.
         tables = [source] if self._copied.valid else [source, dest]
-        found = self._walk(
-            tables, sync, shard_counts=record.read_shards, since=since, before_tickets=before_tickets, histories=False
-        )
+        found = self._walk(tables, sync, shard_counts=record.read_shards, since=since, before_tickets=before_tickets)
         if self._copied.valid:  # what the copy wrote and the old table no longer names (a deleted ticket...)
             found.merge(self._visit_all(self._copied.partitions(exclude=found.visited), sync))
         # Nothing writes a carried kind into the old table any more: what was empty stays empty.
         self._empty_in_old = found.empty
-        twins = self._history_twins(source, dest, found.new_events, conditional=False)
         self._recount(dest, found.counts)
         self._progress.done()
-        outcome.synced, outcome.sync_deleted = found.written + twins, found.deleted
+        outcome.synced, outcome.sync_deleted = found.written, found.deleted
         self._note(
-            f"synced: {found.written + twins} items copied again, {found.deleted} deleted; counts "
+            f"synced: {found.written} items copied again, {found.deleted} deleted; counts "
             + ", ".join(f"{status}={found.counts[status]}" for status in TicketStatus)
         )
         last_write = self._last_write or self.store.clock()
@@ -585,20 +586,9 @@ class Mover:
             found.count(tenant_id, item)
         if differs:
             writes.put(item)
-            if kind == DAY and keys.is_valid_ticket_id(item.get("ticket_id", {}).get("S", "")):
-                found.new_events.append((item["ticket_id"]["S"], item["sk"]["S"]))
-
-    def _history_twins(
-        self, source: TenantTable, dest: TenantTable, events: Sequence[tuple[str, str]], *, conditional: bool
-    ) -> int:
-        """Each new day item's twin under its ticket's history, from the old table."""
-        copied = 0
-        for ticket_id, sk in events:
-            key = {"pk": {"S": keys.history_pk(source.tenant_id, ticket_id)}, "sk": {"S": sk}}
-            item = source.call("get_item", TableName=source.table_name, Key=key, ConsistentRead=True).get("Item")
-            if item is not None:
-                copied += self._put(dest, item, conditional=conditional)
-        return copied
+            twin = _history_twin(tenant_id, kind, item)
+            if twin is not None:
+                writes.put(twin)
 
     def _recount(self, dest: TenantTable, counts: Counter[TicketStatus]) -> None:
         """The new table's count items: one ``<STATUS>`` item each, nothing else."""
@@ -687,17 +677,15 @@ class Mover:
         first = keys.DELIVERY_SK_PREFIX + f"{max(since, 0) * 1000:013d}"
         partitions += [((DELIVERIES, keys.webhook_deliveries_pk(tenant, hook)), first) for hook in webhooks.webhooks]
         copied = 0
-        events: list[tuple[str, str]] = []
         for (kind, pk), start in partitions:
             present = {item["sk"]["S"] for item in _items(new, pk, start, projection="pk, sk")}
             for item in _items(old, pk, start):
                 if item["sk"]["S"] in present:
                     continue
-                put = self._put(new, item, conditional=True)
-                copied += put
-                if put and kind == DAY and keys.is_valid_ticket_id(item.get("ticket_id", {}).get("S", "")):
-                    events.append((item["ticket_id"]["S"], item["sk"]["S"]))
-        copied += self._history_twins(old, new, events, conditional=True)
+                copied += self._put(new, item, conditional=True)
+                twin = _history_twin(tenant, kind, item)
+                if twin is not None:
+                    copied += self._put(new, twin, conditional=True)
         if copied:
             self._note(f"trailing copy: {copied} items a stream function wrote into {old.table_name} late")
         return copied
@@ -745,6 +733,9 @@ class Mover:
                 if kind == TICKET and item["sk"]["S"] == keys.SUMMARY_SK:
                     self._mark_erasing(table, item)
                 writes.delete(item)
+                twin = _history_twin(table.tenant_id, kind, item)
+                if twin is not None:
+                    writes.delete(twin)
         writes.flush()
         return found
 
@@ -836,7 +827,6 @@ class Mover:
         shard_counts: Sequence[int],
         since: int | None = None,
         before_tickets: Callable[[], None] | None = None,
-        histories: bool = True,
         erase: bool = False,
         skip: set[str] | None = None,
     ) -> Found:
@@ -869,8 +859,6 @@ class Mover:
         third: list[Partition] = []
         for ticket_id in sorted(tickets):
             third.append((TICKET, keys.ticket_pk(tenant, ticket_id)))
-            if histories:
-                third.append((HISTORY, keys.history_pk(tenant, ticket_id)))
         total.merge(self._visit_all([part for part in third if part[1] not in (skip or set())], visit))
         return total
 
@@ -1152,6 +1140,18 @@ def _items(table: TenantTable, pk: str, since: str = "", projection: str | None 
         query["ExpressionAttributeValues"][":since"] = {"S": since}
     for page in table.query_pages(query):
         yield from page
+
+
+def _history_twin(tenant_id: str, kind: str, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The history item of a day partition's audit event: the audit writer stores
+    every event twice, the same attributes under the ticket's history and the
+    day's partition (:func:`support_tickets.data.audit_items.stored_item`), so
+    the move copies and erases a history by its day items, without a Query per
+    ticket. A history item without its twin is the final Scan's."""
+    ticket_id = item.get("ticket_id", {}).get("S", "")
+    if kind != DAY or not keys.is_valid_ticket_id(ticket_id):
+        return None
+    return {**item, "pk": {"S": keys.history_pk(tenant_id, ticket_id)}}
 
 
 def _kind_of(tenant_id: str, pk: str) -> str:

@@ -352,12 +352,15 @@ def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switc
 
 
 def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left_and_reported(world: World) -> None:
-    """A deleted webhook's delivery (its webhook no longer lists it) is found by
-    the final Scan only: copied, then erased. A ticket under a GSI1 key of 8
+    """A deleted webhook's delivery (its webhook no longer lists it) and a history
+    item without its day twin (the walk copies a history by its day items) are
+    found by the final Scan only: copied, then erased. A ticket under a GSI1 key of 8
     shards while its record says 1 is found by no walk: left in the old table
     and reported (copied after the switch it would fire a ticket.created)."""
     world.populate("1")
     world.dynamodb.put_item(TableName=world.pool, Item=delivery_item("1", "GONE"))
+    alone = {"pk": {"S": keys.history_pk("1", "ALONE")}, "sk": {"S": "2026-11-21T10:00:00.000Z#1#e"}}
+    world.dynamodb.put_item(TableName=world.pool, Item={**alone, "ticket_id": {"S": "ALONE"}})
     odd = {
         **keys.ticket_key("1", "ODD"),
         "tenant_status": {"S": keys.tenant_status("1", TicketStatus.OPEN, 5)},
@@ -372,10 +375,11 @@ def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left
     gone = delivery_item("1", "GONE")
     moved = {(item["pk"]["S"], item["sk"]["S"]) for item in items_of(world.dynamodb, own_table, "1")}
     assert (gone["pk"]["S"], gone["sk"]["S"]) in moved
+    assert (alone["pk"]["S"], alone["sk"]["S"]) in moved
     assert (odd["pk"]["S"], odd["sk"]["S"]) not in moved
     left = [item for item in items_of(world.dynamodb, world.pool, "1") if item["pk"]["S"] == odd["pk"]["S"]]
     assert left == [odd]
-    assert outcome.strays == 1
+    assert outcome.strays == 2
     assert "LEFT THERE: 1 ticket, webhook or idempotency item(s)" in outcome.verified
 
 
