@@ -140,7 +140,8 @@ def _measure(
         results["isolation"] = _isolation(stack, args, specs, prefix)
         return results
     if args.move_only:  # its own date: the other sections keep their run's
-        results["move"] = {**run_move(stack, tenant_prefix=f"{prefix}-v"), "machine": machine()}
+        sizes = tuple(int(size) for size in args.move_tickets.split(","))
+        results["move"] = {**run_move(stack, sizes=sizes, tenant_prefix=f"{prefix}-v"), "machine": machine()}
         results["move"]["machine"]["command"] = "python -m bench --move-only"
         return results
     phase("filling the table")
@@ -249,6 +250,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--move-only",
         action="store_true",
         help="only the moves of tenants into their own tables, put into the results already in --out",
+    )
+    parser.add_argument(
+        "--move-tickets", default="1000,10000", help="the moved tenants' ticket counts, comma-separated"
     )
     parser.add_argument("--isolation-tenants", type=int, default=5, help="tenants per function in the isolation runs")
     parser.add_argument(
