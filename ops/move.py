@@ -639,7 +639,7 @@ class Mover:
             f"{outcome.erased} erased from {old.table_name}; verified: {outcome.verified}"
         )
         if record.previous_table is not None and done.placement == Placement.POOL:
-            self._note(_how_to_delete(record.previous_table))
+            self._note(_how_to_delete(record.previous_table, record.tenant_id))
         return done
 
     def _drain(self, old: TenantTable, new: TenantTable, placed_at: int) -> int:
@@ -815,7 +815,7 @@ class Mover:
             f"rolled back: erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}"
         )
         if copy.table_name != self._pool:
-            self._note(_how_to_delete(copy.table_name))
+            self._note(_how_to_delete(copy.table_name, record.tenant_id))
         return outcome
 
     # ------------------------------------------------------------ walking a tenant's partitions
@@ -1219,10 +1219,13 @@ def _keys_under_prefix(table: TenantTable) -> list[dict[str, Any]]:
         return [item for items in pool.map(segment, range(VERIFY_SEGMENTS)) for item in items]
 
 
-def _how_to_delete(table_name: str) -> str:
+def _how_to_delete(table_name: str, tenant_id: str) -> str:
+    """What the operator does to delete the table a tenant left (the template
+    retains the table and its key, and the table has deletion protection)."""
     return (
-        f"the emptied table {table_name} and its stack stay (deletion protection): to delete them, "
-        f"aws dynamodb update-table --table-name {table_name} --no-deletion-protection-enabled, then "
-        "aws cloudformation delete-stack --stack-name <stack>-tenant-<tenant> (its table and key are retained "
-        "by the template: delete the table, and schedule the key's deletion, by hand)"
+        f"the emptied table {table_name}, its key and its stack stay (the template retains the table and the key; "
+        f"deletion protection): to delete them, aws dynamodb update-table --table-name {table_name} "
+        f"--no-deletion-protection-enabled; aws dynamodb delete-table --table-name {table_name}; aws kms "
+        f"schedule-key-deletion --key-id <the stack's KeyArn output>; aws cloudformation delete-stack --stack-name "
+        f"<stack>-tenant-{tenant_id} (make offboard does all of it with the tenant; moving back there reuses them)"
     )
