@@ -136,7 +136,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 from botocore.exceptions import ClientError
 
-from ops.tenant_data import Progress
+from ops.tenant_data import Progress, keys_under_prefix
 from stack_model.template import template
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
@@ -170,7 +170,6 @@ STALE_SECONDS: Final = 30.0
 GSI_PROPAGATION_SECONDS: Final = 1.0
 # Unprocessed items retried this many times (backoff 50 ms doubling to 2 s), then the move stops.
 MAX_WRITE_ROUNDS: Final = 10
-VERIFY_SEGMENTS: Final = 4
 MAX_VERIFY_ROUNDS: Final = 6
 VERIFY_SETTLE_SECONDS: Final = 2.0
 # Items a copy remembers (a 16-byte digest each, about 150 bytes with its key):
@@ -775,7 +774,7 @@ class Mover:
         for _ in range(MAX_VERIFY_ROUNDS):
             found = [
                 item
-                for item in _keys_under_prefix(table)
+                for item in keys_under_prefix(table)
                 if item["pk"]["S"] not in keep and (item["pk"]["S"], item["sk"]["S"]) not in left
             ]
             if not found:
@@ -1191,32 +1190,6 @@ def _not_copied_partitions(tenant_id: str, pool: bool) -> list[str]:
 def _kept_partitions(tenant_id: str) -> set[str]:
     """What stays of a tenant in the pool table whatever its placement: its record and usage ledger."""
     return {keys.tenant_config_key(tenant_id)["pk"]["S"], *keys.usage_partitions(tenant_id)}
-
-
-def _keys_under_prefix(table: TenantTable) -> list[dict[str, Any]]:
-    """Keys of every item under the tenant's prefix: a keys-only, consistent,
-    parallel Scan of the whole table (ops.offboard's final check, for a move)."""
-
-    def segment(number: int) -> list[dict[str, Any]]:
-        request: dict[str, Any] = {
-            "TableName": table.table_name,
-            "Segment": number,
-            "TotalSegments": VERIFY_SEGMENTS,
-            "ProjectionExpression": "pk, sk",
-            "FilterExpression": "begins_with(pk, :prefix)",
-            "ExpressionAttributeValues": {":prefix": {"S": keys.tenant_prefix(table.tenant_id)}},
-            "ConsistentRead": True,
-        }
-        found: list[dict[str, Any]] = []
-        while True:
-            page = table.call("scan", **request)
-            found.extend(page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return found
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    with ThreadPoolExecutor(max_workers=VERIFY_SEGMENTS) as pool:
-        return [item for items in pool.map(segment, range(VERIFY_SEGMENTS)) for item in items]
 
 
 def _how_to_delete(table_name: str, tenant_id: str) -> str:

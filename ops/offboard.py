@@ -90,7 +90,6 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -116,10 +115,12 @@ from ops.stack_target import (
     stack_target,
 )
 from ops.tenant_data import (
+    SCAN_SEGMENTS,
     Progress,
     audit_days,
     deserialized,
     fixed_partitions,
+    keys_under_prefix,
     partition_pages,
     ticket_ids,
     webhook_partitions,
@@ -140,7 +141,7 @@ if TYPE_CHECKING:
 
 SETTLE_SECONDS: Final = 10.0
 # Parallel segments of the final check's Scan.
-VERIFY_SEGMENTS: Final = 4
+VERIFY_SEGMENTS: Final = SCAN_SEGMENTS
 MAX_SETTLE_ROUNDS: Final = 6
 GRACE_MARGIN_SECONDS: Final = 300
 # Ticket ids already erased in a pass, so a busy ticket's many events don't
@@ -481,29 +482,8 @@ class Offboarding:
         raise OffboardError("items kept appearing under the tenant's prefix: run the command again later")
 
     def _leftovers(self, table: TenantTable) -> list[dict[str, Any]]:
-        """Keys of every item under the tenant's prefix: a keys-only Scan of the
-        whole table in parallel segments (the operator's credentials)."""
-
-        def segment(number: int) -> list[dict[str, Any]]:
-            request: dict[str, Any] = {
-                "TableName": table.table_name,
-                "Segment": number,
-                "TotalSegments": VERIFY_SEGMENTS,
-                "ProjectionExpression": "pk, sk",
-                "FilterExpression": "begins_with(pk, :prefix)",
-                "ExpressionAttributeValues": {":prefix": {"S": keys.tenant_prefix(table.tenant_id)}},
-                "ConsistentRead": True,
-            }
-            found: list[dict[str, Any]] = []
-            while True:
-                page = table.call("scan", **request)
-                found.extend(page["Items"])
-                if "LastEvaluatedKey" not in page:
-                    return found
-                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-        with ThreadPoolExecutor(max_workers=VERIFY_SEGMENTS) as pool:
-            return [item for items in pool.map(segment, range(VERIFY_SEGMENTS)) for item in items]
+        """Keys of every item under the tenant's prefix (:func:`ops.tenant_data.keys_under_prefix`)."""
+        return keys_under_prefix(table)
 
     # ------------------------------------------------------------ 4. the record
     def _delete_record(self, table: TenantTable, record: TenantConfig) -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TextIO
 
 from support_tickets.core import keys
@@ -34,6 +35,8 @@ from support_tickets.core.keys import TicketStatus
 from support_tickets.data.table import TenantTable, from_item
 
 ALL_SHARD_COUNTS: Final = range(1, keys.MAX_SHARDS + 1)
+# The final check's parallel Scan segments (make offboard's and a move's).
+SCAN_SEGMENTS: Final = 4
 
 
 def ticket_ids(table: TenantTable) -> Iterator[str]:
@@ -136,3 +139,31 @@ class Progress:
     def done(self, detail: str = "") -> None:
         elapsed = time.monotonic() - self._started
         self.note(f"{self._label}: {self._count} {detail}in {elapsed:.1f} s".replace("  ", " "))
+
+
+def keys_under_prefix(table: TenantTable) -> list[dict[str, Any]]:
+    """Keys of every item under the tenant's prefix: a keys-only, consistent Scan of
+    the whole table in :data:`SCAN_SEGMENTS` parallel segments (the operator's
+    credentials). The one Scan of the project: the final check of ``make offboard``
+    and of a move, after the walks above, for what no key names."""
+
+    def segment(number: int) -> list[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": table.table_name,
+            "Segment": number,
+            "TotalSegments": SCAN_SEGMENTS,
+            "ProjectionExpression": "pk, sk",
+            "FilterExpression": "begins_with(pk, :prefix)",
+            "ExpressionAttributeValues": {":prefix": {"S": keys.tenant_prefix(table.tenant_id)}},
+            "ConsistentRead": True,
+        }
+        found: list[dict[str, Any]] = []
+        while True:
+            page = table.call("scan", **request)
+            found.extend(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
+        return [item for items in pool.map(segment, range(SCAN_SEGMENTS)) for item in items]
