@@ -136,7 +136,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 from botocore.exceptions import ClientError
 
-from ops.tenant_data import Progress, keys_under_prefix
+from ops.tenant_data import Progress, keys_under_prefix, mark_erasing
 from stack_model.template import template
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
@@ -741,19 +741,7 @@ class Mover:
     def _mark_erasing(self, table: TenantTable, key: dict[str, Any]) -> None:
         self.heartbeat()
         self.pace(1)
-        try:
-            table.call(
-                "update_item",
-                TableName=table.table_name,
-                Key={"pk": key["pk"], "sk": key["sk"]},
-                UpdateExpression="SET #erasing = :true",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#erasing": keys.ERASING_ATTRIBUTE},
-                ExpressionAttributeValues={":true": {"BOOL": True}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        mark_erasing(table, key)
 
     def _verify(self, table: TenantTable, keep: set[str], copy_to: TenantTable | None) -> tuple[int, int]:
         """Scan for anything left under the tenant's prefix (but ``keep``'s

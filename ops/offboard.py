@@ -121,6 +121,7 @@ from ops.tenant_data import (
     deserialized,
     fixed_partitions,
     keys_under_prefix,
+    mark_erasing,
     partition_pages,
     ticket_ids,
     webhook_partitions,
@@ -430,19 +431,7 @@ class Offboarding:
         """Mark, then comments, then the summary, then its history."""
         pk = keys.ticket_pk(table.tenant_id, ticket_id)
         summary = {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}}
-        try:
-            table.call(
-                "update_item",
-                TableName=table.table_name,
-                Key=summary,
-                UpdateExpression="SET #erasing = :true",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#erasing": keys.ERASING_ATTRIBUTE},
-                ExpressionAttributeValues={":true": {"BOOL": True}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        mark_erasing(table, summary)
         erased = 0
         for page in partition_pages(table, pk):
             comments = [item for item in page if item["sk"]["S"] != keys.SUMMARY_SK]

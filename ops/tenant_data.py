@@ -30,9 +30,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TextIO
 
+from botocore.exceptions import ClientError
+
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
-from support_tickets.data.table import TenantTable, from_item
+from support_tickets.data.table import TenantTable, error_code, from_item
 
 ALL_SHARD_COUNTS: Final = range(1, keys.MAX_SHARDS + 1)
 # The final check's parallel Scan segments (make offboard's and a move's).
@@ -167,3 +169,22 @@ def keys_under_prefix(table: TenantTable) -> list[dict[str, Any]]:
 
     with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
         return [item for items in pool.map(segment, range(SCAN_SEGMENTS)) for item in items]
+
+
+def mark_erasing(table: TenantTable, key: dict[str, Any]) -> None:
+    """Mark a ticket summary ``erasing`` before it is deleted (if it is still
+    there): the stream functions' filters drop both records, so an erase
+    (``make offboard``'s, a move's) is neither counted, audited nor sent."""
+    try:
+        table.call(
+            "update_item",
+            TableName=table.table_name,
+            Key={"pk": key["pk"], "sk": key["sk"]},
+            UpdateExpression="SET #erasing = :true",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#erasing": keys.ERASING_ATTRIBUTE},
+            ExpressionAttributeValues={":true": {"BOOL": True}},
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise

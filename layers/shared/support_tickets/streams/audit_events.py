@@ -51,7 +51,7 @@ from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent, AuditEventType, FieldChange
 from support_tickets.core.digits import is_digits
 from support_tickets.data.audit_items import epoch_of, iso_time
-from support_tickets.streams.records import PoisonRecord, record_fields
+from support_tickets.streams.records import PoisonRecord, creation_seconds, record_fields
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -268,17 +268,5 @@ def audit_record(
 def audit_record_from_stream(record: DynamoDBRecord) -> AuditRecord:
     """:func:`audit_record` for a record as Lambda delivers it (Powertools' data class)."""
     stream = record.dynamodb
-    recorded_at = _epoch_seconds(stream.get("ApproximateCreationDateTime") if stream is not None else None)
+    recorded_at = creation_seconds(stream.get("ApproximateCreationDateTime") if stream is not None else None)
     return audit_record(**record_fields(record), recorded_at=recorded_at)
-
-
-def _epoch_seconds(value: object) -> float | None:
-    """``ApproximateCreationDateTime`` as Lambda delivers it (epoch seconds, a
-    number; the documentation also shows it as a string)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if 0 < seconds < 253_402_300_800 else None  # before year 10000

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from decimal import Decimal
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,19 @@ def record_fields(record: DynamoDBRecord) -> dict[str, Any]:
         "old_image": stream.old_image,
         "new_image": stream.new_image,
     }
+
+
+def creation_seconds(value: object) -> float | None:
+    """A record's ``ApproximateCreationDateTime`` as Lambda delivers it (epoch
+    seconds, a number; the documentation also shows it as a string), ``None``
+    for anything else or outside years 1970-9999."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 < seconds < 253_402_300_800 else None  # before year 10000
 
 
 def own_client(service: str) -> Any:

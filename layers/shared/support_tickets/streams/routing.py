@@ -43,13 +43,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Final
 
 from support_tickets.data.placement import data_table, owns_record
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
-from support_tickets.streams.records import PoisonRecord
+from support_tickets.streams.records import PoisonRecord, creation_seconds
 
 # What a dedicated table's name adds to the pool table's (stack_model.dedicated.TABLE_INFIX,
 # which the layer does not ship; a test holds them equal).
@@ -71,15 +70,10 @@ def source_table(event_source_arn: object) -> str:
 
 
 def created_second(value: object) -> int | None:
-    """``ApproximateCreationDateTime`` in whole epoch seconds (Lambda sends a number;
-    a string or a fraction is read and rounded down as DynamoDB rounds it)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return math.floor(seconds) if math.isfinite(seconds) and seconds > 0 else None
+    """``ApproximateCreationDateTime`` in whole epoch seconds (a fraction is
+    rounded down, as DynamoDB rounds it)."""
+    seconds = creation_seconds(value)
+    return math.floor(seconds) if seconds is not None else None
 
 
 def dedicated_table(pool_table: str, tenant_id: str) -> str:
