@@ -70,8 +70,13 @@ trailing copy writes after it matches none of the stream functions' filters
   new table starts with none: at worst a tenant's first second there admits
   its tier's rate once more.
 
+A webhook's parking partition (its parked messages, their circuit and the
+retry slots: :mod:`support_tickets.data.parking`) is copied and synced like the
+webhooks: the delivery function writes it only while the tenant's writes are
+not paused, and its drain holds while they are.
+
 **Items found without a Scan** (as :mod:`ops.tenant_data` finds them): the
-webhooks partition and each listed webhook's deliveries, the 64 idempotency
+webhooks partition and each listed webhook's deliveries and parking partition, the 64 idempotency
 partitions, the day index and each listed day's partitions, the tickets from
 GSI1 and those the trail names, each with its comments. A ticket's history
 is not read: each of its items is the twin of an item of the day's
@@ -182,6 +187,7 @@ WINDOW_PER_WORKER: Final = 4
 # Kinds of a tenant's partitions.
 WEBHOOKS: Final = "webhooks"
 DELIVERIES: Final = "deliveries"
+PARKED: Final = "parked"
 IDEMPOTENCY: Final = "idempotency"
 DAYS: Final = "days"
 DAY: Final = "day"
@@ -193,7 +199,7 @@ ROLLBACK_PHASES: Final = frozenset({MovePhase.COPYING, MovePhase.SWITCHING})
 # Kinds whose items only ever appear (then expire): what may be copied after the switch.
 APPEND_ONLY: Final = frozenset({DAYS, DAY, HISTORY, DELIVERIES})
 # Kinds a client changes and deletes: copied before the switch only.
-CARRIED: Final = frozenset({TICKET, WEBHOOKS, IDEMPOTENCY})
+CARRIED: Final = frozenset({TICKET, WEBHOOKS, IDEMPOTENCY, PARKED})
 
 Partition = tuple[str, str]  # (kind, pk)
 
@@ -831,6 +837,7 @@ class Mover:
             first += [(NOT_COPIED, pk) for pk in _not_copied_partitions(tenant, tables[0].table_name == self._pool)]
         total.merge(self._visit_all([part for part in first if part[1] not in (skip or set())], visit))
         second: list[Partition] = [(DELIVERIES, keys.webhook_deliveries_pk(tenant, w)) for w in sorted(total.webhooks)]
+        second += [(PARKED, keys.webhook_parked_pk(tenant, w)) for w in sorted(total.webhooks)]
         starts: dict[str, str] = {}
         for day in sorted(total.days):
             if since is not None and day < iso_time(since)[:10]:
@@ -1153,6 +1160,7 @@ def _kind_of(tenant_id: str, pk: str) -> str:
     day, _, shard = rest.rpartition("#")
     matches = {
         DELIVERIES: keys.deliveries_owner(pk) is not None and bool(suffix),
+        PARKED: keys.parked_owner(pk) is not None and bool(suffix),
         TICKET: keys.ticket_id_of_suffix(suffix) is not None,
         HISTORY: keys.is_valid_ticket_id(rest) and keys.history_pk(tenant_id, rest) == pk,
         DAY: keys.is_day(day)

@@ -13,8 +13,8 @@ module name, or that another of its items names:
   (``TENANT#<t>|HISTORY#<id>``) exist, deleted tickets' included;
 - fixed partitions: counts, the aggregator's 16 journals, the 64
   idempotency partitions, and the tenant record;
-- its webhooks' partition, and the deliveries partition of each webhook it
-  lists (a deleted webhook's deliveries, until their TTL, only the
+- its webhooks' partition, and the deliveries and parking partitions of each
+  webhook it lists (a deleted webhook's, until their TTL, only the
   offboarding's final check finds).
 
 Rows are read through the operator's client (:class:`~support_tickets.data.table.OwnClient`)
@@ -96,13 +96,14 @@ def fixed_partitions(tenant_id: str) -> list[str]:
 
 
 def webhook_partitions(table: TenantTable) -> list[str]:
-    """The deliveries partitions of the tenant's webhooks, then its webhooks' own partition."""
+    """The deliveries and parking partitions of the tenant's webhooks, then its webhooks' own partition."""
     found: list[str] = []
     for page in partition_pages(table, keys.webhooks_pk(table.tenant_id)):
         for item in deserialized(page):
             webhook_id = str(item["sk"]).removeprefix(keys.WEBHOOK_SK_PREFIX)
             if str(item["sk"]).startswith(keys.WEBHOOK_SK_PREFIX) and keys.is_valid_webhook_id(webhook_id):
                 found.append(keys.webhook_deliveries_pk(table.tenant_id, webhook_id))
+                found.append(keys.webhook_parked_pk(table.tenant_id, webhook_id))
     return [*found, keys.webhook_rate_pk(table.tenant_id), keys.webhooks_pk(table.tenant_id)]
 
 

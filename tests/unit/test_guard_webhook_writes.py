@@ -2,8 +2,11 @@
 them with the template's policy: tenant credentials read a webhook's delivery
 records and the tenant's delivery rate counters but never write them (a tenant
 can neither fake its deliveries nor reset its tier's delivery bound), except
-the redelivery mark, alone; every write the webhook routes make, recorded from
-the repositories themselves, stays allowed. Tenants ``1`` and ``10``."""
+the redelivery mark, alone; nor a webhook's parking partition (its retry slots,
+parked messages and circuit), which the delivery role writes, and nothing else
+of a tenant with puts and deletes; every write the webhook routes make,
+recorded from the repositories themselves, stays allowed. Tenants ``1`` and
+``10``."""
 
 from __future__ import annotations
 
@@ -13,12 +16,16 @@ from typing import Any
 
 import pytest
 
+from local_stack.dynamodb_questions import authorize_dynamodb
+from local_stack.sessions import Session
 from support_tickets.core import keys
 from support_tickets.data.delivery_records import REDELIVER_MARK
 from support_tickets.data.delivery_repository import DeliveryRepository
+from support_tickets.data.parking import ParkedMessage, WebhookParking
 from support_tickets.data.table import TenantTable
 from support_tickets.data.webhook_repository import WebhookItem, WebhookRepository
-from tests.unit.test_guard_attributes import explicitly_denied, refusal
+from tests.unit.test_guard_attributes import REGION, TABLES, explicitly_denied, refusal
+from tests.unit.test_guard_policy import ROLES
 
 TABLE = "SupportTicket"
 WEBHOOK = "01HWEBHOOK"
@@ -134,6 +141,73 @@ def test_reading_them_stays_allowed_and_only_the_tenants_own(tenant: str, other:
     # Another tenant's: refused by the Allow's LeadingKeys, the mark included.
     assert refusal(tenant, "GetItem", {"TableName": TABLE, "Key": delivery_key(other)}) is not None
     assert refusal(tenant, "UpdateItem", update(delivery_key(other), f"SET {REDELIVER_MARK} = :m")) is not None
+
+
+# ---------------------------------------------------------------- a webhook's parking partition
+def parking_keys(tenant: str) -> list[dict[str, Any]]:
+    pk = keys.webhook_parked_pk(tenant, WEBHOOK)
+    return [
+        keys.webhook_circuit_key(tenant, WEBHOOK),
+        keys.parked_key(tenant, WEBHOOK, DELIVERY),
+        {"pk": {"S": pk}, "sk": {"S": "SLOT#0"}},
+    ]
+
+
+@pytest.mark.parametrize("tenant", TENANTS)
+def test_tenant_credentials_never_write_a_webhooks_parking_partition(tenant: str) -> None:
+    """Else a tenant could free its retry slots or empty its circuit's count and hold more
+    of the queue than its bound."""
+    for key in parking_keys(tenant):
+        reset = update(key, "SET parked = :v, held_until = :v")
+        writes = [
+            ("UpdateItem", reset),
+            ("UpdateItem", update(key, f"SET {REDELIVER_MARK} = :m")),
+            ("PutItem", {"TableName": TABLE, "Item": {**key, "parked": {"N": "0"}}}),
+            ("DeleteItem", {"TableName": TABLE, "Key": key}),
+            ("TransactWriteItems", {"TransactItems": [{"Update": reset}]}),
+            ("TransactWriteItems", {"TransactItems": [{"Delete": {"TableName": TABLE, "Key": key}}]}),
+            ("BatchWriteItem", {"RequestItems": {TABLE: [{"DeleteRequest": {"Key": key}}]}}),
+        ]
+        for operation, body in writes:
+            assert explicitly_denied(tenant, operation, body), (operation, body)
+
+
+def delivery_role_refusal(operation: str, body: dict[str, Any]) -> str | None:
+    session = Session("ASIADELIVERY", ROLES["DeliverWebhookRole"], "DeliverWebhookFunction")
+    return authorize_dynamodb(session, operation, body, region=REGION, tables=TABLES)
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_the_delivery_role_parks_and_drains_in_the_parking_partition_and_writes_nothing_else_so(
+    tenant: str, other: str
+) -> None:
+    client = RecordingClient()
+    parking = WebhookParking(TenantTable(tenant, TABLE, Clients(client)), WEBHOOK)
+    parking.circuit()
+    parking.take_slot(3, DELIVERY, 100.0, 200.0)
+    parking.give_back_slot(DELIVERY)
+    parking.park(ParkedMessage(DELIVERY, "{}", "g", "d", 100.0), 100.0)
+    parking.oldest(10)
+    parking.group_released_at("g")
+    parking.unpark([DELIVERY], ["g"], 100.0)
+    parking.schedule(next_release_at=130.0, cooldown=30.0, now=100.0)
+    parking.new_token(0, 100.0)
+    parking.end_token(1, 100.0)
+    parking.note_success(100.0)
+    operations = {operation for operation, _ in client.calls}
+    assert operations >= {"GetItem", "Query", "UpdateItem", "TransactWriteItems"}
+    for operation, body in client.calls:
+        assert delivery_role_refusal(operation, body) is None, (operation, body)
+    # Puts and deletes nowhere else of a tenant: not its tickets, webhooks or deliveries.
+    for key in (keys.ticket_key(tenant, "T1"), keys.webhook_key(tenant, WEBHOOK), delivery_key(tenant)):
+        assert delivery_role_refusal("PutItem", {"TableName": TABLE, "Item": key}) is not None, key
+        assert delivery_role_refusal("DeleteItem", {"TableName": TABLE, "Key": key}) is not None, key
+    # A transaction that slips one of them in among parking items is refused whole.
+    slipped = [
+        {"Delete": {"TableName": TABLE, "Key": keys.parked_key(other, WEBHOOK, DELIVERY)}},
+        {"Delete": {"TableName": TABLE, "Key": keys.ticket_key(other, "T1")}},
+    ]
+    assert delivery_role_refusal("TransactWriteItems", {"TransactItems": slipped}) is not None
 
 
 # ---------------------------------------------------------------- the routes' own writes

@@ -704,9 +704,22 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
             "TENANT#*|WEBHOOK#*#DELIVERIES",
             "TENANT#*|CONFIG",
             "TENANT#*|WEBHOOKS#RATE",
+            "TENANT#*|WEBHOOK#*#PARKED",
         }, statement
         assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+        if statement["Sid"] == "ParkedDeliveries":
+            continue
         assert set(as_list(statement["Action"])) <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+    # Puts and deletes only in a webhook's parking partition (its slots, lot and circuit).
+    parked = by_sid["ParkedDeliveries"]
+    assert parked["Condition"]["ForAllValues:StringLike"] == {"dynamodb:LeadingKeys": ["TENANT#*|WEBHOOK#*#PARKED"]}
+    assert set(as_list(parked["Action"])) == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+    }
     # A webhook's status is the only attribute it may write (a 410 disables it).
     assert by_sid["TenantTier"]["Action"] == "dynamodb:GetItem"  # the tier, never a write of the record
     disable = by_sid["DisableWebhooks"]

@@ -421,6 +421,37 @@ def delivery_key(tenant_id: str, webhook_id: str, delivery_id: str) -> dict[str,
     }
 
 
+# A webhook's parked deliveries (docs/webhooks.md, "Parking"): its circuit item and the
+# messages taken out of the queue while its endpoint fails, in one partition of their own.
+WEBHOOK_CIRCUIT_SK: Final = "CIRCUIT"
+PARKED_SK_PREFIX: Final = "PARKED#"
+_PARKED_PK = re.compile(r"^TENANT#([a-z0-9-]{1,63})\|WEBHOOK#([0-9A-Za-z_-]{1,64})#PARKED$")
+
+
+def webhook_parked_pk(tenant_id: str, webhook_id: str) -> str:
+    """A webhook's parking partition: its circuit item (``CIRCUIT``) and its parked
+    messages (``PARKED#<delivery id>``, in their events' order)."""
+    if not is_valid_webhook_id(webhook_id):
+        raise ValueError("invalid webhook id")
+    return f"{tenant_prefix(tenant_id)}WEBHOOK#{webhook_id}#PARKED"
+
+
+def webhook_circuit_key(tenant_id: str, webhook_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": webhook_parked_pk(tenant_id, webhook_id)}, "sk": {"S": WEBHOOK_CIRCUIT_SK}}
+
+
+def parked_key(tenant_id: str, webhook_id: str, delivery_id: str) -> dict[str, dict[str, str]]:
+    if not is_valid_delivery_id(delivery_id):
+        raise ValueError("invalid delivery id")
+    return {"pk": {"S": webhook_parked_pk(tenant_id, webhook_id)}, "sk": {"S": f"{PARKED_SK_PREFIX}{delivery_id}"}}
+
+
+def parked_owner(pk: str) -> tuple[str, str] | None:
+    """The (tenant id, webhook id) whose parking partition ``pk`` is; ``None`` for any other key."""
+    match = _PARKED_PK.fullmatch(pk)
+    return (match.group(1), match.group(2)) if match else None
+
+
 def deliveries_owner(pk: str) -> tuple[str, str] | None:
     """The (tenant id, webhook id) whose deliveries partition ``pk`` is; ``None`` for any other key."""
     match = _DELIVERIES_PK.fullmatch(pk)

@@ -99,6 +99,7 @@ from support_tickets.core.webhook_events import (
     EVENT_TYPES,
     JITTER,
     RETRY_WINDOW_SECONDS,
+    queue_message,
     read_queue_message,
     retry_delay,
     webhook_headers,
@@ -113,9 +114,22 @@ from support_tickets.data.delivery_records import (
     DeliveryRecords,
     DeliveryTarget,
 )
+from support_tickets.data.parking import Circuit, ParkedMessage, WebhookParking
 from support_tickets.data.placement import MovePhase, data_table, writes_paused
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
+from support_tickets.streams.webhook_parking import (
+    FIRST_COOLDOWN_SECONDS,
+    PARKED_TOO_LONG,
+    RETRY_SLOTS,
+    SLOT_MARGIN_SECONDS,
+    TOKEN_STALE_SECONDS,
+    DrainToken,
+    batches,
+    next_cooldown,
+    release_size,
+    released_entries,
+)
 from support_tickets.streams.webhook_post import pinned_post
 
 # The function's Logger's child: JSON lines with the extras, in its log group.
@@ -153,6 +167,14 @@ class RetryLater(Exception):
     """The attempt failed; the message's visibility was set to the backoff delay."""
 
 
+class Held(Exception):
+    """The tenant's bounds hold the message (no attempt made or counted)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryMessage:
     tenant_id: str
@@ -163,6 +185,10 @@ class DeliveryMessage:
     redelivery: str | None
     event_id: str
     type: str
+    # Sent back to the queue by its webhook's drain (attempted even while others are parked).
+    released: bool = False
+    # When the fan-out first queued it (its retry window's start), if it was queued again since.
+    first_sent_at: float | None = None
 
     @classmethod
     def parse(cls, raw: str) -> DeliveryMessage:
@@ -177,6 +203,8 @@ class DeliveryMessage:
                 redelivery=message.get("redelivery"),
                 event_id=event["id"],
                 type=event["type"],
+                released=message.get("released") is True,
+                first_sent_at=_first_sent_at(message.get("first_sent_at")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise PoisonMessage("not a webhook message") from exc
@@ -192,6 +220,12 @@ class DeliveryMessage:
         ):
             raise PoisonMessage("security: a webhook message whose event is not its tenant's, or malformed")
         return parsed
+
+
+def _first_sent_at(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
 
 
 class Poster(Protocol):
@@ -237,11 +271,13 @@ class QueuedMessage:
     group_id: str
     deduplication_id: str
     receive_count: int
-    sent_at: float  # epoch seconds
+    sent_at: float  # epoch seconds: when its retry window began
+    enqueued_at: float = 0.0  # epoch seconds: when this message was sent to the queue
 
     @classmethod
     def of_record(cls, record: Mapping[str, Any]) -> QueuedMessage:
         attributes = record.get("attributes") or {}
+        sent_at = int(attributes.get("SentTimestamp") or 0) / 1000
         return cls(
             message_id=str(record["messageId"]),
             receipt_handle=str(record["receiptHandle"]),
@@ -249,7 +285,8 @@ class QueuedMessage:
             group_id=str(attributes.get("MessageGroupId") or ""),
             deduplication_id=str(attributes.get("MessageDeduplicationId") or ""),
             receive_count=int(attributes.get("ApproximateReceiveCount") or 1),
-            sent_at=int(attributes.get("SentTimestamp") or 0) / 1000,
+            sent_at=sent_at,
+            enqueued_at=sent_at,
         )
 
 
@@ -280,6 +317,8 @@ class Deliverer:
     # Attempts a tenant may have in flight at once, by tier (None: unbounded).
     tier_in_flight: Mapping[str, int] | None = None
     lease_seconds: float = LEASE_SECONDS
+    # A webhook's messages that may wait in the queue at once (webhook_parking).
+    retry_slots: int = RETRY_SLOTS
     tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
 
     def tenant_record(self, tenant_id: str) -> TenantConfig:
@@ -296,13 +335,21 @@ class Deliverer:
     # ------------------------------------------------------------ one message
     def deliver(self, queued: QueuedMessage) -> str:
         """Deliver one message; what happened (``delivered``, ``disabled``, ``gave up``,
-        ``dropped``...). A failed attempt to retry raises :class:`RetryLater`."""
+        ``dropped``, ``parked``...). A failed attempt to retry raises :class:`RetryLater`."""
+        token = DrainToken.parse(queued.body)
+        if token is not None:
+            return self._drain(token, queued)
         try:
             message = DeliveryMessage.parse(queued.body)
         except PoisonMessage as exc:
             logger.warning("poison webhook message", extra={"reason": str(exc), "message_id": queued.message_id})
             self._dead_letter(queued)
             return "poison"
+        if message.first_sent_at is not None:
+            queued = replace(queued, sent_at=message.first_sent_at)
+        return self._deliver(message, queued)
+
+    def _deliver(self, message: DeliveryMessage, queued: QueuedMessage) -> str:
         config = self.tenant_record(message.tenant_id)
         if config.offboarding_since is not None:
             # Being erased: nothing is sent, and nothing written that the erasure would miss.
@@ -324,8 +371,31 @@ class Deliverer:
         now = self.clock()
         if config.status is TenantStatus.SUSPENDED:
             return self._hold(repository, message, queued, now)
+        parking = WebhookParking(repository.table, message.webhook_id)
+        circuit = parking.circuit()
+        if not message.released and self._behind_parked(parking, circuit, queued):
+            return self._park(
+                repository,
+                parking,
+                message,
+                queued,
+                now,
+                release_in=0.0 if circuit.parked <= 0 else FIRST_COOLDOWN_SECONDS,
+            )
         return self._attempt_within_bounds(
-            repository, config, message, queued, target=target, attempts=attempts, now=now
+            repository, config, message, queued, target=target, attempts=attempts, now=now, circuit=circuit
+        )
+
+    @staticmethod
+    def _behind_parked(parking: WebhookParking, circuit: Circuit, queued: QueuedMessage) -> bool:
+        """Whether a message (not one the drain sent back) must go behind parked ones:
+        its webhook's lot holds older messages, maybe of its ticket; or it was queued
+        before messages of its group were sent back and is received after them, so it
+        may be newer than they are and ahead of them in the queue."""
+        if circuit.parked > 0:
+            return True
+        return queued.enqueued_at < circuit.released_at and queued.enqueued_at < parking.group_released_at(
+            queued.group_id
         )
 
     def _attempt_within_bounds(
@@ -338,23 +408,35 @@ class Deliverer:
         target: DeliveryTarget,
         attempts: int,
         now: float,
+        circuit: Circuit,
     ) -> str:
-        """The attempt, if the tenant's tier lets it start now (:class:`RetryLater` if not,
-        or, on the message's last receive, :meth:`_give_up_held`), and its outcome."""
+        """The attempt, if the tenant's tier lets it start now (handed back to the queue
+        if not, :meth:`_hand_back`, or, on the message's last receive,
+        :meth:`_give_up_held`), and its outcome."""
         holder = uuid.uuid4().hex
         try:
-            self._within_tier(repository, config, queued, now)
-            lease = self._lease(repository, config, queued, holder, now)
-        except RetryLater:
+            self._within_tier(repository, config, now)
+            lease = self._lease(repository, config, holder, now)
+        except Held as held:
             if queued.receive_count < MAX_RECEIVES - 1:
-                raise
+                delay = self._bound_delay(queued)
+                return self._hand_back(repository, message, queued, delay=delay, reason=held.reason, now=now)
             return self._give_up_held(repository, message, queued, now)
         try:
             status_code = self._attempt(message, target, now)
         finally:
             if lease is not None:
                 repository.release_lease(lease, holder)
-        return self._outcome(self._recorder(message, queued), message, queued, status_code, attempts=attempts, now=now)
+        recorder = self._recorder(message, queued)
+        outcome = self._outcome(recorder, message, queued, status_code, attempts=attempts, now=now)
+        if outcome == "parked":
+            return outcome
+        parking = WebhookParking(recorder.table, message.webhook_id)
+        if queued.receive_count > 1:
+            parking.give_back_slot(message.delivery_id)  # it may hold one since it was handed back
+        if outcome == "delivered" and (circuit.parked > 0 or message.released):
+            parking.note_success(now)  # the drain's sign that the endpoint answers again
+        return outcome
 
     def _recorder(self, message: DeliveryMessage, queued: QueuedMessage) -> DeliveryRecords:
         """Where an attempt's outcome is recorded: the table the tenant's record names
@@ -404,6 +486,9 @@ class Deliverer:
         self._record(
             repository, message, status=PENDING, status_code=status_code, next_attempt_at=_iso(now + delay), now=now
         )
+        parking = WebhookParking(repository.table, message.webhook_id)
+        if not parking.take_slot(self.retry_slots, message.delivery_id, now, now + delay + SLOT_MARGIN_SECONDS):
+            return self._park(repository, parking, message, queued, now)
         self.sqs.change_message_visibility(
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
@@ -438,30 +523,158 @@ class Deliverer:
         )
         self._defer(queued, delay, "tenant suspended")
 
-    def _within_tier(
-        self, repository: DeliveryRecords, config: TenantConfig, queued: QueuedMessage, now: float
-    ) -> None:
-        """Raise :class:`RetryLater` (the message back in a few seconds, no attempt
-        made or counted) when the tenant has started its tier's deliveries of this second."""
+    def _within_tier(self, repository: DeliveryRecords, config: TenantConfig, now: float) -> None:
+        """Raise :class:`Held` (no attempt made or counted) when the tenant has started
+        its tier's deliveries of this second."""
         if self.tier_rates is None:
             return
         limit = self.tier_rates.get(config.tier)
         if limit is None or repository.take_rate_slot(int(now), limit):
             return
-        self._defer(queued, self._bound_delay(queued), "over the tier's rate")
+        raise Held("over the tier's rate")
 
-    def _lease(
-        self, repository: DeliveryRecords, config: TenantConfig, queued: QueuedMessage, holder: str, now: float
-    ) -> int | None:
-        """One of the tenant's attempt leases (``None``: unbounded); :class:`RetryLater`
+    def _lease(self, repository: DeliveryRecords, config: TenantConfig, holder: str, now: float) -> int | None:
+        """One of the tenant's attempt leases (``None``: unbounded); :class:`Held`
         (no attempt made or counted) when its tier's attempts in flight are all under way."""
         limit = None if self.tier_in_flight is None else self.tier_in_flight.get(config.tier)
         if limit is None:
             return None
         slot = repository.take_lease(limit, now, now + self.lease_seconds, holder)
         if slot is None:
-            self._defer(queued, self._bound_delay(queued), "the tier's attempts in flight are under way")
+            raise Held("the tier's attempts in flight are under way")
         return slot
+
+    def _hand_back(
+        self,
+        repository: DeliveryRecords,
+        message: DeliveryMessage,
+        queued: QueuedMessage,
+        *,
+        delay: int,
+        reason: str,
+        now: float,
+    ) -> str:
+        """The message back in the queue in ``delay`` seconds holding one of its webhook's
+        retry slots (:class:`RetryLater`), or, every slot held, parked (``parked``)."""
+        parking = WebhookParking(repository.table, message.webhook_id)
+        if not parking.take_slot(self.retry_slots, message.delivery_id, now, now + delay + SLOT_MARGIN_SECONDS):
+            return self._park(repository, parking, message, queued, now)
+        self._defer(queued, delay, reason)
+
+    # ------------------------------------------------------------ parking
+    def _park(
+        self,
+        repository: DeliveryRecords,
+        parking: WebhookParking,
+        message: DeliveryMessage,
+        queued: QueuedMessage,
+        now: float,
+        *,
+        release_in: float = FIRST_COOLDOWN_SECONDS,
+    ) -> str:
+        """Take the message out of the queue into its webhook's lot (``parked``: the
+        caller lets it go), its delivery shown ``PENDING``; the lot's drain started
+        (its token sent) if it has none. ``release_in``: when the drain of a lot this
+        opens first sends messages back."""
+        body, _event, routing = read_queue_message(queued.body)
+        routing.pop("released", None)
+        routing.pop("first_sent_at", None)
+        parked = ParkedMessage(
+            delivery_id=message.delivery_id,
+            message=queue_message(body, routing),
+            group_id=queued.group_id,
+            deduplication_id=queued.deduplication_id or queued.message_id,
+            first_sent_at=queued.sent_at,
+        )
+        parking.park(parked, now)  # False: parked already (received again since): nothing more to do
+        if queued.receive_count > 1:
+            parking.give_back_slot(message.delivery_id)
+        circuit = parking.circuit()
+        next_at = max(circuit.next_release_at, now) if circuit.token_active else now + release_in
+        repository.hold(self._attempt_record(message, status=PENDING, status_code=None, next_at=next_at, now=now))
+        if not circuit.token_active or circuit.token_seen_at < now - TOKEN_STALE_SECONDS:
+            parking.schedule(next_release_at=now + release_in, cooldown=release_in, now=now)
+            if parking.new_token(circuit.token, now):
+                token = DrainToken(message.tenant_id, message.webhook_id, circuit.token + 1)
+                self.sqs.send_message(QueueUrl=self.queue_url, **token.entry())
+        logger.info(
+            "webhook delivery parked",
+            extra={
+                "tenant_id": message.tenant_id,
+                "webhook_id": message.webhook_id,
+                "delivery_id": message.delivery_id,
+            },
+        )
+        return "parked"
+
+    def _drain(self, token: DrainToken, queued: QueuedMessage) -> str:
+        """A webhook's drain token: send the oldest of its lot back to the queue when
+        due, and come back (:class:`RetryLater`) until the lot is empty."""
+        try:
+            keys.validate_tenant_id(token.tenant_id)
+            if not keys.is_valid_webhook_id(token.webhook_id):
+                raise ValueError("invalid webhook id")
+        except ValueError:
+            self._dead_letter(queued)
+            return "poison"
+        config = self.tenant_record(token.tenant_id)
+        if config.offboarding_since is not None:
+            return "dropped: offboarded"
+        if writes_paused(config):
+            self._defer(queued, self._bound_delay(queued), "tenant moving")
+        repository = self.repository(token.tenant_id, config)
+        parking = WebhookParking(repository.table, token.webhook_id)
+        circuit = parking.circuit()
+        now = self.clock()
+        if token.generation != circuit.token:
+            return "drain: replaced"
+        if circuit.parked <= 0 and parking.end_token(token.generation, now):
+            return "drain: done"
+        if queued.receive_count >= MAX_RECEIVES - 2:
+            # SQS would dead-letter it on its next receives: a new token carries the drain on.
+            if parking.new_token(circuit.token, now):
+                self.sqs.send_message(QueueUrl=self.queue_url, **replace(token, generation=circuit.token + 1).entry())
+            return "drain: token renewed"
+        if config.status is TenantStatus.SUSPENDED:
+            parking.schedule(next_release_at=circuit.next_release_at, cooldown=circuit.cooldown, now=now)
+            self._defer(queued, SUSPENDED_MAX_DELAY_SECONDS, "tenant suspended")
+        if now < circuit.next_release_at:
+            parking.schedule(next_release_at=circuit.next_release_at, cooldown=circuit.cooldown, now=now)
+            self._defer(queued, max(1, math.ceil(circuit.next_release_at - now)), "drain not due")
+        released = self._release(repository, parking, config, now)
+        cooldown = next_cooldown(circuit.cooldown, succeeded=circuit.last_success_at > circuit.released_at)
+        parking.schedule(next_release_at=now + cooldown, cooldown=cooldown, now=now)
+        logger.info(
+            "webhook deliveries sent back from the lot",
+            extra={"tenant_id": token.tenant_id, "webhook_id": token.webhook_id, "released": released},
+        )
+        self._defer(queued, max(1, math.ceil(cooldown)), "drain")
+
+    def _release(self, repository: DeliveryRecords, parking: WebhookParking, config: TenantConfig, now: float) -> int:
+        """The lot's oldest messages sent back to the queue (those whose retry window
+        has passed ``FAILED`` instead, redeliverable); how many were sent."""
+        in_flight = None if self.tier_in_flight is None else self.tier_in_flight.get(config.tier)
+        oldest = parking.oldest(release_size(in_flight))
+        target = repository.target(parking.webhook_id)
+        if target is None or target.status != ACTIVE:
+            # Deleted or disabled since: nothing more is sent, and the deliveries say so.
+            for parked in oldest:
+                repository.settle_pending(parking.webhook_id, parked.delivery_id)
+            parking.unpark([parked.delivery_id for parked in oldest], [], now)
+            return 0
+        live = [parked for parked in oldest if now - parked.first_sent_at < RETRY_WINDOW_SECONDS]
+        for parked in oldest:
+            if parked in live:
+                continue
+            message = DeliveryMessage.parse(parked.message)
+            attempt = self._attempt_record(message, status=FAILED, status_code=None, next_at=None, now=now)
+            repository.fail_unattempted(attempt, PARKED_TOO_LONG)
+        for batch in batches(released_entries(live, now)):
+            response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
+            if response.get("Failed"):
+                raise RuntimeError(f"{len(response['Failed'])} parked messages were not sent back")
+        parking.unpark([parked.delivery_id for parked in oldest], [parked.group_id for parked in live], now)
+        return len(live)
 
     def _bound_delay(self, queued: QueuedMessage) -> int:
         # 2, 4, 8 ... 60 s: a tenant's backlog drains at its bounds without a receive per second;

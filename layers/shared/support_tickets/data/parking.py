@@ -1,0 +1,391 @@
+"""A webhook's parking partition: what bounds its messages in the queue while
+its endpoint fails (the policy: :mod:`support_tickets.streams.webhook_parking`).
+
+All of it lives under ``TENANT#<t>|WEBHOOK#<w>#PARKED``
+(:func:`support_tickets.core.keys.webhook_parked_pk`), in the tenant's table,
+written only by the delivery function's role:
+
+- ``SLOT#<n>`` (``n`` < the slots a webhook has): a *retry slot*. A message
+  the function hands back to the queue to try later (a failed attempt, or one
+  held by its tenant's bounds) holds one until it is due back plus a margin
+  (``holder``: its delivery id, ``held_until``): a message in the queue waiting
+  for its next attempt is one of SQS's messages *in flight*, and the slots are
+  how many of those a webhook may have. A slot is free when never taken, given
+  back, or expired (a crashed function holds nothing past ``held_until``), as
+  the tenant's attempt leases are (:meth:`DeliveryRecords.take_lease`).
+- ``PARKED#<delivery id>``: a message taken out of the queue (the queue message
+  as received, its group and deduplication ids, when the fan-out first sent
+  it), in its events' order (delivery ids sort by their event's time).
+- ``RELEASED#<group digest>``: when messages of that message group were last
+  sent back to the queue (``released_at``): a message of the group that the
+  fan-out queued before then, received after, may be newer than one of them.
+- ``CIRCUIT``: ``parked`` (how many ``PARKED#`` items there are: each park and
+  each release changes both in one transaction, so the count is exact),
+  ``released_at`` (when parked messages were last sent back to the queue),
+  ``last_success_at``, the drain's schedule (``next_release_at``,
+  ``cooldown``) and its token's ``token`` generation and ``token_seen_at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Final
+
+from botocore.exceptions import ClientError
+
+from support_tickets.core import keys
+from support_tickets.data.table import TenantTable, error_code, from_item, to_item
+
+SLOT_SK_PREFIX: Final = "SLOT#"
+RELEASED_SK_PREFIX: Final = "RELEASED#"
+# DynamoDB's TransactWriteItems takes 100 actions: a release deletes up to 49 messages, marks
+# their groups (49 at most) and counts them out (1).
+MAX_RELEASE: Final = 49
+# The parking partition's items expire with the deliveries they stand for.
+EXPIRATION_SECONDS: Final = 30 * 86_400
+
+
+@dataclass(frozen=True, slots=True)
+class Circuit:
+    """A webhook's ``CIRCUIT`` item (zeros when it has none)."""
+
+    parked: int = 0
+    released_at: float = 0.0
+    last_success_at: float = 0.0
+    next_release_at: float = 0.0
+    cooldown: float = 0.0
+    token: int = 0
+    token_active: bool = False
+    token_seen_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedMessage:
+    """A message taken out of the queue, to be sent back to it as it was."""
+
+    delivery_id: str
+    message: str
+    group_id: str
+    deduplication_id: str
+    first_sent_at: float
+
+
+def _seconds(value: float) -> Decimal:
+    """Epoch seconds to the millisecond, as DynamoDB numbers are written (no floats)."""
+    return Decimal(str(round(value, 3)))
+
+
+def _number(row: dict[str, Any], name: str) -> float:
+    value = row.get(name)
+    return float(value) if value is not None else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookParking:
+    """One webhook's parking partition in its tenant's table."""
+
+    table: TenantTable
+    webhook_id: str
+
+    @property
+    def _pk(self) -> str:
+        return keys.webhook_parked_pk(self.table.tenant_id, self.webhook_id)
+
+    def _circuit_key(self) -> dict[str, Any]:
+        return keys.webhook_circuit_key(self.table.tenant_id, self.webhook_id)
+
+    # ------------------------------------------------------------ the circuit
+    def circuit(self) -> Circuit:
+        """The circuit item, read strongly consistently."""
+        response = self.table.call(
+            "get_item", TableName=self.table.table_name, Key=self._circuit_key(), ConsistentRead=True
+        )
+        row = from_item(response.get("Item") or {})
+        return Circuit(
+            parked=int(_number(row, "parked")),
+            released_at=_number(row, "released_at"),
+            last_success_at=_number(row, "last_success_at"),
+            next_release_at=_number(row, "next_release_at"),
+            cooldown=_number(row, "cooldown"),
+            token=int(_number(row, "token")),
+            token_active=row.get("token_active") is True,
+            token_seen_at=_number(row, "token_seen_at"),
+        )
+
+    def note_success(self, now: float) -> None:
+        """An attempt of this webhook succeeded (the drain's sign that the endpoint is back)."""
+        self._update("SET last_success_at = :now, expiration = :expiration", now=now)
+
+    def schedule(self, *, next_release_at: float, cooldown: float, now: float) -> None:
+        """The drain's next release, and that its token was seen now."""
+        self._update(
+            "SET next_release_at = :next, cooldown = :cooldown, token_seen_at = :now, expiration = :expiration",
+            now=now,
+            values={":next": _seconds(next_release_at), ":cooldown": _seconds(cooldown)},
+        )
+
+    def new_token(self, seen: int, now: float) -> bool:
+        """Move the token's generation from ``seen`` to ``seen + 1`` (one writer wins:
+        the caller that did sends the new token)."""
+        try:
+            self._update(
+                "SET #token = :next, token_active = :true, token_seen_at = :now, expiration = :expiration",
+                now=now,
+                condition="attribute_not_exists(#token) OR #token = :seen",
+                values={":next": seen + 1, ":seen": seen, ":true": True},
+                names={"#token": "token"},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def end_token(self, generation: int, now: float) -> bool:
+        """The token of ``generation`` ends its drain: only while the lot is empty (a park
+        meanwhile keeps it going); ``False`` when the lot is not empty or the token is not current."""
+        try:
+            self._update(
+                "SET token_active = :false, token_seen_at = :now, expiration = :expiration",
+                now=now,
+                condition="#token = :generation AND (attribute_not_exists(parked) OR parked <= :zero)",
+                values={":false": False, ":generation": generation, ":zero": 0},
+                names={"#token": "token"},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
+    def group_released_at(self, group_id: str) -> float:
+        """When messages of ``group_id`` were last sent back to the queue (0: never), read consistently."""
+        response = self.table.call(
+            "get_item",
+            TableName=self.table.table_name,
+            Key={"pk": {"S": self._pk}, "sk": {"S": _released_sk(group_id)}},
+            ProjectionExpression="released_at",
+            ConsistentRead=True,
+        )
+        return _number(from_item(response.get("Item") or {}), "released_at")
+
+    def _update(
+        self,
+        expression: str,
+        *,
+        now: float,
+        condition: str | None = None,
+        values: dict[str, Any] | None = None,
+        names: dict[str, str] | None = None,
+    ) -> None:
+        request: dict[str, Any] = {
+            "TableName": self.table.table_name,
+            "Key": self._circuit_key(),
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": to_item(
+                {":now": _seconds(now), ":expiration": int(now) + EXPIRATION_SECONDS, **(values or {})}
+            ),
+        }
+        if condition is not None:
+            request["ConditionExpression"] = condition
+        if names:
+            request["ExpressionAttributeNames"] = names
+        self.table.call("update_item", **request)
+
+    # ------------------------------------------------------------ retry slots
+    def take_slot(self, slots: int, holder: str, now: float, until: float) -> bool:
+        """One of the webhook's ``slots`` retry slots for ``holder`` (a delivery id)
+        until ``until``: the one it holds already (renewed), else a free one;
+        ``False`` when every one is held by another. One consistent Query of the
+        slots, then a conditional ``UpdateItem``."""
+        response = self.table.call(
+            "query",
+            TableName=self.table.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :slot)",
+            ExpressionAttributeValues={":pk": {"S": self._pk}, ":slot": {"S": SLOT_SK_PREFIX}},
+            ProjectionExpression="sk, held_until, holder",
+            ConsistentRead=True,
+        )
+        held: dict[str, str] = {}
+        for item in response.get("Items", []):
+            row = from_item(item)
+            if row.get("held_until") is not None and float(row["held_until"]) > now:
+                held[str(row["sk"])] = str(row.get("holder"))
+        mine = [sk for sk, who in held.items() if who == holder]
+        candidates = mine + [f"{SLOT_SK_PREFIX}{n}" for n in range(slots) if f"{SLOT_SK_PREFIX}{n}" not in held]
+        for sk in candidates:
+            try:
+                self.table.call(
+                    "update_item",
+                    TableName=self.table.table_name,
+                    Key={"pk": {"S": self._pk}, "sk": {"S": sk}},
+                    UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
+                    ConditionExpression="attribute_not_exists(held_until) OR held_until <= :now OR holder = :holder",
+                    ExpressionAttributeValues=to_item(
+                        {
+                            ":until": _seconds(until),
+                            ":holder": holder,
+                            ":now": _seconds(now),
+                            ":expiration": int(until) + 3600,
+                        }
+                    ),
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                continue
+            return True
+        return False
+
+    def give_back_slot(self, holder: str) -> None:
+        """Free the slot ``holder`` holds, if it holds one (one consistent Query of the slots)."""
+        response = self.table.call(
+            "query",
+            TableName=self.table.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :slot)",
+            ExpressionAttributeValues={":pk": {"S": self._pk}, ":slot": {"S": SLOT_SK_PREFIX}},
+            ProjectionExpression="sk, holder",
+            ConsistentRead=True,
+        )
+        for item in response.get("Items", []):
+            if from_item(item).get("holder") != holder:
+                continue
+            try:
+                self.table.call(
+                    "update_item",
+                    TableName=self.table.table_name,
+                    Key={"pk": {"S": self._pk}, "sk": item["sk"]},
+                    UpdateExpression="REMOVE held_until, holder",
+                    ConditionExpression="holder = :holder",
+                    ExpressionAttributeValues={":holder": {"S": holder}},
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+
+    # ------------------------------------------------------------ the lot
+    def park(self, parked: ParkedMessage, now: float) -> bool:
+        """Put ``parked`` in the lot and count it, in one transaction; ``False`` when
+        the lot has it already (a message received again after it was parked)."""
+        item = {
+            **keys.parked_key(self.table.tenant_id, self.webhook_id, parked.delivery_id),
+            **to_item(
+                {
+                    "message": parked.message,
+                    "group_id": parked.group_id,
+                    "deduplication_id": parked.deduplication_id,
+                    "first_sent_at": _seconds(parked.first_sent_at),
+                    "parked_at": _seconds(now),
+                    "expiration": int(parked.first_sent_at) + EXPIRATION_SECONDS,
+                }
+            ),
+        }
+        try:
+            self.table.call(
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table.table_name,
+                            "Item": item,
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table.table_name,
+                            "Key": self._circuit_key(),
+                            "UpdateExpression": "ADD parked :one SET expiration = :expiration",
+                            "ExpressionAttributeValues": to_item(
+                                {":one": 1, ":expiration": int(now) + EXPIRATION_SECONDS}
+                            ),
+                        }
+                    },
+                ],
+            )
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
+
+    def oldest(self, limit: int) -> list[ParkedMessage]:
+        """The lot's first ``limit`` messages, oldest event first (one consistent Query)."""
+        response = self.table.call(
+            "query",
+            TableName=self.table.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :parked)",
+            ExpressionAttributeValues={":pk": {"S": self._pk}, ":parked": {"S": keys.PARKED_SK_PREFIX}},
+            ConsistentRead=True,
+            Limit=limit,
+        )
+        found: list[ParkedMessage] = []
+        for item in response.get("Items", []):
+            row = from_item(item)
+            found.append(
+                ParkedMessage(
+                    delivery_id=str(row["sk"]).removeprefix(keys.PARKED_SK_PREFIX),
+                    message=str(row["message"]),
+                    group_id=str(row["group_id"]),
+                    deduplication_id=str(row["deduplication_id"]),
+                    first_sent_at=float(row["first_sent_at"]),
+                )
+            )
+        return found
+
+    def unpark(self, delivery_ids: Sequence[str], released_groups: Sequence[str], now: float) -> None:
+        """Take these messages out of the lot and count them out, and mark the groups of
+        those sent back to the queue, in one transaction (each message must still be
+        there: two drains never both count one out)."""
+        if not delivery_ids:
+            return
+        if len(delivery_ids) > MAX_RELEASE:
+            raise ValueError(f"at most {MAX_RELEASE} messages at once")
+        actions: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "TableName": self.table.table_name,
+                    "Key": keys.parked_key(self.table.tenant_id, self.webhook_id, delivery_id),
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            }
+            for delivery_id in delivery_ids
+        ]
+        for group_id in sorted(set(released_groups)):
+            marker = {"released_at": _seconds(now), "expiration": int(now) + EXPIRATION_SECONDS}
+            actions.append(
+                {
+                    "Put": {
+                        "TableName": self.table.table_name,
+                        "Item": {"pk": {"S": self._pk}, "sk": {"S": _released_sk(group_id)}, **to_item(marker)},
+                    }
+                }
+            )
+        actions.append(
+            {
+                "Update": {
+                    "TableName": self.table.table_name,
+                    "Key": self._circuit_key(),
+                    "UpdateExpression": "ADD parked :minus SET released_at = :now, expiration = :expiration",
+                    "ExpressionAttributeValues": to_item(
+                        {
+                            ":minus": -len(delivery_ids),
+                            ":now": _seconds(now),
+                            ":expiration": int(now) + EXPIRATION_SECONDS,
+                        }
+                    ),
+                }
+            }
+        )
+        self.table.call("transact_write_items", TransactItems=actions)
+
+
+def _released_sk(group_id: str) -> str:
+    # Group ids hold the tenant, ticket and webhook ids (up to 128 characters): a digest keeps the key short.
+    return RELEASED_SK_PREFIX + hashlib.sha256(group_id.encode()).hexdigest()[:32]
