@@ -373,3 +373,29 @@ def test_one_tenants_parked_webhook_never_holds_or_touches_another_tenants(
             keys.webhook_parked_pk(tenant, hook)
         }
         assert all(item["pk"]["S"].startswith(prefix) for item in parking_items(dynamodb, table_name))
+
+
+def test_a_lot_whose_items_expired_uncounted_is_recounted_and_its_webhook_delivers_again(
+    api: Api, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    """A parked item's TTL (30 days after its event) deletes it without the drain counting
+    it out. Before: the count stayed above 0 and every new message was parked for good."""
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        sqs = ClockedSqs()
+        function = deliverer(table_name, sqs, retry_slots=0)
+        events = Events("acme", hook)
+        events.queue("A", 1)
+        run_round(function, sqs)
+        (parked_sk,) = lot(dynamodb, table_name, "acme", hook)
+        dynamodb.delete_item(
+            TableName=table_name, Key={"pk": {"S": keys.webhook_parked_pk("acme", hook)}, "sk": {"S": parked_sk}}
+        )  # as its TTL would
+        receiver.status, failed_attempts = 204, len(receiver.received)
+        for _ in range(3):
+            sqs.advance(61)
+            run_round(function, sqs)
+        assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == 0
+        later = events.queue("B", 1)
+        run_round(function, sqs)
+        assert received_ids(receiver, since=failed_attempts) == [later]

@@ -161,6 +161,23 @@ class WebhookParking:
             return False
         return True
 
+    def recount(self, seen: int, now: float) -> bool:
+        """The count set to 0 when it says ``seen`` and the lot was found empty (its items
+        can expire by TTL, 30 days after their event, without a drain to count them out);
+        ``False`` when a park changed it meanwhile."""
+        try:
+            self._update(
+                "SET parked = :zero, recounted_at = :now, expiration = :expiration",
+                now=now,
+                condition="parked = :seen",
+                values={":zero": 0, ":seen": seen},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def group_released_at(self, group_id: str) -> float:
         """When messages of ``group_id`` were last sent back to the queue (0: never), read consistently."""
         response = self.table.call(

@@ -641,8 +641,11 @@ class Deliverer:
         if now < circuit.next_release_at:
             parking.schedule(next_release_at=circuit.next_release_at, cooldown=circuit.cooldown, now=now)
             self._defer(queued, max(1, math.ceil(circuit.next_release_at - now)), "drain not due")
-        released = self._release(repository, parking, config, now)
-        cooldown = next_cooldown(circuit.cooldown, succeeded=circuit.last_success_at > circuit.released_at)
+        released = self._release(repository, parking, config, circuit, now)
+        if released is None:  # nothing to send: its webhook is gone, or the lot was found empty
+            cooldown = 1.0
+        else:
+            cooldown = next_cooldown(circuit.cooldown, succeeded=circuit.last_success_at > circuit.released_at)
         parking.schedule(next_release_at=now + cooldown, cooldown=cooldown, now=now)
         logger.info(
             "webhook deliveries sent back from the lot",
@@ -650,18 +653,30 @@ class Deliverer:
         )
         self._defer(queued, max(1, math.ceil(cooldown)), "drain")
 
-    def _release(self, repository: DeliveryRecords, parking: WebhookParking, config: TenantConfig, now: float) -> int:
+    def _release(
+        self,
+        repository: DeliveryRecords,
+        parking: WebhookParking,
+        config: TenantConfig,
+        circuit: Circuit,
+        now: float,
+    ) -> int | None:
         """The lot's oldest messages sent back to the queue (those whose retry window
-        has passed ``FAILED`` instead, redeliverable); how many were sent."""
+        has passed ``FAILED`` instead, redeliverable); how many were sent, ``None`` when
+        none could be (the webhook is gone: they are settled; or the lot is empty)."""
         in_flight = None if self.tier_in_flight is None else self.tier_in_flight.get(config.tier)
         oldest = parking.oldest(release_size(in_flight))
+        if not oldest:
+            # Its items expired by TTL uncounted (no drain ran for 30 days): the count follows the lot.
+            parking.recount(circuit.parked, now)
+            return None
         target = repository.target(parking.webhook_id)
         if target is None or target.status != ACTIVE:
             # Deleted or disabled since: nothing more is sent, and the deliveries say so.
             for parked in oldest:
                 repository.settle_pending(parking.webhook_id, parked.delivery_id)
             parking.unpark([parked.delivery_id for parked in oldest], [], now)
-            return 0
+            return None
         live = [parked for parked in oldest if now - parked.first_sent_at < RETRY_WINDOW_SECONDS]
         for parked in oldest:
             if parked in live:
