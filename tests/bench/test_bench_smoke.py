@@ -205,11 +205,11 @@ def test_partition_heat_spreads_a_hot_tenants_status_lists(results: dict[str, An
 
 def test_a_warm_webhook_delivery_takes_a_lease_and_is_priced(results: dict[str, Any]) -> None:
     webhooks = results["webhooks"]
-    # The webhook and the delivery's progress read, the tier's counter, the in-flight lease
-    # (its Query, taken and given back) and the record written; the tenant's record and the
-    # secret come from the warm container's caches.
+    # The webhook, the delivery's progress and the webhook's parking circuit read, the tier's
+    # counter, the in-flight lease (its Query, taken and given back) and the record written; the
+    # tenant's record and the secret come from the warm container's caches.
     assert webhooks["warm"]["calls_per_delivery"] == {
-        "dynamodb.GetItem": 2,
+        "dynamodb.GetItem": 3,
         "dynamodb.Query": 1,
         "dynamodb.UpdateItem": 4,
     }

@@ -114,7 +114,7 @@ from support_tickets.data.delivery_records import (
     DeliveryRecords,
     DeliveryTarget,
 )
-from support_tickets.data.parking import Circuit, ParkedMessage, WebhookParking
+from support_tickets.data.parking import MAX_RELEASE, Circuit, ParkedMessage, WebhookParking
 from support_tickets.data.placement import MovePhase, data_table, writes_paused
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
@@ -664,8 +664,8 @@ class Deliverer:
         """The lot's oldest messages sent back to the queue (those whose retry window
         has passed ``FAILED`` instead, redeliverable); how many were sent, ``None`` when
         none could be (the webhook is gone: they are settled; or the lot is empty)."""
-        in_flight = None if self.tier_in_flight is None else self.tier_in_flight.get(config.tier)
-        oldest = parking.oldest(release_size(in_flight))
+        rate = None if self.tier_rates is None else self.tier_rates.get(config.tier)
+        oldest = parking.oldest(release_size(rate))
         if not oldest:
             # Its items expired by TTL uncounted (no drain ran for 30 days): the count follows the lot.
             parking.recount(circuit.parked, now)
@@ -684,11 +684,16 @@ class Deliverer:
             message = DeliveryMessage.parse(parked.message)
             attempt = self._attempt_record(message, status=FAILED, status_code=None, next_at=None, now=now)
             repository.fail_unattempted(attempt, PARKED_TOO_LONG)
-        for batch in batches(released_entries(live, now)):
-            response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
-            if response.get("Failed"):
-                raise RuntimeError(f"{len(response['Failed'])} parked messages were not sent back")
-        parking.unpark([parked.delivery_id for parked in oldest], [parked.group_id for parked in live], now)
+        # In the lot's order, a transaction's worth at a time: what was sent back is counted out
+        # before the next is sent (a failure leaves the rest parked for the next release).
+        for start in range(0, len(oldest), MAX_RELEASE):
+            chunk = oldest[start : start + MAX_RELEASE]
+            sent = [parked for parked in chunk if parked in live]
+            for batch in batches(released_entries(sent, now)):
+                response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
+                if response.get("Failed"):
+                    raise RuntimeError(f"{len(response['Failed'])} parked messages were not sent back")
+            parking.unpark([parked.delivery_id for parked in chunk], [parked.group_id for parked in sent], now)
         return len(live)
 
     def _bound_delay(self, queued: QueuedMessage) -> int:

@@ -19,9 +19,10 @@ its events and its endpoint do):
   must go out in order). The delivery is shown ``PENDING``.
 - **The drain**: one message per webhook with a lot, its *token*, comes back
   from the queue on the drain's schedule: the lot's oldest messages are sent
-  back to the queue (at most :func:`release_size` at a time, marked
-  *released*: they are attempted even while the lot still holds others),
-  every :data:`RELEASE_INTERVAL_SECONDS` while attempts succeed, and after a
+  back to the queue (:func:`release_size` at a time: what the tenant's tier
+  lets it start until the next release; marked *released*: they are attempted
+  even while the lot still holds others), every
+  :data:`RELEASE_INTERVAL_SECONDS` while attempts succeed, and after a
   wait that doubles from :data:`FIRST_COOLDOWN_SECONDS` to
   :data:`MAX_COOLDOWN_SECONDS` while none does. A parked message whose retry
   window has passed is ``FAILED`` (redeliverable), not sent back.
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -53,22 +55,22 @@ RETRY_SLOTS: Final = 100
 SLOT_MARGIN_SECONDS: Final = 120.0
 FIRST_COOLDOWN_SECONDS: Final = 30.0
 MAX_COOLDOWN_SECONDS: Final = 1800.0
-# Between releases while attempts succeed: one attempt's whole deadline and a little more.
-RELEASE_INTERVAL_SECONDS: Final = 12.0
-# Messages sent back at a time per attempt the tenant may have in flight (its tier's bound).
-RELEASE_PER_IN_FLIGHT: Final = 5
-UNBOUNDED_RELEASE: Final = MAX_RELEASE
+# Between releases while attempts succeed; each sends back what the tenant's tier lets it start
+# in that time (its deliveries a second), so the lot drains at the tier's rate.
+RELEASE_INTERVAL_SECONDS: Final = 2.0
+# The most one release sends back (a tenant of no tier bound, or of a very high one).
+MAX_RELEASED: Final = 10 * MAX_RELEASE
 # A token not seen for this long is taken for lost (a new one is sent by the next park).
 TOKEN_STALE_SECONDS: Final = MAX_COOLDOWN_SECONDS + 600.0
 PARKED_TOO_LONG: Final = "its retry window passed while its webhook's deliveries were parked"
 
 
-def release_size(in_flight: int | None) -> int:
-    """How many parked messages a release sends back, for a tenant that may have
-    ``in_flight`` attempts under way (``None``: unbounded)."""
-    if in_flight is None:
-        return UNBOUNDED_RELEASE
-    return max(1, min(MAX_RELEASE, in_flight * RELEASE_PER_IN_FLIGHT))
+def release_size(rate: int | None) -> int:
+    """How many parked messages a release sends back, for a tenant that may start
+    ``rate`` deliveries a second (``None``: unbounded): what it may start until the next."""
+    if rate is None:
+        return MAX_RELEASED
+    return max(1, min(MAX_RELEASED, math.ceil(rate * RELEASE_INTERVAL_SECONDS)))
 
 
 def next_cooldown(previous: float, *, succeeded: bool) -> float:
