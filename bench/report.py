@@ -274,6 +274,49 @@ def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
         "",
         *(freshness_markdown(webhooks["freshness"]) if "freshness" in webhooks else []),
         *(hang_markdown(webhooks["hang"], when) if "hang" in webhooks else []),
+        *(parking_markdown(webhooks["parking"]) if "parking" in webhooks else []),
+    ]
+
+
+def parking_markdown(parking: dict[str, Any]) -> list[str]:
+    """A webhook endpoint failing for minutes: what the queue holds for it, what parking costs,
+    how fast its lot drains (docs/webhooks.md, "Parking")."""
+    phases = parking["phases"]
+    healthy, failing, recovering = phases["healthy"], phases["failing"], phases["recovering"]
+    rows = [
+        ("healthy (204)", healthy, f"{healthy['seconds']} s"),
+        ("**failing (500)**", failing, f"{failing['seconds']} s"),
+        (
+            f"recovering (204, no new events; {recovering['parked_at_start']:,} parked)",
+            recovering,
+            f"lot drained after {recovering['lot_drained_after_s']} s",
+        ),
+    ]
+    return [
+        "### A webhook endpoint failing for minutes: parking",
+        "",
+        f"A {parking['tier']} tenant's webhook, its events at its tier's {parking['rate_per_second']} a second "
+        f"({parking['events']:,} events, {parking['tickets_with_two_events']:,} tickets with two), its webhook's "
+        f"{parking['retry_slots']} retry slots. In flight: the tenant's messages held in the queue at once (SQS "
+        "FIFO's 120,000 are every tenant's), the drain's token included, the most of any simulated second; "
+        "DynamoDB per event queued in the phase, and in the recovery per parked message (the delivery function's "
+        "calls and the capacity model's units, every call through the IAM guard).",
+        "",
+        "| phase | simulated | events | **most in flight** | parked at its end | DynamoDB calls / event "
+        "| RRU / event | WRU / event |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {label} | {span} | {row['events']:,} | **{row['in_flight_peak']:,}** | "
+            f"{row.get('parked_at_end', 0):,} | {row['dynamodb_calls_per_event']:g} | {row['rru_per_event']:g} | "
+            f"{row['wru_per_event']:g} |"
+            for label, row, span in rows
+        ),
+        "",
+        f"Every event was delivered ({parking['attempts']:,} POSTs, {parking['duplicates']} duplicates), "
+        f"{parking['out_of_order']} of a ticket's events out of order.",
+        "",
+        parking["note"],
+        "",
     ]
 
 

@@ -938,9 +938,10 @@ DELIVERY_NOTE = (
     "webhook), Lambda's ReceiveMessage and DeleteMessage (per batch: counted per message); the event source's "
     "empty receives while the queue is idle are a fixed cost, not counted; DynamoDB: the delivery function's "
     "reads and writes as the capacity model bills them (the webhook, the delivery's progress and the webhook's "
-    "parking circuit read consistently, the tier's per-second counter, the in-flight lease's Query, take and give-back, the record's "
-    "write with the event's body) plus the fan-out's consistent read of the tenant's webhook version (measured "
-    "below; an upper bound: one per tenant and batch of stream records, shared by the tenant's events in the "
+    "parking circuit read consistently, the tier's per-second counter, the in-flight lease's Query, take and "
+    "give-back, the record's write with the event's body) plus the fan-out's consistent read of the tenant's "
+    "webhook version (measured below; an upper bound: one per tenant and batch of stream records, shared "
+    "by the tenant's events in the "
     "batch; its Query of the webhooks only when the version moved or 30 s passed); KMS: one Decrypt per "
     "delivery, an upper bound (a container keeps a decrypted secret 5 minutes). Not "
     "counted: the audit-trail function's extra milliseconds to build and send the message (it runs anyway), "
@@ -1037,6 +1038,10 @@ def run_webhooks(
             tenant_prefix=tenant_prefix,
         )
         delay = hang["baseline"]  # B alone, through the API (quick: its one change, A's events behind it)
+    # A failing endpoint for minutes: its webhook's slots and lot (quick: seconds, 2 slots).
+    from bench.parking import PARKING_NOTE, run_parking  # it builds on this module
+
+    parking = run_parking(stack, specs, quick=rounds == 0, tenant=f"{tenant_prefix}-p")
     fanout_rru = freshness["cases"]["with webhooks"]["rru_per_batch"]
     return {
         "warm": warm,
@@ -1045,5 +1050,6 @@ def run_webhooks(
         "note": DELIVERY_NOTE,
         "freshness": freshness,
         "hang": {**hang, "note": HANG_NOTE},
+        "parking": {**parking, "note": PARKING_NOTE},
         "queue_concurrency": queue_concurrency(),
     }

@@ -413,3 +413,43 @@ def test_a_lot_whose_items_expired_uncounted_is_recounted_and_its_webhook_delive
         later = events.queue("B", 1)
         run_round(function, sqs)
         assert received_ids(receiver, since=failed_attempts) == [later]
+
+
+class FailingFirst:
+    """The POST: 500 for the next ``failures`` attempts, then 204; the event ids delivered, in order."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.delivered: list[str] = []
+
+    def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        if self.failures > 0:
+            self.failures -= 1
+            return 500
+        self.delivered.append(str(headers["webhook-id"]))
+        return 204
+
+
+def test_a_message_sent_back_with_an_earlier_one_that_is_parked_again_goes_behind_it(
+    api: Api, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    """The drain sent v1 and v2 of one ticket back together; v1 failed again and, its
+    webhook's slots all held, was parked again. Before: v2, right behind it in the queue,
+    was attempted and went out first."""
+    with receivers(status=204) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        sqs = ClockedSqs()
+        post = FailingFirst(failures=1)
+        function = deliverer(table_name, sqs, retry_slots=0, post=post)
+        events = Events("acme", hook)
+        first = events.queue("A", 1)
+        run_round(function, sqs)  # v1 fails, no slot: parked
+        second = events.queue("A", 2)
+        run_round(function, sqs)  # v2: behind it in the lot
+        assert len(lot(dynamodb, table_name, "acme", hook)) == 2
+        post.failures = 1  # v1, sent back, fails once more
+        for _ in range(8):
+            sqs.advance(31)
+            run_round(function, sqs)
+        assert first_arrivals(post.delivered) == [first, second]
+        assert lot(dynamodb, table_name, "acme", hook) == []

@@ -18,7 +18,9 @@ written only by the delivery function's role:
   it), in its events' order (delivery ids sort by their event's time).
 - ``RELEASED#<group digest>``: when messages of that message group were last
   sent back to the queue (``released_at``): a message of the group that the
-  fan-out queued before then, received after, may be newer than one of them.
+  fan-out queued before then, received after, may be newer than one of them;
+  and when one of them was last parked again (``reparked_at``): those sent back
+  with it, behind it in the queue, must not go ahead of it.
 - ``CIRCUIT``: ``parked`` (how many ``PARKED#`` items there are: each park and
   each release changes both in one transaction, so the count is exact),
   ``released_at`` (when parked messages were last sent back to the queue),
@@ -178,16 +180,18 @@ class WebhookParking:
             return False
         return True
 
-    def group_released_at(self, group_id: str) -> float:
-        """When messages of ``group_id`` were last sent back to the queue (0: never), read consistently."""
+    def group_marks(self, group_id: str) -> tuple[float, float]:
+        """When messages of ``group_id`` were last sent back to the queue, and when one of
+        them was last parked again (0: never), read consistently."""
         response = self.table.call(
             "get_item",
             TableName=self.table.table_name,
             Key={"pk": {"S": self._pk}, "sk": {"S": _released_sk(group_id)}},
-            ProjectionExpression="released_at",
+            ProjectionExpression="released_at, reparked_at",
             ConsistentRead=True,
         )
-        return _number(from_item(response.get("Item") or {}), "released_at")
+        row = from_item(response.get("Item") or {})
+        return _number(row, "released_at"), _number(row, "reparked_at")
 
     def _update(
         self,
@@ -284,9 +288,13 @@ class WebhookParking:
                     raise
 
     # ------------------------------------------------------------ the lot
-    def park(self, parked: ParkedMessage, now: float) -> bool:
+    def park(self, parked: ParkedMessage, now: float, *, released: bool = False) -> bool:
         """Put ``parked`` in the lot and count it, in one transaction; ``False`` when
-        the lot has it already (a message received again after it was parked)."""
+        the lot has it already (a message received again after it was parked).
+        ``released``: a message the drain sent back, parked again: its group is marked
+        (``reparked_at``) in the same transaction, before the message leaves the queue,
+        so that the group's messages sent back with it, behind it in the queue, go
+        behind it again rather than ahead."""
         item = {
             **keys.parked_key(self.table.tenant_id, self.webhook_id, parked.delivery_id),
             **to_item(
@@ -321,6 +329,22 @@ class WebhookParking:
                             ),
                         }
                     },
+                    *(
+                        [
+                            {
+                                "Update": {
+                                    "TableName": self.table.table_name,
+                                    "Key": {"pk": {"S": self._pk}, "sk": {"S": _released_sk(parked.group_id)}},
+                                    "UpdateExpression": "SET reparked_at = :now, expiration = :expiration",
+                                    "ExpressionAttributeValues": to_item(
+                                        {":now": _seconds(now), ":expiration": int(now) + EXPIRATION_SECONDS}
+                                    ),
+                                }
+                            }
+                        ]
+                        if released
+                        else []
+                    ),
                 ],
             )
         except ClientError as exc:
@@ -378,9 +402,13 @@ class WebhookParking:
             marker = {"released_at": _seconds(now), "expiration": int(now) + EXPIRATION_SECONDS}
             actions.append(
                 {
-                    "Put": {
+                    "Update": {
                         "TableName": self.table.table_name,
-                        "Item": {"pk": {"S": self._pk}, "sk": {"S": _released_sk(group_id)}, **to_item(marker)},
+                        "Key": {"pk": {"S": self._pk}, "sk": {"S": _released_sk(group_id)}},
+                        "UpdateExpression": "SET released_at = :released_at, expiration = :expiration",
+                        "ExpressionAttributeValues": to_item(
+                            {":released_at": marker["released_at"], ":expiration": marker["expiration"]}
+                        ),
                     }
                 }
             )

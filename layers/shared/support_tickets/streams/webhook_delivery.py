@@ -189,6 +189,8 @@ class DeliveryMessage:
     released: bool = False
     # When the fan-out first queued it (its retry window's start), if it was queued again since.
     first_sent_at: float | None = None
+    # When the drain sent it back (with ``released``).
+    released_at: float | None = None
 
     @classmethod
     def parse(cls, raw: str) -> DeliveryMessage:
@@ -204,7 +206,8 @@ class DeliveryMessage:
                 event_id=event["id"],
                 type=event["type"],
                 released=message.get("released") is True,
-                first_sent_at=_first_sent_at(message.get("first_sent_at")),
+                first_sent_at=_epoch(message.get("first_sent_at")),
+                released_at=_epoch(message.get("released_at")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise PoisonMessage("not a webhook message") from exc
@@ -222,7 +225,7 @@ class DeliveryMessage:
         return parsed
 
 
-def _first_sent_at(value: object) -> float | None:
+def _epoch(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         return None
     return float(value)
@@ -373,7 +376,7 @@ class Deliverer:
             return self._hold(repository, message, queued, now)
         parking = WebhookParking(repository.table, message.webhook_id)
         circuit = parking.circuit()
-        if not message.released and self._behind_parked(parking, circuit, queued):
+        if self._behind_parked(parking, circuit, message, queued):
             return self._park(
                 repository,
                 parking,
@@ -387,16 +390,23 @@ class Deliverer:
         )
 
     @staticmethod
-    def _behind_parked(parking: WebhookParking, circuit: Circuit, queued: QueuedMessage) -> bool:
-        """Whether a message (not one the drain sent back) must go behind parked ones:
-        its webhook's lot holds older messages, maybe of its ticket; or it was queued
-        before messages of its group were sent back and is received after them, so it
-        may be newer than they are and ahead of them in the queue."""
+    def _behind_parked(
+        parking: WebhookParking, circuit: Circuit, message: DeliveryMessage, queued: QueuedMessage
+    ) -> bool:
+        """Whether a message must go behind parked ones. One the drain sent back: when a
+        message of its group sent back with it (ahead of it) was parked again since. Any
+        other: when its webhook's lot holds older messages, maybe of its ticket; or when
+        it was queued before messages of its group were sent back and is received after
+        them, so it may be newer than they are and ahead of them in the queue."""
+        if message.released:
+            _, reparked_at = parking.group_marks(queued.group_id)
+            return reparked_at > (message.released_at or 0.0)
         if circuit.parked > 0:
             return True
-        return queued.enqueued_at < circuit.released_at and queued.enqueued_at < parking.group_released_at(
-            queued.group_id
-        )
+        if queued.enqueued_at >= circuit.released_at:
+            return False
+        released_at, _ = parking.group_marks(queued.group_id)
+        return queued.enqueued_at < released_at
 
     def _attempt_within_bounds(
         self,
@@ -577,8 +587,8 @@ class Deliverer:
         (its token sent) if it has none. ``release_in``: when the drain of a lot this
         opens first sends messages back."""
         body, _event, routing = read_queue_message(queued.body)
-        routing.pop("released", None)
-        routing.pop("first_sent_at", None)
+        for sent_back in ("released", "released_at", "first_sent_at"):
+            routing.pop(sent_back, None)
         parked = ParkedMessage(
             delivery_id=message.delivery_id,
             message=queue_message(body, routing),
@@ -586,7 +596,7 @@ class Deliverer:
             deduplication_id=queued.deduplication_id or queued.message_id,
             first_sent_at=queued.sent_at,
         )
-        parking.park(parked, now)  # False: parked already (received again since): nothing more to do
+        parking.park(parked, now, released=message.released)  # False: parked already (received again since)
         if queued.receive_count > 1:
             parking.give_back_slot(message.delivery_id)
         circuit = parking.circuit()

@@ -132,7 +132,7 @@ def released_entries(parked: list[ParkedMessage], released_at: float) -> list[di
     entries = []
     for index, message in enumerate(parked):
         body, _event, routing = read_queue_message(message.message)
-        routing = {**routing, "released": True, "first_sent_at": message.first_sent_at}
+        routing = {**routing, "released": True, "released_at": released_at, "first_sent_at": message.first_sent_at}
         deduplication = hashlib.sha256(f"{message.deduplication_id}\x1frelease\x1f{released_at}".encode()).hexdigest()
         entries.append(
             {
