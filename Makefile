@@ -89,9 +89,10 @@ usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYY
 	@$(PY) -m ops.usage $(if $(TENANT),--tenant "$(TENANT)",) $(if $(DAY),--day "$(DAY)",) $(if $(CHART),--chart "$(CHART)",) \
 	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
 
-offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]]
+offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
 	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \
-	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",) \
+	  $(if $(KEY_WAITING_DAYS),--key-waiting-days "$(KEY_WAITING_DAYS)",)
 
 # The template check is a test too (tests/unit/test_template.py): make test runs
 # cfn-lint once, there (sam validate --lint is the same cfn-lint call).

@@ -47,12 +47,13 @@ from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.records import own_client
 from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener, tier_rates
 
-# A whole run's phases (simulated seconds): 100 events healthy, then 900 failing, 9 times a
-# webhook's slots; the quick run's: a few events, 2 slots.
+# A whole run's phases (simulated seconds): 100 events healthy, then 600 failing, 6 times a
+# webhook's slots (each message costs the emulator ~20 calls of ~20 ms here: ~10 minutes);
+# the quick run's: a few events, 2 slots.
 HEALTHY_S = 20
-FAILING_S = 180
-QUICK_HEALTHY_S = 3
-QUICK_FAILING_S = 6
+FAILING_S = 120
+QUICK_HEALTHY_S = 1
+QUICK_FAILING_S = 2
 QUICK_SLOTS = 2
 # The recovery's cap: a run that drains nothing in this long is stuck, not slow.
 RECOVERY_CAP_S = 4 * 3600
@@ -153,8 +154,10 @@ class Scene:
             self.sent.append(event_id)
             self.tickets.setdefault(ticket, []).append(event_id)
 
-    def second(self) -> None:
-        """One simulated second: what is visible received and handled, then the clock moved on."""
+    def second(self, *, skip_idle: bool = False) -> None:
+        """One simulated second: what is visible received and handled, then the clock moved
+        on; ``skip_idle`` (no events coming): when nothing was received, on to the next
+        message due back instead (its in-flight count is the same meanwhile)."""
         records: list[dict[str, Any]] = []
         while True:
             found = self.queue.sqs.receive_message(
@@ -175,7 +178,8 @@ class Scene:
                         QueueUrl=self.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
                     )
         self.in_flight.append(len(self.queue.waiting))  # the drain's token included
-        self.queue.advance(1)
+        due = min(self.queue.waiting.values(), default=self.queue.now + 1)
+        self.queue.advance(max(1.0, due - self.queue.now) if skip_idle and not records else 1.0)
 
     def lot_size(self, operator: Any, table: str) -> int:
         item = operator.get_item(
@@ -232,10 +236,11 @@ def run_parking(stack: StackProcess, specs: dict[str, FunctionSpec], *, quick: b
         metering.start()
         drained_after: int | None = None
         parked_at_recovery = scene.lot_size(operator, table)
-        for second in range(RECOVERY_CAP_S):
-            scene.second()
+        recovered_at = scene.queue.now
+        while scene.queue.now - recovered_at < RECOVERY_CAP_S:
+            scene.second(skip_idle=True)
             if drained_after is None and scene.lot_size(operator, table) == 0:
-                drained_after = second + 1
+                drained_after = round(scene.queue.now - recovered_at)
             if (
                 drained_after is not None
                 and not scene.queue.waiting

@@ -225,6 +225,18 @@ def test_a_warm_webhook_delivery_takes_a_lease_and_is_priced(results: dict[str, 
     assert "## Webhook deliveries: cost and delay" in markdown(results)
 
 
+def test_the_quick_run_parks_a_failing_endpoints_messages_and_drains_them_in_order(results: dict[str, Any]) -> None:
+    parking = results["webhooks"]["parking"]
+    failing, recovering = parking["phases"]["failing"], parking["phases"]["recovering"]
+    # Its 2 slots and the drain's token at most in the queue; the rest parked, then all delivered in order.
+    assert failing["in_flight_peak"] <= parking["retry_slots"] + 1
+    assert failing["parked_at_end"] > 0
+    assert recovering["parked_at_start"] > 0
+    assert recovering["lot_drained_after_s"] is not None
+    assert (parking["out_of_order"], parking["duplicates"]) == (0, 0)
+    assert "### A webhook endpoint failing for minutes: parking" in markdown(results)
+
+
 def test_the_fanouts_freshness_read_is_one_getitem_per_tenant_and_batch(results: dict[str, Any]) -> None:
     cases = results["webhooks"]["freshness"]["cases"]
     # The webhook version read consistently once per batch; the webhooks queried only when it moved.
