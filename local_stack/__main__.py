@@ -274,7 +274,7 @@ def _events(args: argparse.Namespace) -> int:
     def credentials_for(token: str) -> TenantCredentials:
         return tenant_credentials(identity_pool, state["identity_pool_id"], state["user_pool_provider_name"], token)
 
-    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for):
+    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for, state["stream_arn"]):
         shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         sys.stdout.write(f"{shown}\n")
     return 0

@@ -716,7 +716,10 @@ class LocalStack:
         write_json(directory / ENV_FILE, sam_env_vars(specs, endpoint, vpc_endpoint.geturl()))
         self._wrote_state = True
         if self.options.seed:
-            sample_events.write_local(directory / EVENTS_DIR, self.user_pool(), self.tenant_credentials)
+            assert self.provisioned is not None
+            sample_events.write_local(
+                directory / EVENTS_DIR, self.user_pool(), self.tenant_credentials, self.provisioned.stream_arn
+            )
         write_json(directory / STATE_FILE, self.state())
 
     def _remove_state(self) -> None:

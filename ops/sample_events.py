@@ -523,16 +523,39 @@ def with_fresh_tokens(
     return events
 
 
-def write_local(directory: Path, pool: UserPool, credentials_for: Callable[[str], TenantCredentials]) -> list[Path]:
+def write_local(
+    directory: Path,
+    pool: UserPool,
+    credentials_for: Callable[[str], TenantCredentials],
+    stream_arn: str | None = None,
+) -> list[Path]:
     """The sample events with fresh ID tokens of the local pool's users (created
-    in tenant acme if needed) and the local identity pool's credentials for them:
+    in tenant acme if needed) and the local identity pool's credentials for them,
+    the stream events naming ``stream_arn`` (the running stack's table's stream):
     what ``sam local invoke`` runs against ``make dev``."""
 
     def token_for(username: str, admin: bool) -> str:
         ensure_user(pool, username, TENANT, admin=admin)
         return id_token(pool, username)
 
-    return write(directory, with_fresh_tokens(token_for, credentials_for))
+    events = with_fresh_tokens(token_for, credentials_for)
+    return write(directory, events if stream_arn is None else from_stream(events, stream_arn))
+
+
+def from_stream(events: Mapping[str, Mapping[str, Any]], stream_arn: str) -> dict[str, dict[str, Any]]:
+    """``events`` with every stream record's ``eventSourceARN`` set to ``stream_arn``: the
+    stream functions take a record's table from it, and a table that is neither the
+    function's pool table (its ``TABLE_NAME``) nor a tenant's own is poison, so the
+    sample files' ``SupportTicket`` would be poison to a stack whose table has another
+    name."""
+    moved: dict[str, dict[str, Any]] = {}
+    for stem, event in events.items():
+        records = event.get("Records")
+        if isinstance(records, list) and all(record.get("eventSource") == "aws:dynamodb" for record in records):
+            moved[stem] = {**event, "Records": [{**record, "eventSourceARN": stream_arn} for record in records]}
+        else:
+            moved[stem] = dict(event)
+    return moved
 
 
 if __name__ == "__main__":

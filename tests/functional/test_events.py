@@ -318,3 +318,21 @@ def test_event_runs_through_its_built_function(report: dict[str, Any], event_fil
     if status is not None:
         assert response["statusCode"] == status, response
     assert check(response), response
+
+
+def test_the_local_stream_events_name_the_running_stacks_stream() -> None:
+    """A stack whose table is not named SupportTicket (TableName is a parameter): the
+    sample stream events must name its stream, or its stream functions take them for poison."""
+    from ops.sample_events import TABLE_STREAM_ARN, from_stream, sample_events
+    from support_tickets.streams.routing import source_table
+
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/Tickets-dev/stream/2026-11-27T06:00:00.000"
+    events = sample_events()
+    moved = from_stream(events, arn)
+    streams = [stem for stem, event in events.items() if event.get("Records") and "dynamodb" in event["Records"][0]]
+    assert streams
+    for stem in streams:
+        assert {record["eventSourceARN"] for record in events[stem]["Records"]} == {TABLE_STREAM_ARN}
+        assert {source_table(record["eventSourceARN"]) for record in moved[stem]["Records"]} == {"Tickets-dev"}
+    for stem in set(events) - set(streams):
+        assert moved[stem] == events[stem]
