@@ -185,7 +185,7 @@ def test_the_delivery_role_parks_and_drains_in_the_parking_partition_and_writes_
     parking = WebhookParking(TenantTable(tenant, TABLE, Clients(client)), WEBHOOK)
     parking.circuit()
     parking.take_slot(3, DELIVERY, 100.0, 200.0)
-    parking.give_back_slot(DELIVERY)
+    parking.give_back_slot(DELIVERY, 3)
     parking.park(ParkedMessage(DELIVERY, "{}", "g", "d", 100.0), 100.0)
     parking.oldest(10)
     parking.group_marks("g")

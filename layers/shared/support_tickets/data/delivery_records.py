@@ -33,6 +33,7 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.webhook_events import ACTIVE, DISABLED
+from support_tickets.data.expiring_slots import ExpiringSlots
 from support_tickets.data.table import TenantTable, error_code, from_item, to_item
 from support_tickets.data.webhook_partition import webhooks_query
 
@@ -244,67 +245,25 @@ class DeliveryRecords:
             return False
         return True
 
+    def _leases(self, limit: int) -> ExpiringSlots:
+        return ExpiringSlots(
+            self.table, keys.webhook_rate_pk(self.table.tenant_id), keys.WEBHOOK_LEASE_SK_PREFIX, limit
+        )
+
     def take_lease(self, limit: int, now: float, until: float, holder: str) -> int | None:
         """One of the tenant's ``limit`` attempt leases, held until ``until`` (epoch
         seconds) by ``holder``; ``None`` when every one is held. One consistent
         Query of the leases, then a conditional ``UpdateItem`` of a free one (free:
         never taken, released, or expired: a crashed attempt holds nothing past
-        ``until``); another taker winning the same one moves on to the next."""
-        response = self.table.call(
-            "query",
-            TableName=self.table.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :lease)",
-            ExpressionAttributeValues={
-                ":pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)},
-                ":lease": {"S": keys.WEBHOOK_LEASE_SK_PREFIX},
-            },
-            ProjectionExpression="sk, held_until",
-            ConsistentRead=True,
-        )
-        held: set[str] = set()
-        for item in response.get("Items", []):
-            row = from_item(item)
-            if row.get("held_until") is not None and float(row["held_until"]) > now:
-                held.add(str(row["sk"]))
-        for slot in range(limit):
-            key = keys.webhook_lease_key(self.table.tenant_id, slot)
-            if key["sk"]["S"] in held:
-                continue
-            try:
-                self.table.call(
-                    "update_item",
-                    TableName=self.table.table_name,
-                    Key=key,
-                    UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
-                    ConditionExpression="attribute_not_exists(held_until) OR held_until <= :now",
-                    ExpressionAttributeValues={
-                        ":until": {"N": str(round(until, 3))},
-                        ":holder": {"S": holder},
-                        ":now": {"N": str(round(now, 3))},
-                        ":expiration": {"N": str(int(until) + 3600)},
-                    },
-                )
-            except ClientError as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                continue
-            return slot
-        return None
+        ``until``); another taker winning the same one moves on to the next
+        (:class:`ExpiringSlots`: the takers of a batch start at leases of their own).
+        No direct write first: while every lease is held, which is when a tenant's
+        messages keep coming back, that write would fail every time."""
+        return self._leases(limit).take(holder, now, until)
 
     def release_lease(self, slot: int, holder: str) -> None:
         """Give lease ``slot`` back, if ``holder`` still holds it (once expired, another may)."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=keys.webhook_lease_key(self.table.tenant_id, slot),
-                UpdateExpression="REMOVE held_until, holder",
-                ConditionExpression="holder = :holder",
-                ExpressionAttributeValues={":holder": {"S": holder}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        self._leases(slot + 1).give_back(holder, slot)  # a count that has ``slot``: the tier may have changed
 
     # ------------------------------------------------------------ deliveries
     def hold(self, attempt: Attempt) -> None:

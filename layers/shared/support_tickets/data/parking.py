@@ -39,6 +39,7 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
+from support_tickets.data.expiring_slots import ExpiringSlots
 from support_tickets.data.table import TenantTable, error_code, from_item, to_item
 
 SLOT_SK_PREFIX: Final = "SLOT#"
@@ -220,72 +221,19 @@ class WebhookParking:
     def take_slot(self, slots: int, holder: str, now: float, until: float) -> bool:
         """One of the webhook's ``slots`` retry slots for ``holder`` (a delivery id)
         until ``until``: the one it holds already (renewed), else a free one;
-        ``False`` when every one is held by another. One consistent Query of the
+        ``False`` when every one is held by another. A message handed back again
+        renews its slot with one conditional ``UpdateItem`` where it found its first
+        (:class:`ExpiringSlots`, ``direct``); otherwise one consistent Query of the
         slots, then a conditional ``UpdateItem``."""
-        response = self.table.call(
-            "query",
-            TableName=self.table.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :slot)",
-            ExpressionAttributeValues={":pk": {"S": self._pk}, ":slot": {"S": SLOT_SK_PREFIX}},
-            ProjectionExpression="sk, held_until, holder",
-            ConsistentRead=True,
-        )
-        held: dict[str, str] = {}
-        for item in response.get("Items", []):
-            row = from_item(item)
-            if row.get("held_until") is not None and float(row["held_until"]) > now:
-                held[str(row["sk"])] = str(row.get("holder"))
-        mine = [sk for sk, who in held.items() if who == holder]
-        candidates = mine + [f"{SLOT_SK_PREFIX}{n}" for n in range(slots) if f"{SLOT_SK_PREFIX}{n}" not in held]
-        for sk in candidates:
-            try:
-                self.table.call(
-                    "update_item",
-                    TableName=self.table.table_name,
-                    Key={"pk": {"S": self._pk}, "sk": {"S": sk}},
-                    UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
-                    ConditionExpression="attribute_not_exists(held_until) OR held_until <= :now OR holder = :holder",
-                    ExpressionAttributeValues=to_item(
-                        {
-                            ":until": _seconds(until),
-                            ":holder": holder,
-                            ":now": _seconds(now),
-                            ":expiration": int(until) + 3600,
-                        }
-                    ),
-                )
-            except ClientError as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
-                continue
-            return True
-        return False
+        return self._slots(slots).take(holder, now, until, renew=True, direct=True) is not None
 
-    def give_back_slot(self, holder: str) -> None:
-        """Free the slot ``holder`` holds, if it holds one (one consistent Query of the slots)."""
-        response = self.table.call(
-            "query",
-            TableName=self.table.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :slot)",
-            ExpressionAttributeValues={":pk": {"S": self._pk}, ":slot": {"S": SLOT_SK_PREFIX}},
-            ProjectionExpression="sk, holder",
-            ConsistentRead=True,
-        )
-        for item in response.get("Items", []):
-            if from_item(item).get("holder") != holder:
-                continue
-            try:
-                self.table.call(
-                    "update_item",
-                    TableName=self.table.table_name,
-                    Key={"pk": {"S": self._pk}, "sk": item["sk"]},
-                    UpdateExpression="REMOVE held_until, holder",
-                    ConditionExpression="holder = :holder",
-                    ExpressionAttributeValues={":holder": {"S": holder}},
-                )
-            except ClientError as exc:
-                if error_code(exc) != "ConditionalCheckFailedException":
-                    raise
+    def give_back_slot(self, holder: str, slots: int) -> None:
+        """Free the slot ``holder`` holds, if it holds one: one conditional ``UpdateItem``
+        where it took its first, else one consistent Query of the slots to find it."""
+        self._slots(slots).give_back(holder)
+
+    def _slots(self, slots: int) -> ExpiringSlots:
+        return ExpiringSlots(self.table, self._pk, SLOT_SK_PREFIX, slots)
 
     # ------------------------------------------------------------ the lot
     def park(self, parked: ParkedMessage, now: float, *, released: bool = False) -> bool:

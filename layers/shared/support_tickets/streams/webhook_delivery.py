@@ -443,7 +443,7 @@ class Deliverer:
             return outcome
         parking = WebhookParking(recorder.table, message.webhook_id)
         if queued.receive_count > 1:
-            parking.give_back_slot(message.delivery_id)  # it may hold one since it was handed back
+            parking.give_back_slot(message.delivery_id, self.retry_slots)  # it may hold one since it was handed back
         if outcome == "delivered" and (circuit.parked > 0 or message.released):
             parking.note_success(now)  # the drain's sign that the endpoint answers again
         return outcome
@@ -598,7 +598,7 @@ class Deliverer:
         )
         parking.park(parked, now, released=message.released)  # False: parked already (received again since)
         if queued.receive_count > 1:
-            parking.give_back_slot(message.delivery_id)
+            parking.give_back_slot(message.delivery_id, self.retry_slots)
         circuit = parking.circuit()
         next_at = max(circuit.next_release_at, now) if circuit.token_active else now + release_in
         repository.hold(self._attempt_record(message, status=PENDING, status_code=None, next_at=next_at, now=now))
