@@ -30,7 +30,7 @@ from support_tickets.streams.webhook_parking import PARKED_TOO_LONG, DrainToken
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
-from tests.functional.webhook_harness import Receiver, RecordingSqs, receive, receivers
+from tests.functional.webhook_harness import Receiver, RecordingSqs, receive, receivers, stored_deliveries
 from tests.functional.webhook_harness import deliverer as harness_deliverer
 
 if TYPE_CHECKING:
@@ -165,17 +165,6 @@ def circuit(dynamodb: DynamoDBClient, table_name: str, tenant_id: str, webhook_i
     return {name: next(iter(value.values())) for name, value in (item or {}).items()}
 
 
-def delivery_records(
-    dynamodb: DynamoDBClient, table_name: str, tenant_id: str, webhook_id: str
-) -> list[dict[str, Any]]:
-    pk = keys.webhook_deliveries_pk(tenant_id, webhook_id)
-    return [
-        {name: next(iter(value.values())) for name, value in item.items()}
-        for item in all_items(dynamodb, table_name)
-        if item["pk"]["S"] == pk
-    ]
-
-
 def first_arrivals(ids: list[str]) -> list[str]:
     seen: list[str] = []
     for event_id in ids:
@@ -217,7 +206,7 @@ def test_a_failing_webhooks_messages_in_flight_stay_within_its_retry_slots_and_n
         parked = lot(dynamodb, table_name, "acme", hook)
         assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == len(parked)
         # Every event is in the lot or waiting in the queue, each shown PENDING: none dropped.
-        records = delivery_records(dynamodb, table_name, "acme", hook)
+        records = stored_deliveries(dynamodb, table_name, "acme", hook)
         assert len(records) == 18
         assert {record["status"] for record in records} == {"PENDING"}
         attributes = sqs.client.get_queue_attributes(
@@ -254,7 +243,7 @@ def test_parked_deliveries_go_out_in_each_tickets_order_once_the_endpoint_answer
         for ticket in "ABCDEF":
             mine = [event_id for event_id in delivered if event_id.startswith(f"{ticket}-")]
             assert mine == sorted(mine), mine  # v1, v2, v3
-        assert {record["status"] for record in delivery_records(dynamodb, table_name, "acme", hook)} == {"DELIVERED"}
+        assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"DELIVERED"}
         # Parked and sent back, each body is what the fan-out queued, byte for byte (what was signed).
         for request in receiver.received[failed_attempts:]:
             assert request.body == events.bodies[str(request.event["id"])]
@@ -308,7 +297,7 @@ def test_a_parked_delivery_whose_retry_window_passed_is_failed_with_its_reason_a
         run_round(function, sqs)  # parked; its drain's first release due in 30 s
         sqs.advance(27 * 3600)  # 27 h later: past the 26 h since the fan-out queued it
         run_round(function, sqs)
-        (record,) = delivery_records(dynamodb, table_name, "acme", hook)
+        (record,) = stored_deliveries(dynamodb, table_name, "acme", hook)
         assert (record["status"], record["failure_reason"], int(record["attempts"])) == ("FAILED", PARKED_TOO_LONG, 1)
         assert "event" in record  # kept: POST .../redeliver sends it again
         assert len(receiver.received) == 1
@@ -335,7 +324,7 @@ def test_a_deleted_webhooks_parked_deliveries_are_failed_not_sent(
             run_round(function, sqs)
         assert len(receiver.received) == 2  # the two first attempts, nothing after the delete
         assert lot(dynamodb, table_name, "acme", hook) == []
-        assert {record["status"] for record in delivery_records(dynamodb, table_name, "acme", hook)} == {"FAILED"}
+        assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"FAILED"}
 
 
 # ---------------------------------------------------------------- the token

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from support_tickets.core import keys
 from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.data.delivery_records import DeliveryRecords
 from support_tickets.data.table import OwnClient, TenantTable
@@ -31,7 +30,7 @@ from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import PUBLIC_ADDRESS
 from tests.functional.stream_harness import StreamHarness
-from tests.functional.webhook_harness import RecordingSqs, receive
+from tests.functional.webhook_harness import RecordingSqs, receive, stored_deliveries
 from tests.functional.webhook_harness import deliverer as harness_deliverer
 
 if TYPE_CHECKING:
@@ -58,17 +57,6 @@ def register(api: Api, tenant_id: str, url: str) -> str:
 
 def tenant_of(record: Mapping[str, Any]) -> str:
     return str(json.loads(record["body"])["tenant_id"])
-
-
-def stored_deliveries(
-    dynamodb: DynamoDBClient, table_name: str, tenant_id: str, webhook_id: str
-) -> list[dict[str, Any]]:
-    pk = keys.webhook_deliveries_pk(tenant_id, webhook_id)
-    return [
-        {name: next(iter(value.values())) for name, value in item.items()}
-        for item in all_items(dynamodb, table_name)
-        if item["pk"]["S"] == pk
-    ]
 
 
 def set_tenant(dynamodb: DynamoDBClient, table_name: str, config: TenantConfig) -> None:

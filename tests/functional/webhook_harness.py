@@ -27,7 +27,7 @@ from support_tickets.core import keys
 from support_tickets.core.webhook_events import DISABLED
 from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
-from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, webhook_key_arn
+from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, all_items, webhook_key_arn
 
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:123456789012:webhook-events.fifo"
 
@@ -122,6 +122,16 @@ def disable_webhook(dynamodb: Any, table_name: str, tenant_id: str, webhook_id: 
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={":d": {"S": DISABLED}},
     )
+
+
+def stored_deliveries(dynamodb: Any, table_name: str, tenant_id: str, webhook_id: str) -> list[dict[str, Any]]:
+    """A webhook's delivery records as stored, each attribute's value unwrapped."""
+    pk = keys.webhook_deliveries_pk(tenant_id, webhook_id)
+    return [
+        {name: next(iter(value.values())) for name, value in item.items()}
+        for item in all_items(dynamodb, table_name)
+        if item["pk"]["S"] == pk
+    ]
 
 
 def lambda_sqs_record(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -133,53 +133,35 @@ class WebhookParking:
     def new_token(self, seen: int, now: float) -> bool:
         """Move the token's generation from ``seen`` to ``seen + 1`` (one writer wins:
         the caller that did sends the new token)."""
-        try:
-            self._update(
-                "SET #token = :next, token_active = :true, token_seen_at = :now, expiration = :expiration",
-                now=now,
-                condition="attribute_not_exists(#token) OR #token = :seen",
-                values={":next": seen + 1, ":seen": seen, ":true": True},
-                names={"#token": "token"},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self._conditional_update(
+            "SET #token = :next, token_active = :true, token_seen_at = :now, expiration = :expiration",
+            now=now,
+            condition="attribute_not_exists(#token) OR #token = :seen",
+            values={":next": seen + 1, ":seen": seen, ":true": True},
+            names={"#token": "token"},
+        )
 
     def end_token(self, generation: int, now: float) -> bool:
         """The token of ``generation`` ends its drain: only while the lot is empty (a park
         meanwhile keeps it going); ``False`` when the lot is not empty or the token is not current."""
-        try:
-            self._update(
-                "SET token_active = :false, token_seen_at = :now, expiration = :expiration",
-                now=now,
-                condition="#token = :generation AND (attribute_not_exists(parked) OR parked <= :zero)",
-                values={":false": False, ":generation": generation, ":zero": 0},
-                names={"#token": "token"},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self._conditional_update(
+            "SET token_active = :false, token_seen_at = :now, expiration = :expiration",
+            now=now,
+            condition="#token = :generation AND (attribute_not_exists(parked) OR parked <= :zero)",
+            values={":false": False, ":generation": generation, ":zero": 0},
+            names={"#token": "token"},
+        )
 
     def recount(self, seen: int, now: float) -> bool:
         """The count set to 0 when it says ``seen`` and the lot was found empty (its items
         can expire by TTL, 30 days after their event, without a drain to count them out);
         ``False`` when a park changed it meanwhile."""
-        try:
-            self._update(
-                "SET parked = :zero, recounted_at = :now, expiration = :expiration",
-                now=now,
-                condition="parked = :seen",
-                values={":zero": 0, ":seen": seen},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self._conditional_update(
+            "SET parked = :zero, recounted_at = :now, expiration = :expiration",
+            now=now,
+            condition="parked = :seen",
+            values={":zero": 0, ":seen": seen},
+        )
 
     def group_marks(self, group_id: str) -> tuple[float, float]:
         """When messages of ``group_id`` were last sent back to the queue, and when one of
@@ -216,6 +198,24 @@ class WebhookParking:
         if names:
             request["ExpressionAttributeNames"] = names
         self.table.call("update_item", **request)
+
+    def _conditional_update(
+        self,
+        expression: str,
+        *,
+        now: float,
+        condition: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+    ) -> bool:
+        """:meth:`_update` under ``condition``: ``False`` when it did not hold."""
+        try:
+            self._update(expression, now=now, condition=condition, values=values, names=names)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     # ------------------------------------------------------------ retry slots
     def take_slot(self, slots: int, holder: str, now: float, until: float) -> bool:
