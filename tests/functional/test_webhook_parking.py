@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -178,177 +179,182 @@ def timing_out(checked: CheckedUrl, headers: Mapping[str, str], body: bytes, tim
     raise TimeoutError("timed out")
 
 
+@dataclass(frozen=True)
+class FailingWebhook:
+    """Tenant "acme"'s webhook at a receiver answering 500 (until a test changes its
+    status), the function's SQS on the test's clock, and the webhook's events."""
+
+    receiver: Receiver
+    hook: str
+    sqs: ClockedSqs
+    events: Events
+    table_name: str
+
+    def deliverer(self, **options: Any) -> Deliverer:
+        return deliverer(self.table_name, self.sqs, **options)
+
+
+@pytest.fixture
+def failing(api: Api, table_name: str) -> Iterator[FailingWebhook]:
+    with receivers(status=500) as (receiver,):
+        hook = register(api, "acme", receiver.url)
+        yield FailingWebhook(receiver, hook, ClockedSqs(), Events("acme", hook), table_name)
+
+
 # ---------------------------------------------------------------- the bound
 @pytest.mark.parametrize("hanging", [False, True], ids=["answering-500", "hanging"])
 def test_a_failing_webhooks_messages_in_flight_stay_within_its_retry_slots_and_none_is_lost(
-    api: Api, dynamodb: DynamoDBClient, table_name: str, hanging: bool
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str, hanging: bool
 ) -> None:
     """Before: every failing ticket's message waited in the queue, in flight, for up to
     26 h (a steady flow filled SQS's 120,000 for every tenant)."""
     slots = 3
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        options: dict[str, Any] = {"post": timing_out} if hanging else {}
-        function = deliverer(table_name, sqs, retry_slots=slots, **options)
-        events = Events("acme", hook)
-        most_in_flight = 0
-        for wave in range(3):
-            for ticket in range(6):
-                events.queue(f"T{wave}x{ticket}", 1)
-            for _ in range(2):
-                run_round(function, sqs)
-                most_in_flight = max(most_in_flight, len(sqs.waiting))
-                sqs.advance(400)
-        # Its retry slots, plus the drain's token: whatever the flow of events.
-        assert most_in_flight <= slots + 1
-        assert len(events.sent) == 18
-        parked = lot(dynamodb, table_name, "acme", hook)
-        assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == len(parked)
-        # Every event is in the lot or waiting in the queue, each shown PENDING: none dropped.
-        records = stored_deliveries(dynamodb, table_name, "acme", hook)
-        assert len(records) == 18
-        assert {record["status"] for record in records} == {"PENDING"}
-        attributes = sqs.client.get_queue_attributes(
-            QueueUrl=WEBHOOK_QUEUE_URL, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        visible = int(attributes["ApproximateNumberOfMessages"])  # sent back, not received yet
-        assert len(parked) + visible + len(sqs.waiting) - 1 == 18
-        assert sqs.dead_letters == []
+    hook, sqs, events = failing.hook, failing.sqs, failing.events
+    options: dict[str, Any] = {"post": timing_out} if hanging else {}
+    function = failing.deliverer(retry_slots=slots, **options)
+    most_in_flight = 0
+    for wave in range(3):
+        for ticket in range(6):
+            events.queue(f"T{wave}x{ticket}", 1)
+        for _ in range(2):
+            run_round(function, sqs)
+            most_in_flight = max(most_in_flight, len(sqs.waiting))
+            sqs.advance(400)
+    # Its retry slots, plus the drain's token: whatever the flow of events.
+    assert most_in_flight <= slots + 1
+    assert len(events.sent) == 18
+    parked = lot(dynamodb, table_name, "acme", hook)
+    assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == len(parked)
+    # Every event is in the lot or waiting in the queue, each shown PENDING: none dropped.
+    records = stored_deliveries(dynamodb, table_name, "acme", hook)
+    assert len(records) == 18
+    assert {record["status"] for record in records} == {"PENDING"}
+    attributes = sqs.client.get_queue_attributes(
+        QueueUrl=WEBHOOK_QUEUE_URL, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    visible = int(attributes["ApproximateNumberOfMessages"])  # sent back, not received yet
+    assert len(parked) + visible + len(sqs.waiting) - 1 == 18
+    assert sqs.dead_letters == []
 
 
 # ---------------------------------------------------------------- order and recovery
 def test_parked_deliveries_go_out_in_each_tickets_order_once_the_endpoint_answers(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        function = deliverer(table_name, sqs, retry_slots=2)
-        events = Events("acme", hook)
-        for version in (1, 2, 3):
-            for ticket in ("A", "B", "C", "D"):
-                events.queue(ticket, version)
+    receiver, hook, sqs, events = failing.receiver, failing.hook, failing.sqs, failing.events
+    function = failing.deliverer(retry_slots=2)
+    for version in (1, 2, 3):
+        for ticket in ("A", "B", "C", "D"):
+            events.queue(ticket, version)
+    run_round(function, sqs)
+    assert lot(dynamodb, table_name, "acme", hook)  # two tickets' heads held slots; the rest parked
+    for ticket in ("E", "F"):  # new events while the lot holds some: behind them
+        events.queue(ticket, 1)
+    run_round(function, sqs)
+    receiver.status, failed_attempts = 204, len(receiver.received)
+    for _ in range(12):
+        sqs.advance(61)
         run_round(function, sqs)
-        assert lot(dynamodb, table_name, "acme", hook)  # two tickets' heads held slots; the rest parked
-        for ticket in ("E", "F"):  # new events while the lot holds some: behind them
-            events.queue(ticket, 1)
-        run_round(function, sqs)
-        receiver.status, failed_attempts = 204, len(receiver.received)
-        for _ in range(12):
-            sqs.advance(61)
-            run_round(function, sqs)
-        delivered = first_arrivals(received_ids(receiver, since=failed_attempts))
-        assert sorted(delivered) == sorted(events.sent)
-        for ticket in "ABCDEF":
-            mine = [event_id for event_id in delivered if event_id.startswith(f"{ticket}-")]
-            assert mine == sorted(mine), mine  # v1, v2, v3
-        assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"DELIVERED"}
-        # Parked and sent back, each body is what the fan-out queued, byte for byte (what was signed).
-        for request in receiver.received[failed_attempts:]:
-            assert request.body == events.bodies[str(request.event["id"])]
-        assert lot(dynamodb, table_name, "acme", hook) == []
-        state = circuit(dynamodb, table_name, "acme", hook)
-        assert (int(state["parked"]), state["token_active"]) == (0, False)
-        assert receive() == []
+    delivered = first_arrivals(received_ids(receiver, since=failed_attempts))
+    assert sorted(delivered) == sorted(events.sent)
+    for ticket in "ABCDEF":
+        mine = [event_id for event_id in delivered if event_id.startswith(f"{ticket}-")]
+        assert mine == sorted(mine), mine  # v1, v2, v3
+    assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"DELIVERED"}
+    # Parked and sent back, each body is what the fan-out queued, byte for byte (what was signed).
+    for request in receiver.received[failed_attempts:]:
+        assert request.body == events.bodies[str(request.event["id"])]
+    assert lot(dynamodb, table_name, "acme", hook) == []
+    state = circuit(dynamodb, table_name, "acme", hook)
+    assert (int(state["parked"]), state["token_active"]) == (0, False)
+    assert receive() == []
 
 
 def test_a_message_queued_before_its_group_was_sent_back_goes_behind_the_message_sent_back(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     """The fan-out queued v2 while v1 was parked; the drain sent v1 back (to the back of
     the group, behind v2) before v2 was received. Before: v2 went out first."""
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        function = deliverer(table_name, sqs, retry_slots=0)
-        events = Events("acme", hook)
-        first = events.queue("A", 1)
-        run_round(function, sqs)  # v1 fails, no slot: parked; the drain's token queued
-        assert len(lot(dynamodb, table_name, "acme", hook)) == 1
-        second = events.queue("A", 2)
-        records = receive()
-        (token,) = [r for r in records if DrainToken.parse(r["body"])]
-        (late,) = [r for r in records if not DrainToken.parse(r["body"])]
-        receiver.status, failed_attempts = 204, len(receiver.received)
-        sqs.advance(31)
-        # The token is due: v1 goes back to the queue while v2 is still unseen by the function.
-        assert function.process_batch([token]) == [token["messageId"]]
-        assert lot(dynamodb, table_name, "acme", hook) == []
-        sqs.client.change_message_visibility(
-            QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=late["receiptHandle"], VisibilityTimeout=0
-        )
-        for _ in range(6):
-            run_round(function, sqs)
-            sqs.advance(61)
-        assert first_arrivals(received_ids(receiver, since=failed_attempts)) == [first, second]
+    receiver, hook, sqs, events = failing.receiver, failing.hook, failing.sqs, failing.events
+    function = failing.deliverer(retry_slots=0)
+    first = events.queue("A", 1)
+    run_round(function, sqs)  # v1 fails, no slot: parked; the drain's token queued
+    assert len(lot(dynamodb, table_name, "acme", hook)) == 1
+    second = events.queue("A", 2)
+    records = receive()
+    (token,) = [r for r in records if DrainToken.parse(r["body"])]
+    (late,) = [r for r in records if not DrainToken.parse(r["body"])]
+    receiver.status, failed_attempts = 204, len(receiver.received)
+    sqs.advance(31)
+    # The token is due: v1 goes back to the queue while v2 is still unseen by the function.
+    assert function.process_batch([token]) == [token["messageId"]]
+    assert lot(dynamodb, table_name, "acme", hook) == []
+    sqs.client.change_message_visibility(
+        QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=late["receiptHandle"], VisibilityTimeout=0
+    )
+    for _ in range(6):
+        run_round(function, sqs)
+        sqs.advance(61)
+    assert first_arrivals(received_ids(receiver, since=failed_attempts)) == [first, second]
 
 
 # ---------------------------------------------------------------- the retry window, a deleted webhook
 def test_a_parked_delivery_whose_retry_window_passed_is_failed_with_its_reason_and_redeliverable(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        events = Events("acme", hook)
-        events.queue("A", 1)
-        function = deliverer(table_name, sqs, retry_slots=0)
-        run_round(function, sqs)  # parked; its drain's first release due in 30 s
-        sqs.advance(27 * 3600)  # 27 h later: past the 26 h since the fan-out queued it
-        run_round(function, sqs)
-        (record,) = stored_deliveries(dynamodb, table_name, "acme", hook)
-        assert (record["status"], record["failure_reason"], int(record["attempts"])) == ("FAILED", PARKED_TOO_LONG, 1)
-        assert "event" in record  # kept: POST .../redeliver sends it again
-        assert len(receiver.received) == 1
-        assert lot(dynamodb, table_name, "acme", hook) == []
+    receiver, hook, sqs, events = failing.receiver, failing.hook, failing.sqs, failing.events
+    events.queue("A", 1)
+    function = failing.deliverer(retry_slots=0)
+    run_round(function, sqs)  # parked; its drain's first release due in 30 s
+    sqs.advance(27 * 3600)  # 27 h later: past the 26 h since the fan-out queued it
+    run_round(function, sqs)
+    (record,) = stored_deliveries(dynamodb, table_name, "acme", hook)
+    assert (record["status"], record["failure_reason"], int(record["attempts"])) == ("FAILED", PARKED_TOO_LONG, 1)
+    assert "event" in record  # kept: POST .../redeliver sends it again
+    assert len(receiver.received) == 1
+    assert lot(dynamodb, table_name, "acme", hook) == []
 
 
 def test_a_deleted_webhooks_parked_deliveries_are_failed_not_sent(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    api: Api, failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        function = deliverer(table_name, sqs, retry_slots=0)
-        events = Events("acme", hook)
-        for ticket in ("A", "B"):
-            events.queue(ticket, 1)
+    receiver, hook, sqs, events = failing.receiver, failing.hook, failing.sqs, failing.events
+    function = failing.deliverer(retry_slots=0)
+    for ticket in ("A", "B"):
+        events.queue(ticket, 1)
+    run_round(function, sqs)
+    assert len(lot(dynamodb, table_name, "acme", hook)) == 2
+    response = api.call("webhook_delete", User("acme", "root", admin=True), ticket_id=hook)
+    assert response.status == 204, response.body
+    receiver.status = 204
+    for _ in range(3):
+        sqs.advance(61)
         run_round(function, sqs)
-        assert len(lot(dynamodb, table_name, "acme", hook)) == 2
-        response = api.call("webhook_delete", User("acme", "root", admin=True), ticket_id=hook)
-        assert response.status == 204, response.body
-        receiver.status = 204
-        for _ in range(3):
-            sqs.advance(61)
-            run_round(function, sqs)
-        assert len(receiver.received) == 2  # the two first attempts, nothing after the delete
-        assert lot(dynamodb, table_name, "acme", hook) == []
-        assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"FAILED"}
+    assert len(receiver.received) == 2  # the two first attempts, nothing after the delete
+    assert lot(dynamodb, table_name, "acme", hook) == []
+    assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"FAILED"}
 
 
 # ---------------------------------------------------------------- the token
 def test_the_drain_hands_over_to_a_new_token_before_sqs_would_dead_letter_it(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        function = deliverer(table_name, sqs, retry_slots=0)
-        Events("acme", hook).queue("A", 1)
-        run_round(function, sqs)
-        (record,) = receive()
-        token = DrainToken.parse(record["body"])
-        assert token is not None
-        worn = QueuedMessage.of_record(record)
-        worn = QueuedMessage(**{**{f: getattr(worn, f) for f in worn.__slots__}, "receive_count": MAX_RECEIVES - 2})
-        assert function.deliver(worn) == "drain: token renewed"
-        sqs.client.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"])
-        (renewed,) = receive()
-        assert DrainToken.parse(renewed["body"]) == DrainToken("acme", hook, token.generation + 1)
-        assert int(circuit(dynamodb, table_name, "acme", hook)["token"]) == token.generation + 1
-        # The old one, should it come back, ends without doing anything.
-        assert function.deliver(QueuedMessage.of_record(record)) == "drain: replaced"
+    hook, sqs, events = failing.hook, failing.sqs, failing.events
+    function = failing.deliverer(retry_slots=0)
+    events.queue("A", 1)
+    run_round(function, sqs)
+    (record,) = receive()
+    token = DrainToken.parse(record["body"])
+    assert token is not None
+    worn = QueuedMessage.of_record(record)
+    worn = QueuedMessage(**{**{f: getattr(worn, f) for f in worn.__slots__}, "receive_count": MAX_RECEIVES - 2})
+    assert function.deliver(worn) == "drain: token renewed"
+    sqs.client.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"])
+    (renewed,) = receive()
+    assert DrainToken.parse(renewed["body"]) == DrainToken("acme", hook, token.generation + 1)
+    assert int(circuit(dynamodb, table_name, "acme", hook)["token"]) == token.generation + 1
+    # The old one, should it come back, ends without doing anything.
+    assert function.deliver(QueuedMessage.of_record(record)) == "drain: replaced"
 
 
 # ---------------------------------------------------------------- tenants
@@ -379,29 +385,26 @@ def test_one_tenants_parked_webhook_never_holds_or_touches_another_tenants(
 
 
 def test_a_lot_whose_items_expired_uncounted_is_recounted_and_its_webhook_delivers_again(
-    api: Api, dynamodb: DynamoDBClient, table_name: str
+    failing: FailingWebhook, dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     """A parked item's TTL (30 days after its event) deletes it without the drain counting
     it out. Before: the count stayed above 0 and every new message was parked for good."""
-    with receivers(status=500) as (receiver,):
-        hook = register(api, "acme", receiver.url)
-        sqs = ClockedSqs()
-        function = deliverer(table_name, sqs, retry_slots=0)
-        events = Events("acme", hook)
-        events.queue("A", 1)
+    receiver, hook, sqs, events = failing.receiver, failing.hook, failing.sqs, failing.events
+    function = failing.deliverer(retry_slots=0)
+    events.queue("A", 1)
+    run_round(function, sqs)
+    (parked_sk,) = lot(dynamodb, table_name, "acme", hook)
+    dynamodb.delete_item(
+        TableName=table_name, Key={"pk": {"S": keys.webhook_parked_pk("acme", hook)}, "sk": {"S": parked_sk}}
+    )  # as its TTL would
+    receiver.status, failed_attempts = 204, len(receiver.received)
+    for _ in range(3):
+        sqs.advance(61)
         run_round(function, sqs)
-        (parked_sk,) = lot(dynamodb, table_name, "acme", hook)
-        dynamodb.delete_item(
-            TableName=table_name, Key={"pk": {"S": keys.webhook_parked_pk("acme", hook)}, "sk": {"S": parked_sk}}
-        )  # as its TTL would
-        receiver.status, failed_attempts = 204, len(receiver.received)
-        for _ in range(3):
-            sqs.advance(61)
-            run_round(function, sqs)
-        assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == 0
-        later = events.queue("B", 1)
-        run_round(function, sqs)
-        assert received_ids(receiver, since=failed_attempts) == [later]
+    assert int(circuit(dynamodb, table_name, "acme", hook)["parked"]) == 0
+    later = events.queue("B", 1)
+    run_round(function, sqs)
+    assert received_ids(receiver, since=failed_attempts) == [later]
 
 
 class FailingFirst:
