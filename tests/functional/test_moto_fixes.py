@@ -26,11 +26,17 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   times over, on each send and each received message; with the fix a send and a
   receive read it as often with 100 messages in flight as with 10, and the
   counts, the visible messages and the retention check answer as plain moto's.
+- AttributeValues: plain moto's JSON walk looks up every member of every
+  AttributeValue of an answer (the look-ups grow ten to one with its values);
+  with the fix an answer's look-ups do not grow with its items, and every
+  answer (each kind of value, binary ones and nested ones included, each read
+  operation and the stream) is the same bytes as plain moto's.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -40,6 +46,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import rsa
+from moto.core import serialize as moto_serialize
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.sqs import models as sqs_models
@@ -47,6 +54,7 @@ from moto.sqs import models as sqs_models
 from local_stack import moto_fixes
 from local_stack.moto_fixes import (
     ATOMIC_REQUESTS,
+    ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     MOTO_LOCK,
     QUERIES_READ_THEIR_PARTITION,
@@ -863,3 +871,141 @@ def test_the_counts_the_visible_messages_and_the_retention_answer_as_plain_moto(
     counts, visible, past_retention = fixed
     assert set(counts.values()) == {"1"}  # one visible, one in flight, one delayed
     assert (visible, past_retention) == (["waiting"], [])
+
+
+# ---------------------------------------------------------------- AttributeValues
+@pytest.fixture
+def look_ups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times moto's JSON walk looked a member's value up (its attribute picker)."""
+    counted = [0]
+    picker = moto_serialize.AttributePicker.__call__
+
+    def counting(self: Any, context: Any) -> Any:
+        counted[0] += 1
+        return picker(self, context)
+
+    monkeypatch.setattr(moto_serialize.AttributePicker, "__call__", counting)
+    return counted
+
+
+def _slot_items(dynamodb: DynamoDBClient, table_name: str, count: int) -> None:
+    for number in range(count):
+        dynamodb.put_item(
+            TableName=table_name,
+            Item={
+                "pk": {"S": "TENANT#1|LOOKUPS"},
+                "sk": {"S": f"SLOT#{number:03d}"},
+                "holder": {"S": "01M8E2JCH6DAC8K918Q2S67E6V"},
+                "held_until": {"N": "1800000000.125"},
+                "expiration": {"N": "1800003600"},
+            },
+        )
+
+
+def _look_ups_of_a_query(dynamodb: DynamoDBClient, table_name: str, look_ups: list[int]) -> int:
+    before = look_ups[0]
+    dynamodb.query(
+        TableName=table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "TENANT#1|LOOKUPS"}},
+        ConsistentRead=True,
+    )
+    return look_ups[0] - before
+
+
+def test_in_plain_moto_an_answer_looks_up_every_member_of_every_attribute_value(
+    dynamodb: DynamoDBClient, table_name: str, look_ups: list[int]
+) -> None:
+    with ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE.removed():
+        _slot_items(dynamodb, table_name, 10)
+        few = _look_ups_of_a_query(dynamodb, table_name, look_ups)
+        _slot_items(dynamodb, table_name, 100)
+        many = _look_ups_of_a_query(dynamodb, table_name, look_ups)
+    # Five values an item, each an AttributeValue of ten members looked up.
+    assert many - few >= 90 * 5 * 10
+
+
+def test_an_answers_look_ups_do_not_grow_with_its_items(
+    dynamodb: DynamoDBClient, table_name: str, look_ups: list[int]
+) -> None:
+    _slot_items(dynamodb, table_name, 10)
+    few = _look_ups_of_a_query(dynamodb, table_name, look_ups)
+    _slot_items(dynamodb, table_name, 100)
+    assert _look_ups_of_a_query(dynamodb, table_name, look_ups) == few
+
+
+EVERY_KIND = {
+    "pk": {"S": "TENANT#1|KINDS"},
+    "sk": {"S": "ITEM"},
+    "text": {"S": "caf\u00e9 \U0001f600 \u4e2d"},
+    "empty": {"S": ""},
+    "number": {"N": "-12345678901234567890.123456789"},
+    "flag": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "strings": {"SS": ["b", "a"]},
+    "numbers": {"NS": ["1", "2.5"]},
+    "blob": {"B": b"\x00\xff binary"},
+    "blobs": {"BS": [b"\x01", b"\x02"]},
+    "map": {"M": {"inner": {"L": [{"S": "x"}, {"N": "1"}, {"M": {}}, {"L": []}]}, "deep": {"M": {"b": {"B": b"z"}}}}},
+    "list": {"L": [{"BOOL": True}, {"SS": ["only"]}, {"NULL": True}]},
+}
+
+
+def _answers(dynamodb: DynamoDBClient, table_name: str) -> list[bytes]:
+    """The raw bodies of each read of an item holding every kind of value."""
+    bodies: list[bytes] = []
+    client = boto3.client("dynamodb", region_name=REGION)
+    client.meta.events.register(
+        "after-call.dynamodb.*", lambda http_response, **_: bodies.append(http_response.content)
+    )
+    key = {"pk": EVERY_KIND["pk"], "sk": EVERY_KIND["sk"]}
+    client.put_item(TableName=table_name, Item=EVERY_KIND)
+    client.get_item(TableName=table_name, Key=key)
+    client.query(
+        TableName=table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": EVERY_KIND["pk"]},
+        ProjectionExpression="sk, #map.inner, #blob, #list",
+        ExpressionAttributeNames={"#map": "map", "#list": "list", "#blob": "blob"},
+    )
+    client.batch_get_item(RequestItems={table_name: {"Keys": [key]}})
+    client.transact_get_items(TransactItems=[{"Get": {"TableName": table_name, "Key": key}}])
+    client.update_item(
+        TableName=table_name,
+        Key=key,
+        UpdateExpression="SET flag = :true",
+        ExpressionAttributeValues={":true": {"BOOL": True}},
+        ReturnValues="ALL_NEW",
+    )
+    client.delete_item(TableName=table_name, Key=key, ReturnValues="ALL_OLD")
+    return bodies
+
+
+def test_every_answer_is_the_same_bytes_as_plain_moto(dynamodb: DynamoDBClient, table_name: str) -> None:
+    with ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE.removed():
+        plain = _answers(dynamodb, table_name)
+    fixed = _answers(dynamodb, table_name)
+    assert len(fixed) == 7
+    assert fixed == plain
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    arn = dynamodb.describe_table(TableName=table_name)["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+
+    def records() -> bytes:
+        bodies: list[bytes] = []
+        streams.meta.events.register_first(
+            "after-call.dynamodbstreams.GetRecords", lambda http_response, **_: bodies.append(http_response.content)
+        )
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+        streams.get_records(ShardIterator=iterator["ShardIterator"])
+        return bodies[-1]
+
+    def without_iterator(body: bytes) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(body)
+        answer.pop("NextShardIterator")  # a new one each call
+        return answer
+
+    with ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE.removed():
+        plain_records = without_iterator(records())
+    assert len(plain_records["Records"]) >= 3  # the put, the update, the delete
+    assert without_iterator(records()) == plain_records
