@@ -934,7 +934,7 @@ def test_an_answers_look_ups_do_not_grow_with_its_items(
     assert _look_ups_of_a_query(dynamodb, table_name, look_ups) == few
 
 
-EVERY_KIND = {
+EVERY_KIND: dict[str, Any] = {
     "pk": {"S": "TENANT#1|KINDS"},
     "sk": {"S": "ITEM"},
     "text": {"S": "caf\u00e9 \U0001f600 \u4e2d"},
@@ -958,7 +958,7 @@ def _answers(dynamodb: DynamoDBClient, table_name: str) -> list[bytes]:
     client.meta.events.register(
         "after-call.dynamodb.*", lambda http_response, **_: bodies.append(http_response.content)
     )
-    key = {"pk": EVERY_KIND["pk"], "sk": EVERY_KIND["sk"]}
+    key: dict[str, Any] = {"pk": EVERY_KIND["pk"], "sk": EVERY_KIND["sk"]}
     client.put_item(TableName=table_name, Item=EVERY_KIND)
     client.get_item(TableName=table_name, Key=key)
     client.query(
