@@ -56,6 +56,7 @@ class Receiver:
     hang: bool = False
     tls: ssl.SSLContext | None = None
     received: list[Received] = field(default_factory=list)
+    answered: int = 0  # requests answered so far (a held one is received, not answered)
     released: threading.Event = field(default_factory=threading.Event)
     server: ThreadingHTTPServer | None = None
 
@@ -85,6 +86,7 @@ class Receiver:
                     self.send_header("location", receiver.location)
                 self.send_header("content-length", "0")
                 self.end_headers()
+                receiver.answered += 1
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
