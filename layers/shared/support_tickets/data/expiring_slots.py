@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from support_tickets.data.table import TenantTable, error_code, from_item
+from support_tickets.data.table import TenantTable, from_item
 
 # Items of a slot outlive its hold by an hour (then TTL removes what nobody takes again).
 KEPT_AFTER_HOLD_SECONDS = 3600
@@ -114,39 +112,27 @@ class ExpiringSlots:
 
     def _claim(self, number: int, holder: str, now: float, until: float, *, renew: bool) -> bool:
         condition = "attribute_not_exists(held_until) OR held_until <= :now"
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=self.key(number),
-                UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
-                ConditionExpression=f"{condition} OR holder = :holder" if renew else condition,
-                ExpressionAttributeValues={
-                    ":until": {"N": str(_seconds(until))},
-                    ":holder": {"S": holder},
-                    ":now": {"N": str(_seconds(now))},
-                    ":expiration": {"N": str(int(until) + KEPT_AFTER_HOLD_SECONDS)},
-                },
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=self.key(number),
+            UpdateExpression="SET held_until = :until, holder = :holder, expiration = :expiration",
+            ConditionExpression=f"{condition} OR holder = :holder" if renew else condition,
+            ExpressionAttributeValues={
+                ":until": {"N": str(_seconds(until))},
+                ":holder": {"S": holder},
+                ":now": {"N": str(_seconds(now))},
+                ":expiration": {"N": str(int(until) + KEPT_AFTER_HOLD_SECONDS)},
+            },
+        )
 
     def _release(self, number: int, holder: str) -> bool:
         """``False`` when ``holder`` does not hold slot ``number``."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=self.key(number),
-                UpdateExpression="REMOVE held_until, holder",
-                ConditionExpression="holder = :holder",
-                ExpressionAttributeValues={":holder": {"S": holder}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=self.key(number),
+            UpdateExpression="REMOVE held_until, holder",
+            ConditionExpression="holder = :holder",
+            ExpressionAttributeValues={":holder": {"S": holder}},
+        )

@@ -133,7 +133,7 @@ class WebhookParking:
     def new_token(self, seen: int, now: float) -> bool:
         """Move the token's generation from ``seen`` to ``seen + 1`` (one writer wins:
         the caller that did sends the new token)."""
-        return self._conditional_update(
+        return self._update(
             "SET #token = :next, token_active = :true, token_seen_at = :now, expiration = :expiration",
             now=now,
             condition="attribute_not_exists(#token) OR #token = :seen",
@@ -144,7 +144,7 @@ class WebhookParking:
     def end_token(self, generation: int, now: float) -> bool:
         """The token of ``generation`` ends its drain: only while the lot is empty (a park
         meanwhile keeps it going); ``False`` when the lot is not empty or the token is not current."""
-        return self._conditional_update(
+        return self._update(
             "SET token_active = :false, token_seen_at = :now, expiration = :expiration",
             now=now,
             condition="#token = :generation AND (attribute_not_exists(parked) OR parked <= :zero)",
@@ -156,7 +156,7 @@ class WebhookParking:
         """The count set to 0 when it says ``seen`` and the lot was found empty (its items
         can expire by TTL, 30 days after their event, without a drain to count them out);
         ``False`` when a park changed it meanwhile."""
-        return self._conditional_update(
+        return self._update(
             "SET parked = :zero, recounted_at = :now, expiration = :expiration",
             now=now,
             condition="parked = :seen",
@@ -184,7 +184,8 @@ class WebhookParking:
         condition: str | None = None,
         values: dict[str, Any] | None = None,
         names: dict[str, str] | None = None,
-    ) -> None:
+    ) -> bool:
+        """The circuit item updated; ``False`` when ``condition`` did not hold."""
         request: dict[str, Any] = {
             "TableName": self.table.table_name,
             "Key": self._circuit_key(),
@@ -197,25 +198,7 @@ class WebhookParking:
             request["ConditionExpression"] = condition
         if names:
             request["ExpressionAttributeNames"] = names
-        self.table.call("update_item", **request)
-
-    def _conditional_update(
-        self,
-        expression: str,
-        *,
-        now: float,
-        condition: str,
-        values: dict[str, Any],
-        names: dict[str, str] | None = None,
-    ) -> bool:
-        """:meth:`_update` under ``condition``: ``False`` when it did not hold."""
-        try:
-            self._update(expression, now=now, condition=condition, values=values, names=names)
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self.table.call_if("update_item", **request)
 
     # ------------------------------------------------------------ retry slots
     def take_slot(self, slots: int, holder: str, now: float, until: float) -> bool:

@@ -146,6 +146,17 @@ class TenantTable:
             return response
         raise Unavailable()  # pragma: no cover - the loop returns or raises
 
+    def call_if(self, operation: str, **kwargs: Any) -> bool:
+        """:meth:`call` of a conditional write: ``False`` when its condition did not hold
+        (nothing was written)."""
+        try:
+            self.call(operation, **kwargs)
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def query_from_cursor(self, query: dict[str, Any], *, from_cursor: bool) -> Any:
         """A Query whose ``ExclusiveStartKey`` may come from a client's cursor:
         every value is checked before, and should DynamoDB still refuse the start
