@@ -159,8 +159,11 @@ if TYPE_CHECKING:
 # (4,000 writes a second, AWS's "Initial throughput and scaling properties"), so
 # that the copy leaves the pool's and the new table's room to their traffic.
 DEFAULT_RATE: Final = 1000.0
-# Partitions read (and written) at once.
+# Partitions read (and written) at once. More shorten the sync, so the write pause, of a
+# tenant with many tickets (DynamoDB serves the Queries in parallel); each is a thread and
+# a connection of the operator's machine.
 DEFAULT_WORKERS: Final = 8
+MAX_MOVE_WORKERS: Final = 64
 # How long after placed_at the trailing copy keeps looking: the stream
 # functions' usual lag is under a second; a minute covers a batch retried a few
 # times (the event sources' retries and bisections). A record processed later

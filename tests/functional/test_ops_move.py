@@ -25,7 +25,7 @@ import pytest
 
 from local_stack.local_values import offline_values
 from ops import offboard, tenants
-from ops.move import STALE_SECONDS, MoveError, Mover, Outcome
+from ops.move import DEFAULT_WORKERS, STALE_SECONDS, MoveError, Mover, Outcome
 from ops.reconcile import recount, stored_counts
 from ops.sample_events import delivery_item
 from ops.tenants import MoveRunning, RecordChanged, TenantAdmin
@@ -527,3 +527,29 @@ def test_refusals_while_moving_a_reshard_an_offboarding_a_bad_placement_and_a_re
     with pytest.raises(MoveError, match="resharded"):
         world.move("1", "dedicated")
     assert world.record("1") == resharding
+
+
+def test_move_workers_reach_the_mover_and_a_bad_count_is_one_line(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--move-workers``: how many partitions the copy, the sync and the erase work on at
+    once (the sync's time is the write pause); out of 1..64 it is refused before anything
+    is written."""
+    world.populate("1")
+    state = ["--local", "--local-state", str(local_state_file(tmp_path, world.pool))]
+    before = world.record("1")
+    for bad in ("0", "65", "x"):
+        assert tenants.main(["--tenant", "1", "--placement", "dedicated", "--move-workers", bad, *state]) == 1
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line == f"error: --move-workers must be 1..64 (got {bad!r})"
+    assert world.record("1") == before
+    seen: list[int] = []
+
+    def moved(self: Mover, tenant_id: str, to: str) -> Any:
+        seen.append(self.workers)
+        raise MoveError("stopped here by the test")
+
+    monkeypatch.setattr(Mover, "move", moved)
+    assert tenants.main(["--tenant", "1", "--placement", "dedicated", "--move-workers", "32", *state]) == 1
+    assert tenants.main(["--tenant", "1", "--placement", "dedicated", *state]) == 1
+    assert seen == [32, DEFAULT_WORKERS]
