@@ -324,13 +324,17 @@ def test_a_deleted_webhooks_parked_deliveries_are_failed_not_sent(
         events.queue(ticket, 1)
     run_round(function, sqs)
     assert len(lot(dynamodb, table_name, "acme", hook)) == 2
+    # A failed and was parked; B was attempted too, or parked behind A unattempted if A's
+    # park came first (the batch's groups run at once).
+    attempted = len(receiver.received)
+    assert attempted in (1, 2)
     response = api.call("webhook_delete", User("acme", "root", admin=True), ticket_id=hook)
     assert response.status == 204, response.body
     receiver.status = 204
     for _ in range(3):
         sqs.advance(61)
         run_round(function, sqs)
-    assert len(receiver.received) == 2  # the two first attempts, nothing after the delete
+    assert len(receiver.received) == attempted  # nothing after the delete
     assert lot(dynamodb, table_name, "acme", hook) == []
     assert {record["status"] for record in stored_deliveries(dynamodb, table_name, "acme", hook)} == {"FAILED"}
 
