@@ -401,15 +401,9 @@ def webhook_rate_pk(tenant_id: str) -> str:
     return f"{webhooks_pk(tenant_id)}#RATE"
 
 
-# A tenant's attempt leases (its bound on deliveries in flight) share the rate counters' partition.
+# A tenant's attempt leases (its bound on deliveries in flight) share the rate counters' partition:
+# LEASE#<n> (support_tickets.data.expiring_slots).
 WEBHOOK_LEASE_SK_PREFIX: Final = "LEASE#"
-
-
-def webhook_lease_key(tenant_id: str, slot: int) -> dict[str, dict[str, str]]:
-    """One of a tenant's delivery attempt leases (``LEASE#<slot>`` in :func:`webhook_rate_pk`)."""
-    if slot < 0:
-        raise ValueError("invalid lease slot")
-    return {"pk": {"S": webhook_rate_pk(tenant_id)}, "sk": {"S": f"{WEBHOOK_LEASE_SK_PREFIX}{slot}"}}
 
 
 def delivery_key(tenant_id: str, webhook_id: str, delivery_id: str) -> dict[str, dict[str, str]]:
