@@ -29,12 +29,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from botocore.exceptions import ClientError
-
 from support_tickets.core import keys
 from support_tickets.core.webhook_events import ACTIVE, DISABLED
 from support_tickets.data.expiring_slots import ExpiringSlots
-from support_tickets.data.table import TenantTable, error_code, from_item, to_item
+from support_tickets.data.table import TenantTable, from_item, to_item
 from support_tickets.data.webhook_partition import webhooks_query
 
 PENDING: Final = "PENDING"
@@ -207,43 +205,33 @@ class DeliveryRecords:
 
     def disable(self, webhook_id: str) -> None:
         """``DISABLED`` (the receiver answered 410 Gone); a deleted webhook stays deleted."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=keys.webhook_key(self.table.tenant_id, webhook_id),
-                UpdateExpression="SET #status = :disabled",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":disabled": {"S": DISABLED}},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.webhook_key(self.table.tenant_id, webhook_id),
+            UpdateExpression="SET #status = :disabled",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={":disabled": {"S": DISABLED}},
+        )
 
     def take_rate_slot(self, second: int, limit: int) -> bool:
         """One of the ``limit`` deliveries the tenant may start in epoch second
         ``second``; ``False`` when they are taken (a conditional ``ADD`` on the
         second's counter, which expires a minute later)."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key={"pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)}, "sk": {"S": str(second)}},
-                UpdateExpression="ADD #count :one SET expiration = :expiration",
-                ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
-                ExpressionAttributeNames={"#count": "count"},
-                ExpressionAttributeValues={
-                    ":one": {"N": "1"},
-                    ":limit": {"N": str(limit)},
-                    ":expiration": {"N": str(second + 60)},
-                },
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return False
-        return True
+        return self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key={"pk": {"S": keys.webhook_rate_pk(self.table.tenant_id)}, "sk": {"S": str(second)}},
+            UpdateExpression="ADD #count :one SET expiration = :expiration",
+            ConditionExpression="attribute_not_exists(#count) OR #count < :limit",
+            ExpressionAttributeNames={"#count": "count"},
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":limit": {"N": str(limit)},
+                ":expiration": {"N": str(second + 60)},
+            },
+        )
 
     def _leases(self, limit: int) -> ExpiringSlots:
         return ExpiringSlots(
@@ -281,23 +269,19 @@ class DeliveryRecords:
             ":zero": 0,
             ":none": None,
         }
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
-                UpdateExpression=(
-                    "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
-                    "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :none, "
-                    "next_attempt_at = :next, created_at = :at, expiration = :expiration, attempts = :zero"
-                ),
-                ConditionExpression="attribute_not_exists(pk)",
-                ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
-                ExpressionAttributeValues=to_item(values),
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
+            UpdateExpression=(
+                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+                "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :none, "
+                "next_attempt_at = :next, created_at = :at, expiration = :expiration, attempts = :zero"
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+            ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
+            ExpressionAttributeValues=to_item(values),
+        )
 
     def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
         """A delivery's status and attempts so far (``None`` and 0 before its first attempt)."""
@@ -317,23 +301,19 @@ class DeliveryRecords:
         """A ``PENDING`` delivery (or one marked for redelivery) whose webhook can't
         receive it any more (deleted, disabled, unsubscribed) becomes ``FAILED``,
         without an attempt; the mark goes."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table.table_name,
-                Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
-                UpdateExpression=f"SET #status = :failed, next_attempt_at = :none REMOVE {REDELIVER_MARK}",
-                ConditionExpression=f"#status = :pending OR attribute_exists({REDELIVER_MARK})",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":failed": {"S": FAILED},
-                    ":pending": {"S": PENDING},
-                    ":none": {"NULL": True},
-                },
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
+        self.table.call_if(
+            "update_item",
+            TableName=self.table.table_name,
+            Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
+            UpdateExpression=f"SET #status = :failed, next_attempt_at = :none REMOVE {REDELIVER_MARK}",
+            ConditionExpression=f"#status = :pending OR attribute_exists({REDELIVER_MARK})",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":failed": {"S": FAILED},
+                ":pending": {"S": PENDING},
+                ":none": {"NULL": True},
+            },
+        )
 
     def record_attempt(self, attempt: Attempt) -> None:
         """One attempt's outcome (creating the record on the first); clears a redelivery mark."""

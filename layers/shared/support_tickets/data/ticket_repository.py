@@ -402,20 +402,14 @@ class TicketRepository:
 
     def _update_if(self, key: dict[str, Any], update: str, condition: str, values: dict[str, Any]) -> bool:
         """A conditional UpdateItem; False when the condition did not hold."""
-        try:
-            self.table.call(
-                "update_item",
-                TableName=self.table_name,
-                Key=key,
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self.table.call_if(
+            "update_item",
+            TableName=self.table_name,
+            Key=key,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
 
     # ------------------------------------------------------------ lists
     def list_tickets_by_status(

@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.data.audit_items import epoch_of, stored_item
-from support_tickets.data.table import OwnClient, TenantTable, error_code, to_item
+from support_tickets.data.table import OwnClient, TenantTable, to_item
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.records import own_client
 
@@ -105,15 +105,10 @@ class AuditWriter:
 
     def _put_once(self, table: TenantTable, item: dict[str, Any]) -> int:
         """1 if this put wrote ``item``, 0 if an earlier delivery had."""
-        try:
-            table.call(
-                "put_item", TableName=table.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise
-            return 0
-        return 1
+        written = table.call_if(
+            "put_item", TableName=table.table_name, Item=item, ConditionExpression="attribute_not_exists(pk)"
+        )
+        return 1 if written else 0
 
 
 @cache
