@@ -29,7 +29,9 @@ What is counted and priced (at :mod:`support_tickets.core.prices`):
   key, a customer managed key at its list price ($1 a month, prorated; each of
   its first two yearly rotations adds $1), for the part of the day its record
   placed it there (:func:`own_table_windows`). Its rotations are counted from
-  the start of that placement (the key is at least that old). Not in it: the
+  the start of that placement (the key is at least that old). API.md's "its
+  backups" are in it as this key, the only fixed monthly cost they have (every
+  backup and restore point is encrypted under it). Not in it: the
   table's storage and point-in-time recovery, billed per GB as the pool
   table's are for a pooled tenant's items (which no tenant's figure prices
   either), nor the table's two alarms (shared operations, as the pool's).
