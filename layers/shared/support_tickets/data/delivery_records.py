@@ -123,8 +123,16 @@ class Refusal:
     expiration: int
 
 
-def _event_values(attempt: Attempt) -> dict[str, Any]:
-    """The values every write of a delivery record sets from its event (held or attempted)."""
+# What every write of a delivery record sets from its event (held or attempted),
+# and the status, the next attempt and the record's age.
+_EVENT_ASSIGNMENTS: Final = (
+    "delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
+    "ticket_id = :ticket_id, #event = :body, #status = :status, next_attempt_at = :next"
+)
+
+
+def _event_values(attempt: Attempt, status: str) -> dict[str, Any]:
+    """The values of :data:`_EVENT_ASSIGNMENTS` (and ``:at``, ``:expiration``, ``:zero``)."""
     return {
         ":delivery_id": attempt.delivery_id,
         ":webhook_id": attempt.webhook_id,
@@ -132,6 +140,11 @@ def _event_values(attempt: Attempt) -> dict[str, Any]:
         ":type": attempt.type,
         ":ticket_id": attempt.ticket_id,
         ":body": attempt.body,
+        ":status": status,
+        ":next": attempt.next_attempt_at,
+        ":at": attempt.at,
+        ":expiration": attempt.expiration,
+        ":zero": 0,
     }
 
 
@@ -260,27 +273,11 @@ class DeliveryRecords:
         shows it; a record that exists (a failed attempt's, one marked for
         redelivery) is left as it is (a write that kept a redelivery mark would
         send the redelivery again)."""
-        values: dict[str, Any] = {
-            **_event_values(attempt),
-            ":status": PENDING,
-            ":next": attempt.next_attempt_at,
-            ":at": attempt.at,
-            ":expiration": attempt.expiration,
-            ":zero": 0,
-            ":none": None,
-        }
-        self.table.call_if(
-            "update_item",
-            TableName=self.table.table_name,
-            Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
-            UpdateExpression=(
-                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
-                "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :none, "
-                "next_attempt_at = :next, created_at = :at, expiration = :expiration, attempts = :zero"
-            ),
+        self._write_record(
+            attempt,
+            "last_status_code = :none, created_at = :at, expiration = :expiration, attempts = :zero",
+            {**_event_values(attempt, PENDING), ":none": None},
             ConditionExpression="attribute_not_exists(pk)",
-            ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
-            ExpressionAttributeValues=to_item(values),
         )
 
     def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
@@ -317,58 +314,37 @@ class DeliveryRecords:
 
     def record_attempt(self, attempt: Attempt) -> None:
         """One attempt's outcome (creating the record on the first); clears a redelivery mark."""
-        values: dict[str, Any] = {
-            **_event_values(attempt),
-            ":status": attempt.status,
-            ":code": attempt.status_code,
-            ":next": attempt.next_attempt_at,
-            ":at": attempt.at,
-            ":expiration": attempt.expiration,
-            ":zero": 0,
-            ":one": 1,
-        }
-        self.table.call(
+        self._write_record(
+            attempt,
+            "last_status_code = :code, last_attempt_at = :at, created_at = if_not_exists(created_at, :at), "
+            "expiration = if_not_exists(expiration, :expiration), attempts = if_not_exists(attempts, :zero) + :one "
+            f"REMOVE {REDELIVER_MARK}, {FAILURE_REASON}",
+            {**_event_values(attempt, attempt.status), ":code": attempt.status_code, ":one": 1},
+        )
+
+    def _write_record(self, attempt: Attempt, assignments: str, values: dict[str, Any], **condition: str) -> bool:
+        """The delivery record's event fields and ``assignments`` (after ``SET``, then
+        any ``REMOVE``); ``False`` when ``condition`` did not hold."""
+        return self.table.call_if(
             "update_item",
             TableName=self.table.table_name,
             Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
-            UpdateExpression=(
-                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
-                "ticket_id = :ticket_id, #event = :body, #status = :status, last_status_code = :code, "
-                "next_attempt_at = :next, last_attempt_at = :at, created_at = if_not_exists(created_at, :at), "
-                "expiration = if_not_exists(expiration, :expiration), "
-                "attempts = if_not_exists(attempts, :zero) + :one "
-                f"REMOVE {REDELIVER_MARK}, {FAILURE_REASON}"
-            ),
+            UpdateExpression=f"SET {_EVENT_ASSIGNMENTS}, {assignments}",
             ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
             ExpressionAttributeValues=to_item(values),
+            **condition,
         )
 
     def fail_unattempted(self, attempt: Attempt, reason: str) -> None:
         """A delivery given up without (another) attempt: ``FAILED`` with ``reason``,
         created with 0 attempts if it had no record, ``attempts`` as it was otherwise;
         the event kept for ``POST …/redeliver``; a redelivery mark goes."""
-        values: dict[str, Any] = {
-            **_event_values(attempt),
-            ":status": attempt.status,
-            ":at": attempt.at,
-            ":expiration": attempt.expiration,
-            ":zero": 0,
-            ":none": None,
-            ":reason": reason,
-        }
-        self.table.call(
-            "update_item",
-            TableName=self.table.table_name,
-            Key=keys.delivery_key(self.table.tenant_id, attempt.webhook_id, attempt.delivery_id),
-            UpdateExpression=(
-                "SET delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
-                "ticket_id = :ticket_id, #event = :body, #status = :status, next_attempt_at = :none, "
-                f"{FAILURE_REASON} = :reason, created_at = if_not_exists(created_at, :at), "
-                "expiration = if_not_exists(expiration, :expiration), attempts = if_not_exists(attempts, :zero) "
-                f"REMOVE {REDELIVER_MARK}"
-            ),
-            ExpressionAttributeNames={"#type": "type", "#event": "event", "#status": "status"},
-            ExpressionAttributeValues=to_item(values),
+        self._write_record(
+            attempt,
+            f"{FAILURE_REASON} = :reason, created_at = if_not_exists(created_at, :at), "
+            "expiration = if_not_exists(expiration, :expiration), attempts = if_not_exists(attempts, :zero) "
+            f"REMOVE {REDELIVER_MARK}",
+            {**_event_values(attempt, attempt.status), ":next": None, ":reason": reason},
         )
 
     def record_refusal(self, refusal: Refusal) -> None:
