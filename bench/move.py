@@ -111,7 +111,10 @@ def run_move(stack: StackProcess, *, sizes: tuple[int, ...] = SIZES, tenant_pref
                 "synced_again": outcome.synced,
                 "pause_seconds": round(outcome.pause_seconds, 1),
                 "sync_seconds": round(outcome.pause_seconds - 2 * SWITCH_WAIT_SECONDS, 1),
+                "trailing": outcome.trailing,
                 "erased": outcome.erased,
+                "strays": outcome.strays,
+                "verified": outcome.verified,
                 "move_seconds": round(seconds, 1),
                 "load_average": round(load, 1),
                 "load_average_after": round(os.getloadavg()[0], 1),
@@ -152,15 +155,22 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
             f"{row['copy_items_per_second']:,} | {row['pause_seconds']} | {row['sync_seconds']} | "
             f"{row['move_seconds']} | {row['load_average']} |"
         )
+    checked = [row for row in move["rows"] if "verified" in row]
+    if checked:
+        lines += ["", "What the mover's final check found after each move:", ""]
+        lines += [
+            f"- {row['tickets']:,} tickets: {row['trailing']:,} items copied by the trailing copy after the switch, "
+            f"{row['erased']:,} erased from the pool ({row['strays']:,} of them found only by the final Scan); "
+            f"{row['verified']}."
+            for row in checked
+        ]
     measured = {row["tickets"] for row in move["rows"]}
     missing = [f"{size:,}" for size in SIZES if size not in measured]
     if missing:
         lines += [
             "",
-            f"Not measured in this run (`--move-tickets`): {', '.join(missing)} tickets. The emulator moved about "
-            "35 items a second here, so 10,000 tickets (60,000 items with their comments and audit items) would hold "
-            "one of this shared machine's two cores for about an hour; the copy, the sync and the erase each read "
-            "one partition per ticket, so their times grow with the tickets from the row above.",
+            f"Not measured in this run (`--move-tickets`): {', '.join(missing)} tickets. The copy, the sync and the "
+            "erase each read one partition per ticket, so their times grow with the tickets from the rows above.",
         ]
     lines.append("")
     return lines
