@@ -85,6 +85,61 @@ def perimeter_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, An
     }
 
 
+# Beyond the layer's prices, for a dedicated tenant's own resources (us-east-1):
+# https://aws.amazon.com/cloudwatch/pricing/ (an alarm at standard resolution,
+# $0.10 a month per metric it evaluates: a metric math alarm pays for each metric
+# it reads) and https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard
+# table class: storage, and continuous backups by the table's size).
+ALARM_METRIC_PER_MONTH_USD = 0.10
+DYNAMODB_STORAGE_PER_GB_MONTH_USD = 0.25
+DYNAMODB_PITR_PER_GB_MONTH_USD = 0.20
+
+
+def dedicated_fixed_cost(template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a dedicated tenant's own resources cost a month beyond its requests, from
+    its template's resources: its keys (with the rotations KMS bills, by the key's
+    year), its alarms' metrics; and what it costs per GB (not fixed: the same per GB
+    as its items in the pool). ``in_cost_usd_dedicated``: the keys' part, which the
+    usage object's ``cost_usd.dedicated`` prices day by day."""
+    from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
+    from stack_model.template import load_template
+
+    resources = list((template or load_template(DEDICATED_TEMPLATE_PATH))["Resources"].values())
+    keys = [resource for resource in resources if resource["Type"] == "AWS::KMS::Key"]
+    rotating = sum(bool(key["Properties"].get("EnableKeyRotation")) for key in keys)
+    alarms = [resource for resource in resources if resource["Type"] == "AWS::CloudWatch::Alarm"]
+    alarm_metrics = sum(
+        sum("MetricStat" in metric for metric in alarm["Properties"].get("Metrics", ())) or 1 for alarm in alarms
+    )
+    alarms_month = alarm_metrics * ALARM_METRIC_PER_MONTH_USD
+    years = []
+    for year, rotations in (("first", 0), ("second", 1), ("third and later", prices.KMS_BILLED_ROTATIONS)):
+        keys_month = len(keys) * float(prices.KMS_KEY_PER_MONTH_USD) + rotating * rotations * float(
+            prices.KMS_ROTATION_PER_MONTH_USD
+        )
+        years.append(
+            {
+                "year": year,
+                "keys_usd_per_month": round(keys_month, 2),
+                "alarms_usd_per_month": round(alarms_month, 2),
+                "usd_per_month": round(keys_month + alarms_month, 2),
+            }
+        )
+    return {
+        "region": PRICES["region"],
+        "keys": len(keys),
+        "rotating_keys": rotating,
+        "alarms": len(alarms),
+        "alarm_metrics": alarm_metrics,
+        "years": years,
+        "in_cost_usd_dedicated": "keys",
+        "per_gb_month_usd": {
+            "storage": DYNAMODB_STORAGE_PER_GB_MONTH_USD,
+            "pitr": DYNAMODB_PITR_PER_GB_MONTH_USD,
+        },
+    }
+
+
 def per_million(
     *, duration_ms: float, memory_mb: int, rru: float, wru: float, api_gateway: bool = True
 ) -> dict[str, float]:

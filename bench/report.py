@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.authorizer import markdown as authorizer_markdown
 from bench.charts import CHART_TITLES
-from bench.cost import perimeter_fixed_cost
+from bench.cost import dedicated_fixed_cost, perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
 from bench.isolation import isolation_markdown
 from bench.move import move_markdown
@@ -482,7 +482,7 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "endpoints (Cognito calls STS itself); quote the counts, not the emulator's milliseconds.",
         "",
     ]
-    return lines + perimeter_markdown()
+    return lines + perimeter_markdown() + dedicated_markdown()
 
 
 def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
@@ -534,6 +534,32 @@ def perimeter_markdown() -> list[str]:
     ]
     for row in fixed["designs"]:
         lines.append(f"| {row['design']} | {row['resources']} | {row['usd_per_month']:.2f} |")
+    lines.append("")
+    return lines
+
+
+def dedicated_markdown() -> list[str]:
+    """What a dedicated tenant's own resources cost a month, from its template."""
+    fixed = dedicated_fixed_cost()
+    per_gb = fixed["per_gb_month_usd"]
+    lines = [
+        "## A dedicated tenant's monthly cost beyond its requests",
+        "",
+        f"From `templates/dedicated-table.yaml` ({fixed['region']}, list prices): {fixed['keys']} customer managed "
+        f"key ({fixed['rotating_keys']} rotating yearly; KMS bills its first two rotations, $1 a month each) and "
+        f"{fixed['alarms']} alarms reading {fixed['alarm_metrics']} metrics ($0.10 a month each). Its requests cost "
+        "the same in either table; `cost_usd.dedicated` prices the key, day by day (docs/usage.md). Per GB, not "
+        f"fixed: storage ${per_gb['storage']:.2f} and point-in-time recovery ${per_gb['pitr']:.2f} a GB-month, as "
+        "its items cost in the pool.",
+        "",
+        "| the key's year | key | alarms | USD a month |",
+        "|---|---:|---:|---:|",
+    ]
+    for row in fixed["years"]:
+        lines.append(
+            f"| {row['year']} | {row['keys_usd_per_month']:.2f} | {row['alarms_usd_per_month']:.2f} | "
+            f"{row['usd_per_month']:.2f} |"
+        )
     lines.append("")
     return lines
 
