@@ -157,7 +157,14 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
         )
     checked = [row for row in move["rows"] if "verified" in row]
     if checked:
-        lines += ["", "What the mover's final check found after each move:", ""]
+        lines += [
+            "",
+            (
+                "What the mover's final check found after each move (the erase also takes the counts and the "
+                "aggregator's journals, which the mover recounts in the new table instead of copying them):"
+            ),
+            "",
+        ]
         lines += [
             f"- {row['tickets']:,} tickets: {row['trailing']:,} items copied by the trailing copy after the switch, "
             f"{row['erased']:,} erased from the pool ({row['strays']:,} of them found only by the final Scan); "
