@@ -6,21 +6,28 @@ The phases are :mod:`support_tickets.data.placement`'s, each written to the
 tenant record with a conditional write on its ``version``:
 
 1. ``COPYING`` (announced with ``move_to``, ``move_table``,
-   ``move_started_at``): every item of the tenant but the kinds below is
-   copied into the new table (BatchWriteItem, 25 a call, unprocessed items
-   retried with exponential backoff as AWS's BatchWriteItem page asks, at
-   :data:`DEFAULT_RATE` items a second at most). Readers and writers still
-   use the old table; the new table's stream records are not the tenant's. The
-   mover does not switch before ``move_started_at`` plus the record cache's TTL
-   and a margin (``TenantAdmin.phase_seconds``, 35 s): every container has then
-   seen a moving record, which it keeps a second at most.
+   ``move_started_at``): readers and writers still use the old table, and
+   every write of a ticket's partition (its summary, its comments) first marks
+   the ticket in the old table (``TENANT#<t>|MOVE#<n>``:
+   ``TenantTable.marks_ticket_writes``). From ``move_started_at`` plus the
+   record cache's TTL and a margin (``TenantAdmin.phase_seconds``, 35 s),
+   when every container has seen a moving record (which it keeps a second at
+   most), every item of the tenant but the kinds below is copied into the new
+   table (BatchWriteItem, 25 a call, unprocessed items retried with
+   exponential backoff as AWS's BatchWriteItem page asks, at
+   :data:`DEFAULT_RATE` items a second at most). The new table's stream
+   records are not the tenant's.
 2. ``SWITCHING``: writes answer 503 ``TENANT_MOVING``. After
    ``SWITCH_WAIT_SECONDS`` the mover syncs the new table with the old one,
    which is authoritative and no longer changes: every item that differs is
-   copied again, every item the old one no longer has is deleted (the new
-   table's side is a digest of what this run's copy wrote, when this run
-   began the move; otherwise it is read, GSI1 included); the counts
-   are recounted in the new table from the ticket summaries it read (one
+   copied again, every item the old one no longer has is deleted. When this
+   run began the move, the new table's side is a digest of what its copy
+   wrote, and of the tickets only the marked ones are read again (a ticket
+   written since the copy began was marked before the write; one written
+   before, the copy read as it was): the pause grows with the tickets written
+   during the copy, not with the tenant. A resumed switch reads every ticket
+   again, in both tables (GSI1 included). The counts are recounted in the new
+   table (as copied, with each ticket read again counted as found; one
    ``<STATUS>`` count item per status, the form ``make reconcile`` writes, every
    other count item there deleted); ``placed_at`` is a whole second after its
    last write there.
@@ -64,6 +71,8 @@ trailing copy writes after it matches none of the stream functions' filters
   (``AGGREGATE#JOURNAL#<n>``): the counts are recounted in the new table at the
   switch, and a journal names stream records of the old table's stream, which
   the new table's aggregator never sees again;
+- the move marks (``MOVE#<n>``): they name what changed in the old table
+  during this move's copy, and are erased with it;
 - the webhook delivery bookkeeping under ``WEBHOOKS#RATE``: per-second rate
   counters (they expire a minute later) and attempt leases (held for one
   attempt; an attempt releases its lease in the table it took it from). The
@@ -78,7 +87,8 @@ not paused, and its drain holds while they are.
 **Items found without a Scan** (as :mod:`ops.tenant_data` finds them): the
 webhooks partition and each listed webhook's deliveries and parking partition, the 64 idempotency
 partitions, the day index and each listed day's partitions, the tickets from
-GSI1 and those the trail names, each with its comments. A ticket's history
+GSI1 and those the trail names (a switch after this run's copy: the marked
+ones only), each with its comments. A ticket's history
 is not read: each of its items is the twin of an item of the day's
 partitions (the audit writer stores every event twice, the same attributes
 under both keys), copied, synced and erased with it: a Query per ticket
@@ -92,10 +102,11 @@ partitions from :func:`trailing_horizon_seconds` before the move's start only
 (audit items are append-only, and no stream record older than the event
 sources' ``MaximumRecordAgeInSeconds`` is processed any more), and brings a
 new event's history twin with it.
-It queries GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after
+A resumed switch queries GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after
 ``SWITCH_WAIT_SECONDS`` (AWS: a write reaches a GSI within a second, re:Post
-"dynamodb-missing-table-items-gsi"), and visits every partition the copy
-wrote too, so that a ticket deleted during the copy is deleted there too.
+"dynamodb-missing-table-items-gsi"); a switch after this run's copy visits
+every partition but a ticket's the copy wrote too, so that a webhook deleted
+during the copy is deleted there too (a deleted ticket was marked).
 
 **One mover at a time.** A running mover rewrites the record (``changed_at``)
 every :data:`HEARTBEAT_SECONDS`, and checks that its write still holds before
@@ -160,8 +171,8 @@ if TYPE_CHECKING:
 # that the copy leaves the pool's and the new table's room to their traffic.
 DEFAULT_RATE: Final = 1000.0
 # Partitions read (and written) at once. More shorten the sync, so the write pause, of a
-# tenant with many tickets (DynamoDB serves the Queries in parallel); each is a thread and
-# a connection of the operator's machine.
+# tenant whose tickets were written much during the copy, or of a resumed switch (DynamoDB
+# serves the Queries in parallel); each is a thread and a connection of the operator's machine.
 DEFAULT_WORKERS: Final = 8
 MAX_MOVE_WORKERS: Final = 64
 # How long after placed_at the trailing copy keeps looking: the stream
@@ -293,16 +304,24 @@ class Found:
                 self.tickets.add(ticket_id)
 
     def count(self, tenant_id: str, item: dict[str, Any]) -> None:
-        """A ticket summary, counted as the aggregator counts it (its own tenant's status only)."""
-        if item["sk"]["S"] != keys.SUMMARY_SK:
-            return
-        value = item.get("tenant_status", {}).get("S", "")
-        if not value.startswith(keys.tenant_prefix(tenant_id)):
-            return
-        try:
-            self.counts[keys.status_from_tenant_status(value)] += 1
-        except ValueError:
-            return
+        """A ticket summary, counted as the aggregator counts it."""
+        status = summary_status(tenant_id, item)
+        if status is not None:
+            self.counts[status] += 1
+
+
+def summary_status(tenant_id: str, item: dict[str, Any]) -> TicketStatus | None:
+    """The status a ticket summary counts under, as the aggregator counts it (its own
+    tenant's status only); ``None`` for any other item."""
+    if item["sk"]["S"] != keys.SUMMARY_SK:
+        return None
+    value = item.get("tenant_status", {}).get("S", "")
+    if not value.startswith(keys.tenant_prefix(tenant_id)):
+        return None
+    try:
+        return keys.status_from_tenant_status(value)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -313,6 +332,8 @@ class Outcome:
     copied: int = 0
     synced: int = 0
     sync_deleted: int = 0
+    # Ticket partitions the sync read again.
+    sync_tickets: int = 0
     trailing: int = 0
     erased: int = 0
     strays: int = 0
@@ -493,6 +514,10 @@ class Mover:
         started = self.store.clock()
         # Only a copy this run began (it announced the move) knows all the new table has of it.
         self._copied = _Copied(valid=self._announced)
+        assert record.move_started_at is not None
+        # Before the copy reads anything, every container writes with the record's COPYING: each write of a
+        # ticket the copy may have read before it is marked, and the sync reads only those again.
+        self._wait_until(record.move_started_at + self.store.phase_seconds, "for every function to see the move")
         self._progress = Progress(f"copy {record.tenant_id} to {dest.table_name}, items", self.stream)
         found = self._walk(
             [source],
@@ -502,8 +527,6 @@ class Mover:
         outcome.copied = found.written
         outcome.copy_seconds = self.store.clock() - started
         self._progress.done(f"({found.written / max(outcome.copy_seconds, 1e-9):.0f} items/s) ")
-        assert record.move_started_at is not None
-        self._wait_until(record.move_started_at + self.store.phase_seconds, "for every function to see the move")
         assert self._record is not None
         return self._record
 
@@ -518,7 +541,7 @@ class Mover:
                 for copy, copied_kind in ((item, kind), (_history_twin(source.tenant_id, kind, item), HISTORY)):
                     if copy is not None:
                         writes.put(copy)
-                        self._copied.add(copied_kind, copy)
+                        self._copied.add(copied_kind, copy, source.tenant_id)
         writes.flush()
         return found
 
@@ -538,22 +561,42 @@ class Mover:
         def sync(partition: Partition, start: str) -> Found:
             return self._sync_partition(source, dest, partition, start)
 
-        # What this run's copy wrote stands for the new table; else its items and GSI1 are read too.
+        # What this run's copy wrote stands for the new table, and of its tickets only those marked since
+        # changed. Else (a resumed switch) every ticket is read again, found in GSI1 of both tables.
+        marked = self._marked_tickets(source) if self._copied.valid else None
         tables = [source] if self._copied.valid else [source, dest]
-        found = self._walk(tables, sync, shard_counts=record.read_shards, since=since, before_tickets=before_tickets)
-        if self._copied.valid:  # what the copy wrote and the old table no longer names (a deleted ticket...)
-            found.merge(self._visit_all(self._copied.partitions(exclude=found.visited), sync))
+        found = self._walk(
+            tables,
+            sync,
+            shard_counts=record.read_shards,
+            since=since,
+            before_tickets=None if marked is not None else before_tickets,
+            tickets=marked,
+        )
+        if self._copied.valid:  # what the copy wrote and the old table no longer names (a deleted webhook...)
+            found.merge(self._visit_all(self._copied.partitions(exclude=found.visited, tickets=marked is None), sync))
         # Nothing writes a carried kind into the old table any more: what was empty stays empty.
         self._empty_in_old = found.empty
-        self._recount(dest, found.counts)
+        counts = found.counts if marked is None else self._copied.counts_after(found)
+        self._recount(dest, counts)
         self._progress.done()
         outcome.synced, outcome.sync_deleted = found.written, found.deleted
+        outcome.sync_tickets = sum(_kind_of(source.tenant_id, pk) == TICKET for pk in found.visited)
         self._note(
             f"synced: {found.written} items copied again, {found.deleted} deleted; counts "
-            + ", ".join(f"{status}={found.counts[status]}" for status in TicketStatus)
+            + ", ".join(f"{status}={counts[status]}" for status in TicketStatus)
         )
         last_write = self._last_write or self.store.clock()
         return math.ceil(last_write) + 1
+
+    def _marked_tickets(self, source: TenantTable) -> set[str]:
+        """The tickets written since the copy began (their writers marked them first)."""
+        marked: set[str] = set()
+        for pk in keys.move_mark_partitions(source.tenant_id):
+            for item in _items(source, pk):
+                if keys.is_valid_ticket_id(str(item["sk"]["S"])):
+                    marked.add(str(item["sk"]["S"]))
+        return marked
 
     def _sync_partition(self, source: TenantTable, dest: TenantTable, partition: Partition, since: str = "") -> Found:
         """One partition of the new table made equal to the old's (sort keys from
@@ -825,13 +868,15 @@ class Mover:
         before_tickets: Callable[[], None] | None = None,
         erase: bool = False,
         skip: set[str] | None = None,
+        tickets: set[str] | None = None,
     ) -> Found:
         """Visit every partition of the tenant found in ``tables``: the fixed
         ones, then those they name (deliveries, days), then the tickets (GSI1 of
         each table under the record's shard counts, and those the trail names)
         with their histories. ``since``: the day partitions from that time only
         (``visit`` gets the sort key to start at). ``erase``: also the kinds
-        that are never copied. ``skip``: partitions known to be empty."""
+        that are never copied. ``skip``: partitions known to be empty.
+        ``tickets``: these tickets only, instead of GSI1's and the trail's."""
         tenant = tables[0].tenant_id
         total = Found()
         first: list[Partition] = [(WEBHOOKS, keys.webhooks_pk(tenant)), (DAYS, keys.audit_days_pk(tenant))]
@@ -852,9 +897,11 @@ class Mover:
         total.merge(self._visit_all(second, visit, starts))
         if before_tickets is not None:
             before_tickets()
-        tickets = total.tickets | self._ticket_ids(tables, shard_counts)
+        # Given the tickets (a switch's marked ones), those the trail names are not read again: a change of
+        # theirs since the copy began is marked.
+        listed = total.tickets | self._ticket_ids(tables, shard_counts) if tickets is None else tickets
         third: list[Partition] = []
-        for ticket_id in sorted(tickets):
+        for ticket_id in sorted(listed):
             third.append((TICKET, keys.ticket_pk(tenant, ticket_id)))
         total.merge(self._visit_all([part for part in third if part[1] not in (skip or set())], visit))
         return total
@@ -1009,31 +1056,40 @@ class _Copied:
 
     valid: bool = True
     _partitions: dict[str, tuple[str, dict[str, bytes]]] = field(default_factory=dict)
+    # Each ticket's status as copied (by its partition key), counted as the aggregator counts it.
+    _statuses: dict[str, TicketStatus] = field(default_factory=dict)
     _items: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, kind: str, item: dict[str, Any]) -> None:
+    def add(self, kind: str, item: dict[str, Any], tenant_id: str) -> None:
         with self._lock:
             if not self.valid:
                 return
             if self._items >= MAX_REMEMBERED:
-                self.valid, self._partitions = False, {}
+                self.valid, self._partitions, self._statuses = False, {}, {}
                 return
             self._partitions.setdefault(item["pk"]["S"], (kind, {}))[1][item["sk"]["S"]] = _digest(item)
             self._items += 1
+            status = summary_status(tenant_id, item) if kind == TICKET else None
+            if status is not None:
+                self._statuses[item["pk"]["S"]] = status
+
+    def counts_after(self, synced: Found) -> Counter[TicketStatus]:
+        """The counts as copied, with each ticket the sync visited counted as it found it instead."""
+        counts = Counter(status for pk, status in self._statuses.items() if pk not in synced.visited)
+        counts.update(synced.counts)
+        return counts
 
     def entries(self, pk: str, since: str = "") -> Iterator[_Entry]:
         _, items = self._partitions.get(pk, ("", {}))
         return iter([_Entry(sk, digest) for sk, digest in sorted(items.items()) if sk >= since])
 
-    def partitions(self, exclude: set[str]) -> list[Partition]:
+    def partitions(self, exclude: set[str], *, tickets: bool = True) -> list[Partition]:
         """The partitions copied that a sync must still look at: those a client
-        changes (append-only ones only gain items, which the old table names)."""
-        return [
-            (kind, pk)
-            for pk, (kind, _) in sorted(self._partitions.items())
-            if pk not in exclude and kind in CARRIED | {DELIVERIES, DAYS}
-        ]
+        changes (append-only ones only gain items, which the old table names);
+        ``tickets=False``: not the tickets' (the marks name those that changed)."""
+        kinds = CARRIED | {DELIVERIES, DAYS} if tickets else (CARRIED - {TICKET}) | {DELIVERIES, DAYS}
+        return [(kind, pk) for pk, (kind, _) in sorted(self._partitions.items()) if pk not in exclude and kind in kinds]
 
 
 @dataclass
@@ -1176,12 +1232,13 @@ def _kind_of(tenant_id: str, pk: str) -> str:
 
 def _not_copied_partitions(tenant_id: str, pool: bool) -> list[str]:
     """The partitions a move never copies and erases from the old table: counts,
-    journals, webhook rate counters and leases (and, out of the pool, a usage
+    journals, webhook rate counters and leases, move marks (and, out of the pool, a usage
     ledger that should not be there)."""
     found = [
         keys.aggregate_pk(tenant_id),
         *keys.aggregate_journal_partitions(tenant_id),
         keys.webhook_rate_pk(tenant_id),
+        *keys.move_mark_partitions(tenant_id),
     ]
     return found if pool else [*found, *keys.usage_partitions(tenant_id)]
 

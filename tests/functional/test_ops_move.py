@@ -103,6 +103,7 @@ def not_copied(tenant_id: str) -> set[str]:
         keys.aggregate_pk(tenant_id),
         *keys.aggregate_journal_partitions(tenant_id),
         keys.webhook_rate_pk(tenant_id),
+        *keys.move_mark_partitions(tenant_id),
     }
 
 
@@ -284,6 +285,41 @@ def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
     own_table = dedicated.table_name(world.pool, "1")
     assert_moved(world, "1", own_table, frozen[0])
     assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_the_switch_reads_again_only_the_tickets_written_during_the_copy(
+    world: World, moving: str, beside: str
+) -> None:
+    """Every write of a ticket during the copy marked it first: the paused sync
+    reads those tickets' partitions again, none of the others (which the copy
+    read after every function saw the move), and the moved data and counts are
+    exact. The tenant beside it, not moving, makes no marks."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member = User(moving, f"alice-{moving}")
+    neighbour = User(beside, f"alice-{beside}")
+    frozen: list[list[dict[str, Any]]] = []
+
+    def during(step: str) -> None:
+        if step == "copied":
+            tenant_configs().clear()
+            assert world.api.update(member, tickets[0], {"status": "IN_PROGRESS"}).ok
+            world.api.new_ticket(member, title="new during the copy")
+            beside_ticket = world.api.new_ticket(neighbour, title="beside")["ticket_id"]
+            assert world.api.update(neighbour, beside_ticket, {"title": "b"}).ok
+        if step == "switching":
+            frozen.append(copied_items(world.dynamodb, world.pool, moving))
+
+    outcome = world.move(moving, "dedicated", during)
+
+    assert outcome.sync_tickets == 2
+    own_table = dedicated.table_name(world.pool, moving)
+    assert_moved(world, moving, own_table, frozen[0])
+    assert counts_in(world.dynamodb, own_table, moving) == recounted(world.dynamodb, own_table, moving)
+    assert counts_in(world.dynamodb, own_table, moving) == {"OPEN": 3, "IN_PROGRESS": 1, "CLOSED": 0}
+    marks = set(keys.move_mark_partitions(beside)) | set(keys.move_mark_partitions(moving))
+    assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
 
 
 def test_a_resumed_copy_does_not_take_what_it_wrote_for_all_the_new_table_has(world: World) -> None:

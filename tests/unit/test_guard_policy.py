@@ -571,3 +571,16 @@ def test_a_principal_aws_star_is_every_principal() -> None:
     named["Statement"][0].update(Action="kms:Decrypt", Resource="*")
     asking = iam.Request("kms:Decrypt", "*", {}, principals=("arn:aws:iam::123456789012:role/AnyRole",))
     assert iam.evaluate([named], asking, trust=True) is iam.Decision.IMPLICIT_DENY
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_a_tenant_writes_its_own_move_marks_and_no_one_elses(tenant: str, other: str) -> None:
+    """The marks a write makes during a move's copy (keys.move_mark_key) are under the tenant's prefix."""
+    from support_tickets.core import keys
+
+    ticket = "01J0000000000000000000000A"
+    own = keys.move_mark_key(tenant, ticket)["pk"]["S"]
+    theirs = keys.move_mark_key(other, ticket)["pk"]["S"]
+    for action in ("PutItem", "BatchWriteItem"):
+        assert decide(TENANT_ROLE, tenant_request(action, [own], tenant)) is iam.Decision.ALLOW
+        assert decide(TENANT_ROLE, tenant_request(action, [theirs], tenant)) is not iam.Decision.ALLOW

@@ -45,6 +45,8 @@ def test_no_tenant_prefix_is_a_prefix_of_another_tenants_keys(a: str, b: str) ->
         *keys.audit_day_partitions(b, "2026-11-21"),
         keys.audit_days_pk(b),
         *keys.aggregate_journal_partitions(b),
+        keys.move_mark_key(b, "T1")["pk"]["S"],
+        *keys.move_mark_partitions(b),
     )
     for key in every_key:
         assert key.startswith(keys.tenant_prefix(a)) == (a == b)
@@ -59,6 +61,13 @@ def test_every_key_has_the_tenant_prefix() -> None:
     assert keys.idempotency_pk("acme", "alice\x1fk1").startswith(prefix + "IDEMPOTENCY#")
     assert keys.tenant_config_key("acme") == {"pk": {"S": prefix + "CONFIG"}, "sk": {"S": "CONFIG"}}
     assert keys.aggregate_journal_key("acme", "e1")["pk"]["S"].startswith(prefix + "AGGREGATE#JOURNAL#")
+    mark = keys.move_mark_key("acme", "01J")
+    assert mark["pk"]["S"].startswith(prefix + "MOVE#")
+    assert mark["sk"] == {"S": "01J"}
+    assert keys.move_mark_key("acme", "01J")["pk"]["S"] in keys.move_mark_partitions("acme")
+    assert len(set(keys.move_mark_partitions("acme"))) == keys.MOVE_MARK_PARTITIONS
+    with pytest.raises(ValueError, match="invalid ticket id"):
+        keys.move_mark_key("acme", "not a ticket id")
 
 
 def test_one_shard_keeps_the_anchor_blogs_keys_exactly() -> None:

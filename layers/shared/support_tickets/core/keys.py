@@ -254,6 +254,32 @@ def aggregate_journal_partitions(tenant_id: str) -> list[str]:
     return [aggregate_journal_pk(tenant_id, partition) for partition in range(AGGREGATE_JOURNAL_PARTITIONS)]
 
 
+# ---------------------------------------------------------------- moves
+# Partitions of a moving tenant's change marks (ops.move): while its items are
+# being copied into another table, every write of a ticket's partition marks the
+# ticket first, so that the switch reads again only the tickets that changed.
+MOVE_MARK_PARTITIONS: Final = 16
+
+
+def move_mark_key(tenant_id: str, ticket_id: str) -> dict[str, dict[str, str]]:
+    """The mark that ticket ``ticket_id``'s partition changed during a move's copy."""
+    if not is_valid_ticket_id(ticket_id):
+        raise ValueError("invalid ticket id")
+    partition = _digest("move", ticket_id) % MOVE_MARK_PARTITIONS
+    return {"pk": {"S": move_mark_pk(tenant_id, partition)}, "sk": {"S": ticket_id}}
+
+
+def move_mark_pk(tenant_id: str, partition: int) -> str:
+    if not isinstance(partition, int) or not 0 <= partition < MOVE_MARK_PARTITIONS:
+        raise ValueError("invalid move mark partition")
+    return f"{tenant_prefix(tenant_id)}MOVE#{partition}"
+
+
+def move_mark_partitions(tenant_id: str) -> list[str]:
+    """Every move mark partition of a tenant."""
+    return [move_mark_pk(tenant_id, partition) for partition in range(MOVE_MARK_PARTITIONS)]
+
+
 # ---------------------------------------------------------------- audit trail
 def history_pk(tenant_id: str, ticket_id: str) -> str:
     """A ticket's history: its audit events, oldest first (outlives the ticket)."""

@@ -16,18 +16,21 @@ always in the pool table) is the router. Its placement fields:
 
 A move (``ops.move``) goes through these phases, each written to the record:
 
-1. ``COPYING``: readers and writers still use the old table; the mover copies
-   the tenant's items into the new one. Its stream's records are not the
-   tenant's (before ``placed_at`` of no placement of it): nothing is counted
-   twice, no webhook fires. The mover waits at least the record cache's TTL
-   after announcing the move, so that every container has seen a record with
-   ``move_phase`` and keeps it no longer than :data:`MOVING_TTL_SECONDS`.
+1. ``COPYING``: readers and writers still use the old table; every write of a
+   ticket's partition first marks the ticket there (:func:`marks_ticket_writes`);
+   once every container has seen the phase, the mover copies the tenant's items
+   into the new one (the wait: at least the record cache's TTL after
+   announcing the move, so that every container has seen a record with
+   ``move_phase`` and keeps it no longer than :data:`MOVING_TTL_SECONDS`). Its
+   stream's records are not the tenant's (before ``placed_at`` of no placement
+   of it): nothing is counted twice, no webhook fires.
 2. ``SWITCHING``: writes answer 503 ``TENANT_MOVING`` (``Retry-After``); reads
    still use the old table, which no longer changes. After
    :data:`SWITCH_WAIT_SECONDS` (every container has seen the phase, and a write
-   issued before it has landed) the mover copies what changed since its copy,
-   recounts the counts in the new table, and picks ``placed_at``: a second
-   after its last write there.
+   issued before it has landed) the mover copies what changed since its copy
+   (the marked tickets, and the partitions that are not a ticket's), recounts
+   the counts in the new table, and picks ``placed_at``: a second after its
+   last write there.
 3. ``FLIPPED``: the record names the new table (``placed_at`` set, the old one
    as ``previous_table``); reads go there, writes are still refused, for
    :data:`SWITCH_WAIT_SECONDS` again: no container reads the old table after
@@ -96,6 +99,12 @@ def data_table(record: PlacedRecord, pool_table: str) -> str:
 def writes_paused(record: PlacedRecord) -> bool:
     """Whether the tenant's writes answer 503 ``TENANT_MOVING`` now."""
     return record.move_phase is not None and MovePhase(record.move_phase) in WRITES_PAUSED
+
+
+def marks_ticket_writes(record: PlacedRecord) -> bool:
+    """Whether the tenant's writes of a ticket mark it first (``COPYING``:
+    :class:`~support_tickets.data.table.TenantTable`)."""
+    return record.move_phase == MovePhase.COPYING
 
 
 def cache_seconds(record: PlacedRecord, ttl_seconds: float) -> float:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -60,6 +60,8 @@ WRITE_OPERATIONS: Final = frozenset(
     {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items"}
 )
 BATCH_WRITE_SIZE: Final = 25
+# How long a move mark lasts (TenantTable.marks_ticket_writes): longer than any copy.
+MOVE_MARK_SECONDS: Final = 7 * 86_400
 MAX_UNPROCESSED_ROUNDS: Final = 8
 
 
@@ -94,23 +96,49 @@ def cancellation_codes(exc: ClientError) -> list[str]:
     return [str(reason.get("Code", "")) for reason in exc.response.get("CancellationReasons", [])]
 
 
+def written_tickets(tenant_id: str, table_name: str, operation: str, request: Mapping[str, Any]) -> set[str]:
+    """The tickets whose partitions a write request (``operation``) writes in ``table_name``."""
+    written: list[Mapping[str, Any]] = []
+    if operation == "put_item":
+        written.append(request["Item"])
+    elif operation in ("update_item", "delete_item"):
+        written.append(request["Key"])
+    elif operation == "transact_write_items":
+        for action in request["TransactItems"]:
+            for name, field in (("Put", "Item"), ("Update", "Key"), ("Delete", "Key")):
+                if name in action and action[name]["TableName"] == table_name:
+                    written.append(action[name][field])
+    elif operation == "batch_write_item":
+        for write in request["RequestItems"].get(table_name, ()):
+            written.append(write["PutRequest"]["Item"] if "PutRequest" in write else write["DeleteRequest"]["Key"])
+    tickets = (keys.ticket_id_of_suffix(keys.own_suffix(tenant_id, str(item["pk"]["S"])) or "") for item in written)
+    return {ticket_id for ticket_id in tickets if ticket_id is not None}
+
+
 @dataclass(frozen=True, slots=True)
 class TenantTable:
     """One tenant's view of one table. ``writes_paused``: the tenant's data is
     switching tables (its record said so when this view was made), and every
-    write answers 503 ``TENANT_MOVING`` before it reaches DynamoDB."""
+    write answers 503 ``TENANT_MOVING`` before it reaches DynamoDB.
+    ``marks_ticket_writes``: the tenant's data is being copied into another
+    table (``COPYING``), and a write of a ticket's partition first marks the
+    ticket (:func:`~support_tickets.core.keys.move_mark_key`), so that the
+    move's switch reads again only the tickets that changed during the copy. A
+    write whose marks were not written is not made (503); a mark whose write then
+    fails costs the switch one partition read."""
 
     tenant_id: str
     table_name: str
     clients: ClientProvider
     writes_paused: bool = False
+    marks_ticket_writes: bool = False
 
     def __post_init__(self) -> None:
         keys.validate_tenant_id(self.tenant_id)
 
     def call(self, operation: str, **kwargs: Any) -> Any:
-        if self.writes_paused and operation in WRITE_OPERATIONS:
-            raise TenantMoving()
+        if operation in WRITE_OPERATIONS:
+            self._before_write(operation, kwargs)
         if operation in metering.METERED_OPERATIONS:
             # Table and index units, counted for the request's usage line (docs/usage.md).
             kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
@@ -205,20 +233,39 @@ class TenantTable:
         prefix = keys.tenant_prefix(self.tenant_id)
         if any(not str(key["pk"]["S"]).startswith(prefix) for key in item_keys):
             raise ValueError("refusing to delete another tenant's item")
-        for start in range(0, len(item_keys), BATCH_WRITE_SIZE):
-            requests: list[Any] = [
-                {"DeleteRequest": {"Key": {"pk": key["pk"], "sk": key["sk"]}}}
-                for key in item_keys[start : start + BATCH_WRITE_SIZE]
-            ]
+        self._batch_write([{"DeleteRequest": {"Key": {"pk": key["pk"], "sk": key["sk"]}}} for key in item_keys])
+        return len(item_keys)
+
+    def _batch_write(self, requests: Sequence[Mapping[str, Any]]) -> None:
+        """These write requests, 25 per BatchWriteItem, retrying what DynamoDB leaves unprocessed."""
+        for start in range(0, len(requests), BATCH_WRITE_SIZE):
+            batch = list(requests[start : start + BATCH_WRITE_SIZE])
             for round_number in range(MAX_UNPROCESSED_ROUNDS):
-                response = self.call("batch_write_item", RequestItems={self.table_name: requests})
-                requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
-                if not requests:
+                response = self.call("batch_write_item", RequestItems={self.table_name: batch})
+                batch = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                if not batch:
                     break
                 time.sleep(min(0.05 * 2**round_number, 1.0))
             else:
                 raise Throttled()
-        return len(item_keys)
+
+    def _before_write(self, operation: str, request: Mapping[str, Any]) -> None:
+        if self.writes_paused:
+            raise TenantMoving()
+        if not self.marks_ticket_writes:
+            return
+        # The marks before the write: a write that lands is always marked. A week: longer than any copy; a
+        # move erases them with the tenant's old copy, a rolled back one leaves them to expire.
+        expiration = {"N": str(int(time.time()) + MOVE_MARK_SECONDS)}
+        marks = [
+            {**keys.move_mark_key(self.tenant_id, ticket_id), "expiration": expiration}
+            for ticket_id in sorted(written_tickets(self.tenant_id, self.table_name, operation, request))
+        ]
+        unmarked = replace(self, marks_ticket_writes=False)
+        if len(marks) == 1:
+            unmarked.call("put_item", TableName=self.table_name, Item=marks[0])
+        elif marks:
+            unmarked._batch_write([{"PutRequest": {"Item": mark}} for mark in marks])
 
     def raise_for_cancellation(self, exc: ClientError) -> None:
         """What a cancelled transaction means when no item condition explains it."""

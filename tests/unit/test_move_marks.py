@@ -1,0 +1,104 @@
+"""Which tickets a write request changes (TenantTable marks them first while the
+tenant's data is being copied: support_tickets.data.placement): every write
+operation the repositories use, only this table's and this tenant's items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from support_tickets.core import keys
+from support_tickets.core.errors import Unavailable
+from support_tickets.data.table import OwnClient, TenantTable, written_tickets
+
+A, B = "01J0000000000000000000000A", "01J0000000000000000000000B"
+TABLE = "SupportTicket"
+
+
+def key(tenant: str, ticket_id: str, sk: str = "SUMMARY") -> dict[str, Any]:
+    return {"pk": {"S": keys.ticket_pk(tenant, ticket_id)}, "sk": {"S": sk}}
+
+
+@pytest.mark.parametrize(
+    ("operation", "request_"),
+    [
+        ("put_item", {"TableName": TABLE, "Item": key("1", A, "COMMENT#x")}),
+        ("update_item", {"TableName": TABLE, "Key": key("1", A)}),
+        ("delete_item", {"TableName": TABLE, "Key": key("1", A)}),
+    ],
+)
+def test_a_single_item_write_names_its_ticket(operation: str, request_: dict[str, Any]) -> None:
+    assert written_tickets("1", TABLE, operation, request_) == {A}
+
+
+def test_a_transaction_names_the_tickets_it_writes_not_those_it_only_checks() -> None:
+    request = {
+        "TransactItems": [
+            {"Update": {"TableName": TABLE, "Key": key("1", A)}},
+            {"Put": {"TableName": TABLE, "Item": {"pk": {"S": keys.idempotency_pk("1", "u\x1fk")}, "sk": {"S": "x"}}}},
+            {"ConditionCheck": {"TableName": TABLE, "Key": key("1", B)}},
+            {"Delete": {"TableName": "another-table", "Key": key("1", B)}},
+        ]
+    }
+    assert written_tickets("1", TABLE, "transact_write_items", request) == {A}
+
+
+def test_a_batch_names_this_tables_puts_and_deletes() -> None:
+    request = {
+        "RequestItems": {
+            TABLE: [{"PutRequest": {"Item": key("1", A, "COMMENT#y")}}, {"DeleteRequest": {"Key": key("1", B)}}],
+            "another-table": [{"PutRequest": {"Item": key("1", "01J0000000000000000000000C")}}],
+        }
+    }
+    assert written_tickets("1", TABLE, "batch_write_item", request) == {A, B}
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_another_tenants_keys_and_other_partitions_name_no_ticket(tenant: str, other: str) -> None:
+    assert written_tickets(tenant, TABLE, "update_item", {"Key": key(other, A)}) == set()
+    webhook = {"pk": {"S": keys.webhooks_pk(tenant)}, "sk": {"S": "WEBHOOK#w"}}
+    assert written_tickets(tenant, TABLE, "put_item", {"Item": webhook}) == set()
+
+
+class Recording:
+    """A DynamoDB client that records its calls and refuses the mark's write."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def put_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("put_item", kwargs))
+        raise ClientError({"Error": {"Code": "InternalServerError", "Message": "down"}}, "PutItem")
+
+    def update_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("update_item", kwargs))
+        return {}
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("batch_write_item", kwargs))
+        return {}
+
+
+def test_a_write_is_marked_first_and_not_made_when_its_mark_is_not() -> None:
+    client = Recording()
+    table = TenantTable("1", TABLE, OwnClient(client), marks_ticket_writes=True)  # type: ignore[arg-type]
+    with pytest.raises(Unavailable):
+        table.call("update_item", TableName=TABLE, Key=key("1", A))
+    assert [name for name, _ in client.calls] == ["put_item"]
+    assert client.calls[0][1]["Item"]["pk"] == keys.move_mark_key("1", A)["pk"]
+
+
+def test_a_write_of_several_tickets_marks_them_in_one_batch_and_nothing_else_is_marked() -> None:
+    client = Recording()
+    table = TenantTable("1", TABLE, OwnClient(client), marks_ticket_writes=True)  # type: ignore[arg-type]
+    table.call("batch_write_item", RequestItems={TABLE: [{"DeleteRequest": {"Key": key("1", t)}} for t in (A, B)]})
+    marks, write = client.calls
+    assert marks[0] == "batch_write_item"
+    assert {request["PutRequest"]["Item"]["sk"]["S"] for request in marks[1]["RequestItems"][TABLE]} == {A, B}
+    assert write[0] == "batch_write_item"
+    unmarked = TenantTable("1", TABLE, OwnClient(client))  # type: ignore[arg-type]
+    unmarked.call("update_item", TableName=TABLE, Key=key("1", A))
+    assert client.calls[-1][0] == "update_item"
+    assert len(client.calls) == 3
