@@ -513,7 +513,7 @@ class Mover:
         source, dest = self._old(record), self._new(record)
         started = self.store.clock()
         # Only a copy this run began (it announced the move) knows all the new table has of it.
-        self._copied = _Copied(valid=self._announced)
+        self._copied = _Copied(valid=self._announced, counted=self._announced)
         assert record.move_started_at is not None
         # Before the copy reads anything, every container writes with the record's COPYING: each write of a
         # ticket the copy may have read before it is marked, and the sync reads only those again.
@@ -563,7 +563,7 @@ class Mover:
 
         # What this run's copy wrote stands for the new table, and of its tickets only those marked since
         # changed. Else (a resumed switch) every ticket is read again, found in GSI1 of both tables.
-        marked = self._marked_tickets(source) if self._copied.valid else None
+        marked = self._marked_tickets(source) if self._copied.counted else None
         tables = [source] if self._copied.valid else [source, dest]
         found = self._walk(
             tables,
@@ -1052,9 +1052,13 @@ class _Copied:
     """What a run's copy wrote into the new table, a digest per item, by
     partition: the sync that follows it in the same run compares the old table
     with this instead of reading the new one again (nobody else writes there
-    before the switch). At most :data:`MAX_REMEMBERED` items; beyond, invalid."""
+    before the switch). At most :data:`MAX_REMEMBERED` items; beyond, invalid
+    (the sync reads the new table's side), but each copied ticket's status is
+    still kept (``counted``): the switch still reads only the marked tickets."""
 
     valid: bool = True
+    # Whether the statuses are every copied ticket's (kept beyond MAX_REMEMBERED: one per ticket).
+    counted: bool = True
     _partitions: dict[str, tuple[str, dict[str, bytes]]] = field(default_factory=dict)
     # Each ticket's status as copied (by its partition key), counted as the aggregator counts it.
     _statuses: dict[str, TicketStatus] = field(default_factory=dict)
@@ -1063,16 +1067,16 @@ class _Copied:
 
     def add(self, kind: str, item: dict[str, Any], tenant_id: str) -> None:
         with self._lock:
+            status = summary_status(tenant_id, item) if self.counted and kind == TICKET else None
+            if status is not None:
+                self._statuses[item["pk"]["S"]] = status
             if not self.valid:
                 return
             if self._items >= MAX_REMEMBERED:
-                self.valid, self._partitions, self._statuses = False, {}, {}
+                self.valid, self._partitions = False, {}
                 return
             self._partitions.setdefault(item["pk"]["S"], (kind, {}))[1][item["sk"]["S"]] = _digest(item)
             self._items += 1
-            status = summary_status(tenant_id, item) if kind == TICKET else None
-            if status is not None:
-                self._statuses[item["pk"]["S"]] = status
 
     def counts_after(self, synced: Found) -> Counter[TicketStatus]:
         """The counts as copied, with each ticket the sync visited counted as it found it instead."""

@@ -24,7 +24,7 @@ import boto3
 import pytest
 
 from local_stack.local_values import offline_values
-from ops import offboard, tenants
+from ops import move, offboard, tenants
 from ops.move import DEFAULT_WORKERS, STALE_SECONDS, MoveError, Mover, Outcome
 from ops.reconcile import recount, stored_counts
 from ops.sample_events import delivery_item
@@ -287,14 +287,21 @@ def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
     assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
 
 
-@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+@pytest.mark.parametrize(
+    ("moving", "beside", "remembered"),
+    [("1", "10", move.MAX_REMEMBERED), ("10", "1", move.MAX_REMEMBERED), ("1", "10", 3)],
+    ids=["1 beside 10", "10 beside 1", "copy too large to remember"],
+)
 def test_the_switch_reads_again_only_the_tickets_written_during_the_copy(
-    world: World, moving: str, beside: str
+    world: World, moving: str, beside: str, remembered: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every write of a ticket during the copy marked it first: the paused sync
     reads those tickets' partitions again, none of the others (which the copy
     read after every function saw the move), and the moved data and counts are
-    exact. The tenant beside it, not moving, makes no marks."""
+    exact. The tenant beside it, not moving, makes no marks. A copy too large to
+    remember (the sync reads the new table's side) still keeps each ticket's
+    status, and reads only the marked tickets again."""
+    monkeypatch.setattr(move, "MAX_REMEMBERED", remembered)
     tickets = world.populate(moving)
     world.populate(beside)
     member = User(moving, f"alice-{moving}")
