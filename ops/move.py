@@ -368,7 +368,7 @@ class Mover:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _progress: Progress | None = field(default=None, init=False, repr=False)
     # What this run's copy wrote (invalid when the run did not copy: a resumed SWITCHING reads the new table).
-    _copied: _Copied = field(default_factory=lambda: _Copied(valid=False), init=False, repr=False)
+    _copied: _Copied = field(default_factory=lambda: _Copied(valid=False, counted=False), init=False, repr=False)
     # Partitions of a carried kind this run's sync found empty in the old table: its erase skips them.
     _announced: bool = field(default=False, init=False, repr=False)
     _empty_in_old: set[str] = field(default_factory=set, init=False, repr=False)
@@ -389,7 +389,7 @@ class Mover:
         if record.resharding:
             raise MoveError(f"tenant {tenant_id} is being resharded: finish it first (make tenant TENANT={tenant_id})")
         self._stopped = False
-        self._copied = _Copied(valid=False)
+        self._copied = _Copied(valid=False, counted=False)
         self._empty_in_old = set()
         self._announced = False
         self._note(f"{tenant_id}: placement {record.placement}" + (f" ({record.table})" if record.table else ""))
