@@ -25,8 +25,8 @@ tenant record with a conditional write on its ``version``:
    wrote, and of the tickets only the marked ones are read again (a ticket
    written since the copy began was marked before the write; one written
    before, the copy read as it was): the pause grows with the tickets written
-   during the copy, not with the tenant. A resumed switch reads every ticket
-   again, in both tables (GSI1 included). The counts are recounted in the new
+   during the copy, not with the tenant. A run that did not announce the move
+   (it resumed one) reads every ticket again, in both tables (GSI1 included). The counts are recounted in the new
    table (as copied, with each ticket read again counted as found; one
    ``<STATUS>`` count item per status, the form ``make reconcile`` writes, every
    other count item there deleted); ``placed_at`` is a whole second after its
