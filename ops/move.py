@@ -8,8 +8,10 @@ tenant record with a conditional write on its ``version``:
 1. ``COPYING`` (announced with ``move_to``, ``move_table``,
    ``move_started_at``): readers and writers still use the old table, and
    every write of a ticket's partition (its summary, its comments) first marks
-   the ticket in the old table (``TENANT#<t>|MOVE#<n>``:
-   ``TenantTable.marks_ticket_writes``). From ``move_started_at`` plus the
+   the ticket in the old table, every audit event the audit writer puts into
+   a day's trail there the event (``TENANT#<t>|MOVE#<n>``:
+   ``TenantTable.marks_writes``; the audit writer asks the container's record
+   cache for each event, as a request does). From ``move_started_at`` plus the
    record cache's TTL and a margin (``TenantAdmin.phase_seconds``, 35 s),
    when every container has seen a moving record (which it keeps a second at
    most), every item of the tenant but the kinds below is copied into the new
@@ -22,11 +24,17 @@ tenant record with a conditional write on its ``version``:
    which is authoritative and no longer changes: every item that differs is
    copied again, every item the old one no longer has is deleted. When this
    run began the move, the new table's side is a digest of what its copy
-   wrote, and of the tickets only the marked ones are read again (a ticket
-   written since the copy began was marked before the write; one written
-   before, the copy read as it was): the pause grows with the tickets written
-   during the copy, not with the tenant. A run that did not announce the move
-   (it resumed one) reads every ticket again, in both tables (GSI1 included). The counts are recounted in the new
+   wrote, and of the tickets and audit events only the marked ones are read
+   again (a ticket written since the copy began was marked before the write,
+   an event too, until the sync read the marks; one written before, the copy
+   read as it was): the events by key (BatchGetItem), no day's trail, so the
+   pause grows with what was written during the copy, not with the tenant nor
+   with its last hour. A mark names a ticket id or an event's sort key under
+   the tenant's own prefix: one that names nothing (a tenant's credentials
+   can write its ticket marks) reads nothing. A run that did not announce the
+   move (it resumed one) reads every ticket again, in both tables (GSI1
+   included), and the trail since :func:`trailing_horizon_seconds` before the
+   move's start. The counts are recounted in the new
    table (as copied, with each ticket read again counted as found; one
    ``<STATUS>`` count item per status, the form ``make reconcile`` writes, every
    other count item there deleted); ``placed_at`` is a whole second after its
@@ -88,7 +96,8 @@ not paused, and its drain holds while they are.
 webhooks partition and each listed webhook's deliveries and parking partition, the 64 idempotency
 partitions, the day index and each listed day's partitions, the tickets from
 GSI1 and those the trail names (a switch after this run's copy: the marked
-ones only), each with its comments. A ticket's history
+ones only, and the marked audit events instead of the days' partitions), each
+with its comments. A ticket's history
 is not read: each of its items is the twin of an item of the day's
 partitions (the audit writer stores every event twice, the same attributes
 under both keys), copied, synced and erased with it: a Query per ticket
@@ -97,11 +106,12 @@ final Scan's, below). GSI1 is
 queried under the keys of the record's shard counts only (``make export``
 and ``make offboard`` query all 64 counts' keys, 195 queries a table): every
 reader and writer uses those, and a reshard can't run during a move; a ticket
-under another key is what the final Scan reports. The sync reads the day
-partitions from :func:`trailing_horizon_seconds` before the move's start only
-(audit items are append-only, and no stream record older than the event
-sources' ``MaximumRecordAgeInSeconds`` is processed any more), and brings a
-new event's history twin with it.
+under another key is what the final Scan reports. A resumed switch reads the
+day partitions from :func:`trailing_horizon_seconds` before the move's start
+only (audit items are append-only, and no stream record older than the event
+sources' ``MaximumRecordAgeInSeconds`` is processed any more); a switch after
+this run's copy reads the marked events only. Either brings a new event's
+history twin with it.
 A resumed switch queries GSI1 at least :data:`GSI_PROPAGATION_SECONDS` after
 ``SWITCH_WAIT_SECONDS`` (AWS: a write reaches a GSI within a second, re:Post
 "dynamodb-missing-table-items-gsi"); a switch after this run's copy visits
@@ -189,6 +199,7 @@ STALE_SECONDS: Final = 30.0
 GSI_PROPAGATION_SECONDS: Final = 1.0
 # Unprocessed items retried this many times (backoff 50 ms doubling to 2 s), then the move stops.
 MAX_WRITE_ROUNDS: Final = 10
+BATCH_GET_SIZE: Final = 100  # BatchGetItem's most keys a call
 MAX_VERIFY_ROUNDS: Final = 6
 VERIFY_SETTLE_SECONDS: Final = 2.0
 # Items a copy remembers (a 16-byte digest each, about 150 bytes with its key):
@@ -334,6 +345,8 @@ class Outcome:
     sync_deleted: int = 0
     # Ticket partitions the sync read again.
     sync_tickets: int = 0
+    # Audit events the sync read by key (None: it read the trail since the horizon instead).
+    sync_events: int | None = None
     trailing: int = 0
     erased: int = 0
     strays: int = 0
@@ -561,9 +574,10 @@ class Mover:
         def sync(partition: Partition, start: str) -> Found:
             return self._sync_partition(source, dest, partition, start)
 
-        # What this run's copy wrote stands for the new table, and of its tickets only those marked since
-        # changed. Else (a resumed switch) every ticket is read again, found in GSI1 of both tables.
-        marked = self._marked_tickets(source) if self._copied.counted else None
+        # What this run's copy wrote stands for the new table, and of its tickets and audit events only
+        # those marked since changed. Else (a resumed switch) every ticket is read again, found in GSI1 of
+        # both tables, and the trail since the horizon.
+        marked = self._marked(source) if self._copied.counted else None
         tables = [source] if self._copied.valid else [source, dest]
         found = self._walk(
             tables,
@@ -571,8 +585,11 @@ class Mover:
             shard_counts=record.read_shards,
             since=since,
             before_tickets=None if marked is not None else before_tickets,
-            tickets=marked,
+            tickets=marked.tickets if marked is not None else None,
+            days=marked is None,
         )
+        if marked is not None:
+            found.merge(self._sync_events(source, dest, marked.events))
         if self._copied.valid:  # what the copy wrote and the old table no longer names (a deleted webhook...)
             found.merge(self._visit_all(self._copied.partitions(exclude=found.visited, tickets=marked is None), sync))
         # Nothing writes a carried kind into the old table any more: what was empty stays empty.
@@ -582,6 +599,7 @@ class Mover:
         self._progress.done()
         outcome.synced, outcome.sync_deleted = found.written, found.deleted
         outcome.sync_tickets = sum(_kind_of(source.tenant_id, pk) == TICKET for pk in found.visited)
+        outcome.sync_events = len(marked.events) if marked is not None else None
         self._note(
             f"synced: {found.written} items copied again, {found.deleted} deleted; counts "
             + ", ".join(f"{status}={counts[status]}" for status in TicketStatus)
@@ -589,14 +607,57 @@ class Mover:
         last_write = self._last_write or self.store.clock()
         return math.ceil(last_write) + 1
 
-    def _marked_tickets(self, source: TenantTable) -> set[str]:
-        """The tickets written since the copy began (their writers marked them first)."""
-        marked: set[str] = set()
+    def _marked(self, source: TenantTable) -> _Marks:
+        """The tickets and audit events written since the copy began (their writers marked them first)."""
+        marked = _Marks()
         for pk in keys.move_mark_partitions(source.tenant_id):
             for item in _items(source, pk):
-                if keys.is_valid_ticket_id(str(item["sk"]["S"])):
-                    marked.add(str(item["sk"]["S"]))
+                name = str(item["sk"]["S"])
+                if keys.is_valid_ticket_id(name):
+                    marked.tickets.add(name)
+                elif keys.is_audit_sk(name):
+                    marked.events.add(name)
         return marked
+
+    def _sync_events(self, source: TenantTable, dest: TenantTable, events: set[str]) -> Found:
+        """The marked audit events, read by key (a day's trail is not read), each
+        with its history twin in the new table unless the copy wrote it as it is.
+        A mark names a sort key; the day and shard of the event are the key's, so
+        a mark can only ever name an event of the tenant's own trail, and one that
+        names none reads nothing."""
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for sk in sorted(events):
+            key = keys.audit_event_key(source.tenant_id, sk)
+            by_partition.setdefault(key["pk"]["S"], []).append(key)
+
+        def sync(partition: Partition, start: str) -> Found:
+            kind, pk = partition
+            found = Found()
+            writes = self._writes(dest, found)
+            for item in self._items_by_key(source, by_partition[pk]):
+                copied = self._copied.digest(pk, item["sk"]["S"]) if self._copied.valid else None
+                self._synced_item(found, source.tenant_id, kind, item, writes, differs=copied != _digest(item))
+            writes.flush()
+            return found
+
+        return self._visit_all([(DAY, pk) for pk in sorted(by_partition)], sync)
+
+    def _items_by_key(self, table: TenantTable, item_keys: Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """The items of these keys that exist, read consistently, 100 a BatchGetItem,
+        what DynamoDB leaves unprocessed asked again with exponential backoff."""
+        for start in range(0, len(item_keys), BATCH_GET_SIZE):
+            request: dict[str, Any] = {
+                table.table_name: {"Keys": list(item_keys[start : start + BATCH_GET_SIZE]), "ConsistentRead": True}
+            }
+            for round_number in range(MAX_WRITE_ROUNDS):
+                response = table.call("batch_get_item", RequestItems=request)
+                yield from response.get("Responses", {}).get(table.table_name, [])
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self.store.sleep(min(0.05 * 2**round_number, 2.0))
+            else:
+                raise Throttled()
 
     def _sync_partition(self, source: TenantTable, dest: TenantTable, partition: Partition, since: str = "") -> Found:
         """One partition of the new table made equal to the old's (sort keys from
@@ -869,6 +930,7 @@ class Mover:
         erase: bool = False,
         skip: set[str] | None = None,
         tickets: set[str] | None = None,
+        days: bool = True,
     ) -> Found:
         """Visit every partition of the tenant found in ``tables``: the fixed
         ones, then those they name (deliveries, days), then the tickets (GSI1 of
@@ -876,7 +938,8 @@ class Mover:
         with their histories. ``since``: the day partitions from that time only
         (``visit`` gets the sort key to start at). ``erase``: also the kinds
         that are never copied. ``skip``: partitions known to be empty.
-        ``tickets``: these tickets only, instead of GSI1's and the trail's."""
+        ``tickets``: these tickets only, instead of GSI1's and the trail's.
+        ``days=False``: not the days' partitions (a switch reads the marked events)."""
         tenant = tables[0].tenant_id
         total = Found()
         first: list[Partition] = [(WEBHOOKS, keys.webhooks_pk(tenant)), (DAYS, keys.audit_days_pk(tenant))]
@@ -887,7 +950,7 @@ class Mover:
         second: list[Partition] = [(DELIVERIES, keys.webhook_deliveries_pk(tenant, w)) for w in sorted(total.webhooks)]
         second += [(PARKED, keys.webhook_parked_pk(tenant, w)) for w in sorted(total.webhooks)]
         starts: dict[str, str] = {}
-        for day in sorted(total.days):
+        for day in sorted(total.days) if days else ():
             if since is not None and day < iso_time(since)[:10]:
                 continue
             for pk in keys.audit_day_partitions(tenant, day):
@@ -1048,6 +1111,14 @@ class _Entry:
 
 
 @dataclass
+class _Marks:
+    """What the writers marked during a move's copy (``keys.move_mark_key``)."""
+
+    tickets: set[str] = field(default_factory=set)
+    events: set[str] = field(default_factory=set)  # audit events' sort keys
+
+
+@dataclass
 class _Copied:
     """What a run's copy wrote into the new table, a digest per item, by
     partition: the sync that follows it in the same run compares the old table
@@ -1083,6 +1154,10 @@ class _Copied:
         counts = Counter(status for pk, status in self._statuses.items() if pk not in synced.visited)
         counts.update(synced.counts)
         return counts
+
+    def digest(self, pk: str, sk: str) -> bytes | None:
+        """The digest of the item the copy wrote under this key (``None``: it wrote none)."""
+        return self._partitions.get(pk, ("", {}))[1].get(sk)
 
     def entries(self, pk: str, since: str = "") -> Iterator[_Entry]:
         _, items = self._partitions.get(pk, ("", {}))

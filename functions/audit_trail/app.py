@@ -18,7 +18,10 @@ A batch is one stream's, the pool table's or a dedicated tenant's
 (``support_tickets.streams.routing``): a record's audit items (and a refused
 delivery's record) go into the table it came from, its tenant's webhooks are
 read from the tenant's table now, and a record that is not its tenant's
-change (a move's copy or erase) is skipped: no event, no webhook.
+change (a move's copy or erase) is skipped: no event, no webhook. While a move
+copies the tenant out of that table, each event put into a day's trail is
+marked first, so that the move's switch reads only those again
+(``TenantTable.marks_writes``).
 """
 
 from typing import Any
@@ -109,7 +112,8 @@ def record_handler(record: DynamoDBRecord, router: StreamRouter, invocation: Str
         route = _route(record, router, audited.tenant_id)
         if route is None:
             return
-        written = audit_writer().write(audited, route.source)
+        marks = router.marks_writes(audited.tenant_id, route.source)
+        written = audit_writer().write(audited, route.source, marks=marks)
         metrics.add_metric(name="AuditItemsWritten", unit=MetricUnit.Count, value=written)
         fields = record_fields(record)
         queued = publish_record(audited, fields["old_image"], fields["new_image"], route)

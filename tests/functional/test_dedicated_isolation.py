@@ -231,6 +231,16 @@ def test_the_stream_functions_write_into_a_dedicated_table_what_they_write_into_
     }
     put_history = {"TableName": table, "Item": history}
     assert refusal(tables, tenant, "PutItem", put_history, role="AuditTrailRole", source_vpce=None) is None
+    # While a move copies the tenant out of either table, each event's mark first (TenantTable.marks_writes):
+    # a put of a mark, never an update or delete of one, never a ticket.
+    mark = {**keys.move_mark_key(tenant, history["sk"]["S"]), "expiration": {"N": "1"}}
+    for where in (table, POOL):
+        put_mark = {"TableName": where, "Item": mark}
+        assert refusal(tables, tenant, "PutItem", put_mark, role="AuditTrailRole", source_vpce=None) is None
+        drop_mark = {"TableName": where, "Key": {"pk": mark["pk"], "sk": mark["sk"]}}
+        assert refusal(tables, tenant, "DeleteItem", drop_mark, role="AuditTrailRole", source_vpce=None)
+        put_ticket = {"TableName": where, "Item": {**ticket(tenant), "title": {"S": "x"}}}
+        assert refusal(tables, tenant, "PutItem", put_ticket, role="AuditTrailRole", source_vpce=None)
     # The tenant record stays in the pool table: the delivery function reads a tier there only.
     config = {"TableName": table, "Key": keys.tenant_config_key(tenant)}
     assert refusal(tables, tenant, "GetItem", config, role="DeliverWebhookRole", source_vpce=None) is not None

@@ -329,6 +329,63 @@ def test_the_switch_reads_again_only_the_tickets_written_during_the_copy(
     assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
 
 
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_the_switch_reads_the_audit_events_written_during_the_copy_by_key_and_no_days_trail(
+    world: World, moving: str, beside: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit writer, running during the copy, marks each event it writes into
+    the moving tenant's old table first: the paused sync reads those events by
+    key (with their history twins) and no day's trail, however much the tenant
+    wrote in the last hour, and the moved trail is complete. The tenant beside
+    it, not moving, marks nothing."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member, neighbour = User(moving, f"alice-{moving}"), User(beside, f"alice-{beside}")
+    frozen: list[list[dict[str, Any]]] = []
+    at_flip: list[list[dict[str, Any]]] = []
+    read: list[str] = []
+    sync_read: list[str] = []
+    items = move._items
+
+    def reading(table: Any, pk: str, since: str = "", projection: str | None = None) -> Any:
+        read.append(pk)
+        return items(table, pk, since, projection)
+
+    monkeypatch.setattr(move, "_items", reading)
+
+    def during(step: str) -> None:
+        if step == "copied":
+            tenant_configs().clear()
+            assert world.api.update(member, tickets[0], {"status": "IN_PROGRESS"}).ok
+            assert world.api.comment(member, tickets[1], {"body": "während der Kopie"}).status == 201
+            beside_ticket = world.api.new_ticket(neighbour, title="beside")["ticket_id"]
+            assert world.api.update(neighbour, beside_ticket, {"title": "b"}).ok
+            world.audit.deliver(world.audit.new_records())  # the audit writer keeps up during the copy
+        if step == "switching":
+            frozen.append(copied_items(world.dynamodb, world.pool, moving))
+            read.clear()
+        if step == "synced":
+            sync_read.extend(read)
+        if step == "flipped":  # what reads see from now on: the trail as it was, not later
+            at_flip.append(copied_items(world.dynamodb, dedicated.table_name(world.pool, moving), moving))
+
+    outcome = world.move(moving, "dedicated", during)
+
+    assert at_flip == frozen
+    assert outcome.sync_events == 2  # the update's event and the comment's
+    assert outcome.sync_tickets == 2
+    own_suffixes = [keys.own_suffix(moving, pk) for pk in sync_read]
+    assert not [suffix for suffix in own_suffixes if suffix and keys.is_audit_day_suffix(suffix)]
+    own_table = dedicated.table_name(world.pool, moving)
+    assert_moved(world, moving, own_table, frozen[0])
+    trail = [item for item in all_items(world.dynamodb, own_table) if item.get("type", {}).get("S") == "comment_added"]
+    assert (
+        len([item for item in trail if item.get("ticket_id", {}).get("S") == tickets[1]]) == 4
+    )  # populate's and ours, each in its day and its history
+    marks = set(keys.move_mark_partitions(beside)) | set(keys.move_mark_partitions(moving))
+    assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
+
+
 def test_a_resumed_copy_does_not_take_what_it_wrote_for_all_the_new_table_has(world: World) -> None:
     """A run killed after its copy; a ticket it copied is deleted before the next
     run, which copies again and syncs: the ticket goes from the new table too

@@ -46,6 +46,8 @@ def test_no_tenant_prefix_is_a_prefix_of_another_tenants_keys(a: str, b: str) ->
         keys.audit_days_pk(b),
         *keys.aggregate_journal_partitions(b),
         keys.move_mark_key(b, "T1")["pk"]["S"],
+        keys.move_mark_key(b, keys.audit_sk("2026-11-21T00:00:00.000Z", "1", "e1"))["pk"]["S"],
+        keys.audit_event_key(b, keys.audit_sk("2026-11-21T00:00:00.000Z", "1", "e1"))["pk"]["S"],
         *keys.move_mark_partitions(b),
     )
     for key in every_key:
@@ -66,8 +68,17 @@ def test_every_key_has_the_tenant_prefix() -> None:
     assert mark["sk"] == {"S": "01J"}
     assert keys.move_mark_key("acme", "01J")["pk"]["S"] in keys.move_mark_partitions("acme")
     assert len(set(keys.move_mark_partitions("acme"))) == keys.MOVE_MARK_PARTITIONS
-    with pytest.raises(ValueError, match="invalid ticket id"):
+    with pytest.raises(ValueError, match="invalid ticket id or audit event"):
         keys.move_mark_key("acme", "not a ticket id")
+    # An audit event's mark names its sort key, from which its day's partition follows
+    event = keys.audit_sk("2026-11-27T10:00:00.000Z", "42", "e1")
+    assert keys.move_mark_key("acme", event)["sk"] == {"S": event}
+    day_partition = keys.audit_day_pk("acme", "2026-11-27", keys.audit_shard("e1"))
+    assert keys.audit_event_key("acme", event)["pk"]["S"] == day_partition
+    assert keys.is_audit_day_suffix("AUDIT#2026-11-27#3")
+    assert not keys.is_audit_day_suffix("AUDIT#DAYS")
+    with pytest.raises(ValueError, match="invalid audit event"):
+        keys.audit_event_key("acme", "01J")
 
 
 def test_one_shard_keeps_the_anchor_blogs_keys_exactly() -> None:

@@ -1,6 +1,8 @@
-"""Which tickets a write request changes (TenantTable marks them first while the
-tenant's data is being copied: support_tickets.data.placement): every write
-operation the repositories use, only this table's and this tenant's items."""
+"""What a write request changes that a move's switch reads again (TenantTable
+marks it first while the tenant's data is being copied:
+support_tickets.data.placement): the tickets of every write operation the
+repositories use and the audit events the audit writer puts into a day's
+trail, only this table's and this tenant's items."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.errors import Unavailable
-from support_tickets.data.table import OwnClient, TenantTable, written_tickets
+from support_tickets.data.table import OwnClient, TenantTable, written_marks
+from support_tickets.streams.audit_events import audit_record
+from support_tickets.streams.audit_writer import AuditWriter
 
 A, B = "01J0000000000000000000000A", "01J0000000000000000000000B"
 TABLE = "SupportTicket"
@@ -30,7 +34,7 @@ def key(tenant: str, ticket_id: str, sk: str = "SUMMARY") -> dict[str, Any]:
     ],
 )
 def test_a_single_item_write_names_its_ticket(operation: str, request_: dict[str, Any]) -> None:
-    assert written_tickets("1", TABLE, operation, request_) == {A}
+    assert written_marks("1", TABLE, operation, request_) == {A}
 
 
 def test_a_transaction_names_the_tickets_it_writes_not_those_it_only_checks() -> None:
@@ -42,7 +46,7 @@ def test_a_transaction_names_the_tickets_it_writes_not_those_it_only_checks() ->
             {"Delete": {"TableName": "another-table", "Key": key("1", B)}},
         ]
     }
-    assert written_tickets("1", TABLE, "transact_write_items", request) == {A}
+    assert written_marks("1", TABLE, "transact_write_items", request) == {A}
 
 
 def test_a_batch_names_this_tables_puts_and_deletes() -> None:
@@ -52,14 +56,14 @@ def test_a_batch_names_this_tables_puts_and_deletes() -> None:
             "another-table": [{"PutRequest": {"Item": key("1", "01J0000000000000000000000C")}}],
         }
     }
-    assert written_tickets("1", TABLE, "batch_write_item", request) == {A, B}
+    assert written_marks("1", TABLE, "batch_write_item", request) == {A, B}
 
 
 @pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
 def test_another_tenants_keys_and_other_partitions_name_no_ticket(tenant: str, other: str) -> None:
-    assert written_tickets(tenant, TABLE, "update_item", {"Key": key(other, A)}) == set()
+    assert written_marks(tenant, TABLE, "update_item", {"Key": key(other, A)}) == set()
     webhook = {"pk": {"S": keys.webhooks_pk(tenant)}, "sk": {"S": "WEBHOOK#w"}}
-    assert written_tickets(tenant, TABLE, "put_item", {"Item": webhook}) == set()
+    assert written_marks(tenant, TABLE, "put_item", {"Item": webhook}) == set()
 
 
 class Recording:
@@ -83,7 +87,7 @@ class Recording:
 
 def test_a_write_is_marked_first_and_not_made_when_its_mark_is_not() -> None:
     client = Recording()
-    table = TenantTable("1", TABLE, OwnClient(client), marks_ticket_writes=True)  # type: ignore[arg-type]
+    table = TenantTable("1", TABLE, OwnClient(client), marks_writes=True)  # type: ignore[arg-type]
     with pytest.raises(Unavailable):
         table.call("update_item", TableName=TABLE, Key=key("1", A))
     assert [name for name, _ in client.calls] == ["put_item"]
@@ -92,7 +96,7 @@ def test_a_write_is_marked_first_and_not_made_when_its_mark_is_not() -> None:
 
 def test_a_write_of_several_tickets_marks_them_in_one_batch_and_nothing_else_is_marked() -> None:
     client = Recording()
-    table = TenantTable("1", TABLE, OwnClient(client), marks_ticket_writes=True)  # type: ignore[arg-type]
+    table = TenantTable("1", TABLE, OwnClient(client), marks_writes=True)  # type: ignore[arg-type]
     table.call("batch_write_item", RequestItems={TABLE: [{"DeleteRequest": {"Key": key("1", t)}} for t in (A, B)]})
     marks, write = client.calls
     assert marks[0] == "batch_write_item"
@@ -102,3 +106,59 @@ def test_a_write_of_several_tickets_marks_them_in_one_batch_and_nothing_else_is_
     unmarked.call("update_item", TableName=TABLE, Key=key("1", A))
     assert client.calls[-1][0] == "update_item"
     assert len(client.calls) == 3
+
+
+def event_record(tenant: str, ticket_id: str = A) -> Any:
+    at = "2026-11-27T10:00:00.000Z"
+    return audit_record(
+        event_name="INSERT",
+        event_id="e" * 32,
+        sequence_number="42",
+        recorded_at=None,
+        keys_image={"pk": keys.ticket_pk(tenant, ticket_id), "sk": keys.SUMMARY_SK},
+        old_image=None,
+        new_image={"tenant_status": f"TENANT#{tenant}|OPEN", "title": "t", "resolver": "#UNASSIGNED", "created_at": at},
+    )
+
+
+class Accepting:
+    """A DynamoDB client that records its calls and accepts every write."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def put_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("put_item", kwargs))
+        return {}
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_an_audit_event_in_a_days_trail_names_its_sort_key_and_its_history_twin_and_the_day_index_name_nothing(
+    tenant: str, other: str
+) -> None:
+    client = Accepting()
+    AuditWriter(TABLE, client).write(event_record(tenant))  # type: ignore[arg-type]
+    index, history, day = (call[1]["Item"] for call in client.calls)
+    assert written_marks(tenant, TABLE, "put_item", {"Item": day}) == {day["sk"]["S"]}
+    assert keys.audit_event_key(tenant, day["sk"]["S"]) == {"pk": day["pk"], "sk": day["sk"]}
+    assert written_marks(tenant, TABLE, "put_item", {"Item": history}) == set()
+    assert written_marks(tenant, TABLE, "put_item", {"Item": index}) == set()
+    # Another tenant's event names nothing for this one
+    theirs = Accepting()
+    AuditWriter(TABLE, theirs).write(event_record(other))  # type: ignore[arg-type]
+    assert written_marks(tenant, TABLE, "put_item", {"Item": theirs.calls[-1][1]["Item"]}) == set()
+
+
+def test_the_audit_writer_asked_to_mark_puts_the_events_mark_before_the_event_and_only_then() -> None:
+    client = Accepting()
+    AuditWriter(TABLE, client).write(event_record("1"), marks=True)  # type: ignore[arg-type]
+    pks = [call[1]["Item"]["pk"]["S"] for call in client.calls]
+    day_pk = next(pk for pk in pks if "|AUDIT#2026" in pk)
+    mark = client.calls[pks.index(day_pk) - 1][1]["Item"]
+    assert mark["pk"]["S"] in keys.move_mark_partitions("1")
+    assert mark["sk"] == client.calls[pks.index(day_pk)][1]["Item"]["sk"]
+    # One mark: the history twin and the day index have none
+    assert sum(pk in keys.move_mark_partitions("1") for pk in pks) == 1
+    unasked = Accepting()
+    AuditWriter(TABLE, unasked).write(event_record("1"))  # type: ignore[arg-type]
+    assert not [c for c in unasked.calls if c[1]["Item"]["pk"]["S"] in keys.move_mark_partitions("1")]

@@ -13,6 +13,7 @@ from support_tickets.data.placement import (
     Placement,
     cache_seconds,
     data_table,
+    marks_writes,
     owns_record,
     writes_paused,
 )
@@ -74,6 +75,15 @@ def test_writes_wait_only_while_the_switch_runs(phase: MovePhase) -> None:
     record = TenantConfig(tenant_id="acme", move_to="dedicated", move_table=OWN, move_phase=phase)
     assert writes_paused(record) is (phase in (MovePhase.SWITCHING, MovePhase.FLIPPED))
     assert writes_paused(TenantConfig(tenant_id="acme")) is False
+
+
+@pytest.mark.parametrize("phase", list(MovePhase))
+def test_writes_mark_themselves_while_the_mover_copies_and_until_its_switch_read_the_marks(phase: MovePhase) -> None:
+    record = TenantConfig(tenant_id="acme", move_to="dedicated", move_table=OWN, move_phase=phase)
+    # An API write during SWITCHING is refused before its marks (writes_paused): only the stream
+    # functions still write then, and the switch must find what they wrote before it read the marks.
+    assert marks_writes(record) is (phase in (MovePhase.COPYING, MovePhase.SWITCHING))
+    assert marks_writes(TenantConfig(tenant_id="acme")) is False
 
 
 def test_a_paused_view_refuses_every_write_before_dynamodb_and_reads_go_on() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from stack_model import dedicated
-from support_tickets.data.placement import Placement
+from support_tickets.data.placement import MovePhase, Placement
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
 from support_tickets.streams.records import PoisonRecord
@@ -143,4 +143,33 @@ def test_a_batch_reads_each_tenants_record_once_from_the_pool_table() -> None:
     # A moving record is cached a second at most, but never re-read within a batch
     routes.records.clear()
     routes.route("10", stream_arn(own("10")), 120)
+    assert len(reads.reads) == 2
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+@pytest.mark.parametrize("phase", list(MovePhase))
+def test_audit_events_mark_themselves_only_in_their_moving_tenants_old_table_while_it_copies_or_switches(
+    tenant: str, other: str, phase: MovePhase
+) -> None:
+    moving = TenantConfig(tenant_id=tenant, move_to="dedicated", move_table=own(tenant), move_phase=phase)
+    routes, _ = router({tenant: moving})
+    marking = phase in (MovePhase.COPYING, MovePhase.SWITCHING)
+    assert routes.marks_writes(tenant, POOL) is marking
+    # Never in the table it moves to (its records there are the copy's, skipped), never for the tenant beside it
+    assert routes.marks_writes(tenant, own(tenant)) is False
+    assert routes.marks_writes(other, POOL) is False
+
+
+def test_whether_to_mark_is_read_from_the_containers_cache_not_kept_for_the_batch() -> None:
+    """The batch keeps its record for routing, but a move announced during the
+    batch is seen once the cache's entry expires: every event written after the
+    mover's wait (at least the cache's TTL) is marked."""
+    records = {"1": TenantConfig(tenant_id="1")}
+    routes, reads = router(records)
+    assert routes.route("1", stream_arn(POOL), 5).owned
+    assert routes.marks_writes("1", POOL) is False
+    records["1"] = TenantConfig(tenant_id="1", move_to="dedicated", move_table=own("1"), move_phase=MovePhase.COPYING)
+    routes.records.clear()  # what the TTL does
+    assert routes.marks_writes("1", POOL) is True
+    assert routes.route("1", stream_arn(POOL), 6).current == POOL
     assert len(reads.reads) == 2

@@ -1215,8 +1215,11 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         "Null": {"dynamodb:LeadingKeys": "false"},
     }
     assert as_list(items["Action"]) == ["dynamodb:PutItem"]  # no read, no update, no delete of anything
+    # The trail, and during a move's copy each event's mark (TenantTable.marks_writes).
     assert items["Condition"] == {
-        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*"]},
+        "ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": ["TENANT#*|HISTORY#*", "TENANT#*|AUDIT#*", "TENANT#*|MOVE#*"]
+        },
         "Null": {"dynamodb:LeadingKeys": "false"},
     }
     # A delivery the queue refused for good: an UpdateItem of a delivery record naming the

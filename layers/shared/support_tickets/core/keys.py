@@ -64,6 +64,7 @@ SEQUENCE_DIGITS: Final = 40
 _AUDIT_SK = re.compile(rf"^{AUDIT_TIME_PATTERN}#[0-9]{{{SEQUENCE_DIGITS}}}#{EVENT_ID_PATTERN}$")
 # Digits are ASCII digits ([0-9], never \d: a str pattern's \d also matches "٣").
 _DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_AUDIT_DAY_SUFFIX = re.compile(r"^AUDIT#[0-9]{4}-[0-9]{2}-[0-9]{2}#[0-9]{1,2}$")
 
 SUMMARY_SK: Final = "SUMMARY"
 TICKET_MARK: Final = "TICKET#"
@@ -257,16 +258,18 @@ def aggregate_journal_partitions(tenant_id: str) -> list[str]:
 # ---------------------------------------------------------------- moves
 # Partitions of a moving tenant's change marks (ops.move): while its items are
 # being copied into another table, every write of a ticket's partition marks the
-# ticket first, so that the switch reads again only the tickets that changed.
+# ticket first, and every audit event written into a day's trail marks the event,
+# so that the switch reads again only what changed.
 MOVE_MARK_PARTITIONS: Final = 16
 
 
-def move_mark_key(tenant_id: str, ticket_id: str) -> dict[str, dict[str, str]]:
-    """The mark that ticket ``ticket_id``'s partition changed during a move's copy."""
-    if not is_valid_ticket_id(ticket_id):
-        raise ValueError("invalid ticket id")
-    partition = _digest("move", ticket_id) % MOVE_MARK_PARTITIONS
-    return {"pk": {"S": move_mark_pk(tenant_id, partition)}, "sk": {"S": ticket_id}}
+def move_mark_key(tenant_id: str, name: str) -> dict[str, dict[str, str]]:
+    """The mark that ticket ``name``'s partition changed during a move's copy, or
+    (``name`` an audit sort key, :func:`audit_sk`) that the audit event was written."""
+    if not (is_valid_ticket_id(name) or is_audit_sk(name)):
+        raise ValueError("invalid ticket id or audit event")
+    partition = _digest("move", name) % MOVE_MARK_PARTITIONS
+    return {"pk": {"S": move_mark_pk(tenant_id, partition)}, "sk": {"S": name}}
 
 
 def move_mark_pk(tenant_id: str, partition: int) -> str:
@@ -295,6 +298,20 @@ def audit_day_pk(tenant_id: str, day: str, shard: int) -> str:
     if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < AUDIT_SHARDS:
         raise ValueError("invalid audit shard")
     return f"{tenant_prefix(tenant_id)}AUDIT#{day}#{shard}"
+
+
+def audit_event_key(tenant_id: str, sk: str) -> dict[str, dict[str, str]]:
+    """The key of the audit event of sort key ``sk`` in its day's trail: the
+    day and the shard are the sort key's (its time, its event id)."""
+    if not is_audit_sk(sk):
+        raise ValueError("invalid audit event")
+    event_id = sk.split("#", 2)[2]
+    return {"pk": {"S": audit_day_pk(tenant_id, sk[:10], audit_shard(event_id))}, "sk": {"S": sk}}
+
+
+def is_audit_day_suffix(suffix: str) -> bool:
+    """Whether a key suffix (:func:`own_suffix`) is a day's trail, ``AUDIT#<day>#<k>``."""
+    return bool(_AUDIT_DAY_SUFFIX.fullmatch(suffix))
 
 
 def audit_day_partitions(tenant_id: str, day: str) -> list[str]:

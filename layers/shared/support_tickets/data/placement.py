@@ -17,7 +17,8 @@ always in the pool table) is the router. Its placement fields:
 A move (``ops.move``) goes through these phases, each written to the record:
 
 1. ``COPYING``: readers and writers still use the old table; every write of a
-   ticket's partition first marks the ticket there (:func:`marks_ticket_writes`);
+   ticket's partition first marks the ticket there, and every audit event the
+   audit writer puts into a day's trail marks the event (:func:`marks_writes`);
    once every container has seen the phase, the mover copies the tenant's items
    into the new one (the wait: at least the record cache's TTL after
    announcing the move, so that every container has seen a record with
@@ -28,7 +29,8 @@ A move (``ops.move``) goes through these phases, each written to the record:
    still use the old table, which no longer changes. After
    :data:`SWITCH_WAIT_SECONDS` (every container has seen the phase, and a write
    issued before it has landed) the mover copies what changed since its copy
-   (the marked tickets, and the partitions that are not a ticket's), recounts
+   (the marked tickets and audit events, and the partitions that are neither
+   a ticket's nor a day's trail), recounts
    the counts in the new table, and picks ``placed_at``: a second after its
    last write there.
 3. ``FLIPPED``: the record names the new table (``placed_at`` set, the old one
@@ -101,10 +103,12 @@ def writes_paused(record: PlacedRecord) -> bool:
     return record.move_phase is not None and MovePhase(record.move_phase) in WRITES_PAUSED
 
 
-def marks_ticket_writes(record: PlacedRecord) -> bool:
-    """Whether the tenant's writes of a ticket mark it first (``COPYING``:
-    :class:`~support_tickets.data.table.TenantTable`)."""
-    return record.move_phase == MovePhase.COPYING
+def marks_writes(record: PlacedRecord) -> bool:
+    """Whether a write of the tenant's tickets or audit events marks them first
+    (:class:`~support_tickets.data.table.TenantTable`): while the mover copies
+    (``COPYING``) and until its switch has read the marks (``SWITCHING``, when
+    only the stream functions still write: a lagging audit writer's events)."""
+    return record.move_phase in (MovePhase.COPYING, MovePhase.SWITCHING)
 
 
 def cache_seconds(record: PlacedRecord, ttl_seconds: float) -> float:

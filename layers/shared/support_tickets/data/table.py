@@ -60,7 +60,7 @@ WRITE_OPERATIONS: Final = frozenset(
     {"put_item", "update_item", "delete_item", "batch_write_item", "transact_write_items"}
 )
 BATCH_WRITE_SIZE: Final = 25
-# How long a move mark lasts (TenantTable.marks_ticket_writes): longer than any copy.
+# How long a move mark lasts (TenantTable.marks_writes): longer than any copy.
 MOVE_MARK_SECONDS: Final = 7 * 86_400
 MAX_UNPROCESSED_ROUNDS: Final = 8
 
@@ -96,8 +96,11 @@ def cancellation_codes(exc: ClientError) -> list[str]:
     return [str(reason.get("Code", "")) for reason in exc.response.get("CancellationReasons", [])]
 
 
-def written_tickets(tenant_id: str, table_name: str, operation: str, request: Mapping[str, Any]) -> set[str]:
-    """The tickets whose partitions a write request (``operation``) writes in ``table_name``."""
+def written_marks(tenant_id: str, table_name: str, operation: str, request: Mapping[str, Any]) -> set[str]:
+    """What a write request (``operation``) in ``table_name`` changes that a move's
+    switch must read again (:func:`~support_tickets.core.keys.move_mark_key`): the
+    tickets whose partitions it writes, and the sort keys of the audit events it
+    puts into a day's trail. Of ``tenant_id``'s keys only."""
     written: list[Mapping[str, Any]] = []
     if operation == "put_item":
         written.append(request["Item"])
@@ -111,8 +114,15 @@ def written_tickets(tenant_id: str, table_name: str, operation: str, request: Ma
     elif operation == "batch_write_item":
         for write in request["RequestItems"].get(table_name, ()):
             written.append(write["PutRequest"]["Item"] if "PutRequest" in write else write["DeleteRequest"]["Key"])
-    tickets = (keys.ticket_id_of_suffix(keys.own_suffix(tenant_id, str(item["pk"]["S"])) or "") for item in written)
-    return {ticket_id for ticket_id in tickets if ticket_id is not None}
+    marks: set[str] = set()
+    for item in written:
+        suffix = keys.own_suffix(tenant_id, str(item["pk"]["S"])) or ""
+        ticket_id = keys.ticket_id_of_suffix(suffix)
+        if ticket_id is not None:
+            marks.add(ticket_id)
+        elif keys.is_audit_day_suffix(suffix) and keys.is_audit_sk(str(item["sk"]["S"])):
+            marks.add(str(item["sk"]["S"]))
+    return marks
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +130,19 @@ class TenantTable:
     """One tenant's view of one table. ``writes_paused``: the tenant's data is
     switching tables (its record said so when this view was made), and every
     write answers 503 ``TENANT_MOVING`` before it reaches DynamoDB.
-    ``marks_ticket_writes``: the tenant's data is being copied into another
-    table (``COPYING``), and a write of a ticket's partition first marks the
-    ticket (:func:`~support_tickets.core.keys.move_mark_key`), so that the
-    move's switch reads again only the tickets that changed during the copy. A
-    write whose marks were not written is not made (503); a mark whose write then
-    fails costs the switch one partition read."""
+    ``marks_writes``: the tenant's data is being copied into another table
+    (``COPYING``, and ``SWITCHING`` for the stream functions that still write),
+    and a write of a ticket's partition first marks the ticket, a write of an
+    audit event into a day's trail the event (:func:`written_marks`), so that
+    the move's switch reads again only what changed during the copy. A write
+    whose marks were not written is not made (503); a mark whose write then
+    fails costs the switch one read."""
 
     tenant_id: str
     table_name: str
     clients: ClientProvider
     writes_paused: bool = False
-    marks_ticket_writes: bool = False
+    marks_writes: bool = False
 
     def __post_init__(self) -> None:
         keys.validate_tenant_id(self.tenant_id)
@@ -252,16 +263,16 @@ class TenantTable:
     def _before_write(self, operation: str, request: Mapping[str, Any]) -> None:
         if self.writes_paused:
             raise TenantMoving()
-        if not self.marks_ticket_writes:
+        if not self.marks_writes:
             return
         # The marks before the write: a write that lands is always marked. A week: longer than any copy; a
         # move erases them with the tenant's old copy, a rolled back one leaves them to expire.
         expiration = {"N": str(int(time.time()) + MOVE_MARK_SECONDS)}
         marks = [
-            {**keys.move_mark_key(self.tenant_id, ticket_id), "expiration": expiration}
-            for ticket_id in sorted(written_tickets(self.tenant_id, self.table_name, operation, request))
+            {**keys.move_mark_key(self.tenant_id, name), "expiration": expiration}
+            for name in sorted(written_marks(self.tenant_id, self.table_name, operation, request))
         ]
-        unmarked = replace(self, marks_ticket_writes=False)
+        unmarked = replace(self, marks_writes=False)
         if len(marks) == 1:
             unmarked.call("put_item", TableName=self.table_name, Item=marks[0])
         elif marks:

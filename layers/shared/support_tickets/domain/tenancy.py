@@ -10,7 +10,7 @@ from __future__ import annotations
 from support_tickets.core.errors import TenantSuspended
 from support_tickets.core.identity import Caller
 from support_tickets.core.settings import get_settings
-from support_tickets.data.placement import data_table, marks_ticket_writes, writes_paused
+from support_tickets.data.placement import data_table, marks_writes, writes_paused
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
@@ -31,5 +31,9 @@ def table_for(caller: Caller) -> TenantTable:
     if record.status is TenantStatus.SUSPENDED:
         raise TenantSuspended()
     return TenantTable(
-        caller.tenant_id, data_table(record, pool_table), clients, writes_paused(record), marks_ticket_writes(record)
+        caller.tenant_id,
+        data_table(record, pool_table),
+        clients,
+        writes_paused=writes_paused(record),
+        marks_writes=marks_writes(record),
     )

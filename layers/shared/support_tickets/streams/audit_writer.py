@@ -70,13 +70,15 @@ class AuditWriter:
     # tenant and day and container, not one per event.
     indexed_days: RecentKeys = field(default_factory=RecentKeys)
 
-    def write(self, record: AuditRecord, table_name: str | None = None) -> int:
+    def write(self, record: AuditRecord, table_name: str | None = None, *, marks: bool = False) -> int:
         """How many of the event's two items this call wrote into ``table_name`` (the
-        record's source table; the writer's, the pool table, by default): 0 on a redelivery."""
+        record's source table; the writer's, the pool table, by default): 0 on a redelivery.
+        ``marks``: a move is copying that table, and the event's item in the day's
+        trail is marked first (:class:`~support_tickets.data.table.TenantTable`)."""
         event = record.event
         if event is None or record.tenant_id is None:
             return 0
-        table = TenantTable(record.tenant_id, table_name or self.table_name, OwnClient(self.client))
+        table = TenantTable(record.tenant_id, table_name or self.table_name, OwnClient(self.client), marks_writes=marks)
         recorded = record.recorded_at if record.recorded_at is not None else epoch_of(event["at"])
         expiration = int(recorded) + self.retention_days * 86_400
         day = event["at"][:10]

@@ -29,13 +29,17 @@ For each record (:meth:`StreamRouter.route`):
   refused delivery's record of a change are written beside the change; the
   mover carries the append-only ones of a lagging function over, and recounts
   the counts), and where its tenant's webhooks are read: the **current table**
-  of its placement (after the erase the old table has none left).
+  of its placement (after the erase the old table has none left);
+- whether the audit events written for it **mark themselves** for a move's
+  switch (:meth:`StreamRouter.marks_writes`: the audit writer asks, per record).
 
 Cost: a function makes one router per batch, which reads a tenant's record at
 most once (then keeps it for the batch), and only when the container's cache
 (``TENANT_CONFIG_TTL_SECONDS``; a second while the tenant moves) has none: a
 tenant that never moved pays one small GetItem per container and TTL, never one
-per record.
+per record. The audit writer's question whether to mark reads the container's
+cache itself (its decision must be fresh), which adds no read but when the
+cache's entry expired during the batch.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from support_tickets.data.placement import data_table, owns_record
+from support_tickets.data.placement import data_table, marks_writes, owns_record
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache
 from support_tickets.streams.records import PoisonRecord, creation_seconds
@@ -123,3 +127,12 @@ class StreamRouter:
                 raise PoisonRecord("a record without its time, of a tenant placed by a move")
             return RecordRoute(table, current, owned=True)
         return RecordRoute(table, current, owns_record(record, self.pool_table, table, second))
+
+    def marks_writes(self, tenant_id: str, table: str) -> bool:
+        """Whether the audit events a function writes into ``table`` for ``tenant_id``
+        now mark themselves for a move's switch (:func:`~support_tickets.data.placement.marks_writes`).
+        From the container's cache, not the batch's record: like a request's, the
+        decision is at most the cache's TTL old when the write is made, which the
+        mover waits out before it copies (a batch may last longer)."""
+        record = self.records.get(TenantTable(tenant_id, self.pool_table, OwnClient(self.client)))
+        return marks_writes(record) and data_table(record, self.pool_table) == table
