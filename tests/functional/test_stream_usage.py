@@ -22,8 +22,12 @@ from hypothesis import strategies as st
 from local_stack.lambda_runtime import LambdaContext
 from local_stack.poller import StreamPoller
 from local_stack.stream_source import stream_source
+from stack_model import dedicated
 from support_tickets.core import keys, metering
 from support_tickets.core.models import CreateTicketRequest
+from support_tickets.data.placement import MovePhase
+from support_tickets.data.table import to_item
+from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.streams.aggregation import CountLedger, ledger_record
 from support_tickets.streams.audit_writer import AuditWriter, audit_client
 from support_tickets.streams.usage import (
@@ -199,6 +203,61 @@ def test_the_audit_writers_line_per_tenant_has_exactly_its_own_calls_units(env: 
     one, ten = Decimal(str(lines["1"]["duration_ms"])), Decimal(str(lines["10"]["duration_ms"]))
     assert abs(one - 2 * ten) <= 3 * DURATION_QUANTUM
     assert one > 0
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_a_moving_tenants_event_marks_are_on_its_own_line_and_nothing_of_them_on_its_neighbours(
+    env: StreamEnv, moving: str, beside: str
+) -> None:
+    """While a move copies tenant ``moving`` out of the pool, the audit writer marks
+    each event it puts into the tenant's trail (TenantTable.marks_writes): those
+    puts are the moving tenant's units; its neighbour in the same batch has no
+    mark and only its own calls' units."""
+    copying = TenantConfig(
+        tenant_id=moving,
+        move_to="dedicated",
+        move_table=dedicated.table_name(env.table_name, moving),
+        move_phase=MovePhase.COPYING,
+        move_started_at=1,
+    )
+    stored = {name: value for name, value in copying.item().items() if value is not None}
+    env.dynamodb.put_item(TableName=env.table_name, Item=to_item(stored))
+    tenant_configs().clear()
+    audit = StreamHarness.of("AuditTrailFunction", env.dynamodb, env.streams, env.table_name)
+    for title in ("Überweisung fehlgeschlagen", "請求書 ✓"):
+        env.repo_for(moving).create_ticket(CreateTicketRequest(title=title), created_by="alice")
+    env.repo_for(beside).create_ticket(CreateTicketRequest(title="Ünïcödé"), created_by="bob")
+    records = audit.new_records()
+    env.log_lines()
+    with dynamodb_answers() as seen:
+        assert audit.invoke(records) == []
+    lines = _usage(env.log_lines(), AUDIT_TRAIL)
+
+    def marks_of(tenant: str) -> list[dict[str, Any]]:
+        partitions = set(keys.move_mark_partitions(tenant))
+        puts = [params["Item"] for _, params, _ in seen if "Item" in params]
+        return [item for item in puts if item["pk"]["S"] in partitions]
+
+    def events_of(tenant: str) -> set[str]:
+        puts = [params["Item"] for _, params, _ in seen if "Item" in params]
+        return {
+            item["sk"]["S"] for item in puts if keys.is_audit_day_suffix(keys.own_suffix(tenant, item["pk"]["S"]) or "")
+        }
+
+    assert len(marks_of(moving)) == 2  # one per event put into the trail, naming it
+    assert {mark["sk"]["S"] for mark in marks_of(moving)} == events_of(moving)
+    assert len(events_of(beside)) == 1
+    assert marks_of(beside) == []
+    # Each line has its own calls' units, the marks' on the moving tenant's
+    for tenant in (moving, beside):
+        own = [
+            (operation, answer["ConsumedCapacity"])
+            for operation, params, answer in seen
+            if _tenant_of_call(params) == tenant
+        ]
+        writes = sum(Decimal(str(c["CapacityUnits"])) for operation, c in own if operation not in ("Query", "GetItem"))
+        assert lines[tenant]["dynamodb_calls"] == len(own)
+        assert Decimal(str(lines[tenant]["write_units"])) == writes > 0
 
 
 def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answered(
