@@ -29,6 +29,16 @@ each of these code paths as 5.2.5 does.
   changes the stored item in place) and the length of its table's stream; on
   cancellation it puts those items back, newest first, and drops the stream
   records the transaction appended. Tables and other items are never copied.
+- :data:`TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN`. moto ignores a
+  ``TransactWriteItems``' ``ClientRequestToken``: an SDK retry of a
+  transaction whose first attempt landed (a read timeout) is applied twice.
+  DynamoDB applies it once: "multiple identical calls using the same client
+  request token produce the same result on the server", for 10 minutes after
+  the first completed, and a call with the same token but other parameters
+  fails with ``IdempotentParameterMismatchException`` (the API reference's
+  ``ClientRequestToken``). botocore fills the token in itself
+  (``idempotencyToken``) and keeps it across its retries; the move fence
+  (``support_tickets.data.table``) relies on it.
 - :data:`QUERIES_READ_THEIR_PARTITION`. moto's ``Table.query`` collects its
   candidates from ``all_items()``, which sorts every item of the table, and
   keeps those of the queried partition: every ``GET /tickets/{id}`` and every
@@ -127,8 +137,11 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import hashlib
+import json
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -137,10 +150,12 @@ from types import ModuleType
 from typing import Any
 
 from moto.core.botocore_stubber import BotocoreStubber
+from moto.core.responses import ActionResult
 from moto.core.serialize import BaseJSONSerializer
 from moto.dynamodb.comparisons import get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
+    DynamodbException,
     MockValidationException,
     MultipleTransactionsException,
     TooManyTransactionsException,
@@ -150,6 +165,7 @@ from moto.dynamodb.exceptions import (
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import GlobalSecondaryIndex, Table
+from moto.dynamodb.responses import DynamoHandler
 from moto.kms import models as kms_models
 from moto.sqs import models as sqs_models
 from moto.sqs.exceptions import BatchRequestTooLong, InvalidParameterValue, ReceiptHandleIsInvalid, SQSException
@@ -418,6 +434,43 @@ class _Snapshot:
             collection.pop(range_key, None)
             if not collection and not had_hash_key:
                 del table.items[hash_key]
+
+
+class IdempotentParameterMismatch(DynamodbException):
+    def __init__(self) -> None:
+        super().__init__(
+            "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+            message="The request uses the same client token as a previous, but non-identical request.",
+        )
+
+
+# DynamoDB honours a transaction's client token this long after the first call completed.
+CLIENT_TOKEN_SECONDS = 600.0
+# (account, region, token) -> (digest of the request's items, when it completed): the transactions that landed.
+_COMPLETED_TRANSACTIONS: dict[tuple[str, str, str], tuple[str, float]] = {}
+
+
+def _token_honoured(original: Callable[[DynamoHandler], Any]) -> Callable[[DynamoHandler], Any]:
+    @functools.wraps(original)
+    def transact_write_items(self: DynamoHandler) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if token is None:
+            return original(self)
+        digest = hashlib.sha256(json.dumps(self.body["TransactItems"], sort_keys=True).encode()).hexdigest()
+        key = (self.current_account, self.region, str(token))
+        now = time.monotonic()
+        for stale in [k for k, (_, at) in _COMPLETED_TRANSACTIONS.items() if now - at >= CLIENT_TOKEN_SECONDS]:
+            del _COMPLETED_TRANSACTIONS[stale]
+        completed = _COMPLETED_TRANSACTIONS.get(key)
+        if completed is not None:
+            if completed[0] != digest:
+                raise IdempotentParameterMismatch()
+            return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})
+        result = original(self)
+        _COMPLETED_TRANSACTIONS[key] = (digest, now)
+        return result
+
+    return transact_write_items
 
 
 Reason = tuple[str | None, str | None, dict[str, Any] | None]  # (code, message, item): a cancellation reason
@@ -755,6 +808,11 @@ TRANSACTIONS_UNDO_WHAT_THEY_WROTE = Fix(
     "a transaction snapshots the items it writes, not its tables",
     [Patch(DynamoDBBackend, "transact_write_items", lambda _original: transact_write_items)],
 )
+TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN = Fix(
+    "a transaction's client token makes its retries for 10 minutes apply it once",
+    [Patch(DynamoHandler, "transact_write_items", _token_honoured)],
+    reset=_COMPLETED_TRANSACTIONS.clear,
+)
 QUERIES_READ_THEIR_PARTITION = Fix(
     "a query reads its partition of the table or of the global secondary index only",
     [
@@ -804,6 +862,7 @@ ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE = Fix(
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
+    TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN,
     QUERIES_READ_THEIR_PARTITION,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     SQS_RECEIVES_AS_SQS_DOES,

@@ -77,7 +77,7 @@ from support_tickets.core.digits import is_digits
 from support_tickets.core.errors import ApiError
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
-from support_tickets.data.placement import Placement
+from support_tickets.data.placement import WRITER_TIMEOUT_SECONDS, Placement
 from support_tickets.data.table import OwnClient, TenantTable, to_item
 from support_tickets.data.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
 
@@ -131,7 +131,7 @@ Progress = Callable[[str], None]
 class TenantAdmin:
     client: DynamoDBClient
     table_name: str
-    phase_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS + PHASE_MARGIN_SECONDS
+    phase_seconds: float = DEFAULT_TENANT_CONFIG_TTL_SECONDS + WRITER_TIMEOUT_SECONDS + PHASE_MARGIN_SECONDS
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.time
     progress: Progress = field(default=lambda message: None)

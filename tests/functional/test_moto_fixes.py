@@ -61,6 +61,7 @@ from local_stack.moto_fixes import (
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
     SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
+    TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
 from local_stack.sqs_poller import advance_queue_clock
@@ -205,6 +206,44 @@ def _cancelled_transaction(dynamodb: DynamoDBClient, table_name: str) -> None:
                 },
             ]
         )
+
+
+def _increment(table_name: str, pk: str) -> Any:
+    return [
+        {
+            "Update": {
+                "TableName": table_name,
+                "Key": {"pk": {"S": pk}, "sk": {"S": "COUNT"}},
+                "UpdateExpression": "ADD n :one",
+                "ExpressionAttributeValues": {":one": {"N": "1"}},
+            }
+        }
+    ]
+
+
+def test_a_transaction_retried_with_its_client_token_is_applied_once(dynamodb: DynamoDBClient, table_name: str) -> None:
+    """An SDK retry after a read timeout sends the same token: DynamoDB applies
+    the transaction once; plain moto twice. The same token with other items is
+    refused; another token is another transaction."""
+    pk = "TENANT#a|COUNTER"
+
+    def count() -> str:
+        return str(
+            dynamodb.get_item(TableName=table_name, Key={"pk": {"S": pk}, "sk": {"S": "COUNT"}})["Item"]["n"]["N"]
+        )
+
+    with TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN.removed():
+        for _ in range(2):
+            dynamodb.transact_write_items(TransactItems=_increment(table_name, pk), ClientRequestToken="plain")
+        assert count() == "2"
+    for _ in range(2):
+        dynamodb.transact_write_items(TransactItems=_increment(table_name, pk), ClientRequestToken="once")
+    assert count() == "3"
+    with pytest.raises(ClientError) as refused:
+        dynamodb.transact_write_items(TransactItems=_increment(table_name, "TENANT#a|OTHER"), ClientRequestToken="once")
+    assert refused.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    dynamodb.transact_write_items(TransactItems=_increment(table_name, pk), ClientRequestToken="twice")
+    assert count() == "4"
 
 
 def test_in_plain_moto_a_transaction_copies_its_table_and_a_cancelled_one_stays_in_the_stream(

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import boto3
+import botocore.client
 import pytest
 
 from local_stack.local_values import offline_values
@@ -39,7 +42,7 @@ from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import all_items
-from tests.functional.api_harness import ROUTES, Api, User
+from tests.functional.api_harness import ROUTES, Api, User, aws_calls
 from tests.functional.conftest import local_state_file
 from tests.functional.stream_harness import StreamHarness
 
@@ -217,7 +220,8 @@ def test_tenants_move_to_their_own_tables_and_back_with_nothing_lost_and_nothing
     )
     assert record.placed_at > 0
     assert outcome.pause_seconds is not None
-    assert outcome.pause_seconds >= 4  # two SWITCH_WAIT_SECONDS at least (of the fake clock)
+    # The flip's SWITCH_WAIT_SECONDS at least (of the fake clock); none before the sync: writes are fenced.
+    assert outcome.pause_seconds >= 2
     assert_moved(world, "1", own_table["1"], original["1"])
     assert outcome.strays == 0  # the walk found all of it: the final Scan found nothing more
     # The erase's records, through the stream functions: nothing counted, audited or journaled
@@ -285,6 +289,151 @@ def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
     own_table = dedicated.table_name(world.pool, "1")
     assert_moved(world, "1", own_table, frozen[0])
     assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
+
+
+WAIT_S = 30  # a generous bound for a thread to reach a point; never a sleep
+WRITE_OPERATIONS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
+@pytest.mark.parametrize(
+    ("moving", "beside", "to", "released"),
+    [
+        ("1", "10", "dedicated", "switching"),
+        ("10", "1", "dedicated", "flipped"),
+        ("1", "10", "dedicated", "after the move"),
+        ("10", "1", "pool", "flipped"),
+    ],
+)
+def test_a_write_made_during_the_copy_that_lands_after_the_switch_is_refused_not_lost(
+    world: World, moving: str, beside: str, to: str, released: str
+) -> None:
+    """A PATCH whose function read the record during the copy, and whose
+    DynamoDB write lands only later (a read timeout and the SDK's retry do
+    that; here, however late: after the mover switched, after it flipped,
+    after the whole move) is refused: 503 ``TENANT_MOVING``, nothing written
+    anywhere, and the ticket reads as it was. No wait of the mover's decides
+    it: the write is fenced by the tenant record. The tenant beside it is
+    untouched."""
+    if to == "pool":
+        world.populate(moving)
+        world.move(moving, "dedicated")
+    tickets = world.populate(moving)
+    world.populate(beside)
+    others = items_of(world.dynamodb, world.pool, beside)
+    member = User(moving, f"alice-{moving}")
+    original = world.api.get(member, tickets[0]).body
+    source_table = world.pool if to == "dedicated" else dedicated.table_name(world.pool, moving)
+    make_api_call = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
+    held, release = threading.Event(), threading.Event()
+    answers: list[Any] = []
+
+    def patch() -> None:
+        answers.append(world.api.update(member, tickets[0], {"title": "written during the copy"}))
+
+    writer = threading.Thread(target=patch)
+
+    def delayed(client: Any, operation: str, params: Any) -> Any:
+        if threading.current_thread() is writer and operation in WRITE_OPERATIONS:
+            held.set()
+            assert release.wait(WAIT_S)
+        return make_api_call(client, operation, params)
+
+    def during(step: str) -> None:
+        if step == "copied":
+            tenant_configs().clear()  # the function reads the record: COPYING
+            writer.start()
+            assert held.wait(WAIT_S)  # its write is on its way, not landed
+        if step == released:
+            release.set()
+            writer.join(WAIT_S)
+
+    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", delayed):
+        world.move(moving, to, during)
+        if released == "after the move":
+            release.set()
+            writer.join(WAIT_S)
+
+    (answer,) = answers
+    assert (answer.status, answer.error_code) == (503, "TENANT_MOVING")
+    assert world.api.get(member, tickets[0]).body == original
+    assert world.record(moving).placement == to
+    kept = {keys.tenant_config_key(moving)["pk"]["S"], *keys.usage_partitions(moving)}
+    assert [item for item in items_of(world.dynamodb, source_table, moving) if item["pk"]["S"] not in kept] == []
+    assert items_of(world.dynamodb, world.pool, beside) == others
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_fenced_writes_during_the_copy_answer_as_unfenced_ones(world: World, moving: str, beside: str) -> None:
+    """During the copy every write is one transaction with the fence's check:
+    a PATCH still answers the ticket it made, a stale ``If-Match`` still 412
+    with the current version, a repeated ``Idempotency-Key`` still the first
+    ticket (Powertools reads the stored record from the failed condition), a
+    batch of 100 tickets (no room left for the check) 503 with nothing
+    written, a comment and a delete as ever; the tenant beside it writes
+    unfenced."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member, root = User(moving, f"alice-{moving}"), User(moving, f"root-{moving}", admin=True)
+    neighbour = User(beside, f"alice-{beside}")
+    answers: dict[str, Any] = {}
+
+    def during(step: str) -> None:
+        if step != "copied":
+            return
+        tenant_configs().clear()
+        with aws_calls() as calls:
+            answers["patched"] = world.api.update(member, tickets[0], {"title": "fenced"}, if_match="2")
+            answers["stale"] = world.api.update(member, tickets[0], {"title": "stale"}, if_match="2")
+            first = world.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "fenced"})
+            again = world.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "fenced"})
+            answers["created"] = (first, again)
+            answers["commented"] = world.api.comment(member, tickets[1], {"body": "fenced"})
+            answers["batch"] = world.api.batch(member, [tickets[1]] * 1 + [f"{n:026d}" for n in range(99)], "CLOSED")
+            answers["deleted"] = world.api.delete(root, tickets[1])
+            answers["beside"] = world.api.new_ticket(neighbour, title="unfenced")
+        answers["calls"] = calls
+
+    world.move(moving, "dedicated", during)
+
+    patched = answers["patched"]
+    assert patched.status == 200, patched.body
+    assert (patched.body["title"], patched.body["version"]) == ("fenced", 3)
+    stale = answers["stale"]
+    assert (stale.status, stale.error_code) == (412, "VERSION_MISMATCH")
+    assert stale.body["error"]["details"]["current_version"] == 3
+    first, again = answers["created"]
+    assert (first.status, again.status) == (201, 201)
+    assert first.body["ticket_id"] == again.body["ticket_id"]
+    assert answers["commented"].status == 201
+    assert (answers["batch"].status, answers["batch"].error_code) == (503, "TENANT_MOVING")
+    assert answers["deleted"].status == 204
+    writes = [(operation, params) for service, operation, params in answers["calls"] if service == "dynamodb"]
+    checked = [
+        action["ConditionCheck"]["Key"]["pk"]["S"]
+        for operation, params in writes
+        if operation == "TransactWriteItems"
+        for action in params["TransactItems"]
+        if "ConditionCheck" in action and action["ConditionCheck"]["Key"] == keys.tenant_config_key(moving)
+    ]
+    assert checked  # the moving tenant's writes were fenced...
+    assert not [
+        operation
+        for operation, params in writes
+        if operation in WRITE_OPERATIONS
+        and keys.tenant_prefix(moving) in json.dumps(params)
+        and operation != "TransactWriteItems"
+    ]  # ...every one of them
+    assert not [
+        params
+        for operation, params in writes
+        if keys.tenant_config_key(beside)["pk"]["S"] in json.dumps(params) and operation == "TransactWriteItems"
+    ]  # and the tenant beside it not at all
+    own_table = dedicated.table_name(world.pool, moving)
+    moved = world.api.summary(member, tickets[0])
+    assert (moved.body["title"], moved.body["version"]) == ("fenced", 3)
+    assert world.api.get(member, first.body["ticket_id"]).status == 200
+    assert world.api.get(member, tickets[1]).status == 404
+    assert world.record(moving).table == own_table
 
 
 @pytest.mark.parametrize(

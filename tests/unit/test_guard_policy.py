@@ -584,3 +584,26 @@ def test_a_tenant_writes_its_own_move_marks_and_no_one_elses(tenant: str, other:
     for action in ("PutItem", "BatchWriteItem"):
         assert decide(TENANT_ROLE, tenant_request(action, [own], tenant)) is iam.Decision.ALLOW
         assert decide(TENANT_ROLE, tenant_request(action, [theirs], tenant)) is not iam.Decision.ALLOW
+
+
+# ---------------------------------------------------------------- the webhook delivery function
+DELIVERY_ROLE = ROLES[function_role("DeliverWebhookFunction")]
+
+
+@pytest.mark.parametrize("tenant", ["1", "10"])
+def test_delivery_role_may_check_a_tenant_record_for_the_move_fence_and_never_write_it(tenant: str) -> None:
+    from support_tickets.core import keys
+
+    config = keys.tenant_config_key(tenant)["pk"]["S"]
+
+    def delivery(action: str, keys_: list[str], resource: str = TABLE_ARN) -> iam.Decision:
+        return decide(DELIVERY_ROLE, iam.Request(f"dynamodb:{action}", resource, {"dynamodb:LeadingKeys": keys_}))
+
+    assert delivery("ConditionCheckItem", [config]) is iam.Decision.ALLOW
+    for action in ("PutItem", "UpdateItem", "DeleteItem"):
+        assert delivery(action, [config]) is iam.Decision.IMPLICIT_DENY, action
+    # Only the record's check: not a ticket's, nor the record of a dedicated table (there is none).
+    assert delivery("ConditionCheckItem", [keys.ticket_pk(tenant, "a")]) is iam.Decision.IMPLICIT_DENY
+    assert delivery("ConditionCheckItem", [config], resource=f"{TABLE_ARN}-dedicated-{tenant}") is (
+        iam.Decision.IMPLICIT_DENY
+    )

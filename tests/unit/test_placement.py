@@ -9,6 +9,7 @@ from support_tickets.core.errors import TenantMoving
 from support_tickets.data import tenant_registry as registry
 from support_tickets.data.placement import (
     MOVING_TTL_SECONDS,
+    WRITER_TIMEOUT_SECONDS,
     MovePhase,
     Placement,
     cache_seconds,
@@ -168,3 +169,18 @@ def test_back_in_the_pool_the_first_moves_copy_is_still_not_the_tenants() -> Non
     assert not owns_record(record, POOL, OWN, 2000)
     assert not owns_record(record, POOL, POOL, 1500)
     assert owns_record(record, POOL, POOL, 2000)
+
+
+def test_no_write_made_without_the_move_in_view_outlives_the_wait_before_the_copy() -> None:
+    """The copy starts the record cache's TTL plus WRITER_TIMEOUT_SECONDS after
+    the move is announced: every function that writes a tenant's data unfenced
+    when its record shows no move (the API functions, the webhook delivery
+    function) is ended by Lambda within that timeout, so none of its writes
+    lands after the copy read its partition."""
+    from stack_model.functions import function_specs
+
+    specs = function_specs()
+    writers = [spec for spec in specs.values() if spec.routes] + [specs["DeliverWebhookFunction"]]
+    assert len(writers) > 10
+    for spec in writers:
+        assert spec.timeout_s <= WRITER_TIMEOUT_SECONDS, spec.logical_id

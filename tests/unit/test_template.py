@@ -707,7 +707,7 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
             "TENANT#*|WEBHOOK#*#PARKED",
         }, statement
         assert statement["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
-        if statement["Sid"] == "ParkedDeliveries":
+        if statement["Sid"] in ("ParkedDeliveries", "TenantTier"):
             continue
         assert set(as_list(statement["Action"])) <= {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
     # Puts and deletes only in a webhook's parking partition (its slots, lot and circuit).
@@ -721,7 +721,8 @@ def test_the_delivery_role_reaches_only_webhooks_deliveries_and_its_queues() -> 
         "dynamodb:DeleteItem",
     }
     # A webhook's status is the only attribute it may write (a 410 disables it).
-    assert by_sid["TenantTier"]["Action"] == "dynamodb:GetItem"  # the tier, never a write of the record
+    # The tier, and the move fence's check of the record: never a write of it.
+    assert set(as_list(by_sid["TenantTier"]["Action"])) == {"dynamodb:GetItem", "dynamodb:ConditionCheckItem"}
     disable = by_sid["DisableWebhooks"]
     assert disable["Condition"]["ForAllValues:StringEquals"] == {"dynamodb:Attributes": ["pk", "sk", "status"]}
     queues = [s for s in granted if any(a.startswith("sqs:") for a in as_list(s["Action"]))]

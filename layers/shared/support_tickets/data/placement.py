@@ -17,18 +17,24 @@ always in the pool table) is the router. Its placement fields:
 A move (``ops.move``) goes through these phases, each written to the record:
 
 1. ``COPYING``: readers and writers still use the old table; every write of a
-   ticket's partition first marks the ticket there, and every audit event the
-   audit writer puts into a day's trail marks the event (:func:`marks_writes`);
-   once every container has seen the phase, the mover copies the tenant's items
-   into the new one (the wait: at least the record cache's TTL after
-   announcing the move, so that every container has seen a record with
-   ``move_phase`` and keeps it no longer than :data:`MOVING_TTL_SECONDS`). Its
+   tenant's function is fenced by the record (one transaction with a check
+   that the record still says ``COPYING`` for this move:
+   :class:`~support_tickets.data.table.MoveFence`) and carries the marks of
+   the tickets it writes; every audit event the audit writer puts into a
+   day's trail marks the event (:func:`marks_writes`). Once no write made
+   without the move in view can land any more, the mover copies the tenant's
+   items into the new one (the wait: the record cache's TTL after announcing
+   the move, so that every container has seen a record with ``move_phase``
+   and keeps it no longer than :data:`MOVING_TTL_SECONDS`, plus
+   :data:`WRITER_TIMEOUT_SECONDS`: Lambda ends an invocation at its timeout,
+   so a write it made under the record before cannot land later). Its
    stream's records are not the tenant's (before ``placed_at`` of no placement
    of it): nothing is counted twice, no webhook fires.
 2. ``SWITCHING``: writes answer 503 ``TENANT_MOVING`` (``Retry-After``); reads
-   still use the old table, which no longer changes. After
-   :data:`SWITCH_WAIT_SECONDS` (every container has seen the phase, and a write
-   issued before it has landed) the mover copies what changed since its copy
+   still use the old table, which no longer changes: a write made under
+   ``COPYING`` that lands from now on, however late, fails its fence and
+   changes nothing. At once (no wait: the fence is DynamoDB's condition,
+   not a clock's) the mover copies what changed since its copy
    (the marked tickets and audit events, and the partitions that are neither
    a ticket's nor a day's trail), recounts
    the counts in the new table, and picks ``placed_at``: a second after its
@@ -42,8 +48,8 @@ A move (``ops.move``) goes through these phases, each written to the record:
    stream's records, after ``placed_at``, are not the tenant's: the erase
    fires nothing), then clears the move fields.
 
-The write pause is steps 2 and 3: about ``2 * SWITCH_WAIT_SECONDS`` plus the
-time to copy the changes made during the copy.
+The write pause is steps 2 and 3: the time to copy the changes made during
+the copy, plus ``SWITCH_WAIT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -84,9 +90,13 @@ class PlacedRecord(Protocol):
 
 # A record with a move running is cached this long at most, whatever TENANT_CONFIG_TTL_SECONDS says.
 MOVING_TTL_SECONDS: Final = 1.0
-# How long the mover waits after each switch step: a container's cached record
-# expires (MOVING_TTL_SECONDS), and a write issued under the old phase has landed.
+# How long the mover waits after the flip before writes open: every container's cached record
+# (MOVING_TTL_SECONDS) names the new table, so none reads the old one after another wrote the new.
 SWITCH_WAIT_SECONDS: Final = 2.0
+# The longest Timeout of a function that writes a tenant's data without a fence when its record
+# shows no move: the API functions' 10 s and DeliverWebhookFunction's 30 s (tests/unit/test_placement.py
+# reads them from the template). The copy starts this long after every container saw the move.
+WRITER_TIMEOUT_SECONDS: Final = 30.0
 # What a write during the switch tells the client to wait.
 MOVING_RETRY_AFTER_SECONDS: Final = 2
 # The phases that refuse writes.

@@ -18,10 +18,27 @@ the answer to the request's meter (:mod:`support_tickets.core.metering`).
 
 Only GetItem, Query, PutItem, UpdateItem, DeleteItem, BatchWriteItem and
 TransactWriteItems are used: never Scan, never a filter expression.
+
+**The move fence.** While a move copies the tenant's data (the record says
+``COPYING``), every write is fenced by the tenant record itself: it goes as
+one TransactWriteItems with a ``ConditionCheck`` that the record (in the pool
+table) still says ``COPYING`` for the same move (``move_started_at``), and
+with the write's move marks. A write that lands after the mover set
+``SWITCHING`` (an SDK retry after a read timeout, a slow network: however
+late) fails its condition and changes nothing (503 ``TENANT_MOVING``); one
+that lands before it is marked, so the switch reads it again. No wait of the
+mover's is needed for that: the fence is DynamoDB's, not a clock's. An SDK
+retry of a transaction that did land is not applied twice (botocore sends the
+same ``ClientRequestToken``, which DynamoDB honours for 10 minutes).
+Concurrent transactions that check the same record may cancel each other
+(``TransactionConflict``): the fenced write is tried again, a few times with
+jitter. The cost, during the copy only: a transactional write is two write
+units per KB, plus the check's read.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -40,6 +57,7 @@ from support_tickets.core.errors import (
     Unauthorized,
     Unavailable,
 )
+from support_tickets.data.placement import MovePhase
 from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
 
 if TYPE_CHECKING:
@@ -63,6 +81,50 @@ BATCH_WRITE_SIZE: Final = 25
 # How long a move mark lasts (TenantTable.marks_writes): longer than any copy.
 MOVE_MARK_SECONDS: Final = 7 * 86_400
 MAX_UNPROCESSED_ROUNDS: Final = 8
+# TransactWriteItems' limit on actions.
+MAX_TRANSACTION_ACTIONS: Final = 100
+# How often a fenced write is tried when another transaction on the tenant record cancelled it.
+FENCE_CONFLICT_ATTEMPTS: Final = 5
+
+
+class MovingRecord(Protocol):
+    """What a fence reads of the tenant record (``TenantConfig`` has it)."""
+
+    @property
+    def move_phase(self) -> str | None: ...
+    @property
+    def move_started_at(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MoveFence:
+    """The move a write was made under (:class:`TenantTable`): the tenant
+    record's table (the pool's) and its ``move_started_at``. A fenced write is
+    made only if the record still says ``COPYING`` for this very move."""
+
+    record_table: str
+    move_started_at: int
+
+    @classmethod
+    def of(cls, record: MovingRecord, record_table: str) -> MoveFence | None:
+        """The fence of a write made under ``record``: one while the move copies, none otherwise."""
+        if record.move_phase != MovePhase.COPYING or record.move_started_at is None:
+            return None
+        return cls(record_table, record.move_started_at)
+
+    def condition_check(self, tenant_id: str) -> dict[str, Any]:
+        return {
+            "ConditionCheck": {
+                "TableName": self.record_table,
+                "Key": keys.tenant_config_key(tenant_id),
+                "ConditionExpression": "#phase = :copying AND #started = :started",
+                "ExpressionAttributeNames": {"#phase": "move_phase", "#started": "move_started_at"},
+                "ExpressionAttributeValues": {
+                    ":copying": {"S": MovePhase.COPYING.value},
+                    ":started": {"N": str(self.move_started_at)},
+                },
+            }
+        }
 
 
 class ClientProvider(Protocol):
@@ -136,20 +198,23 @@ class TenantTable:
     audit event into a day's trail the event (:func:`written_marks`), so that
     the move's switch reads again only what changed during the copy. A write
     whose marks were not written is not made (503); a mark whose write then
-    fails costs the switch one read."""
+    fails costs the switch one read. ``fence``: the write is made only while
+    the tenant record still says ``COPYING`` for that move, in the same
+    transaction as its marks (the module's docstring)."""
 
     tenant_id: str
     table_name: str
     clients: ClientProvider
     writes_paused: bool = False
     marks_writes: bool = False
+    fence: MoveFence | None = None
 
     def __post_init__(self) -> None:
         keys.validate_tenant_id(self.tenant_id)
 
     def call(self, operation: str, **kwargs: Any) -> Any:
-        if operation in WRITE_OPERATIONS:
-            self._before_write(operation, kwargs)
+        if operation in WRITE_OPERATIONS and (self.writes_paused or self.marks_writes or self.fence is not None):
+            return self._moving_write(operation, kwargs)
         if operation in metering.METERED_OPERATIONS:
             # Table and index units, counted for the request's usage line (docs/usage.md).
             kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
@@ -260,23 +325,78 @@ class TenantTable:
             else:
                 raise Throttled()
 
-    def _before_write(self, operation: str, request: Mapping[str, Any]) -> None:
-        if self.writes_paused:
-            raise TenantMoving()
-        if not self.marks_writes:
-            return
-        # The marks before the write: a write that lands is always marked. A week: longer than any copy; a
-        # move erases them with the tenant's old copy, a rolled back one leaves them to expire.
+    def _marks(self, operation: str, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The move marks of a write (:func:`written_marks`), as items. A week:
+        longer than any copy; a move erases them with the tenant's old copy, a
+        rolled back one leaves them to expire."""
         expiration = {"N": str(int(time.time()) + MOVE_MARK_SECONDS)}
-        marks = [
+        return [
             {**keys.move_mark_key(self.tenant_id, name), "expiration": expiration}
             for name in sorted(written_marks(self.tenant_id, self.table_name, operation, request))
         ]
-        unmarked = replace(self, marks_writes=False)
+
+    def _moving_write(self, operation: str, request: dict[str, Any]) -> Any:
+        """A write while the tenant's data moves: refused at the switch, fenced
+        during the copy, otherwise (a stream function's) marked first: a write
+        that lands is always marked."""
+        if self.writes_paused:
+            raise TenantMoving()
+        if self.fence is not None:
+            return self._fenced(self.fence, operation, request)
+        self._put_marks(self._marks(operation, request))
+        return replace(self, marks_writes=False).call(operation, **request)
+
+    def _put_marks(self, marks: Sequence[Mapping[str, Any]]) -> None:
+        unmarked = replace(self, marks_writes=False, fence=None)
         if len(marks) == 1:
             unmarked.call("put_item", TableName=self.table_name, Item=marks[0])
         elif marks:
             unmarked._batch_write([{"PutRequest": {"Item": mark}} for mark in marks])
+
+    def _fenced(self, fence: MoveFence, operation: str, request: dict[str, Any]) -> Any:
+        """``operation`` as one transaction with its marks and the fence's check
+        (the module's docstring); what the plain call would have answered, or
+        raised: a failed condition of the write itself is its
+        ``ConditionalCheckFailedException`` (with ``Item`` when asked for),
+        the fence's :class:`TenantMoving`."""
+        actions = _transaction_actions(operation, request)
+        marks = self._marks(operation, request) if self.marks_writes else []
+        if len(actions) + 1 > MAX_TRANSACTION_ACTIONS:
+            # No room for the check (a batch of 100 tickets): refused for the copy's duration rather than
+            # unfenced; a client's batch of 99 goes through. Nothing was written.
+            raise TenantMoving()
+        if len(actions) + len(marks) + 1 > MAX_TRANSACTION_ACTIONS:
+            self._put_marks(marks)  # marked first, as an unfenced write is; the write itself still fenced
+            marks = []
+        transaction: dict[str, Any] = {
+            "TransactItems": [
+                *actions,
+                *({"Put": {"TableName": self.table_name, "Item": mark}} for mark in marks),
+                fence.condition_check(self.tenant_id),
+            ]
+        }
+        if "ClientRequestToken" in request:
+            transaction["ClientRequestToken"] = request["ClientRequestToken"]
+        plain = replace(self, marks_writes=False, fence=None)
+        for attempt in range(FENCE_CONFLICT_ATTEMPTS):
+            try:
+                response = plain.call("transact_write_items", **transaction)
+                break
+            except ClientError as exc:
+                if error_code(exc) != "TransactionCanceledException":
+                    raise
+                codes = cancellation_codes(exc)
+                if codes and codes[-1] == "ConditionalCheckFailed":
+                    raise TenantMoving() from exc  # the mover switched: nothing was written
+                written = codes[: len(actions)]
+                if "ConditionalCheckFailed" in written and operation != "transact_write_items":
+                    raise _condition_failed(exc, written.index("ConditionalCheckFailed"), operation) from exc
+                if operation == "transact_write_items" and any(code not in ("None", "") for code in written):
+                    raise _cancelled_as(exc, len(actions)) from exc
+                if not any(code == "TransactionConflict" for code in codes) or attempt + 1 == FENCE_CONFLICT_ATTEMPTS:
+                    self.raise_for_cancellation(exc)
+                time.sleep(random.uniform(0.01, 0.05 * 2**attempt))  # noqa: S311 - jitter, not a secret
+        return _plain_response(self, operation, request, response)
 
     def raise_for_cancellation(self, exc: ClientError) -> None:
         """What a cancelled transaction means when no item condition explains it."""
@@ -326,3 +446,69 @@ class _TableClient:
 
     def delete_item(self, **kwargs: Any) -> Any:
         return self.table.call("delete_item", **kwargs)
+
+
+def _transaction_actions(operation: str, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A write request as TransactWriteItems actions (the fields a transaction
+    action takes; ``ReturnValues`` is answered by :func:`_plain_response`)."""
+    if operation == "transact_write_items":
+        return [dict(action) for action in request["TransactItems"]]
+    if operation == "batch_write_item":
+        actions: list[dict[str, Any]] = []
+        for table_name, writes in request["RequestItems"].items():
+            for write in writes:
+                if "PutRequest" in write:
+                    actions.append({"Put": {"TableName": table_name, "Item": write["PutRequest"]["Item"]}})
+                else:
+                    actions.append({"Delete": {"TableName": table_name, "Key": write["DeleteRequest"]["Key"]}})
+        return actions
+    name = {"put_item": "Put", "update_item": "Update", "delete_item": "Delete"}[operation]
+    fields = {
+        "TableName",
+        "Key",
+        "Item",
+        "UpdateExpression",
+        "ConditionExpression",
+        "ExpressionAttributeNames",
+        "ExpressionAttributeValues",
+        "ReturnValuesOnConditionCheckFailure",
+    }
+    return [{name: {field: value for field, value in request.items() if field in fields}}]
+
+
+def _condition_failed(exc: ClientError, index: int, operation: str) -> ClientError:
+    """The ``ConditionalCheckFailedException`` the plain ``operation`` would have raised."""
+    reason = exc.response.get("CancellationReasons", [])[index]
+    response: dict[str, Any] = {
+        "Error": {"Code": "ConditionalCheckFailedException", "Message": str(reason.get("Message", ""))},
+        "ResponseMetadata": exc.response.get("ResponseMetadata", {}),
+    }
+    if "Item" in reason:
+        response["Item"] = reason["Item"]
+    name = {"put_item": "PutItem", "update_item": "UpdateItem"}.get(operation, "DeleteItem")
+    return ClientError(response, name)  # type: ignore[arg-type]
+
+
+def _cancelled_as(exc: ClientError, actions: int) -> ClientError:
+    """The cancellation a plain transaction of ``actions`` actions would have had."""
+    response = dict(exc.response)
+    response["CancellationReasons"] = exc.response.get("CancellationReasons", [])[:actions]
+    return ClientError(response, "TransactWriteItems")  # type: ignore[arg-type]
+
+
+def _plain_response(table: TenantTable, operation: str, request: Mapping[str, Any], response: Any) -> Any:
+    """What the plain call answers: an update's ``ALL_NEW`` attributes are read
+    back (a transaction returns no values), consistently: this write is in
+    them, and so may be a write made in between, never an older state; the
+    consumed capacity is the transaction's."""
+    answer: dict[str, Any] = {"ResponseMetadata": response.get("ResponseMetadata", {})}
+    if "ConsumedCapacity" in response:
+        answer["ConsumedCapacity"] = response["ConsumedCapacity"]
+    if operation == "batch_write_item":
+        answer["UnprocessedItems"] = {}
+    if request.get("ReturnValues") == "ALL_NEW":
+        read = table.call("get_item", TableName=request["TableName"], Key=request["Key"], ConsistentRead=True)
+        answer["Attributes"] = read.get("Item", {})
+    elif request.get("ReturnValues") not in (None, "NONE"):
+        raise ValueError(f"a fenced write answers ReturnValues ALL_NEW or NONE, not {request['ReturnValues']}")
+    return answer

@@ -12,7 +12,7 @@ from support_tickets.core.identity import Caller
 from support_tickets.core.settings import get_settings
 from support_tickets.data.placement import data_table, marks_writes, writes_paused
 from support_tickets.data.session import tenant_clients
-from support_tickets.data.table import TenantTable
+from support_tickets.data.table import MoveFence, TenantTable
 from support_tickets.data.tenant_registry import TenantStatus, tenant_configs
 
 
@@ -24,7 +24,9 @@ def table_for(caller: Caller) -> TenantTable:
 
     The tenant record (in the pool table, cached) names the table: the pool's,
     or the tenant's own; while a move switches tables, the view refuses writes
-    (503 ``TENANT_MOVING``) and reads go on (support_tickets.data.placement)."""
+    (503 ``TENANT_MOVING``) and reads go on (support_tickets.data.placement);
+    while it copies them, every write is fenced by the record
+    (:class:`~support_tickets.data.table.MoveFence`)."""
     pool_table = get_settings().table_name
     clients = tenant_clients().for_caller(caller)
     record = tenant_configs().get(TenantTable(caller.tenant_id, pool_table, clients))
@@ -36,4 +38,5 @@ def table_for(caller: Caller) -> TenantTable:
         clients,
         writes_paused=writes_paused(record),
         marks_writes=marks_writes(record),
+        fence=MoveFence.of(record, pool_table),
     )

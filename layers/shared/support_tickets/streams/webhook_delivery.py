@@ -116,7 +116,7 @@ from support_tickets.data.delivery_records import (
 )
 from support_tickets.data.parking import MAX_RELEASE, Circuit, ParkedMessage, WebhookParking
 from support_tickets.data.placement import MovePhase, data_table, writes_paused
-from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.data.table import MoveFence, OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 from support_tickets.streams.webhook_parking import (
     FIRST_COOLDOWN_SECONDS,
@@ -331,9 +331,13 @@ class Deliverer:
 
     def repository(self, tenant_id: str, config: TenantConfig) -> DeliveryRecords:
         """The tenant's webhooks and deliveries, in the table its record names (refusing
-        writes while its data switches tables)."""
+        writes while its data switches tables, and fencing them by the record while
+        the move copies: a write that lands after the switch read its partition fails)."""
         table = data_table(config, self.table_name)
-        return DeliveryRecords(TenantTable(tenant_id, table, OwnClient(self.dynamodb), writes_paused(config)))
+        fence = MoveFence.of(config, self.table_name)
+        return DeliveryRecords(
+            TenantTable(tenant_id, table, OwnClient(self.dynamodb), writes_paused(config), fence=fence)
+        )
 
     # ------------------------------------------------------------ one message
     def deliver(self, queued: QueuedMessage) -> str:
