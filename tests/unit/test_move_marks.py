@@ -162,3 +162,48 @@ def test_the_audit_writer_asked_to_mark_puts_the_events_mark_before_the_event_an
     unasked = Accepting()
     AuditWriter(TABLE, unasked).write(event_record("1"))  # type: ignore[arg-type]
     assert not [c for c in unasked.calls if c[1]["Item"]["pk"]["S"] in keys.move_mark_partitions("1")]
+
+
+class CheckedAfter(Accepting):
+    """Accepts every write; the tenant record reads as ``phase``."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__()
+        self.phase = phase
+
+    def get_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("get_item", kwargs))
+        return {"Item": {"move_phase": {"S": self.phase}, "move_started_at": {"N": "100"}}}
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.calls.append(("transact_write_items", kwargs))
+        return {}
+
+    def batch_write_item(self, **kwargs: Any) -> Any:
+        self.calls.append(("batch_write_item", kwargs))
+        return {}
+
+
+@pytest.mark.parametrize(("phase", "acknowledged"), [("COPYING", True), ("SWITCHING", False)])
+def test_a_write_with_no_room_for_the_fence_is_marked_made_and_then_checked(phase: str, acknowledged: bool) -> None:
+    """100 actions leave no room for the fence's check in the transaction: the
+    write is marked, made, and acknowledged only if the record (read
+    consistently after it returned) still says COPYING for the same move;
+    otherwise it may have landed after the switch read it: 503, maybe applied."""
+    from support_tickets.data.table import MoveFence
+
+    client = CheckedAfter(phase)
+    table = TenantTable("1", TABLE, OwnClient(client), marks_writes=True, fence=MoveFence(TABLE, 100))  # type: ignore[arg-type]
+    updates = [{"Update": {"TableName": TABLE, "Key": key("1", f"01J{n:023d}")}} for n in range(100)]
+    if acknowledged:
+        table.call("transact_write_items", TransactItems=updates)
+    else:
+        with pytest.raises(Unavailable):
+            table.call("transact_write_items", TransactItems=updates)
+    names = [name for name, _ in client.calls]
+    assert names == ["batch_write_item"] * 4 + ["transact_write_items", "get_item"]
+    written = client.calls[4][1]["TransactItems"]
+    assert written == updates  # the write itself, unchanged
+    check = client.calls[5][1]
+    assert check["ConsistentRead"] is True
+    assert check["Key"] == keys.tenant_config_key("1")

@@ -353,6 +353,22 @@ class TenantTable:
         elif marks:
             unmarked._batch_write([{"PutRequest": {"Item": mark}} for mark in marks])
 
+    def _checked_after(
+        self, fence: MoveFence, operation: str, request: dict[str, Any], marks: Sequence[Mapping[str, Any]]
+    ) -> Any:
+        """A write with no room left for the fence's check (a transaction of 100
+        actions: a batch status change of 100 tickets), made marked and then
+        checked: if the record still says ``COPYING`` after it returned, it
+        landed before the switch began, which reads it again. Otherwise it may
+        have landed after the switch read its tickets: not acknowledged (503
+        ``UNAVAILABLE``, maybe applied; the client's retry is made in the new
+        table), never acknowledged and lost."""
+        self._put_marks(marks)
+        response = replace(self, marks_writes=False, fence=None).call(operation, **request)
+        if not _record_still_copying(self, fence):
+            raise Unavailable()
+        return response
+
     def _fenced(self, fence: MoveFence, operation: str, request: dict[str, Any]) -> Any:
         """``operation`` as one transaction with its marks and the fence's check
         (the module's docstring); what the plain call would have answered, or
@@ -362,9 +378,7 @@ class TenantTable:
         actions = _transaction_actions(operation, request)
         marks = self._marks(operation, request) if self.marks_writes else []
         if len(actions) + 1 > MAX_TRANSACTION_ACTIONS:
-            # No room for the check (a batch of 100 tickets): refused for the copy's duration rather than
-            # unfenced; a client's batch of 99 goes through. Nothing was written.
-            raise TenantMoving()
+            return self._checked_after(fence, operation, request, marks)
         if len(actions) + len(marks) + 1 > MAX_TRANSACTION_ACTIONS:
             self._put_marks(marks)  # marked first, as an unfenced write is; the write itself still fenced
             marks = []
@@ -446,6 +460,21 @@ class _TableClient:
 
     def delete_item(self, **kwargs: Any) -> Any:
         return self.table.call("delete_item", **kwargs)
+
+
+def _record_still_copying(table: TenantTable, fence: MoveFence) -> bool:
+    """Whether the tenant record says ``COPYING`` for the fence's move now (a consistent read)."""
+    response = table.call(
+        "get_item",
+        TableName=fence.record_table,
+        Key=keys.tenant_config_key(table.tenant_id),
+        ProjectionExpression="move_phase, move_started_at",
+        ConsistentRead=True,
+    )
+    item = response.get("Item", {})
+    return item.get("move_phase", {}).get("S") == MovePhase.COPYING.value and item.get("move_started_at", {}).get(
+        "N"
+    ) == str(fence.move_started_at)
 
 
 def _transaction_actions(operation: str, request: Mapping[str, Any]) -> list[dict[str, Any]]:
