@@ -129,8 +129,9 @@ format: $(STAMP) ## apply ruff fixes and formatting
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-build: $(STAMP) $(RUNTIME) ## sam build (layer and functions into .aws-sam/build, byte-compiled)
+build: $(STAMP) $(RUNTIME) ## sam build (layer and functions into .aws-sam/build, byte-compiled); TENANT_ISOLATION=1: the tenant isolation variant
 	$(BIN)/sam build --cached --parallel
+	$(if $(filter 1,$(TENANT_ISOLATION)),$(PY) -m stack_model.isolation .aws-sam/build/template.yaml)
 
 $(RUNTIME): layers/shared/lambda-runtime.txt $(STAMP)
 	rm -rf $(RUNTIME_DIR)

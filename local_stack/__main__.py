@@ -76,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a template parameter, as sam deploy --parameter-overrides (e.g. BasicRateLimit=2); repeatable",
     )
     serve.add_argument(
+        "--tenant-isolation",
+        action="store_true",
+        help="run the template's tenant isolation variant (make build TENANT_ISOLATION=1): every API function "
+        "in Lambda's tenant isolation mode, one tenant per execution environment (docs/isolation.md)",
+    )
+    serve.add_argument(
         "--authorizer-cache-seconds",
         type=float,
         help="the authorizer's result cache (default: the template's ReauthorizeEvery)",
@@ -179,6 +185,7 @@ def _serve(args: argparse.Namespace) -> int:
         env_endpoint=args.env_endpoint,
         seed=not args.no_seed,
         parameters=_parameters(args.parameter),
+        tenant_isolation=args.tenant_isolation,
         authorizer_cache_seconds=args.authorizer_cache_seconds,
         usage_plan_refresh_seconds=args.usage_plan_refresh_seconds,
         environments_per_function=args.environments_per_function,

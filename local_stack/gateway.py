@@ -40,7 +40,8 @@ For each request, in API Gateway's order:
    ``context.authorizer.<key>``, or a literal) go with the invocation, as API
    Gateway adds them to Lambda's Invoke: ``X-Amz-Tenant-Id`` names the
    invocation's tenant for a function in tenant isolation mode
-   (``TenantIsolationMode=PER_TENANT``; never a header the client sent).
+   (the template's tenant isolation variant, ``--tenant-isolation``; never a
+   header the client sent).
 
 Gateway responses use the template's ``GatewayResponses`` (status, JSON body
 template with ``$context.error.messageString`` and ``$context.authorizer.<key>``

@@ -213,6 +213,9 @@ class StackOptions:
     # Template parameters, as `sam deploy --parameter-overrides` gives them
     # (e.g. smaller tiers for the tests); the defaults otherwise.
     parameters: dict[str, str] = field(default_factory=dict)
+    # The template's tenant isolation variant (stack_model.isolation): every API
+    # function's execution environments one tenant's, the gateway naming the tenant.
+    tenant_isolation: bool = False
     # The authorizer's result cache (the template's ReauthorizeEvery unless set).
     authorizer_cache_seconds: float | None = None
     # How long the gateway keeps a key's usage plan before reading it again.
@@ -272,7 +275,9 @@ class LocalStack:
         provisioned = self.provisioned = self.emulator.provision(self.options.parameters)
         specs = {
             logical_id: dataclasses.replace(spec, environment=local_environment(spec.environment))
-            for logical_id, spec in function_specs(provisioned.values).items()
+            for logical_id, spec in function_specs(
+                provisioned.values, tenant_isolation=self.options.tenant_isolation
+            ).items()
         }
         environments: dict[str, dict[str, str]] = {}
         role_credentials: dict[str, dict[str, str]] = {}

@@ -3,7 +3,8 @@ running it needs (code directory, handler, environment, memory, timeout, API
 routes, VPC or not), and how its handler module is loaded.
 
 Read by the local stack (which runs each in execution environments of its
-own, one per tenant too where ``TenancyConfig`` says ``PER_TENANT``), by
+own, one per tenant too where ``TenancyConfig`` says ``PER_TENANT``: the
+tenant isolation variant, :mod:`stack_model.isolation`), by
 ``ops.openapi`` (which asks each handler for its routes) and by the tests and
 benchmarks.
 """
@@ -66,13 +67,14 @@ class FunctionSpec:
     tenant_isolation: bool = False
 
 
-def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
-    """Every function of `template.yaml` as SAM deploys it (``Globals``
-    merged by samtranslator), its environment resolved with ``values`` (the
-    template's own by default: what is unknown there is left empty)."""
+def function_specs(values: Values | None = None, *, tenant_isolation: bool = False) -> dict[str, FunctionSpec]:
+    """Every function of `template.yaml` (of its tenant isolation variant with
+    ``tenant_isolation``) as SAM deploys it (``Globals`` merged by
+    samtranslator), its environment resolved with ``values`` (the template's
+    own by default: what is unknown there is left empty)."""
     values = values or template_values()
     specs: dict[str, FunctionSpec] = {}
-    for logical_id, resource in resources("AWS::Lambda::Function").items():
+    for logical_id, resource in resources("AWS::Lambda::Function", tenant_isolation).items():
         props = resource["Properties"]
         environment = {
             name: _env_string(values, value)
@@ -82,7 +84,7 @@ def function_specs(values: Values | None = None) -> dict[str, FunctionSpec]:
         events = template()["Resources"][logical_id].get("Properties", {}).get("Events", {})
         routes = tuple(
             ApiRoute(route.method, route.path, _integration_headers(values, route.request_parameters))
-            for route in integrations()
+            for route in integrations(tenant_isolation)
             if route.function == logical_id
         )
         tenancy = values.resolve(props.get("TenancyConfig"))

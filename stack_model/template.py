@@ -48,18 +48,24 @@ def load_template(path: Path = TEMPLATE_PATH) -> dict[str, Any]:
 
 
 @cache
-def template() -> dict[str, Any]:
-    return load_template()
+def template(tenant_isolation: bool = False) -> dict[str, Any]:
+    """`template.yaml`, or with ``tenant_isolation`` its tenant isolation variant
+    (:func:`stack_model.isolation.with_tenant_isolation`)."""
+    if not tenant_isolation:
+        return load_template()
+    from stack_model.isolation import with_tenant_isolation
+
+    return with_tenant_isolation(template())
 
 
 @cache
-def translated() -> dict[str, Any]:
+def translated(tenant_isolation: bool = False) -> dict[str, Any]:
     """The template as ``sam deploy`` submits it (samtranslator's output)."""
     import boto3
     from samtranslator.parser.parser import Parser
     from samtranslator.translator.translator import Translator
 
-    source = copy.deepcopy(template())
+    source = copy.deepcopy(template(tenant_isolation))
     for resource in source["Resources"].values():
         props = resource.get("Properties", {})
         for uri in ("CodeUri", "ContentUri"):
@@ -77,9 +83,9 @@ def code_path(location: Mapping[str, Any]) -> Path:
     return PROJECT_ROOT / str(location["S3Key"])
 
 
-def resources(kind: str) -> dict[str, dict[str, Any]]:
+def resources(kind: str, tenant_isolation: bool = False) -> dict[str, dict[str, Any]]:
     """The translated template's resources of one type, by logical id."""
-    return {name: res for name, res in translated()["Resources"].items() if res["Type"] == kind}
+    return {name: res for name, res in translated(tenant_isolation)["Resources"].items() if res["Type"] == kind}
 
 
 class UnresolvedIntrinsic(ValueError):

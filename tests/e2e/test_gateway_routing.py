@@ -236,12 +236,13 @@ class AdmitAll:
         return Decision("ALLOWED", key_id="key-id")
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("PER_TENANT", "acme"), ("NONE", None)])
+@pytest.mark.parametrize(("tenant_isolation", "expected"), [(True, "acme"), (False, None)])
 def test_with_tenant_isolation_the_invocation_names_the_authorizers_tenant_never_the_clients(
-    mode: str, expected: str | None
+    tenant_isolation: bool, expected: str | None
 ) -> None:
-    # Given: the routes of a stack deployed with TenantIsolationMode=mode, an authorizer that verified tenant acme
-    specs = function_specs(local_values({"TenantIsolationMode": mode}))
+    # Given: the routes of the template's tenant isolation variant (or of the template), an authorizer
+    # that verified tenant acme
+    specs = function_specs(local_values(), tenant_isolation=tenant_isolation)
     invoked: list[tuple[str, str | None]] = []
 
     def invoke(spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:

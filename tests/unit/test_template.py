@@ -20,8 +20,10 @@ from samtranslator.translator.transform import transform
 
 from stack_model import managed_policies
 from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
-from stack_model.functions import FunctionSpec, function_specs
-from stack_model.template import TEMPLATE_PATH, load_template, template_values
+from stack_model.functions import function_specs
+from stack_model.isolation import with_tenant_isolation as with_tenant_isolation_mode
+from stack_model.isolation import write_variant
+from stack_model.template import TEMPLATE_PATH, load_template
 from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, caller_context
 from support_tickets.core.identity import BEARER_HEADER, TENANT_CLAIM
 
@@ -80,9 +82,9 @@ class NoManagedPolicies:
 
 
 @cache
-def translated() -> dict[str, Any]:
-    """The template as `sam deploy` would submit it (code already uploaded)."""
-    template = copy.deepcopy(load_template())
+def translated(tenant_isolation: bool = False) -> dict[str, Any]:
+    """The template (or its tenant isolation variant) as `sam deploy` would submit it (code already uploaded)."""
+    template = with_tenant_isolation_mode(load_template()) if tenant_isolation else copy.deepcopy(load_template())
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
         for uri in ("CodeUri", "ContentUri"):
@@ -92,8 +94,8 @@ def translated() -> dict[str, Any]:
     return translated_template
 
 
-def resources(kind: str) -> dict[str, dict[str, Any]]:
-    return {name: res for name, res in translated()["Resources"].items() if res["Type"] == kind}
+def resources(kind: str, tenant_isolation: bool = False) -> dict[str, dict[str, Any]]:
+    return {name: res for name, res in translated(tenant_isolation)["Resources"].items() if res["Type"] == kind}
 
 
 def as_list(value: Any) -> list[Any]:
@@ -118,16 +120,10 @@ def venv_tool(name: str) -> str:
 
 
 def with_tenant_isolation(directory: Path) -> Path:
-    """A copy of the template whose ``TenantIsolationMode`` is ``PER_TENANT`` by
-    default: what a deployment with the option on lints as. cfn-lint and
-    ``sam validate --lint`` take no parameter values (cfn-lint's ``--parameters``
-    left an AllowedValues violation unreported), so the option is its default here."""
-    text = TEMPLATE_PATH.read_text(encoding="utf-8")
-    parameter = re.compile(r"(\n  TenantIsolationMode:\n    Type: String\n    Default: )NONE\n")
-    assert len(parameter.findall(text)) == 1
-    copy_path = directory / "template-per-tenant.yaml"
-    copy_path.write_text(parameter.sub(r"\1PER_TENANT\n", text), encoding="utf-8")
-    return copy_path
+    """The tenant isolation variant of the template, written to ``directory``
+    as ``make build TENANT_ISOLATION=1`` writes it (stack_model/isolation.py):
+    what a deployment with the option on lints as."""
+    return write_variant(TEMPLATE_PATH, directory / "template-tenant-isolation.yaml")
 
 
 def test_cfn_lint_is_clean(tmp_path: Path) -> None:
@@ -153,8 +149,8 @@ def test_cfn_lint_is_clean(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (0, "")
 
 
-def rest_api_body() -> dict[str, Any]:
-    (rest_api,) = resources("AWS::ApiGateway::RestApi").values()
+def rest_api_body(tenant_isolation: bool = False) -> dict[str, Any]:
+    (rest_api,) = resources("AWS::ApiGateway::RestApi", tenant_isolation).values()
     body: dict[str, Any] = rest_api["Properties"]["Body"]
     return body
 
@@ -292,52 +288,69 @@ def test_each_route_has_its_own_function() -> None:
         assert any(function in target for target in targets), function
 
 
-def tenant_isolation_specs(mode: str) -> dict[str, FunctionSpec]:
-    return function_specs(template_values({"TenantIsolationMode": mode}))
+def integration_of(operation: dict[str, Any]) -> dict[str, Any]:
+    integration: dict[str, Any] = operation["x-amazon-apigateway-integration"]
+    return integration
 
 
-def test_tenant_isolation_is_a_parameter_off_by_default() -> None:
-    parameter = load_template()["Parameters"]["TenantIsolationMode"]
-    assert (parameter["Default"], parameter["AllowedValues"]) == ("NONE", ["NONE", "PER_TENANT"])
-    assert translated()["Conditions"]["PerTenantEnvironments"] == {
-        "Fn::Equals": [{"Ref": "TenantIsolationMode"}, "PER_TENANT"]
-    }
+def test_the_template_puts_no_function_in_tenant_isolation_mode() -> None:
+    # What a default deploy and sam local read: no TenancyConfig anywhere, no tenant mapping, and no
+    # parameter for either (SAM CLI takes a TenancyConfig under Fn::If for an isolated function's:
+    # stack_model/isolation.py says why, tests/unit/test_sam_local.py holds what sam local does).
+    assert "TenantIsolationMode" not in load_template()["Parameters"]
+    assert not any("TenancyConfig" in fn["Properties"] for fn in resources("AWS::Lambda::Function").values())
+    operations = [op for ops in rest_api_body()["paths"].values() for op in ops.values()]
+    assert len(operations) == len(API_FUNCTIONS)
+    assert not any("requestParameters" in integration_of(op) for op in operations)
     assert not any(spec.tenant_isolation for spec in function_specs().values())
+    assert {route.integration_headers for spec in function_specs().values() for route in spec.routes} == {()}
+
+
+def test_the_isolation_variant_is_the_template_plus_the_mode_and_the_tenant_mapping_alone() -> None:
+    plain = load_template()
+    variant = with_tenant_isolation_mode(plain)
+    assert plain == load_template()  # its source unchanged
+    assert with_tenant_isolation_mode(variant) == variant
+    # Without what it adds, it is the template: every later change of template.yaml is in it.
+    stripped = copy.deepcopy(variant)
+    for resource in stripped["Resources"].values():
+        resource.get("Properties", {}).pop("TenancyConfig", None)
+    for ops in stripped["Resources"]["TicketsApi"]["Properties"]["DefinitionBody"]["paths"].values():
+        for op in ops.values():
+            del integration_of(op)["requestParameters"]
+    assert stripped == plain
 
 
 def test_with_tenant_isolation_every_api_function_and_nothing_else_gets_its_own_environments_per_tenant() -> None:
-    # What deploys: each API function's TenancyConfig is PER_TENANT exactly when the condition holds...
-    per_tenant = {"Fn::If": ["PerTenantEnvironments", {"TenantIsolationMode": "PER_TENANT"}, {"Ref": "AWS::NoValue"}]}
-    functions = resources("AWS::Lambda::Function")
+    # What deploys from the variant: each API function's TenancyConfig is PER_TENANT, no other function has one
+    # (not the authorizer, the stream, queue or log consumers: Lambda supports the mode for functions API
+    # Gateway invokes only, docs/isolation.md)...
+    functions = resources("AWS::Lambda::Function", tenant_isolation=True)
     assert {name for name, fn in functions.items() if "TenancyConfig" in fn["Properties"]} == API_FUNCTIONS
-    assert all(functions[name]["Properties"]["TenancyConfig"] == per_tenant for name in API_FUNCTIONS)
-    # ...which, read with either value, gives the API functions (those with a route) the mode, and
-    # nothing else: not the authorizer, the stream, queue or log consumers (Lambda supports the mode
-    # for functions API Gateway invokes only: docs/isolation.md).
-    on, off = tenant_isolation_specs("PER_TENANT"), tenant_isolation_specs("NONE")
+    assert all(
+        functions[name]["Properties"]["TenancyConfig"] == {"TenantIsolationMode": "PER_TENANT"}
+        for name in API_FUNCTIONS
+    )
+    # ...as the local stack reads it (--tenant-isolation): the API functions (those with a route) alone.
+    on = function_specs(tenant_isolation=True)
     assert {name for name, spec in on.items() if spec.tenant_isolation} == API_FUNCTIONS
     assert {name for name, spec in on.items() if spec.routes} == API_FUNCTIONS
-    assert not any(spec.tenant_isolation for spec in off.values())
     assert {"AuthorizerFunction", "AggregateCountsFunction", "AuditTrailFunction", "DeliverWebhookFunction"} <= set(on)
 
 
 def test_with_tenant_isolation_each_route_passes_the_tenant_the_authorizer_verified() -> None:
-    # What deploys: each integration maps X-Amz-Tenant-Id from the authorizer's context when on
+    # What deploys from the variant: each integration maps X-Amz-Tenant-Id from the authorizer's context
     tenant_header = {"integration.request.header.X-Amz-Tenant-Id": "context.authorizer.tenant_id"}
-    operations = [op for ops in rest_api_body()["paths"].values() for op in ops.values()]
+    operations = [op for ops in rest_api_body(tenant_isolation=True)["paths"].values() for op in ops.values()]
     assert len(operations) == len(API_FUNCTIONS)
     for op in operations:
-        assert op["x-amazon-apigateway-integration"]["requestParameters"] == {
-            "Fn::If": ["PerTenantEnvironments", tenant_header, {"Ref": "AWS::NoValue"}]
-        }
+        assert integration_of(op)["requestParameters"] == tenant_header
         # never from the client's request (method.request.*), which a caller writes
         assert "parameters" not in op
-    # Read with either value: the header from the authorizer's tenant_id on every route, or no mapping.
-    on, off = tenant_isolation_specs("PER_TENANT"), tenant_isolation_specs("NONE")
-    assert {route.integration_headers for spec in on.values() for route in spec.routes} == {
-        (("X-Amz-Tenant-Id", "context.authorizer.tenant_id"),)
-    }
-    assert {route.integration_headers for spec in off.values() for route in spec.routes} == {()}
+    # As the local stack reads it: the header from the authorizer's tenant_id on every route.
+    assert {
+        route.integration_headers for spec in function_specs(tenant_isolation=True).values() for route in spec.routes
+    } == {(("X-Amz-Tenant-Id", "context.authorizer.tenant_id"),)}
     # the key the authorizer puts the verified tenant under
     assert caller_context({TENANT_CLAIM: "1"})["tenant_id"] == "1"
 
