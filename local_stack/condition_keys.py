@@ -54,7 +54,9 @@ def network_context(source_vpce: str | None) -> Context:
 
 def resource_context(tags: Mapping[str, str] | None) -> Context:
     """``aws:ResourceTag/<key>`` for each of the resource's tags (``None`` or
-    none: no such key, so a condition on one fails closed)."""
+    none: no such key, so a condition on one fails closed). Keys are kept as
+    the resource spells them; how a policy's key matches them (case aside, and
+    two tags differing in case only) is :meth:`local_stack.iam.Request.values`."""
     return {f"aws:ResourceTag/{key}": [value] for key, value in (tags or {}).items()}
 
 

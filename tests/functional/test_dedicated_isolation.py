@@ -206,6 +206,35 @@ def test_a_tag_changed_in_moto_is_the_next_requests(tables: dict[str, TableKeys]
     client.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "1"}])
     assert refusal(tables, "1", "GetItem", get) is None
     assert refusal(tables, "10", "GetItem", {**get, "Key": ticket("10")}) is not None
+    # Overwritten, as DynamoDB does: one TenantId tag, tenant 1's.
+    assert client.list_tags_of_resource(ResourceArn=arn)["Tags"] == [{"Key": "TenantId", "Value": "1"}]
+
+
+def test_a_tenant_tag_whose_key_differs_in_case_counts_alone_and_never_beside_another(
+    tables: dict[str, TableKeys],
+) -> None:
+    """IAM reads aws:ResourceTag/TenantId from a tag key of any case, but a
+    table with two such keys (DynamoDB's tag keys are case-sensitive) is no
+    one's, whichever was tagged first: AWS does not say which value it sees."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    arn = client.describe_table(TableName=dedicated_table("1"))["Table"]["TableArn"]
+    get = {"TableName": dedicated_table("1"), "Key": ticket("1")}
+    get_10 = {**get, "Key": ticket("10")}
+
+    def owners() -> set[str]:
+        return {
+            tenant for tenant, body in (("1", get), ("10", get_10)) if refusal(tables, tenant, "GetItem", body) is None
+        }
+
+    assert owners() == {"1"}
+    client.tag_resource(ResourceArn=arn, Tags=[{"Key": "tenantid", "Value": "10"}])
+    assert owners() == set()
+    client.untag_resource(ResourceArn=arn, TagKeys=["TenantId"])
+    assert owners() == {"10"}
+    client.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "1"}])
+    assert owners() == set()
+    client.untag_resource(ResourceArn=arn, TagKeys=["tenantid"])
+    assert owners() == {"1"}
 
 
 @pytest.mark.parametrize("tenant", DEDICATED)
