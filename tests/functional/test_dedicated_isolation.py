@@ -17,7 +17,8 @@ import boto3
 import pytest
 
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
-from local_stack.emulator import moto_table_tags, table_keys
+from local_stack.emulator import moto_table_key, moto_table_tags, table_keys
+from local_stack.kms_via_dynamodb import TableKey
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
 from local_stack.sessions import Session
 from stack_model import dedicated
@@ -277,3 +278,24 @@ def test_the_stream_functions_write_into_a_dedicated_table_what_they_write_into_
         refusal(tables, tenant, "GetItem", {**config, "TableName": POOL}, role="DeliverWebhookRole", source_vpce=None)
         is None
     )
+
+
+def test_the_guard_reads_a_tables_key_and_its_state_from_moto_at_each_request(tables: dict[str, TableKeys]) -> None:
+    """What DynamoDB would use for a data request (local_stack.kms_via_dynamodb):
+    the customer managed key a table is encrypted with, in its state now."""
+    kms = boto3.client("kms", region_name=REGION)
+    client = boto3.client("dynamodb", region_name=REGION)
+    key = kms.create_key(Description="an encrypted table's")["KeyMetadata"]
+    definition = {**table_definition(), "TableName": f"{POOL}-encrypted"}
+    sse: dict[str, Any] = {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key["Arn"]}}
+    arn = client.create_table(**definition, **sse)["TableDescription"]["TableArn"]
+    assert moto_table_key(arn) == TableKey(key["Arn"], "Enabled")
+    kms.disable_key(KeyId=key["KeyId"])
+    assert moto_table_key(arn) == TableKey(key["Arn"], "Disabled")
+    kms.enable_key(KeyId=key["KeyId"])
+    kms.schedule_key_deletion(KeyId=key["KeyId"], PendingWindowInDays=7)
+    assert moto_table_key(arn) == TableKey(key["Arn"], "PendingDeletion")
+    # The pool table and tenant 1's here: DynamoDB's own key.
+    pool = client.describe_table(TableName=POOL)["Table"]["TableArn"]
+    assert moto_table_key(pool) is None
+    assert moto_table_key(pool.replace(POOL, dedicated_table("1"))) is None
