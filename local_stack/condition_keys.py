@@ -20,6 +20,8 @@ a policy that tests it fails closed (the guard's limits, docs/local-stack.md).
   :mod:`local_stack.dynamodb_questions` reads from its body.
 - KMS's (:func:`kms_context`): ``kms:EncryptionContext:<key>`` for each pair of a
   cryptographic call's encryption context, and ``kms:EncryptionContextKeys``.
+- DynamoDB's call to KMS for a table's key (:func:`kms_via_dynamodb_context`):
+  ``kms:ViaService``, ``kms:CallerAccount`` and DynamoDB's encryption context.
 - STS ``AssumeRole``'s (:func:`assume_role_context`): ``aws:RequestTag/<key>``,
   ``aws:TagKeys`` and ``sts:RoleSessionName``.
 
@@ -54,7 +56,9 @@ def network_context(source_vpce: str | None) -> Context:
 
 def resource_context(tags: Mapping[str, str] | None) -> Context:
     """``aws:ResourceTag/<key>`` for each of the resource's tags (``None`` or
-    none: no such key, so a condition on one fails closed)."""
+    none: no such key, so a condition on one fails closed). Keys are kept as
+    the resource spells them; how a policy's key matches them (case aside, and
+    two tags differing in case only) is :meth:`local_stack.iam.Request.values`."""
     return {f"aws:ResourceTag/{key}": [value] for key, value in (tags or {}).items()}
 
 
@@ -82,6 +86,18 @@ def kms_context(params: Mapping[str, Any]) -> Context:
     if context:
         found["kms:EncryptionContextKeys"] = list(context)
     return found
+
+
+def kms_via_dynamodb_context(region: str, table_name: str) -> Context:
+    """The KMS keys of the ``Decrypt`` DynamoDB asks for a caller using a
+    table's key: ``kms:ViaService`` (DynamoDB in the region), ``kms:CallerAccount``
+    and the encryption context DynamoDB uses in all its KMS calls,
+    ``aws:dynamodb:tableName`` and ``aws:dynamodb:subscriberId`` (DynamoDB
+    Developer Guide, "DynamoDB encryption context"; the caller's own keys are
+    :func:`request_context`'s, without ``aws:SourceVpce``: DynamoDB calls KMS)."""
+    encryption = {"aws:dynamodb:tableName": table_name, "aws:dynamodb:subscriberId": ACCOUNT_ID}
+    via: Context = {"kms:ViaService": [f"dynamodb.{region}.amazonaws.com"], "kms:CallerAccount": [ACCOUNT_ID]}
+    return {**via, **kms_context({"EncryptionContext": encryption})}
 
 
 def assume_role_context(session_name: str, tags: Mapping[str, str]) -> Context:

@@ -24,7 +24,9 @@ way, from ``templates/dedicated-table.yaml`` (its key, with its policy for
 the guard, and its table, tagged, encrypted under that key, with PITR and
 deletion protection), read with the pool's exports; the guard then reads its
 keys, and its ``TenantId`` tag is the table's ``aws:ResourceTag`` (read from
-moto's table when a question is asked, :func:`moto_table_tags`).
+moto's table when a question is asked, :func:`moto_table_tags`); its key and
+the key's state are what DynamoDB would use for each data request
+(:func:`moto_table_key`).
 
 The data perimeter has its own way in: a second listener,
 :attr:`Emulator.endpoint_url`, stands for the stack's VPC endpoints: the
@@ -56,6 +58,7 @@ from local_stack.aws_answers import json_error
 from local_stack.capacity import CapacityUnits
 from local_stack.dynamodb_questions import TableKeys
 from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.kms_via_dynamodb import TableKey
 from local_stack.local_values import (
     LOCAL_KMS_ENDPOINT_ID,
     LOCAL_VPC_ENDPOINT_ID,
@@ -196,6 +199,24 @@ def moto_table_tags(resource: str) -> dict[str, str]:
         return {} if table is None else {str(tag["Key"]): str(tag["Value"]) for tag in table.tags}
 
 
+def moto_table_key(resource: str) -> TableKey | None:
+    """The KMS key moto's table of a table ARN is encrypted with, and its state,
+    read when asked (a DisableKey is the next request's); ``None`` for a table
+    with DynamoDB's own key, or none."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.kms.models import kms_backends
+
+    name = resource.removeprefix(f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/")
+    with MOTO_LOCK:
+        table = dynamodb_backends[ACCOUNT_ID][REGION].tables.get(name)
+        sse = table.sse_specification if table is not None else None
+        key_id = sse.get("KMSMasterKeyId") if isinstance(sse, dict) and sse.get("Enabled") else None
+        if not isinstance(key_id, str):
+            return None
+        key = kms_backends[ACCOUNT_ID][REGION].keys.get(key_id.rsplit("/", 1)[-1])
+        return TableKey(key_id, "NotFound") if key is None else TableKey(key.arn, key.key_state)
+
+
 def table_keys(definition: Mapping[str, Any]) -> TableKeys:
     """What the guard reads of a table's CreateTable arguments: its partition
     key and each index's."""
@@ -256,6 +277,7 @@ class Emulator:
             tables=tables,
             sessions=Sessions(operator=operator),
             resource_tags=moto_table_tags,
+            table_key=moto_table_key,
         )
         self._server = make_server(self._host, self._port, self._app, threaded=True, request_handler=_QuietHandler)
         self._thread = threading.Thread(

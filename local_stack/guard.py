@@ -34,6 +34,10 @@ managed policies (see :mod:`stack_model.roles`):
   endpoint's listener carry ``aws:SourceVpce`` (:data:`SOURCE_VPCE_ENVIRON`);
   a question on a tagged table (or its index) carries its tags as
   ``aws:ResourceTag/<key>``, read when it is asked (``resource_tags``).
+  Then, for a data request on a table encrypted with a customer managed key
+  (``table_key``), DynamoDB's use of the key for the caller: its policy's
+  answer, and the key's state, whoever calls, the operator included
+  (:mod:`local_stack.kms_via_dynamodb`).
 - **Any other service** signed with a recorded session: the one question
   its call asks (:mod:`local_stack.service_questions`: the resource it names,
   for KMS the key its ``KeyId`` names and its encryption context), which the
@@ -78,6 +82,7 @@ from local_stack.aws_answers import Answer, json_answer, json_error
 from local_stack.aws_requests import Environ
 from local_stack.dynamodb_questions import ResourceTags, TableKeys, authorize_dynamodb
 from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
+from local_stack.kms_via_dynamodb import TableKeyOf, table_key_refusal, tables_of
 from local_stack.service_questions import iam_action, service_question
 from local_stack.sessions import Session, Sessions, denial_message, signer_of
 from local_stack.sigv4 import Credentials
@@ -124,6 +129,7 @@ class Guard:
         *,
         key_policies: Mapping[str, Mapping[str, Any]] | None = None,
         resource_tags: ResourceTags | None = None,
+        table_key: TableKeyOf | None = None,
     ) -> None:
         self._app = app
         self.roles = roles
@@ -131,6 +137,8 @@ class Guard:
         self.tables = tables
         # A resource's tags as they are when a question is asked (aws:ResourceTag).
         self.resource_tags = resource_tags
+        # A table's KMS key and its state as they are when a data request comes.
+        self.table_key = table_key
         self.sessions = sessions or Sessions()
         self.identity_pool = identity_pool
         # The template's KMS key policies, by key ARN: their Denies apply to
@@ -224,28 +232,11 @@ class Guard:
         """A signed request's decision: ``None`` (forward it) or the refusal."""
         if service == "sts":
             return self._sts(environ, body, session)
-        if session is None:
-            return None  # the operator
         source_vpce = environ.get(SOURCE_VPCE_ENVIRON)
         if service == "dynamodb":
-            operation, payload = aws_requests.dynamodb_operation(target), aws_requests.json_object(body)
-            message = (
-                authorize_dynamodb(
-                    session,
-                    operation,
-                    payload,
-                    region=region,
-                    tables=self.tables,
-                    source_vpce=source_vpce,
-                    resource_tags=self.resource_tags,
-                )
-                if payload is not None
-                else denial_message(session.arn, f"dynamodb:{operation}", "*", None)
-            )
-            if message is None:
-                return None
-            log.warning("denied: %s", message)
-            return json_error(_DYNAMODB_DENIAL, message)
+            return self._dynamodb(session, aws_requests.dynamodb_operation(target), body, region, source_vpce)
+        if session is None:
+            return None  # the operator
         params = aws_requests.request_params(environ, body, target)
         action = iam_action(service, aws_requests.action_of(target, params))
         try:
@@ -262,6 +253,43 @@ class Guard:
         message = denial_message(session.arn, f"{service}:{action}", resource, decision)
         log.warning("denied: %s", message)
         return json_error("AccessDeniedException", message) if target else sts.xml_denial(message)
+
+    def _dynamodb(
+        self, session: Session | None, operation: str, body: bytes, region: str, source_vpce: str | None
+    ) -> Answer | None:
+        """IAM's questions (a role session's), then DynamoDB's use of the key of
+        each table the request reads or writes (anyone's)."""
+        payload = aws_requests.json_object(body)
+        if session is not None:
+            message = (
+                authorize_dynamodb(
+                    session,
+                    operation,
+                    payload,
+                    region=region,
+                    tables=self.tables,
+                    source_vpce=source_vpce,
+                    resource_tags=self.resource_tags,
+                )
+                if payload is not None
+                else denial_message(session.arn, f"dynamodb:{operation}", "*", None)
+            )
+            if message is not None:
+                log.warning("denied: %s", message)
+                return json_error(_DYNAMODB_DENIAL, message)
+        if payload is None or self.table_key is None:
+            return None
+        refusal = table_key_refusal(
+            session,
+            tables_of(operation, payload, region=region, tables=self.tables),
+            region=region,
+            table_key=self.table_key,
+            key_policies=self.key_policies,
+        )
+        if refusal is None:
+            return None
+        log.warning("refused: %s", refusal.message)
+        return json_error(refusal.code, refusal.message)
 
     def _sts(self, environ: Environ, body: bytes, caller: Session | None) -> Answer | None:
         params = aws_requests.query_params(environ, body)

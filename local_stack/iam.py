@@ -103,11 +103,24 @@ class Request:
     principals: tuple[str, ...] = ()
 
     def values(self, key: str) -> tuple[str, ...] | None:
+        """The request's values of ``key``, its name matched without regard to
+        case, the tag key of ``aws:ResourceTag/<key>`` included (IAM User Guide,
+        "IAM JSON policy elements: Condition": "Key names are not
+        case-sensitive. This means that if you specify
+        "aws:ResourceTag/TagKey1": "Value1" in the condition element of your
+        policy, then the condition matches a resource tag key named either
+        TagKey1 or tagkey1, but not both."). A resource may hold both, DynamoDB's
+        tag keys being case-sensitive; AWS then says only that "the key name
+        matches both tags, but only one value matches. This can result in
+        unexpected condition failures", not which value a condition sees. So a
+        key that names of the request with different values match is
+        :class:`NotUnderstood`: an Allow conditioned on it never allows, a Deny
+        always denies (with one value, whichever AWS picks is that value)."""
         wanted = key.lower()
-        for name, values in self.context.items():
-            if name.lower() == wanted:
-                return tuple(values)
-        return None
+        found = {tuple(values) for name, values in self.context.items() if name.lower() == wanted}
+        if len(found) > 1:
+            raise NotUnderstood(f"{key}: names of the request that differ in case only have different values")
+        return found.pop() if found else None
 
 
 def evaluate(policies: Iterable[Mapping[str, Any]], request: Request, *, trust: bool = False) -> Decision:

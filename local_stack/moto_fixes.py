@@ -122,6 +122,17 @@ each of these code paths as 5.2.5 does.
   now written as it is, as moto's walk writes it (numbers and strings as
   strings); binary values (``B``, ``BS``, base64-encoded) and anything else
   still take moto's walk. The bytes of every answer are the same.
+- :data:`TAGS_ARE_ONE_PER_KEY`. moto's DynamoDB ``TagResource`` appends every
+  tag it is given, so a key already on the table ends up twice (``TenantId=10``
+  then ``TenantId=1``: both listed by ``ListTagsOfResource``). DynamoDB keeps one
+  tag per key and overwrites its value ("Each DynamoDB table can have only one
+  tag with the same key. If you try to add an existing tag (same key), the
+  existing tag value is updated to the new value", and "Tag keys and values are
+  case sensitive": DynamoDB Developer Guide, "Tagging restrictions in
+  DynamoDB"). :func:`tag_resource` does that: a key already there (exactly,
+  case included) takes the new value in its place; a new key is appended.
+  (Read in 5.2.5's ``DynamoDBBackend.tag_resource``; moto's main branch was not
+  checked for this one.)
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -551,6 +562,17 @@ def _key(table: Table, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
     return key
 
 
+# ---------------------------------------------------------------- one tag per key
+def tag_resource(self: DynamoDBBackend, arn: str, tags: dict[str, str]) -> None:
+    """moto's ``TagResource``, each key kept once: an existing key's value is
+    replaced where it stands, a new key appended."""
+    for table in self.tables.values():
+        if table.table_arn == arn:
+            kept = [{"Key": tag["Key"], "Value": tags.get(tag["Key"], tag["Value"])} for tag in table.tags]
+            present = {tag["Key"] for tag in kept}
+            table.tags = kept + [{"Key": key, "Value": value} for key, value in tags.items() if key not in present]
+
+
 # ---------------------------------------------------------------- the fixes
 # ---------------------------------------------------------------- KMS private keys on first use
 class _PrivateKeyOnFirstUse:
@@ -859,6 +881,10 @@ ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE = Fix(
     "a DynamoDB AttributeValue of plain strings, numbers, flags, sets, maps and lists is written as it is",
     [Patch(BaseJSONSerializer, "_serialize_type_structure", _attribute_values_as_they_are)],
 )
+TAGS_ARE_ONE_PER_KEY = Fix(
+    "a DynamoDB TagResource overwrites the value of a key the table already has",
+    [Patch(DynamoDBBackend, "tag_resource", lambda _original: tag_resource)],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
@@ -869,4 +895,5 @@ FIXES = (
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
+    TAGS_ARE_ONE_PER_KEY,
 )

@@ -17,7 +17,8 @@ import boto3
 import pytest
 
 from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
-from local_stack.emulator import moto_table_tags, table_keys
+from local_stack.emulator import moto_table_key, moto_table_tags, table_keys
+from local_stack.kms_via_dynamodb import TableKey
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
 from local_stack.sessions import Session
 from stack_model import dedicated
@@ -206,6 +207,35 @@ def test_a_tag_changed_in_moto_is_the_next_requests(tables: dict[str, TableKeys]
     client.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "1"}])
     assert refusal(tables, "1", "GetItem", get) is None
     assert refusal(tables, "10", "GetItem", {**get, "Key": ticket("10")}) is not None
+    # Overwritten, as DynamoDB does: one TenantId tag, tenant 1's.
+    assert client.list_tags_of_resource(ResourceArn=arn)["Tags"] == [{"Key": "TenantId", "Value": "1"}]
+
+
+def test_a_tenant_tag_whose_key_differs_in_case_counts_alone_and_never_beside_another(
+    tables: dict[str, TableKeys],
+) -> None:
+    """IAM reads aws:ResourceTag/TenantId from a tag key of any case, but a
+    table with two such keys (DynamoDB's tag keys are case-sensitive) is no
+    one's, whichever was tagged first: AWS does not say which value it sees."""
+    client = boto3.client("dynamodb", region_name=REGION)
+    arn = client.describe_table(TableName=dedicated_table("1"))["Table"]["TableArn"]
+    get = {"TableName": dedicated_table("1"), "Key": ticket("1")}
+    get_10 = {**get, "Key": ticket("10")}
+
+    def owners() -> set[str]:
+        return {
+            tenant for tenant, body in (("1", get), ("10", get_10)) if refusal(tables, tenant, "GetItem", body) is None
+        }
+
+    assert owners() == {"1"}
+    client.tag_resource(ResourceArn=arn, Tags=[{"Key": "tenantid", "Value": "10"}])
+    assert owners() == set()
+    client.untag_resource(ResourceArn=arn, TagKeys=["TenantId"])
+    assert owners() == {"10"}
+    client.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "1"}])
+    assert owners() == set()
+    client.untag_resource(ResourceArn=arn, TagKeys=["tenantid"])
+    assert owners() == {"1"}
 
 
 @pytest.mark.parametrize("tenant", DEDICATED)
@@ -248,3 +278,24 @@ def test_the_stream_functions_write_into_a_dedicated_table_what_they_write_into_
         refusal(tables, tenant, "GetItem", {**config, "TableName": POOL}, role="DeliverWebhookRole", source_vpce=None)
         is None
     )
+
+
+def test_the_guard_reads_a_tables_key_and_its_state_from_moto_at_each_request(tables: dict[str, TableKeys]) -> None:
+    """What DynamoDB would use for a data request (local_stack.kms_via_dynamodb):
+    the customer managed key a table is encrypted with, in its state now."""
+    kms = boto3.client("kms", region_name=REGION)
+    client = boto3.client("dynamodb", region_name=REGION)
+    key = kms.create_key(Description="an encrypted table's")["KeyMetadata"]
+    definition = {**table_definition(), "TableName": f"{POOL}-encrypted"}
+    sse: dict[str, Any] = {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": key["Arn"]}}
+    arn = client.create_table(**definition, **sse)["TableDescription"]["TableArn"]
+    assert moto_table_key(arn) == TableKey(key["Arn"], "Enabled")
+    kms.disable_key(KeyId=key["KeyId"])
+    assert moto_table_key(arn) == TableKey(key["Arn"], "Disabled")
+    kms.enable_key(KeyId=key["KeyId"])
+    kms.schedule_key_deletion(KeyId=key["KeyId"], PendingWindowInDays=7)
+    assert moto_table_key(arn) == TableKey(key["Arn"], "PendingDeletion")
+    # The pool table and tenant 1's here: DynamoDB's own key.
+    pool = client.describe_table(TableName=POOL)["Table"]["TableArn"]
+    assert moto_table_key(pool) is None
+    assert moto_table_key(pool.replace(POOL, dedicated_table("1"))) is None

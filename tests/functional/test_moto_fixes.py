@@ -31,6 +31,9 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   with the fix an answer's look-ups do not grow with its items, and every
   answer (each kind of value, binary ones and nested ones included, each read
   operation and the stream) is the same bytes as plain moto's.
+- Tags: plain moto's TagResource appends a tag whose key the table already
+  has (``TenantId`` twice); with the fix the value is overwritten, one tag per
+  key, and keys differing in case stay two tags, as in DynamoDB.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from local_stack.moto_fixes import (
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
     SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
+    TAGS_ARE_ONE_PER_KEY,
     TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
@@ -1048,3 +1052,30 @@ def test_every_answer_is_the_same_bytes_as_plain_moto(dynamodb: DynamoDBClient, 
         plain_records = without_iterator(records())
     assert len(plain_records["Records"]) >= 3  # the put, the update, the delete
     assert without_iterator(records()) == plain_records
+
+
+# ---------------------------------------------------------------- one tag per key
+def _retag(dynamodb: DynamoDBClient, table_name: str) -> list[dict[str, str]]:
+    """The table's tags after ``TenantId=10``, ``TenantId=1`` and ``tenantid=10``."""
+    arn = dynamodb.describe_table(TableName=table_name)["Table"]["TableArn"]
+    dynamodb.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "10"}])
+    dynamodb.tag_resource(ResourceArn=arn, Tags=[{"Key": "TenantId", "Value": "1"}])
+    dynamodb.tag_resource(ResourceArn=arn, Tags=[{"Key": "tenantid", "Value": "10"}])
+    return cast("list[dict[str, str]]", dynamodb.list_tags_of_resource(ResourceArn=arn)["Tags"])
+
+
+def test_in_plain_moto_tag_resource_adds_a_second_tag_of_a_key_the_table_has(
+    dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    with TAGS_ARE_ONE_PER_KEY.removed():
+        tags = _retag(dynamodb, table_name)
+    assert [tag for tag in tags if tag["Key"] == "TenantId"] == [
+        {"Key": "TenantId", "Value": "10"},
+        {"Key": "TenantId", "Value": "1"},
+    ]
+
+
+def test_tag_resource_overwrites_the_value_of_a_key_and_keys_are_case_sensitive(
+    dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    assert _retag(dynamodb, table_name) == [{"Key": "TenantId", "Value": "1"}, {"Key": "tenantid", "Value": "10"}]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from local_stack import iam
+from local_stack.condition_keys import resource_context
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
 from local_stack.sessions import Session
 from local_stack.sts import AssumeRoleRequest, authorize_assume_role
@@ -193,6 +194,40 @@ def test_the_stream_roles_read_tenant_records_in_the_pool_table_only(role: RoleD
     # nor another item of the tenant's through that grant (its tickets, its usage ledger)
     for key in (f"TENANT#{tenant}|TICKET#a", f"TENANT#{tenant}|USAGE", f"TENANT#{tenant}|CONFIGX"):
         assert request("GetItem", [key]) is iam.Decision.IMPLICIT_DENY, key
+
+
+def dedicated_table_request(tenant: str, tags: Mapping[str, str]) -> iam.Request:
+    """Tenant credentials' GetItem of their own ticket in tenant 1's dedicated
+    table, the table holding ``tags`` (aws:ResourceTag/<key>, as the guard's
+    condition_keys.resource_context gives them)."""
+    asked = tenant_request("GetItem", [f"TENANT#{tenant}|T1"], tenant, f"{TABLE_ARN}-dedicated-1")
+    return iam.Request(asked.action, asked.resource, {**asked.context, **resource_context(tags)})
+
+
+@pytest.mark.parametrize(
+    ("tags", "owner"),
+    [
+        ({"TenantId": "1"}, "1"),
+        ({"TenantId": "10"}, "10"),
+        # IAM matches the key of aws:ResourceTag/TenantId without regard to case.
+        ({"tenantid": "1"}, "1"),
+        ({"TENANTID": "10"}, "10"),
+        # Two tags whose keys differ in case: AWS does not say which one the
+        # condition sees; neither tenant's, whichever order they were added in.
+        ({"tenantid": "10", "TenantId": "1"}, None),
+        ({"TenantId": "1", "tenantid": "10"}, None),
+        ({"tenantid": "1", "TenantId": "10"}, None),
+        # Whichever it sees, the same value.
+        ({"TenantId": "1", "TenantID": "1"}, "1"),
+        ({}, None),
+    ],
+)
+def test_a_dedicated_table_is_the_tenant_its_tenant_tag_names_if_one_tag_names_one(
+    tags: dict[str, str], owner: str | None
+) -> None:
+    for tenant in ("1", "10"):
+        expected = iam.Decision.ALLOW if tenant == owner else iam.Decision.IMPLICIT_DENY
+        assert decide(TENANT_ROLE, dedicated_table_request(tenant, tags)) is expected, tenant
 
 
 @pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
@@ -411,6 +446,29 @@ def test_string_like_wildcards() -> None:
     like = condition({"StringLike": {"k": "a?c*"}})
     for value, expected in [("abc", True), ("abcdef", True), ("ac", False), ("aXc", True), ("xabc", False)]:
         assert (iam.evaluate([like], iam.Request("a:b", "r", {"k": [value]})) is iam.Decision.ALLOW) == expected
+
+
+def test_a_key_two_tags_match_in_case_only_fails_closed() -> None:
+    """IAM matches a condition key's name, tag key included, without regard to
+    case; when two of the resource's tags both match, AWS does not say which
+    of their different values the condition sees: an Allow on it never allows,
+    a Deny always denies, a policy variable naming it matches nothing."""
+    both = iam.Request("a:b", "r", {"aws:ResourceTag/Team": ["red"], "aws:ResourceTag/team": ["blue"]})
+    one = iam.Request("a:b", "r", {"aws:ResourceTag/team": ["red"]})
+    allow = condition({"StringEquals": {"aws:ResourceTag/TEAM": "red"}})
+    assert iam.evaluate([allow], one) is iam.Decision.ALLOW
+    assert iam.evaluate([allow], both) is iam.Decision.IMPLICIT_DENY
+    deny = {
+        "Effect": "Deny",
+        "Action": "*",
+        "Resource": "*",
+        "Condition": {"StringEquals": {"aws:ResourceTag/Team": "x"}},
+    }
+    assert iam.evaluate([policy(ALLOW_ALL, deny)], one) is iam.Decision.ALLOW
+    assert iam.evaluate([policy(ALLOW_ALL, deny)], both) is iam.Decision.EXPLICIT_DENY
+    variable = policy({"Effect": "Allow", "Action": "*", "Resource": "arn:${aws:ResourceTag/team}"})
+    assert iam.evaluate([variable], iam.Request("a:b", "arn:red", one.context)) is iam.Decision.ALLOW
+    assert iam.evaluate([variable], iam.Request("a:b", "arn:red", both.context)) is iam.Decision.IMPLICIT_DENY
 
 
 def test_missing_keys_positive_false_negated_true_if_exists_true() -> None:
