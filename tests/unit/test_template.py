@@ -230,6 +230,9 @@ def gateway_responses() -> dict[str, Any]:
         ("AUTHORIZER_FAILURE", 503, "UNAVAILABLE", "'1'"),
         ("AUTHORIZER_CONFIGURATION_ERROR", 503, "UNAVAILABLE", "'1'"),
         ("REQUEST_TOO_LARGE", 413, "PAYLOAD_TOO_LARGE", None),
+        # an integration that failed or outlived API Gateway's 29 s: a write may have been applied
+        ("INTEGRATION_FAILURE", 504, "UNAVAILABLE", "'1'"),
+        ("INTEGRATION_TIMEOUT", 504, "UNAVAILABLE", "'1'"),
         # no method for the path and verb (and a signature error, which only such a request can have)
         ("MISSING_AUTHENTICATION_TOKEN", 404, "NOT_FOUND", None),
         ("INVALID_SIGNATURE", 404, "NOT_FOUND", None),
