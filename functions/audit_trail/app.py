@@ -38,6 +38,7 @@ from support_tickets.streams.audit_events import audit_record_from_stream
 from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
 from support_tickets.streams.routing import SKIPPED_METRIC, RecordRoute, StreamRouter
+from support_tickets.streams.ticket_deletions import finish_pass, is_tombstone_record, tombstone_owner
 from support_tickets.streams.usage import AUDIT_TRAIL, StreamInvocation, metered_invocation
 from support_tickets.streams.webhook_fanout import (
     delivery_record_tenant,
@@ -92,11 +93,39 @@ def _redeliver(record: DynamoDBRecord, router: StreamRouter, event_id: str, sequ
     metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=1)
 
 
-def record_handler(record: DynamoDBRecord, router: StreamRouter, invocation: StreamInvocation | None = None) -> None:
+def _finish_delete(
+    record: DynamoDBRecord, router: StreamRouter, event_id: str, sequence_number: str, seconds_left: float
+) -> None:
+    """A deleted ticket's tombstone: what its delete left, deleted (streams/ticket_deletions.py).
+    No event, no webhook; a failure is the record's (retried)."""
+    stream = record.dynamodb
+    keys_image = (stream.keys if stream is not None else None) or {}
+    try:
+        tenant_id, ticket_id = tombstone_owner(keys_image)
+        route = _route(record, router, tenant_id)
+    except PoisonRecord as exc:
+        _poison(str(exc), event_id, sequence_number, None)
+        return
+    if route is None:
+        return
+    finished = finish_pass(tenant_id, ticket_id, route, router, client=audit_client(), seconds_left=seconds_left)
+    metrics.add_metric(name="DeletesFinished" if finished else "DeletePassesLeft", unit=MetricUnit.Count, value=1)
+
+
+def record_handler(
+    record: DynamoDBRecord,
+    router: StreamRouter,
+    invocation: StreamInvocation | None = None,
+    context: LambdaContext | None = None,
+) -> None:
     stream = record.dynamodb
     event_id, sequence_number = str(record.event_id or ""), str(stream.sequence_number if stream else "")
     if stream is not None and is_delivery_record(stream.keys or {}):
         _redeliver(record, router, event_id, sequence_number)
+        return
+    if stream is not None and is_tombstone_record(stream.keys or {}):
+        seconds_left = context.get_remaining_time_in_millis() / 1000 if context is not None else 60.0
+        _finish_delete(record, router, event_id, sequence_number, seconds_left)
         return
     index = invocation.index_of(sequence_number) if invocation is not None else None
     before = invocation.units_so_far(index) if invocation is not None else None
@@ -137,7 +166,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     with metered_invocation(logger, AUDIT_TRAIL, context, event.get("Records", [])) as invocation:  # usage per tenant
 
         def handle(record: DynamoDBRecord) -> None:
-            record_handler(record, router, invocation)
+            record_handler(record, router, invocation, context)
 
         response = process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
     return dict(response)

@@ -21,7 +21,7 @@ app = create_app()
 )
 @tracer.capture_method
 def delete_ticket(ticket_id: str) -> Response[None]:
-    tickets.delete_ticket(current_caller(app), ticket_id)
+    tickets.delete_ticket(current_caller(app), ticket_id, app.lambda_context)
     metrics.add_metric(name="TicketDeleted", unit=MetricUnit.Count, value=1)
     return Response(status_code=204)
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from werkzeug.test import Client
 
+from local_stack.environments import FunctionError, FunctionTimeout
 from local_stack.gateway import (
     Authorized,
     AuthorizerRefused,
@@ -262,3 +263,35 @@ def test_with_tenant_isolation_the_invocation_names_the_authorizers_tenant_never
     # Then the function is invoked with the authorizer's tenant (the mode on), or with none (off)
     assert response.status_code == 200
     assert invoked == [("ListTicketsFunction", expected)]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param(FunctionTimeout("Sandbox.Timedout", "r Task timed out after 10.00 seconds"), id="timeout"),
+        pytest.param(FunctionError("Runtime.Unknown", "boom"), id="error"),
+    ],
+)
+def test_a_function_that_fails_or_times_out_is_a_502_that_says_a_write_may_have_been_applied(
+    failure: Exception,
+) -> None:
+    """API Gateway answers a Lambda function error (its timeout included) with 502, the
+    template's DEFAULT_5XX: the API's error body and Retry-After, as deployed."""
+
+    def invoke(spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:
+        raise failure
+
+    gateway = Gateway(
+        routes=ROUTES,
+        authorizer=authorizer(ALLOW)[0],
+        meter=AdmitAll(),  # type: ignore[arg-type]
+        invoke=invoke,
+        responses=GatewayResponses.from_template(local_values()),
+        stage="v1",
+    )
+    response = Client(gateway).post("/tickets", json={"title": "t"}, headers={"Authorization": "Bearer x.y.z"})
+    assert response.status_code == 502
+    assert response.headers["Retry-After"] == "1"
+    body = json.loads(response.get_data())
+    assert body["error"]["code"] == "UNAVAILABLE"
+    assert "Idempotency-Key" in body["error"]["message"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -157,3 +158,109 @@ def test_a_comment_racing_a_delete_never_survives_it(
     left = [item for item in all_items(dynamodb, table_name) if ticket in item["pk"]["S"]]
     assert left == []
     assert raced == [404]  # the summary was already gone: the comment was refused, not orphaned
+
+
+# ---------------------------------------------------------------- a delete the request could not finish
+class Killed(BaseException):
+    """The function's timeout: the invocation ends wherever it is (nothing catches it)."""
+
+
+@pytest.fixture
+def streams(aws: None) -> Any:
+    import boto3
+
+    from tests.conftest import REGION
+
+    return boto3.client("dynamodbstreams", region_name=REGION)
+
+
+@pytest.mark.parametrize("how", ["throttled", "killed"])
+@pytest.mark.parametrize(("tenant", "neighbour"), TENANT_PAIRS)
+def test_a_delete_the_request_cannot_finish_is_finished_by_the_system(
+    api: Api,
+    dynamodb: Any,
+    streams: Any,
+    table_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    tenant: str,
+    neighbour: str,
+) -> None:
+    """More comments than the request deletes: its partition fails after 25 deletes
+    (throttled: 204; killed: the gateway's 502). The ticket is gone at once and
+    stays gone, export never lists it, and the audit-trail function, from the
+    tombstone's records, deletes the rest one pass at a time; the trail and the
+    counts see one deletion. The neighbour's ticket of the same shape is untouched."""
+    from ops.export import export_tenant
+    from ops.tenant_data import Progress
+    from support_tickets.core.errors import Throttled
+    from support_tickets.data.table import OwnClient, TenantTable
+    from support_tickets.streams import ticket_deletions
+    from tests.functional.stream_harness import StreamHarness
+
+    audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
+    counts = StreamHarness(dynamodb, streams, table_name)
+    alice, root = User(tenant, "alice"), User(tenant, "root", admin=True)
+    doomed = api.new_ticket(alice, title="doomed")["ticket_id"]
+    kept = api.new_ticket(User(neighbour, "alice"), title="doomed")["ticket_id"]
+    for n in range(30):
+        api.comment(alice, doomed, {"body": f"c{n}"})
+    api.comment(User(neighbour, "alice"), kept, {"body": "stays"})
+    audit.deliver(audit.new_records())
+    counts.deliver(counts.new_records())
+    open_before = counts.counts(tenant)[keys.TicketStatus.OPEN]
+    prefix = keys.tenant_prefix(neighbour)
+    neighbours = [item for item in all_items(dynamodb, table_name) if item["pk"]["S"].startswith(prefix)]
+
+    def partition() -> list[str]:
+        pk = keys.ticket_pk(tenant, doomed)
+        return sorted(item["sk"]["S"] for item in all_items(dynamodb, table_name) if item["pk"]["S"] == pk)
+
+    # Given a partition that takes 25 deletes and then fails
+    real_batch_delete = TenantTable.batch_delete
+    deleted: list[int] = []
+
+    def batch_delete(self: TenantTable, item_keys: Any) -> int:
+        if deleted:
+            raise Throttled() if how == "throttled" else Killed()
+        deleted.append(real_batch_delete(self, item_keys[:25]))
+        raise Throttled() if how == "throttled" else Killed()
+
+    # When an admin deletes the ticket
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TenantTable, "batch_delete", batch_delete)
+        if how == "killed":
+            with pytest.raises(Killed):
+                api.delete(root, doomed)
+        else:
+            assert api.delete(root, doomed).status == 204
+    # Then the ticket is gone from every read, though 5 comments and the tombstone are left
+    assert partition() == sorted([*(sk for sk in partition() if sk.startswith("COMMENT#")), keys.DELETING_SK])
+    assert len(partition()) == 6
+    assert_error(api.get(root, doomed), 404, "TICKET_NOT_FOUND")
+    assert_error(api.summary(root, doomed), 404, "TICKET_NOT_FOUND")
+    assert_error(api.comment(alice, doomed, {"body": "late"}), 404, "TICKET_NOT_FOUND")
+    out = io.StringIO()
+    export_tenant(TenantTable(tenant, table_name, OwnClient(dynamodb)), out, Progress("export", io.StringIO()))
+    assert doomed not in out.getvalue()
+    # When the audit-trail function gets the tombstone's records, one comment a pass
+    monkeypatch.setattr(ticket_deletions, "PASS_SECONDS", 0.0)
+    passes = 0
+    while records := audit.new_records():
+        audit.deliver(records)
+        passes += 1
+        assert_error(api.get(root, doomed), 404, "TICKET_NOT_FOUND")
+        assert passes < 20
+    counts.deliver(counts.new_records())
+    # Then nothing is left of the ticket, after more than one pass
+    assert partition() == []
+    assert passes > 2
+    # And the trail and the counts saw one deletion
+    events = api.history(alice, doomed, limit="100").body["events"]
+    assert [event["type"] for event in events] == ["created"] + ["comment_added"] * 30 + ["deleted"]
+    assert events[-1]["actor"] == "root"
+    assert counts.counts(tenant) == counts.truth(tenant)
+    assert counts.counts(tenant)[keys.TicketStatus.OPEN] == open_before - 1
+    # And the neighbour's items are as they were
+    after = [item for item in all_items(dynamodb, table_name) if item["pk"]["S"].startswith(prefix)]
+    assert sorted(map(str, after)) == sorted(map(str, neighbours))

@@ -147,14 +147,18 @@ def test_the_deletes_mark_and_a_reshard_record_nothing_and_count_nothing(
     # Then no event was recorded, and the counts did not move
     assert audit_items(dynamodb, table_name, tenant) == before
     assert counts.counts(tenant) == counts.truth(tenant) == {**dict.fromkeys(keys.TicketStatus, 0), OPEN: 6}
-    # When an admin deletes a ticket: the mark, then the delete
+    # When an admin deletes a ticket: the mark, then the delete with its tombstone
     assert api.delete(root, tickets[0]).status == 204
     records = audit.new_records()
-    assert [record["eventName"] for record in records] == ["MODIFY", "REMOVE"]
+    assert [(record["eventName"], record["dynamodb"]["Keys"]["sk"]["S"]) for record in records] == [
+        ("MODIFY", keys.SUMMARY_SK),
+        ("REMOVE", keys.SUMMARY_SK),
+        ("INSERT", keys.DELETING_SK),
+    ]
     assert records[1]["dynamodb"]["OldImage"]["deleted_by"] == {"S": "root"}
     audit.deliver(records)
     counts.deliver(counts.new_records())
-    # Then one event (deleted, by root), no "updated" for the mark; the count moved once
+    # Then one event (deleted, by root), none for the mark nor the tombstone; the count moved once
     (event,) = history(api, alice, tickets[0])[1:]
     assert (event["type"], event["actor"]) == ("deleted", "root")
     assert counts.counts(tenant)[OPEN] == counts.truth(tenant)[OPEN] == 5
@@ -188,7 +192,8 @@ def test_two_admins_deleting_one_ticket_at_once_the_trail_names_the_delete_that_
         marking = operation == "update_item" and "deleted_by" in kwargs.get("UpdateExpression", "")
         if marking and actor == "bob":
             assert ada_marked.wait(30)
-        if operation == "delete_item" and kwargs["Key"] == summary:
+        first = kwargs["TransactItems"][0] if operation == "transact_write_items" else {}
+        if first.get("Delete", {}).get("Key") == summary:
             assert (bob_marked if actor == "ada" else ada_done).wait(30)
             before = exists()
             try:
@@ -416,10 +421,17 @@ def test_template_filter_passes_ticket_changes_and_comments_added_only(
     source = stream_source(AUDIT)
     passed = [record for record in everything + every_kind if source.matches(record)]
     kinds = {(record["eventName"], record["dynamodb"]["Keys"]["sk"]["S"].split("#", 1)[0]) for record in passed}
-    assert kinds == {("INSERT", "SUMMARY"), ("MODIFY", "SUMMARY"), ("REMOVE", "SUMMARY"), ("INSERT", "COMMENT")}
+    assert kinds == {
+        ("INSERT", "SUMMARY"),
+        ("MODIFY", "SUMMARY"),
+        ("REMOVE", "SUMMARY"),
+        ("INSERT", "COMMENT"),
+        ("INSERT", keys.DELETING_SK),  # a deleted ticket's tombstone: what its delete left is finished
+    }
     dropped = [record for record in everything + every_kind if not source.matches(record)]
     dropped_kinds = {record["dynamodb"]["Keys"]["pk"]["S"].split("|", 1)[1].split("#", 1)[0] for record in dropped}
-    assert {"IDEMPOTENCY", "HISTORY", "AUDIT", "TICKET"} <= dropped_kinds  # the ticket's: its comment's REMOVE
+    # The ticket's: its comment's and its tombstone's REMOVE
+    assert {"IDEMPOTENCY", "HISTORY", "AUDIT", "TICKET"} <= dropped_kinds
 
 
 def test_records_of_an_item_being_erased_are_filtered_out_and_skipped(api: Api, audit: StreamHarness) -> None:

@@ -226,6 +226,9 @@ def gateway_responses() -> dict[str, Any]:
         ("AUTHORIZER_FAILURE", 503, "UNAVAILABLE", "'1'"),
         ("AUTHORIZER_CONFIGURATION_ERROR", 503, "UNAVAILABLE", "'1'"),
         ("REQUEST_TOO_LARGE", 413, "PAYLOAD_TOO_LARGE", None),
+        # an integration that failed or outlived API Gateway's 29 s: a write may have been applied
+        ("INTEGRATION_FAILURE", 504, "UNAVAILABLE", "'1'"),
+        ("INTEGRATION_TIMEOUT", 504, "UNAVAILABLE", "'1'"),
         # no method for the path and verb (and a signature error, which only such a request can have)
         ("MISSING_AUTHENTICATION_TOKEN", 404, "NOT_FOUND", None),
         ("INVALID_SIGNATURE", 404, "NOT_FOUND", None),
@@ -1220,7 +1223,7 @@ def audit_role() -> dict[str, Any]:
 def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items, webhooks, refused) = [s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES]
+    (items, webhooks, deleted, refused) = [s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES]
     placement = tenant_placement_reads(table_statements)
     # Which webhooks a tenant has (the count item's version, then the webhooks): that partition only, read only.
     assert webhooks["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
@@ -1261,9 +1264,18 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         "expiration",
         "redeliver_requested_at",
     }
+    # What a ticket's delete left (streams/ticket_deletions.py): keys only, deletes, the pass counter;
+    # under ticket partitions only, never a put, never BatchWriteItem (which could put).
+    assert deleted["Action"] == ["dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]
+    assert deleted["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|TICKET#*"]},
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "passes"]},
+        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
+        "Null": {"dynamodb:LeadingKeys": "false", "dynamodb:Attributes": "false"},
+    }
     stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     for statement in table_statements:
-        if all(statement is not known for known in (items, webhooks, refused, placement)):
+        if all(statement is not known for known in (items, webhooks, refused, placement, deleted)):
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
                 POOL_AND_DEDICATED_STREAMS,
@@ -1284,6 +1296,7 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         "dynamodb:GetItem",
         "dynamodb:Query",
         "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",  # a deleted ticket's items only (the statement above)
         "sqs:SendMessage",
     }
 
@@ -1296,7 +1309,13 @@ def test_the_audit_writers_source_is_bounded_filtered_and_reports_partial_failur
     assert 0 < props["MaximumRecordAgeInSeconds"] <= 3600
     assert props["StartingPosition"] == "TRIM_HORIZON"
     assert "AuditTrailFailureQueue" in json.dumps(props["DestinationConfig"]["OnFailure"]["Destination"])
-    summaries, comments, redeliveries = [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]]
+    filters = props["FilterCriteria"]["Filters"]
+    summaries, comments, redeliveries, tombstones = [json.loads(f["Pattern"]) for f in filters]
+    # A deleted ticket's tombstone, put and touched: the function finishes the delete.
+    assert tombstones == {
+        "eventName": ["INSERT", "MODIFY"],
+        "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "TENANT#"}]}, "sk": {"S": ["DELETING"]}}},
+    }
     # A delivery marked for redelivery (POST .../redeliver): the delivery function's writes remove the mark.
     assert redeliveries == {
         "eventName": ["MODIFY"],

@@ -69,6 +69,11 @@ _AUDIT_DAY_SUFFIX = re.compile(r"^AUDIT#[0-9]{4}-[0-9]{2}-[0-9]{2}#[0-9]{1,2}$")
 SUMMARY_SK: Final = "SUMMARY"
 TICKET_MARK: Final = "TICKET#"
 COMMENT_SK_PREFIX: Final = "COMMENT#"
+# A deleted ticket's tombstone, in its partition from the delete that removed
+# its summary until the last of its comments is gone (TicketRepository.delete_ticket):
+# its INSERT (and the MODIFY of a further pass) is what the audit-trail function
+# finishes the delete from. It sorts after the comments and before SUMMARY.
+DELETING_SK: Final = "DELETING"
 GSI1_NAME: Final = "GSI1"
 # GSI1's sort key must exist for a ticket to appear in status lists, so an
 # unassigned ticket stores this value; "#" can't occur in a user name.

@@ -10,6 +10,7 @@ short per-container cache): writers place a ticket with the record's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -17,7 +18,7 @@ from typing import Any, Final
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.clock import utc_now_iso
@@ -46,6 +47,11 @@ logger = Logger(child=True)
 MAX_PARALLEL_QUERIES: Final = 16
 # Deletes racing on one ticket re-mark it this often before one answers 409.
 DELETE_ATTEMPTS: Final = 5
+# How long a delete request goes on deleting a ticket's comments after the
+# ticket is deleted (its tombstone put): the rest is the audit-trail function's.
+DELETE_BUDGET_SECONDS: Final = 5.0
+# Keys only: what a delete reads of a ticket's items (their content never leaves the table).
+KEYS_ONLY: Final = "pk, sk"
 FOREIGN_INDEX_ROW_METRIC: Final = "ForeignIndexRow"
 MALFORMED_INDEX_ROW_METRIC: Final = "MalformedIndexRow"
 MALFORMED_ITEM_METRIC: Final = "MalformedItem"
@@ -141,6 +147,92 @@ def _report_malformed_row(row: Mapping[str, Any]) -> None:
         extra={"row_pk": str(row.get("pk", ""))[:200], "row_sk": str(row.get("sk", ""))[:200]},
     )
     Metrics().add_metric(name=MALFORMED_INDEX_ROW_METRIC, unit=MetricUnit.Count, value=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """What :func:`erase_ticket_items` did: whether it found anything, and whether it is done."""
+
+    found: bool
+    done: bool
+
+
+def erase_ticket_items(table: TenantTable, pk: str, *, deadline: float, batch: bool) -> Erased:
+    """Delete every item of a deleted ticket's partition ``pk`` but a summary,
+    its tombstone last, until ``deadline`` (``time.monotonic()``); ``done``
+    when the tombstone is deleted. Keys-only consistent Queries; ``batch``:
+    BatchWriteItem (tenant credentials), else DeleteItem one by one (the
+    audit-trail function's role may not BatchWriteItem, which would also let
+    it put). A partition whose summary is there is a live ticket's: nothing
+    is deleted of it."""
+    collection = {
+        "TableName": table.table_name,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ProjectionExpression": KEYS_ONLY,
+        "ConsistentRead": True,
+    }
+    found = False
+    tombstone: dict[str, Any] | None = None
+    for page in table.query_pages(collection):
+        found = found or bool(page)
+        if any(item["sk"]["S"] == keys.SUMMARY_SK for item in page):
+            # A live ticket's (the callers check before): its summary sorts last, on this page.
+            return Erased(found=True, done=False)
+        for item in page:
+            if item["sk"]["S"] == keys.DELETING_SK:
+                tombstone = item
+        doomed = [item for item in page if item["sk"]["S"] != keys.DELETING_SK]
+        if batch:
+            table.batch_delete(doomed)
+            if time.monotonic() >= deadline:
+                return Erased(found=True, done=False)
+            continue
+        for item in doomed:
+            table.call("delete_item", TableName=table.table_name, Key={"pk": item["pk"], "sk": item["sk"]})
+            if time.monotonic() >= deadline:
+                return Erased(found=True, done=False)
+    if tombstone is not None:
+        table.call("delete_item", TableName=table.table_name, Key={"pk": tombstone["pk"], "sk": tombstone["sk"]})
+    return Erased(found=found, done=True)
+
+
+def finish_deleted_ticket(table: TenantTable, ticket_id: str, *, deadline: float) -> bool:
+    """The audit-trail function's part of a delete (:meth:`TicketRepository.delete_ticket`):
+    ``table`` holds the tombstone of ``ticket_id`` (its stream record said so);
+    delete what is left of the ticket until ``deadline``, then the tombstone.
+    True when nothing is left; False when the deadline came first: the
+    tombstone is then touched (``passes``, its MODIFY record starts another
+    pass). A partition that has a summary (a live ticket), or no tombstone
+    any more (finished), is left alone. Its role reads keys only."""
+    pk = keys.ticket_pk(table.tenant_id, ticket_id)
+    last = table.call(
+        "query",
+        TableName=table.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        ProjectionExpression=KEYS_ONLY,
+        ConsistentRead=True,
+        ScanIndexForward=False,
+        Limit=2,
+    )["Items"]
+    sort_keys = [item["sk"]["S"] for item in last]
+    if keys.SUMMARY_SK in sort_keys:
+        logger.warning("security: a tombstone beside a live ticket's summary: nothing deleted", extra={"pk": pk})
+        return True
+    if keys.DELETING_SK not in sort_keys:
+        return True  # the delete request (or an earlier pass) finished it
+    if erase_ticket_items(table, pk, deadline=deadline, batch=False).done:
+        return True
+    table.call_if(
+        "update_item",
+        TableName=table.table_name,
+        Key={"pk": {"S": pk}, "sk": {"S": keys.DELETING_SK}},
+        UpdateExpression="ADD passes :one",
+        ConditionExpression="attribute_exists(pk)",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,53 +409,77 @@ class TicketRepository:
             self.table.raise_for_cancellation(exc)
         return BatchStatusResponse(updated=list(ticket_ids), status=status)
 
-    def delete_ticket(self, ticket_id: str, actor: str) -> None:
-        """Mark the summary with its deleter, delete it, then every comment, 25 per
-        BatchWriteItem.
+    def delete_ticket(self, ticket_id: str, actor: str, time_left: Callable[[], float] | None = None) -> None:
+        """Mark the summary with its deleter, then in one transaction delete it and
+        put the ticket's tombstone (``DELETING``), then delete its comments and
+        the tombstone last, for :data:`DELETE_BUDGET_SECONDS` at most
+        (``time_left``: the invocation's remaining seconds, which bound it too).
 
-        The mark (``deleted_by``, ``deleted_at``: one conditional UpdateItem that
-        changes no field the API shows and not the version) is how the stream's
-        REMOVE record names who deleted the ticket: DynamoDB's delete carries no
-        caller. It changes no count (the status stays) and no audit event comes
-        of it (no tracked field changed). The delete is conditional on this
+        **Atomic for the client.** The transaction is the delete: before it,
+        nothing the API shows changed; from it on, the ticket is gone from every
+        read (no summary: 404, out of GSI1, out of ``make export``) and its
+        tombstone says that the rest is the system's job. A ticket whose
+        comments do not all go within the budget (thousands of comments, a
+        throttled partition, a slow call) is answered 204 all the same, and
+        the audit-trail function, which the tombstone's INSERT reaches
+        (FilterCriteria), deletes what is left and then the tombstone:
+        :func:`finish_deleted_ticket`, one more pass (the tombstone's MODIFY)
+        as long as its own budget runs out first. A function killed at any
+        point leaves the ticket as it was (before the transaction) or
+        tombstoned (after it). Nothing depends on a retry the client has no
+        reason to make; a retry finds the tombstone and finishes too (204).
+        Why not the comments in the transaction itself: 100 actions bound it,
+        a comment racing the delete could still land before it and be left
+        behind without a tombstone, and a transaction's writes cost twice.
+
+        Why it could take long: the comments are one partition (a ticket's item
+        collection), and a partition takes about 1,000 write units a second,
+        so a ticket with 1,000 comments of 10 KB is 10 s of deletes at best;
+        BatchWriteItem's unprocessed items are retried with backoff
+        (``TenantTable._batch_write``) and each call by botocore 3 times.
+
+        **What the stream sees is what it saw before**: the mark (a MODIFY
+        that changes no field the API shows and not the version), the summary's
+        REMOVE (the ``deleted`` event, the count, ``ticket.deleted``), and the
+        tombstone's records, which the aggregator never receives and the audit
+        trail turns into no event; a comment's REMOVE is in no filter. The
+        mark is how the REMOVE names who deleted the ticket: DynamoDB's delete
+        carries no caller. The transaction's delete is conditional on this
         call's own mark: of two admins deleting the ticket at once, the delete
         that takes effect is the one whose mark the summary carries, hence the
         one the trail names (the other marks again and finds no summary).
-        Should the delete itself fail, the mark is taken back, so a failed
-        delete leaves the ticket as it was.
+        Should the transaction fail, the mark is taken back.
 
         The order summary-then-comments is what makes a racing comment safe: a
         comment is written only in a transaction that checks the summary
         exists, so once the summary is gone no comment can be added, and the
         comments are listed only after that (a consistent Query): every comment
-        that made it is found and deleted. A retry after a partial failure
-        finishes the job; a ticket that is neither there nor has comments left
-        is 404."""
+        that made it is found and deleted. A ticket that is neither there nor
+        has anything left in its partition is 404, so is another tenant's."""
         pk = self.ticket_pk(ticket_id)
         key = {"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}}
-        found = False
+        removed = False
         for _ in range(DELETE_ATTEMPTS):
             mark = self._mark_deleted(key, actor)
             if mark is None:
                 break
             if self._delete_marked(key, mark):
-                found = True
+                removed = True
                 break
             # Another delete marked the summary after this one did: mark it again, so that the
             # delete that takes effect is the one whose mark the REMOVE record carries.
         else:
             raise Conflict()
-        collection = {
-            "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": pk}},
-            "ProjectionExpression": "pk, sk",
-            "ConsistentRead": True,
-        }
-        for page in self.table.query_pages(collection):
-            found = found or bool(page)
-            self.table.batch_delete(page)
-        if not found:
+        budget = DELETE_BUDGET_SECONDS if time_left is None else min(DELETE_BUDGET_SECONDS, time_left() - 1.0)
+        try:
+            erased = erase_ticket_items(self.table, pk, deadline=time.monotonic() + budget, batch=True)
+        except (ApiError, ClientError, BotoCoreError):
+            if not removed:
+                raise
+            # The ticket is deleted (its tombstone committed with it): the stream finishes.
+            logger.warning("a deleted ticket's comments are left to the audit-trail function", exc_info=True)
+            return
+        if not removed and not erased.found:
             raise TicketNotFound()
 
     def _mark_deleted(self, key: dict[str, Any], actor: str) -> dict[str, Any] | None:
@@ -373,20 +489,40 @@ class TicketRepository:
         return mark if marked else None
 
     def _delete_marked(self, key: dict[str, Any], mark: dict[str, Any]) -> bool:
-        """Delete the summary if it still carries ``mark``; False when another
-        delete's mark replaced it, or the summary is gone."""
+        """Delete the summary if it still carries ``mark``, and put the ticket's
+        tombstone, in one transaction; False when another delete's mark
+        replaced it, or the summary is gone."""
+        tombstone = {
+            "pk": key["pk"],
+            "sk": {"S": keys.DELETING_SK},
+            "deleted_by": mark[":actor"],
+            "deleted_at": mark[":at"],
+        }
         try:
             self.table.call(
-                "delete_item",
-                TableName=self.table_name,
-                Key=key,
-                ConditionExpression="deleted_by = :actor AND deleted_at = :at",
-                ExpressionAttributeValues=mark,
+                "transact_write_items",
+                TransactItems=[
+                    {
+                        "Delete": {
+                            "TableName": self.table_name,
+                            "Key": key,
+                            "ConditionExpression": "deleted_by = :actor AND deleted_at = :at",
+                            "ExpressionAttributeValues": mark,
+                        }
+                    },
+                    {"Put": {"TableName": self.table_name, "Item": tombstone}},
+                ],
+                # A retry of this very call (its answer lost) is a no-op: DynamoDB answers it as the first.
+                ClientRequestToken=new_id(),
             )
         except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
+            if error_code(exc) == "TransactionCanceledException" and cancellation_codes(exc)[:1] == [
+                "ConditionalCheckFailed"
+            ]:
                 return False
             self._unmark_deleted(key, mark)
+            if error_code(exc) == "TransactionCanceledException":
+                self.table.raise_for_cancellation(exc)
             raise
         except ApiError:
             self._unmark_deleted(key, mark)

@@ -201,10 +201,13 @@ def change_status(caller: Caller, request: BatchStatusRequest) -> BatchStatusRes
     return repository_for(caller).change_status(request.ticket_ids, request.status, actor=caller.username)
 
 
-def delete_ticket(caller: Caller, ticket_id: str) -> None:
+def delete_ticket(caller: Caller, ticket_id: str, lambda_context: LambdaContext | None = None) -> None:
+    """The ticket is gone when this returns; its comments within the request's
+    budget, or soon after by the audit-trail function (``TicketRepository.delete_ticket``)."""
     repository = repository_for(caller)
     caller.require_admin()
-    repository.delete_ticket(ticket_id, actor=caller.username)
+    time_left = None if lambda_context is None else lambda: lambda_context.get_remaining_time_in_millis() / 1000
+    repository.delete_ticket(ticket_id, actor=caller.username, time_left=time_left)
 
 
 def get_aggregates(caller: Caller) -> AggregatesResponse:
