@@ -632,11 +632,12 @@ def test_the_largest_events_of_every_character_class_reach_all_ten_webhooks_sign
             assert len(endpoint.received) == 2 * len(LARGEST)
             for received in endpoint.received:
                 event = verify(secrets[endpoint.url], received.body, received.headers)
-                created, updated = tickets[event["data"]["ticket_id"]]
-                expected = created if event["type"] == "ticket.created" else updated
+                as_created, as_updated = tickets[event["data"]["ticket_id"]]
+                expected = as_created if event["type"] == "ticket.created" else as_updated
                 assert {name: value for name, value in event["data"].items() if name != "changes"} == expected
                 if event["type"] == "ticket.updated":
-                    change = {"field": "description", "old": created["description"], "new": updated["description"]}
+                    old, new = as_created["description"], as_updated["description"]
+                    change = {"field": "description", "old": old, "new": new}
                     assert event["data"]["changes"] == [change]
             assert sorted(received.event["type"] for received in endpoint.received) == sorted(
                 ["ticket.created", "ticket.updated"] * len(LARGEST)

@@ -610,9 +610,10 @@ class Deliverer:
         )
         try:
             # False: parked already (received again since)
-            parking.park(
+            if parking.park(
                 parked, now, released=message.released, max_messages=self.max_parked, max_bytes=self.max_parked_bytes
-            )
+            ):
+                self._parked(parked)
         except LotFull:
             return self._fail_lot_full(repository, parking, message, queued, now)
         if queued.receive_count > 1:
@@ -634,6 +635,9 @@ class Deliverer:
             },
         )
         return "parked"
+
+    def _parked(self, parked: ParkedMessage) -> None:
+        """``parked`` went into its lot (a hook: the metered deliverer counts its storage)."""
 
     def _fail_lot_full(
         self,
