@@ -586,3 +586,59 @@ def test_on_its_last_receive_a_message_still_held_by_its_tenants_bounds_fails_vi
         (stored,) = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
         assert (stored["status"], int(stored["attempts"]), stored["failure_reason"]) == ("FAILED", 0, HELD_TOO_LONG)
         assert stored["event"] == read_queue_message(record["body"])[0]  # the bytes it would send, kept to redeliver
+
+
+# ---------------------------------------------------------------- the largest events, at the webhook limit
+# One description per character class, at the API's 10,000 characters, as a client sends it (UTF-8
+# JSON: 10,000 emoji are 40 KB, under the API's 64 KiB; escaped they would be 120 KB):
+LARGEST = {
+    "cjk": ("\u4e2d" * 10_000, "\u6587" * 10_000),  # 3 bytes each in UTF-8
+    "emoji": ("\U0001f600" * 10_000, "\U0001f389" * 10_000),  # astral plane: 4 bytes, 12 escaped
+    "escaped": ('"\\' * 5_000, '\\"' * 5_000),  # JSON writes each as 2 bytes
+    "combining": ("e\u0301" * 5_000, "a\u0308" * 5_000),  # a base and a combining mark, never normalised
+    "control": ("\x01\x1f" * 5_000, "\x02\x1e" * 5_000),  # JSON writes each as \u00XX: 6 bytes
+}
+
+
+def test_the_largest_events_of_every_character_class_reach_all_ten_webhooks_signed_and_whole(
+    api: Api, audit_stream: StreamHarness, table_name: str
+) -> None:
+    """A tenant at its limit of 10 webhooks; for each character class a ticket created with a
+    10,000-character description and updated to another (the update's event holds the
+    description three times: data, the change's old and new). Every one of the 100
+    deliveries arrives once, its signature verifies with its webhook's secret, and its event's
+    ``data`` is the ticket as the API shows it."""
+    alice, root = User("acme", "alice"), User("acme", "root", admin=True)
+    with receivers(10) as endpoints:
+        secrets = {endpoint.url: register(api, "acme", endpoint.url)["secret"] for endpoint in endpoints}
+        assert api.call("webhook_create", root, body={"url": endpoints[0].url, "events": ALL_TYPES}).status == 409
+        tickets: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        for name, (old, new) in LARGEST.items():
+            raw = json.dumps({"title": name, "description": old}, ensure_ascii=False)
+            created = api.call("create", alice, raw_body=raw)
+            assert created.status == 201, (name, created.body)
+            raw = json.dumps({"description": new}, ensure_ascii=False)
+            updated = api.call("update", alice, ticket_id=created.body["ticket_id"], raw_body=raw)
+            assert updated.status == 200, (name, updated.body)
+            assert api.summary(alice, created.body["ticket_id"]).body == updated.body
+            tickets[created.body["ticket_id"]] = (dict(created.body), dict(updated.body))
+        assert audit_stream.invoke(audit_stream.new_records()) == []
+        # The delivery function over the queue until it is empty (nothing fails: every receiver answers 200)
+        delivering = deliverer(table_name)
+        while records := receive():
+            for start in range(0, len(records), 10):
+                assert process(delivering, records[start : start + 10]) == []
+        for endpoint in endpoints:
+            assert len(endpoint.received) == 2 * len(LARGEST)
+            for received in endpoint.received:
+                event = verify(secrets[endpoint.url], received.body, received.headers)
+                as_created, as_updated = tickets[event["data"]["ticket_id"]]
+                expected = as_created if event["type"] == "ticket.created" else as_updated
+                assert {name: value for name, value in event["data"].items() if name != "changes"} == expected
+                if event["type"] == "ticket.updated":
+                    old, new = as_created["description"], as_updated["description"]
+                    change = {"field": "description", "old": old, "new": new}
+                    assert event["data"]["changes"] == [change]
+            assert sorted(received.event["type"] for received in endpoint.received) == sorted(
+                ["ticket.created", "ticket.updated"] * len(LARGEST)
+            )

@@ -25,12 +25,13 @@ import pytest
 from support_tickets.core import keys
 from support_tickets.core.webhook_events import delivery_id, event_body
 from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import MAX_RECEIVES, Deliverer, QueuedMessage
+from support_tickets.streams.webhook_delivery import LOT_FULL, MAX_RECEIVES, Deliverer, QueuedMessage
 from support_tickets.streams.webhook_fanout import message, message_group
 from support_tickets.streams.webhook_parking import PARKED_TOO_LONG, DrainToken
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
+from tests.functional.stream_harness import StreamHarness
 from tests.functional.webhook_harness import Receiver, RecordingSqs, receive, receivers, stored_deliveries
 from tests.functional.webhook_harness import deliverer as harness_deliverer
 
@@ -449,3 +450,81 @@ def test_a_message_sent_back_with_an_earlier_one_that_is_parked_again_goes_behin
             run_round(function, sqs)
         assert first_arrivals(post.delivered) == [first, second]
         assert lot(dynamodb, table_name, "acme", hook) == []
+
+
+# ---------------------------------------------------------------- the lot's cap
+@pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
+def test_past_its_lots_cap_a_delivery_is_failed_visible_and_redeliverable_and_the_other_tenant_is_untouched(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
+) -> None:
+    """Before: a failing endpoint's lot grew with every event (282 parked items of one
+    tenant in 160 s). Its cap: 2 here; the events past it are FAILED with the reason, their
+    event kept, and go out again when redelivered; nothing is dropped. The other tenant's
+    webhook meanwhile delivers every event at once."""
+    with receivers(status=500) as (failing,), receivers(status=204) as (answering,):
+        hook, theirs = register(api, tenant, failing.url), register(api, other, answering.url)
+        sqs = ClockedSqs()
+        function = deliverer(table_name, sqs, retry_slots=0, max_parked=2)
+        mine, others = Events(tenant, hook), Events(other, theirs)
+        for ticket in ("A", "B", "C", "D", "E"):
+            mine.queue(ticket, 1)
+            others.queue(ticket, 1)
+        for _ in range(2):
+            run_round(function, sqs)
+        # The lot holds its cap, counted with its bytes; the other three are FAILED, with their events
+        parked = lot(dynamodb, table_name, tenant, hook)
+        state = circuit(dynamodb, table_name, tenant, hook)
+        assert len(parked) == int(state["parked"]) == 2
+        assert int(state["parked_bytes"]) > 0
+        records = {record["event_id"]: record for record in stored_deliveries(dynamodb, table_name, tenant, hook)}
+        assert sorted(records) == sorted(mine.sent)  # every event has its record: none dropped
+        failed = {event_id for event_id, record in records.items() if record["status"] == "FAILED"}
+        assert len(failed) == 3
+        for event_id in failed:
+            assert (records[event_id]["failure_reason"], records[event_id]["event"]) == (
+                LOT_FULL,
+                mine.bodies[event_id],
+            )
+        # The other tenant: every event delivered at once, nothing parked or failed
+        assert sorted(received_ids(answering)) == sorted(others.sent)
+        assert circuit(dynamodb, table_name, other, theirs) == {}
+        assert {record["status"] for record in stored_deliveries(dynamodb, table_name, other, theirs)} == {"DELIVERED"}
+        # The deliveries route shows the failed ones with their reason
+        admin = User(tenant, "root", admin=True)
+        listed = api.call("webhook_deliveries", admin, ticket_id=hook).body["items"]
+        assert sorted(item["event_id"] for item in listed if item["failure_reason"] == LOT_FULL) == sorted(failed)
+        # The endpoint answers again: the lot drains, then the failed ones are redelivered
+        failing.status = 204
+        for _ in range(4):
+            sqs.advance(61)
+            run_round(function, sqs)
+        assert lot(dynamodb, table_name, tenant, hook) == []
+        for item in listed:
+            if item["event_id"] in failed:
+                path = f"{hook}/{item['delivery_id']}"
+                assert api.call("webhook_redeliver", admin, ticket_id=path).status == 202
+        assert audit_stream.invoke(audit_stream.new_records()) == []
+        for _ in range(2):
+            run_round(function, sqs)
+        assert sorted(set(received_ids(failing))) == sorted(mine.sent)
+        statuses = {record["status"] for record in stored_deliveries(dynamodb, table_name, tenant, hook)}
+        assert statuses == {"DELIVERED"}
+        assert len(received_ids(answering)) == len(others.sent)  # the other tenant's: nothing more, nothing less
+
+
+def test_the_lots_byte_cap_refuses_a_message_that_would_pass_it_and_a_release_gives_its_bytes_back(
+    table_name: str,
+) -> None:
+    from support_tickets.data.parking import LotFull, ParkedMessage, WebhookParking
+    from support_tickets.data.table import OwnClient, TenantTable
+
+    parking = WebhookParking(TenantTable("1", table_name, OwnClient(boto3.client("dynamodb", region_name=REGION))), "w")
+    first, second = (ParkedMessage(f"d{n}", "中" * 1_000, "g", f"x{n}", 100.0) for n in (1, 2))
+    assert first.size == 3_000  # UTF-8 bytes, not characters
+    assert parking.park(first, 100.0, max_bytes=5_000)
+    with pytest.raises(LotFull):
+        parking.park(second, 100.0, max_bytes=5_000)
+    assert parking.circuit().parked == 1
+    parking.unpark(["d1"], [], 101.0, freed_bytes=first.size)
+    assert parking.park(second, 102.0, max_bytes=5_000)
+    assert [parked.delivery_id for parked in parking.oldest(10)] == ["d2"]

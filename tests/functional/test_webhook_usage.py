@@ -6,6 +6,7 @@ function's own handler, with receivers on 127.0.0.1."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import defaultdict
@@ -23,6 +24,7 @@ from local_stack.lambda_runtime import LambdaContext
 from support_tickets.core import keys, metering
 from support_tickets.streams import webhook_usage
 from support_tickets.streams.webhook_usage import METER, TenantTotals, usage_lines
+from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
 from tests.functional.stream_harness import StreamHarness, stream_handler
@@ -171,3 +173,36 @@ def test_a_failed_invocation_still_logs_its_lines(log_lines: Callable[[], list[d
         failing_batch()
     (line,) = [line for line in log_lines() if line.get("message") == "usage"]
     assert (line["tenant_id"], line["usage"]["attempts"], line["usage"]["invocations"]) == ("acme", 1, 1)
+
+
+@pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
+def test_each_tenant_pays_the_storage_of_the_delivery_records_its_messages_create(
+    api: Api,
+    audit_stream: StreamHarness,
+    log_lines: Callable[[], list[dict[str, Any]]],
+    dynamodb: Any,
+    table_name: str,
+    tenant: str,
+    other: str,
+) -> None:
+    """Before: a tenant's delivery records (its events, kept 30 days) were billed as writes and
+    never as storage. A record created is its size (event plus overhead, in KB rounded up) for
+    its 30 days, on its tenant's line alone; a retry rewrites it and adds nothing."""
+    from support_tickets.streams.webhook_usage import RECORD_DAYS, RECORD_OVERHEAD_BYTES
+
+    with receiver(status=503) as failing_url, receiver() as answering_url:
+        register(api, tenant, failing_url)
+        register(api, other, answering_url)
+        api.new_ticket(User(tenant, "alice"), description="\u4e2d" * 10_000)
+        api.new_ticket(User(other, "bob"), description="short")
+        audit_stream.deliver(audit_stream.new_records())
+        _, lines, _ = deliver_batch(log_lines)
+    bodies = {
+        keys.tenant_of_key(item["pk"]["S"]): item["event"]["S"]
+        for item in all_items(dynamodb, table_name)
+        if item["pk"]["S"].endswith("#DELIVERIES")
+    }
+    for owner in (tenant, other):
+        size = len(bodies[owner].encode()) + RECORD_OVERHEAD_BYTES
+        assert lines[owner]["stored_kb_days"] == math.ceil(size / 1024) * RECORD_DAYS
+    assert lines[tenant]["stored_kb_days"] > 30 * 30  # its 30 KB event for 30 days, not the other's

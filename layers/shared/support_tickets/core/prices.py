@@ -22,6 +22,8 @@ public price pages (not fetched live: check them before quoting a figure):
   (https://aws.amazon.com/iam/faqs/, https://aws.amazon.com/cognito/pricing/);
 - SQS: https://aws.amazon.com/sqs/pricing/ (FIFO queues, $0.50 per million
   requests, each 64 KB chunk of a payload one request, first 100 billion a month);
+- DynamoDB storage: the same page, "Data storage" ($0.25 per GB-month, Standard table
+  class, after the first 25 GB a month free per account, which no tenant's figure counts);
 - KMS: https://aws.amazon.com/kms/pricing/ ($0.03 per 10,000 symmetric-key
   requests: $3.00 per million); a customer managed key costs $1 a month,
   prorated hourly, and with automatic rotation each of its first two
@@ -50,6 +52,9 @@ DYNAMODB_ON_DEMAND_PER_MILLION_WRU_USD: Final = Decimal("0.625")
 DYNAMODB_ON_DEMAND_PER_MILLION_RRU_USD: Final = Decimal("0.125")
 STS_PER_CALL_USD: Final = Decimal(0)
 SQS_FIFO_PER_MILLION_REQUESTS_USD: Final = Decimal("0.50")
+DYNAMODB_STORAGE_PER_GB_MONTH_USD: Final = Decimal("0.25")
+# A GB-month as AWS bills it: a GB (2^30 bytes) for a month of 730 hours; storage counted in KB-days.
+KB_DAYS_PER_GB_MONTH: Final = Decimal(1024 * 1024) * Decimal(730) / Decimal(24)
 KMS_PER_MILLION_REQUESTS_USD: Final = Decimal("3.00")
 KMS_KEY_PER_MONTH_USD: Final = Decimal("1.00")
 KMS_ROTATION_PER_MONTH_USD: Final = Decimal("1.00")
@@ -64,6 +69,7 @@ SOURCES: Final = (
     "https://aws.amazon.com/iam/faqs/ (STS: no additional charge)",
     "https://aws.amazon.com/cognito/pricing/ (identity pools: no charge for AWS credentials)",
     "https://aws.amazon.com/sqs/pricing/ (FIFO queues, per 64 KB request)",
+    "https://aws.amazon.com/dynamodb/pricing/on-demand/ (data storage, Standard table class)",
     "https://aws.amazon.com/kms/pricing/ (symmetric-key requests)",
     "https://aws.amazon.com/kms/pricing/ (key storage: a customer managed key and its first two rotations)",
 )
@@ -96,6 +102,11 @@ def sqs_fifo_usd(requests: int) -> Decimal:
 
 def kms_usd(requests: int) -> Decimal:
     return requests * KMS_PER_MILLION_REQUESTS_USD / MILLION
+
+
+def dynamodb_storage_usd(kb_days: int) -> Decimal:
+    """DynamoDB storage of ``kb_days`` (KB held x days held)."""
+    return kb_days * DYNAMODB_STORAGE_PER_GB_MONTH_USD / KB_DAYS_PER_GB_MONTH
 
 
 def kms_key_month_usd(rotations: int) -> Decimal:

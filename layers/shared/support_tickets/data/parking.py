@@ -23,6 +23,9 @@ written only by the delivery function's role:
   with it, behind it in the queue, must not go ahead of it.
 - ``CIRCUIT``: ``parked`` (how many ``PARKED#`` items there are: each park and
   each release changes both in one transaction, so the count is exact),
+  ``parked_bytes`` (their messages' UTF-8 bytes, kept the same way; the lot's
+  cap, :data:`MAX_PARKED_MESSAGES` and :data:`MAX_PARKED_BYTES`, is a condition
+  of the park's transaction on both),
   ``released_at`` (when parked messages were last sent back to the queue),
   ``last_success_at``, the drain's schedule (``next_release_at``,
   ``cooldown``) and its token's ``token`` generation and ``token_seen_at``.
@@ -49,6 +52,14 @@ RELEASED_SK_PREFIX: Final = "RELEASED#"
 MAX_RELEASE: Final = 49
 # The parking partition's items expire with the deliveries they stand for.
 EXPIRATION_SECONDS: Final = 30 * 86_400
+# The most one webhook's lot holds (docs/webhooks.md, "The lot's cap"): past either, a message
+# is not parked (:class:`LotFull`) and its delivery is FAILED, redeliverable.
+MAX_PARKED_MESSAGES: Final = 10_000
+MAX_PARKED_BYTES: Final = 100 * 1024 * 1024
+
+
+class LotFull(Exception):
+    """The webhook's lot is at its cap: the message was not parked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,11 @@ class ParkedMessage:
     group_id: str
     deduplication_id: str
     first_sent_at: float
+
+    @property
+    def size(self) -> int:
+        """The message's UTF-8 bytes (what the lot's byte cap counts)."""
+        return len(self.message.encode("utf-8", "surrogatepass"))
 
 
 def _seconds(value: float) -> Decimal:
@@ -157,7 +173,7 @@ class WebhookParking:
         can expire by TTL, 30 days after their event, without a drain to count them out);
         ``False`` when a park changed it meanwhile."""
         return self._update(
-            "SET parked = :zero, recounted_at = :now, expiration = :expiration",
+            "SET parked = :zero, parked_bytes = :zero, recounted_at = :now, expiration = :expiration",
             now=now,
             condition="parked = :seen",
             values={":zero": 0, ":seen": seen},
@@ -219,13 +235,25 @@ class WebhookParking:
         return ExpiringSlots(self.table, self._pk, SLOT_SK_PREFIX, slots)
 
     # ------------------------------------------------------------ the lot
-    def park(self, parked: ParkedMessage, now: float, *, released: bool = False) -> bool:
-        """Put ``parked`` in the lot and count it, in one transaction; ``False`` when
-        the lot has it already (a message received again after it was parked).
+    def park(
+        self,
+        parked: ParkedMessage,
+        now: float,
+        *,
+        released: bool = False,
+        max_messages: int = MAX_PARKED_MESSAGES,
+        max_bytes: int = MAX_PARKED_BYTES,
+    ) -> bool:
+        """Put ``parked`` in the lot and count it (and its bytes), in one transaction;
+        ``False`` when the lot has it already (a message received again after it was
+        parked); :class:`LotFull` when the lot holds ``max_messages`` already or has no
+        room for its bytes under ``max_bytes`` (nothing written).
         ``released``: a message the drain sent back, parked again: its group is marked
         (``reparked_at``) in the same transaction, before the message leaves the queue,
         so that the group's messages sent back with it, behind it in the queue, go
         behind it again rather than ahead."""
+        if parked.size > max_bytes or max_messages <= 0:
+            raise LotFull(f"{parked.size} bytes; the lot holds at most {max_bytes} bytes")
         item = {
             **keys.parked_key(self.table.tenant_id, self.webhook_id, parked.delivery_id),
             **to_item(
@@ -254,9 +282,19 @@ class WebhookParking:
                         "Update": {
                             "TableName": self.table.table_name,
                             "Key": self._circuit_key(),
-                            "UpdateExpression": "ADD parked :one SET expiration = :expiration",
+                            "UpdateExpression": "ADD parked :one, parked_bytes :size SET expiration = :expiration",
+                            "ConditionExpression": (
+                                "(attribute_not_exists(parked) OR parked < :max_messages) "
+                                "AND (attribute_not_exists(parked_bytes) OR parked_bytes <= :room)"
+                            ),
                             "ExpressionAttributeValues": to_item(
-                                {":one": 1, ":expiration": int(now) + EXPIRATION_SECONDS}
+                                {
+                                    ":one": 1,
+                                    ":size": parked.size,
+                                    ":max_messages": max_messages,
+                                    ":room": max_bytes - parked.size,
+                                    ":expiration": int(now) + EXPIRATION_SECONDS,
+                                }
                             ),
                         }
                     },
@@ -284,6 +322,8 @@ class WebhookParking:
             reasons = exc.response.get("CancellationReasons") or []
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
                 return False
+            if len(reasons) > 1 and reasons[1].get("Code") == "ConditionalCheckFailed":
+                raise LotFull(f"the lot holds {max_messages} messages or {max_bytes} bytes") from exc
             raise
         return True
 
@@ -311,8 +351,10 @@ class WebhookParking:
             )
         return found
 
-    def unpark(self, delivery_ids: Sequence[str], released_groups: Sequence[str], now: float) -> None:
-        """Take these messages out of the lot and count them out, and mark the groups of
+    def unpark(
+        self, delivery_ids: Sequence[str], released_groups: Sequence[str], now: float, *, freed_bytes: int = 0
+    ) -> None:
+        """Take these messages out of the lot and count them (and their ``freed_bytes``) out, and mark the groups of
         those sent back to the queue, in one transaction (each message must still be
         there: two drains never both count one out)."""
         if not delivery_ids:
@@ -348,10 +390,13 @@ class WebhookParking:
                 "Update": {
                     "TableName": self.table.table_name,
                     "Key": self._circuit_key(),
-                    "UpdateExpression": "ADD parked :minus SET released_at = :now, expiration = :expiration",
+                    "UpdateExpression": (
+                        "ADD parked :minus, parked_bytes :minus_bytes SET released_at = :now, expiration = :expiration"
+                    ),
                     "ExpressionAttributeValues": to_item(
                         {
                             ":minus": -len(delivery_ids),
+                            ":minus_bytes": -freed_bytes,
                             ":now": _seconds(now),
                             ":expiration": int(now) + EXPIRATION_SECONDS,
                         }

@@ -51,6 +51,8 @@ WEBHOOK_ATTEMPTS: Final = "webhook_attempts"
 WEBHOOK_DELIVERIES: Final = "webhook_deliveries"
 WEBHOOK_SQS_REQUESTS: Final = "webhook_sqs_requests"
 WEBHOOK_KMS_REQUESTS: Final = "webhook_kms_requests"
+# The storage its delivery records and parked messages hold, KB x days (docs/usage.md).
+WEBHOOK_STORED_KB_DAYS: Final = "webhook_stored_kb_days"
 # How long a delivery can still arrive (and its journal is kept): Lambda keeps
 # an asynchronous event at most 6 h; a failed delivery may be redriven from the
 # failure queue within this horizon.

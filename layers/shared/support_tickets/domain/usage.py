@@ -183,6 +183,7 @@ def usage_object(
         prices.lambda_usd(webhook_invocations, webhook_gb_seconds)
         + prices.sqs_fifo_usd(int(sums.get(counters.WEBHOOK_SQS_REQUESTS, zero)))
         + prices.kms_usd(int(sums.get(counters.WEBHOOK_KMS_REQUESTS, zero)))
+        + prices.dynamodb_storage_usd(int(sums.get(counters.WEBHOOK_STORED_KB_DAYS, zero)))
     )
     all_gb_seconds = gb_seconds + webhook_gb_seconds
     cost: UsageCost = {

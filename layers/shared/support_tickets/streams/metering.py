@@ -108,8 +108,10 @@ REQUEST: Final = "request"
 AUTHORIZER: Final = "authorizer"
 INVOCATION_FUNCTIONS: Final = frozenset({AUTHORIZER, DELIVER_WEBHOOK}) | STREAM_FUNCTIONS
 # What a delivery line counts besides units and duration (their bounds: far above a batch's 10 messages).
-WEBHOOK_COUNTS: Final = ("invocations", "attempts", "deliveries", "sqs_requests", "kms_requests")
+WEBHOOK_COUNTS: Final = ("invocations", "attempts", "deliveries", "sqs_requests", "kms_requests", "stored_kb_days")
 MAX_WEBHOOK_COUNT: Final = 10**6
+# Storage: a release's 200 parked messages of up to ~190 KB, or 10 records of 30 days, in KB x days.
+MAX_WEBHOOK_STORED_KB_DAYS: Final = 10**9
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = REPLAY_HORIZON_SECONDS
 TRANSACTION_ATTEMPTS: Final = 4
 CHECK_FAILED: Final = "ConditionalCheckFailed"
@@ -233,7 +235,14 @@ def usage_line(event: Mapping[str, Any]) -> UsageLine | None:
     if not isinstance(request_id, str) or not request_id:
         raise ValueError("no request_id")
     webhook = (
-        tuple(_integer(usage.get(name), maximum=MAX_WEBHOOK_COUNT, name=name) for name in WEBHOOK_COUNTS)
+        tuple(
+            _integer(
+                usage.get(name, 0 if name == "stored_kb_days" else None),  # lines written before it: none
+                maximum=MAX_WEBHOOK_STORED_KB_DAYS if name == "stored_kb_days" else MAX_WEBHOOK_COUNT,
+                name=name,
+            )
+            for name in WEBHOOK_COUNTS
+        )
         if kind == DELIVER_WEBHOOK
         else (0,) * len(WEBHOOK_COUNTS)
     )

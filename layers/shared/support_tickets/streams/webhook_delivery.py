@@ -114,7 +114,15 @@ from support_tickets.data.delivery_records import (
     DeliveryRecords,
     DeliveryTarget,
 )
-from support_tickets.data.parking import MAX_RELEASE, Circuit, ParkedMessage, WebhookParking
+from support_tickets.data.parking import (
+    MAX_PARKED_BYTES,
+    MAX_PARKED_MESSAGES,
+    MAX_RELEASE,
+    Circuit,
+    LotFull,
+    ParkedMessage,
+    WebhookParking,
+)
 from support_tickets.data.placement import MovePhase, data_table, writes_paused
 from support_tickets.data.table import MoveFence, OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
@@ -157,6 +165,7 @@ MAX_VISIBILITY_SECONDS: Final = 43_200
 # bounds in about a quarter of an hour); the rest share what is left of the retry window.
 QUICK_RECEIVES: Final = 20
 HELD_TOO_LONG: Final = "held by its tenant's delivery bounds until the queue's last receive"
+LOT_FULL: Final = "its webhook's parked deliveries were at their cap (docs/webhooks.md, \"The lot's cap\")"
 
 
 class PoisonMessage(ValueError):
@@ -322,6 +331,9 @@ class Deliverer:
     lease_seconds: float = LEASE_SECONDS
     # A webhook's messages that may wait in the queue at once (webhook_parking).
     retry_slots: int = RETRY_SLOTS
+    # The most a webhook's lot may hold (data.parking): past it, a delivery is FAILED, redeliverable.
+    max_parked: int = MAX_PARKED_MESSAGES
+    max_parked_bytes: int = MAX_PARKED_BYTES
     tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
 
     def tenant_record(self, tenant_id: str) -> TenantConfig:
@@ -600,7 +612,14 @@ class Deliverer:
             deduplication_id=queued.deduplication_id or queued.message_id,
             first_sent_at=queued.sent_at,
         )
-        parking.park(parked, now, released=message.released)  # False: parked already (received again since)
+        try:
+            # False: parked already (received again since)
+            if parking.park(
+                parked, now, released=message.released, max_messages=self.max_parked, max_bytes=self.max_parked_bytes
+            ):
+                self._parked(parked)
+        except LotFull:
+            return self._fail_lot_full(repository, parking, message, queued, now)
         if queued.receive_count > 1:
             parking.give_back_slot(message.delivery_id, self.retry_slots)
         circuit = parking.circuit()
@@ -620,6 +639,34 @@ class Deliverer:
             },
         )
         return "parked"
+
+    def _parked(self, parked: ParkedMessage) -> None:
+        """``parked`` went into its lot (a hook: the metered deliverer counts its storage)."""
+
+    def _fail_lot_full(
+        self,
+        repository: DeliveryRecords,
+        parking: WebhookParking,
+        message: DeliveryMessage,
+        queued: QueuedMessage,
+        now: float,
+    ) -> str:
+        """A message its webhook's full lot can't take: ``FAILED`` with :data:`LOT_FULL`,
+        attempts as they were, its event kept for ``POST …/redeliver``; let go from the queue."""
+        repository.fail_unattempted(
+            self._attempt_record(message, status=FAILED, status_code=None, next_at=None, now=now), LOT_FULL
+        )
+        if queued.receive_count > 1:
+            parking.give_back_slot(message.delivery_id, self.retry_slots)
+        logger.warning(
+            "webhook delivery failed: its webhook's lot is full",
+            extra={
+                "tenant_id": message.tenant_id,
+                "webhook_id": message.webhook_id,
+                "delivery_id": message.delivery_id,
+            },
+        )
+        return "failed: lot full"
 
     def _drain(self, token: DrainToken, queued: QueuedMessage) -> str:
         """A webhook's drain token: send the oldest of its lot back to the queue when
@@ -689,7 +736,9 @@ class Deliverer:
             # Deleted or disabled since: nothing more is sent, and the deliveries say so.
             for parked in oldest:
                 repository.settle_pending(parking.webhook_id, parked.delivery_id)
-            parking.unpark([parked.delivery_id for parked in oldest], [], now)
+            parking.unpark(
+                [parked.delivery_id for parked in oldest], [], now, freed_bytes=sum(parked.size for parked in oldest)
+            )
             return None
         live = [parked for parked in oldest if now - parked.first_sent_at < RETRY_WINDOW_SECONDS]
         for parked in oldest:
@@ -707,7 +756,12 @@ class Deliverer:
                 response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=batch)
                 if response.get("Failed"):
                     raise RuntimeError(f"{len(response['Failed'])} parked messages were not sent back")
-            parking.unpark([parked.delivery_id for parked in chunk], [parked.group_id for parked in sent], now)
+            parking.unpark(
+                [parked.delivery_id for parked in chunk],
+                [parked.group_id for parked in sent],
+                now,
+                freed_bytes=sum(parked.size for parked in chunk),
+            )
         return len(live)
 
     def _bound_delay(self, queued: QueuedMessage) -> int:

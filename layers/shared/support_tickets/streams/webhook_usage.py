@@ -21,6 +21,12 @@ on its account) gets one ``"usage"`` line
   ``SendMessage`` to the dead-letter queue) and its KMS ``Decrypt`` calls (the
   secrets' cache misses), as botocore made them (``after-call``: one per API
   call, however many retries it took on the wire);
+- ``stored_kb_days``: the DynamoDB storage its messages added, in KB (rounded
+  up) x days, paid when it is written (:class:`MeteredRecords`): a delivery
+  record created, its size for its 30 days of TTL (rewritten by later attempts
+  at the same size: counted once); a message parked, its size for the 26 h
+  retry window (a parked message is sent back or ``FAILED`` within it, its
+  storage never longer: an upper bound);
 - ``read_units`` / ``write_units`` / ``dynamodb_calls``: every DynamoDB call of
   its messages, through :class:`~support_tickets.data.table.TenantTable`,
   which meters each call under its tenant;
@@ -59,7 +65,15 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
 from support_tickets.core import metering
-from support_tickets.data.delivery_records import DELIVERED, FAILED, Attempt, DeliveryRecords
+from support_tickets.core.webhook_events import RETRY_WINDOW_SECONDS
+from support_tickets.data.delivery_records import (
+    DELIVERED,
+    DELIVERY_RETENTION_SECONDS,
+    FAILED,
+    Attempt,
+    DeliveryRecords,
+)
+from support_tickets.data.parking import ParkedMessage
 from support_tickets.data.tenant_registry import TenantConfig
 from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion, log_usage_lines, usage_line
 from support_tickets.streams.webhook_delivery import Deliverer, QueuedMessage
@@ -68,7 +82,21 @@ if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
 
 # The counts a delivery line carries besides the units and the duration.
-COUNTS: Final = ("messages", "attempts", "deliveries", "invocations", "sqs_requests", "kms_requests")
+COUNTS: Final = (
+    "messages",
+    "attempts",
+    "deliveries",
+    "invocations",
+    "sqs_requests",
+    "kms_requests",
+    "stored_kb_days",
+)
+# What a delivery record holds besides its event (names, ids, times, status, counts; DynamoDB's
+# 100 bytes of overhead an item), and how long it is kept; a parked message at most its retry window.
+RECORD_OVERHEAD_BYTES: Final = 600
+RECORD_DAYS: Final = DELIVERY_RETENTION_SECONDS // 86_400
+PARKED_OVERHEAD_BYTES: Final = 400
+PARKED_DAYS: Final = Decimal(RETRY_WINDOW_SECONDS) / 86_400
 FINAL_STATUSES: Final = frozenset({DELIVERED, FAILED})
 # A message whose tenant is not known (a poison message): its time is nobody's.
 NOBODY: Final = ""
@@ -84,6 +112,9 @@ class MessageUsage:
     deliveries: int = 0
     sqs_requests: int = 0
     kms_requests: int = 0
+    stored_kb_days: int = 0
+    # Whether the delivery's record existed when the message's delivery read it (None: not read).
+    record_found: bool | None = None
 
 
 @dataclass
@@ -93,6 +124,7 @@ class TenantTotals:
     deliveries: int = 0
     sqs_requests: int = 0
     kms_requests: int = 0
+    stored_kb_days: int = 0
     elapsed_ns: int = 0
 
 
@@ -127,6 +159,7 @@ class BatchMeter:
                 totals.deliveries += usage.deliveries
                 totals.sqs_requests += usage.sqs_requests
                 totals.kms_requests += usage.kms_requests
+                totals.stored_kb_days += usage.stored_kb_days
                 totals.elapsed_ns += elapsed
 
     def current(self) -> MessageUsage | None:
@@ -141,15 +174,47 @@ class BatchMeter:
 METER: Final = BatchMeter()
 
 
+def stored_kb_days(size_bytes: int, days: Decimal | int) -> int:
+    """KB (rounded up) x days, rounded up: what ``size_bytes`` held for ``days`` counts."""
+    return math.ceil(math.ceil(size_bytes / 1024) * Decimal(days))
+
+
+def record_bytes(attempt: Attempt) -> int:
+    return len(attempt.body.encode("utf-8", "surrogatepass")) + RECORD_OVERHEAD_BYTES
+
+
 class MeteredRecords(DeliveryRecords):
-    """A tenant's delivery records that count each recorded attempt for the message in scope."""
+    """A tenant's delivery records that count each recorded attempt for the message in
+    scope, and the storage of each record its message creates."""
+
+    def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
+        found = super().progress(webhook_id, delivery_id)
+        usage = METER.current()
+        if usage is not None:
+            usage.record_found = found[0] is not None  # every record has a status
+        return found
+
+    def _created(self, attempt: Attempt) -> None:
+        usage = METER.current()
+        if usage is not None and usage.record_found is False:
+            usage.record_found = True
+            usage.stored_kb_days += stored_kb_days(record_bytes(attempt), RECORD_DAYS)
 
     def record_attempt(self, attempt: Attempt) -> None:
         super().record_attempt(attempt)
+        self._created(attempt)
         usage = METER.current()
         if usage is not None:
             usage.attempts += 1
             usage.deliveries += attempt.status in FINAL_STATUSES
+
+    def hold(self, attempt: Attempt) -> None:
+        super().hold(attempt)
+        self._created(attempt)
+
+    def fail_unattempted(self, attempt: Attempt, reason: str) -> None:
+        super().fail_unattempted(attempt, reason)
+        self._created(attempt)
 
 
 class MeteredDeliverer(Deliverer):
@@ -170,6 +235,11 @@ class MeteredDeliverer(Deliverer):
     def repository(self, tenant_id: str, config: TenantConfig) -> DeliveryRecords:
         records = super().repository(tenant_id, config)
         return MeteredRecords(**{field.name: getattr(records, field.name) for field in fields(records)})
+
+    def _parked(self, parked: ParkedMessage) -> None:
+        usage = METER.current()
+        if usage is not None:
+            usage.stored_kb_days += stored_kb_days(parked.size + PARKED_OVERHEAD_BYTES, PARKED_DAYS)
 
 
 def _count(service: str) -> Any:
@@ -214,6 +284,7 @@ def usage_lines(
             "invocations": int(invocations.get(tenant, 0)),
             "sqs_requests": total.sqs_requests,
             "kms_requests": total.kms_requests,
+            "stored_kb_days": total.stored_kb_days,
         }
         units = consumed.get(tenant, metering.NOTHING)
         lines[tenant] = usage_line(DELIVER_WEBHOOK, context, counts, units, durations.get(tenant, metering.ZERO))
