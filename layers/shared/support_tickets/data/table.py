@@ -230,20 +230,10 @@ class TenantTable:
                         continue
                     # Fresh credentials refused too (e.g. a skewed clock): no loop, no 500.
                     raise Unavailable() from exc
-                if code in THROTTLING_CODES:
-                    raise Throttled() from exc
-                if code == "TransactionConflictException":
-                    # A transaction on the same item is in flight: it won, nothing changed here.
-                    raise Conflict() from exc
-                if code == "AccessDeniedException":
-                    # Only a bug (or an attack) asks for another tenant's keys.
-                    raise Forbidden("Access denied.") from exc
-                if code in REFUSED_CREDENTIALS_CODES:
-                    # Credentials no authorizer issued (a forged context): nothing was executed.
-                    raise Unauthorized() from exc
-                if code in UNAVAILABLE_CODES:
-                    raise Unavailable() from exc
-                raise
+                mapped = _api_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
             except BotoCoreError as exc:
                 raise Unavailable() from exc
             metering.add(operation, response, self.tenant_id)
@@ -460,6 +450,38 @@ class _TableClient:
 
     def delete_item(self, **kwargs: Any) -> Any:
         return self.table.call("delete_item", **kwargs)
+
+
+def _api_error(exc: ClientError) -> Exception | None:
+    """What a DynamoDB error means for the caller (the module's docstring); ``None``: the caller's to handle."""
+    code = error_code(exc)
+    if _is_table_key_failure(exc):
+        # A dedicated table's key disabled, pending deletion or refusing: the table is unusable
+        # until an operator acts (docs/local-stack.md), not the caller's fault.
+        return Unavailable()
+    if code == "AccessDeniedException":
+        # Only a bug (or an attack) asks for another tenant's keys.
+        return Forbidden("Access denied.")
+    meanings: tuple[tuple[frozenset[str], type[Exception]], ...] = (
+        (THROTTLING_CODES, Throttled),
+        # A transaction on the same item is in flight: it won, nothing changed here.
+        (frozenset({"TransactionConflictException"}), Conflict),
+        # Credentials no authorizer issued (a forged context): nothing was executed.
+        (REFUSED_CREDENTIALS_CODES, Unauthorized),
+        (UNAVAILABLE_CODES, Unavailable),
+    )
+    return next((meaning() for codes, meaning in meanings if code in codes), None)
+
+
+def _is_table_key_failure(exc: ClientError) -> bool:
+    """DynamoDB's answer when the table's KMS key can't be used for the caller: a
+    ``ValidationException`` or ``AccessDeniedException`` whose message starts
+    with "KMS" ("KMS key disabled error", "KMS validation error", "KMS key
+    access denied error")."""
+    error = exc.response.get("Error", {})
+    return error.get("Code") in ("ValidationException", "AccessDeniedException") and str(
+        error.get("Message", "")
+    ).startswith("KMS ")
 
 
 def _record_still_copying(table: TenantTable, fence: MoveFence) -> bool:
