@@ -493,10 +493,8 @@ def _record_still_copying(table: TenantTable, fence: MoveFence) -> bool:
         ProjectionExpression="move_phase, move_started_at",
         ConsistentRead=True,
     )
-    item = response.get("Item", {})
-    return item.get("move_phase", {}).get("S") == MovePhase.COPYING.value and item.get("move_started_at", {}).get(
-        "N"
-    ) == str(fence.move_started_at)
+    item = from_item(response.get("Item", {}))
+    return bool(item.get("move_phase") == MovePhase.COPYING and item.get("move_started_at") == fence.move_started_at)
 
 
 def _transaction_actions(operation: str, request: Mapping[str, Any]) -> list[dict[str, Any]]:
