@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stack_model.api import API_RESOURCE, INTEGRATION_HEADER, TENANT_ID_HEADER, operations
+from stack_model.api_body import API_RESOURCE, INTEGRATION_HEADER, TENANT_ID_HEADER, operations
 
 TENANCY_CONFIG = {"TenantIsolationMode": "PER_TENANT"}
 # The tenant an isolated invocation names: the authorizer's, never a client's header.
