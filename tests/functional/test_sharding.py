@@ -26,8 +26,8 @@ from support_tickets.data.ticket_repository import TicketRepository
 from tests.conftest import all_items, instant_tenant_admin, mocked_aws, random_tenant_id, tenant_table
 from tests.depth import sized
 from tests.functional.api_harness import Api, User, new_subject, sample_request
-from tests.functional.test_dedicated_routing import items_of, own_table
 from tests.functional.conftest import local_state_file, stack_usage_plans
+from tests.functional.test_dedicated_routing import items_of, own_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
