@@ -7,7 +7,14 @@ Refuses unless ``--confirm`` is the tenant id. Erases every item of the
 tenant, found without a Scan (:mod:`ops.tenant_data`): tickets and their
 comments, histories and the tenant's trail, counts, the aggregator's
 journals, idempotency records, and at last its tenant record; and deletes
-its users from the user pool (signed out first). Nothing of another tenant is
+its users from the user pool (signed out first). It keeps the tenant's
+**usage ledger** (``TENANT#<t>|USAGE`` and ``TENANT#<t>|USAGE#JOURNAL`` in the
+pool table): the operator's record of what the tenant used, billable after
+it leaves, not the tenant's data (its counters hold numbers per day and route,
+no content); the journal's items expire by their TTL (24 h), the counters
+stay. It adds a note to it (``OFFBOARDED``: when, and the placement fields
+that price a table of its own), so ``make usage`` still reports the tenant,
+marked offboarded, once its record is gone. Nothing of another tenant is
 touched: every key erased comes from a query of this tenant's own partitions
 (a foreign row met on GSI1 is skipped), or from the check below (keys under
 its own prefix only), and the layer refuses to batch-delete a key of another
@@ -16,7 +23,7 @@ tenant.
 Then it **proves** it: a keys-only, parallel Scan of the whole table
 (``ProjectionExpression`` ``pk, sk``, ``FilterExpression``
 ``begins_with(pk, :prefix)``, :data:`VERIFY_SEGMENTS` segments, consistent
-reads) looks for any item left under ``TENANT#<t>|``, wherever it sits:
+reads) looks for any item left under ``TENANT#<t>|`` but its usage ledger, wherever it sits:
 items the walk can't find (a ticket whose GSI1 key names another tenant,
 ``TENANT#<t>|SOMETHING_ELSE``...) are erased too (a ticket as the walk erases
 one, anything else deleted), and the Scan repeats until it finds nothing. The
@@ -54,11 +61,11 @@ a one-line error and exit status 1, with nothing written:
    metering function's replay horizon (24 h: Lambda's asynchronous retries,
    a redrive from its failure queue); a tenant without a record would be
    ACTIVE by default, such a token could write again, and such a delivery
-   would write usage counters again (the marked record makes the metering
-   function skip them: ``support_tickets.streams.metering``). Run the command again
+   would be counted after the tenant left (the marked record makes the
+   metering function skip it: ``support_tickets.streams.metering``). Run the command again
    after that time (it says when): it makes a last pass and deletes the
-   record, and the check runs again with nothing excepted. The tenant is
-   then gone.
+   record, and the check runs again with only the usage ledger excepted. The
+   tenant is then gone; its ledger stays.
 
 Its **API key** (``ops.api_keys``: the key the authorizer names for its
 usage plan) is taken out of its plan and deleted with its users (a request
@@ -121,7 +128,9 @@ from ops.tenant_data import (
     deserialized,
     fixed_partitions,
     keys_under_prefix,
+    ledger_partitions,
     mark_erasing,
+    offboarded_key,
     partition_pages,
     ticket_ids,
     webhook_partitions,
@@ -148,6 +157,7 @@ GRACE_MARGIN_SECONDS: Final = 300
 # Ticket ids already erased in a pass, so a busy ticket's many events don't
 # erase it again and again (bounded: beyond it, an id is merely erased twice).
 REMEMBERED_TICKETS: Final = 100_000
+LEDGER: Final = "its usage ledger (kept: docs/usage.md)"
 
 
 class OffboardError(RuntimeError):
@@ -174,8 +184,8 @@ def default_grace_seconds() -> int:
     """How long after its users are deleted a tenant's record must stay: the
     longest an ID token issued before lives, a stream record is retried, or a
     usage delivery can still arrive (the metering function's replay horizon:
-    the marked record is what keeps a late delivery from writing the erased
-    usage counters again), all from template.yaml, and a margin."""
+    the marked record is what keeps a late delivery from being counted after
+    the tenant left), all from template.yaml, and a margin."""
     resources = template()["Resources"]
     client = resources["UserPoolClient"]["Properties"]
     unit = client.get("TokenValidityUnits", {}).get("IdToken", "hours")
@@ -255,6 +265,7 @@ class Offboarding:
         suspended_at = record.offboarding_since or int(self.clock())
         erased = self._erase_until_quiet(table, suspended_at)
         record, own_table = self._remove_own_table(record)
+        self._note_in_ledger(table, record, suspended_at)
         if record.erasable_at is None:
             erasable_at = int(self.clock() + self.grace_seconds)
             record = self.admin.write(record, {"erasable_at": erasable_at})
@@ -262,7 +273,7 @@ class Offboarding:
         if record.erasable_at is not None and self.clock() < record.erasable_at:
             strays = self._verify(table, keep=keys.tenant_config_key(tenant_id))
             until = datetime.fromtimestamp(record.erasable_at, UTC).isoformat(timespec="seconds")
-            verified = f"a Scan of the whole table found nothing under {prefix} but the tenant record"
+            verified = f"a Scan of the whole table found nothing under {prefix} but the tenant record and {LEDGER}"
             self.progress.note(
                 f"{tenant_id}: data and users erased{_own(own_table)}; verified: {verified}{_strays(strays)}. Its "
                 f"record stays SUSPENDED until {until} (ID tokens issued before its users were deleted stay valid "
@@ -274,7 +285,7 @@ class Offboarding:
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
             erased += record_deleted
         strays = self._verify(table, keep=None)
-        verified = f"a Scan of the whole table found nothing under {prefix}"
+        verified = f"a Scan of the whole table found nothing under {prefix} but {LEDGER}"
         self.progress.note(f"{tenant_id}: offboarded{_own(own_table)}; verified: {verified}{_strays(strays)}")
         return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified, own_table)
 
@@ -471,8 +482,27 @@ class Offboarding:
         raise OffboardError("items kept appearing under the tenant's prefix: run the command again later")
 
     def _leftovers(self, table: TenantTable) -> list[dict[str, Any]]:
-        """Keys of every item under the tenant's prefix (:func:`ops.tenant_data.keys_under_prefix`)."""
-        return keys_under_prefix(table)
+        """Keys of every item under the tenant's prefix (:func:`ops.tenant_data.keys_under_prefix`)
+        but its usage ledger, which stays."""
+        ledger = ledger_partitions(table.tenant_id)
+        return [item for item in keys_under_prefix(table) if item["pk"]["S"] not in ledger]
+
+    # ------------------------------------------------------------ the ledger's note
+    def _note_in_ledger(self, table: TenantTable, record: TenantConfig, suspended_at: int) -> None:
+        """Write (again: the same values) the ledger's ``OFFBOARDED`` note: when
+        the tenant left, and its placement fields, which price a table of its own
+        in ``make usage`` once the record is gone."""
+        note: dict[str, Any] = {
+            **offboarded_key(table.tenant_id),
+            "offboarded_at": {"N": str(suspended_at)},
+            "placement": {"S": str(record.placement)},
+            "placed_at": {"N": str(record.placed_at)},
+            "previous_placed_at": {"N": str(record.previous_placed_at)},
+        }
+        for name, value in (("table", record.table), ("previous_table", record.previous_table)):
+            if value:
+                note[name] = {"S": value}
+        table.call("put_item", TableName=table.table_name, Item=note)
 
     # ------------------------------------------------------------ 4. the record
     def _delete_record(self, table: TenantTable, record: TenantConfig) -> int:

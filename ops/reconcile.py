@@ -25,6 +25,12 @@ between, the repair is skipped and reported, never applied on stale numbers.
 Run it when the stream is caught up (the function's IteratorAge near zero):
 records still waiting for a retry would be counted twice. A tenant that has no
 record is a one-line error and exit status 1.
+
+Where: the table the tenant lives in, the pool table or a dedicated tenant's
+own (its record, always in the pool table, names it): its tickets, its GSI1
+keys and its counts are all there. A tenant whose data is moving between
+tables is reported, never repaired (the move recounts its counts at its
+switch).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from ops.stack_target import add_target_arguments, dynamodb_target
 from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
+from support_tickets.data.placement import data_table
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, read_tenant_config
 
@@ -86,6 +93,7 @@ class Report:
 
 
 NO_REVISION = "-"  # a count item no stream write ever touched
+MOVING = "the tenant's data is moving between tables (the move recounts its counts); run again after it"
 
 
 def _unchanged(revision: str) -> tuple[str, dict[str, Any]]:
@@ -174,12 +182,18 @@ def stored_count(client: DynamoDBClient, table_name: str, tenant_id: str, status
     return stored_counts(client, table_name, tenant_id)[status][0]
 
 
-def measure(client: DynamoDBClient, table_name: str, tenant_id: str) -> list[StatusCount]:
-    shard_counts = list(tenant_config(client, table_name, tenant_id).read_shards)
-    stored = stored_counts(client, table_name, tenant_id)
+def measure(
+    client: DynamoDBClient, table_name: str, tenant_id: str, record: TenantConfig | None = None
+) -> list[StatusCount]:
+    """Per status, the recount and the stored count, both in the table the
+    tenant lives in (its record, in the pool table ``table_name``, says which)."""
+    record = record or tenant_config(client, table_name, tenant_id)
+    data = data_table(record, table_name)
+    shard_counts = list(record.read_shards)
+    stored = stored_counts(client, data, tenant_id)
     counts = []
     for status in TicketStatus:
-        own, others = recount_rows(client, table_name, tenant_id, status, shard_counts)
+        own, others = recount_rows(client, data, tenant_id, status, shard_counts)
         counts.append(StatusCount(status.value, own, stored[status][0], stored[status][1], others))
     return counts
 
@@ -231,20 +245,27 @@ def reconcile(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Report:
     keys.validate_tenant_id(tenant_id)
-    first = measure(client, table_name, tenant_id)
+    before_record = tenant_config(client, table_name, tenant_id)
+    first = measure(client, table_name, tenant_id, before_record)
     report = Report(tenant_id=tenant_id, counts=first, repaired={}, skipped={})
     if not repair or not report.drifted:
         return report
     sleep(settle_seconds)
-    second = {count.status: count for count in measure(client, table_name, tenant_id)}
+    record = tenant_config(client, table_name, tenant_id)
+    second = {count.status: count for count in measure(client, table_name, tenant_id, record)}
     report.counts = list(second.values())
+    data = data_table(record, table_name)
+    if record.moving or before_record.moving or data != data_table(before_record, table_name):
+        # The mover recounts the counts in the new table at its switch.
+        report.skipped = {count.status: MOVING for count in first if count.drift}
+        return report
     for before in first:
         after = second[before.status]
         if not before.drift and not after.drift:
             continue
         if (before.drift, before.revisions) != (after.drift, after.revisions):
             report.skipped[before.status] = "still moving (stream writes or ticket changes); run again later"
-        elif _repair(client, table_name, tenant_id, after):
+        elif _repair(client, data, tenant_id, after):
             report.repaired[before.status] = after.drift
         else:
             report.skipped[before.status] = "the stream function wrote meanwhile; run again later"

@@ -13,6 +13,9 @@ module name, or that another of its items names:
   (``TENANT#<t>|HISTORY#<id>``) exist, deleted tickets' included;
 - fixed partitions: counts, the aggregator's 16 journals, the 64
   idempotency partitions, and the tenant record;
+- its usage ledger (the metering function's counters and journal, always in
+  the pool table): the operator's record of what the tenant used, not the
+  tenant's data; ``make offboard`` keeps it (:func:`ledger_partitions`);
 - its webhooks' partition, and the deliveries and parking partitions of each
   webhook it lists (a deleted webhook's, until their TTL, only the
   offboarding's final check finds).
@@ -39,6 +42,7 @@ from support_tickets.data.table import TenantTable, error_code, from_item
 ALL_SHARD_COUNTS: Final = range(1, keys.MAX_SHARDS + 1)
 # The final check's parallel Scan segments (make offboard's and a move's).
 SCAN_SEGMENTS: Final = 4
+OFFBOARDED_SK: Final = "OFFBOARDED"
 
 
 def ticket_ids(table: TenantTable) -> Iterator[str]:
@@ -85,14 +89,28 @@ def audit_days(table: TenantTable) -> Iterator[list[dict[str, Any]]]:
 
 def fixed_partitions(tenant_id: str) -> list[str]:
     """The partitions every tenant may have whatever its tickets: counts,
-    the aggregator's journals, idempotency records, usage counters and the
-    metering function's journals."""
+    the aggregator's journals, idempotency records (its usage ledger is not
+    among them: :func:`ledger_partitions`)."""
     return [
         keys.aggregate_pk(tenant_id),
         *keys.aggregate_journal_partitions(tenant_id),
         *keys.idempotency_partitions(tenant_id),
-        *keys.usage_partitions(tenant_id),
     ]
+
+
+def ledger_partitions(tenant_id: str) -> frozenset[str]:
+    """The tenant's usage ledger in the pool table: the usage counters and the
+    metering function's journal (its items expire by their TTL). What it used
+    is billable after it leaves: an offboarding keeps them (docs/usage.md)."""
+    return frozenset(keys.usage_partitions(tenant_id))
+
+
+def offboarded_key(tenant_id: str) -> dict[str, dict[str, str]]:
+    """The ledger's note that the tenant was offboarded (when, and where it
+    lived), written by ``make offboard``: what ``make usage`` reads once the
+    tenant record is gone. Its sort key is no day's (``<YYYY-MM-DD>#<slot>``):
+    a day's Query never reads it."""
+    return {"pk": {"S": keys.usage_pk(tenant_id)}, "sk": {"S": OFFBOARDED_SK}}
 
 
 def webhook_partitions(table: TenantTable) -> list[str]:

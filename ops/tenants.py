@@ -45,6 +45,9 @@ phases, each waiting that long (plus a margin) for every container to see it:
    moved to its key under the new count (one conditional UpdateItem each:
    only if it is still where the query found it), found by querying those
    keys on GSI1, until they are empty; then readers drop the old count.
+   Its tickets are read and moved in the table the tenant lives in: the pool
+   table, or its own (a dedicated tenant's; its record, in the pool table,
+   names it).
 
 At every moment every container reads every key any container writes. The
 record says which phase a reshard is in (``target_shards``, ``read_shards``),
@@ -77,7 +80,7 @@ from support_tickets.core.digits import is_digits
 from support_tickets.core.errors import ApiError
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.settings import DEFAULT_TENANT_CONFIG_TTL_SECONDS
-from support_tickets.data.placement import WRITER_TIMEOUT_SECONDS, Placement
+from support_tickets.data.placement import WRITER_TIMEOUT_SECONDS, Placement, data_table
 from support_tickets.data.table import OwnClient, TenantTable, to_item
 from support_tickets.data.tenant_registry import TIERS, TenantConfig, TenantStatus, read_tenant_config
 
@@ -233,25 +236,27 @@ class TenantAdmin:
 
     def _migrate(self, current: TenantConfig) -> int:
         tenant = current.tenant_id
+        # Its tickets are where it lives: the pool, or its own table (a move never runs meanwhile).
+        table = data_table(current, self.table_name)
         moved = 0
         for status in TicketStatus:
             keep = set(keys.status_partitions(tenant, status, [current.shards]))
             stale = [p for p in keys.status_partitions(tenant, status, current.read_shards) if p not in keep]
             for partition in stale:
                 for _ in range(MIGRATION_ROUNDS):
-                    rows = self._rows(partition)
+                    rows = self._rows(table, partition)
                     if not rows:
                         break
                     for pk in rows:
-                        moved += self._move(tenant, pk, status, partition, current.shards)
+                        moved += self._move(table, tenant, pk, status, partition, shards=current.shards)
                     self.progress(f"{partition}: {moved} tickets moved so far")
                 else:
                     raise RuntimeError(f"{partition} did not empty; run the command again to continue")
         return moved
 
-    def _rows(self, partition: str) -> list[str]:
+    def _rows(self, table: str, partition: str) -> list[str]:
         query: dict[str, Any] = {
-            "TableName": self.table_name,
+            "TableName": table,
             "IndexName": keys.GSI1_NAME,
             "KeyConditionExpression": "tenant_status = :ts",
             "ExpressionAttributeValues": {":ts": {"S": partition}},
@@ -265,14 +270,14 @@ class TenantAdmin:
                 return found
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _move(self, tenant: str, pk: str, status: TicketStatus, partition: str, shards: int) -> int:
+    def _move(self, table: str, tenant: str, pk: str, status: TicketStatus, partition: str, *, shards: int) -> int:
         prefix = keys.tenant_prefix(tenant) + "TICKET#"
         if not pk.startswith(prefix):
             return 0  # not this tenant's item (a forged index key): leave it to an investigation
         ticket_id = pk[len(prefix) :]
         try:
             self.client.update_item(
-                TableName=self.table_name,
+                TableName=table,
                 Key={"pk": {"S": pk}, "sk": {"S": keys.SUMMARY_SK}},
                 UpdateExpression="SET tenant_status = :new",
                 ConditionExpression="tenant_status = :old",

@@ -14,7 +14,9 @@ the operator's credentials (one Query per tenant), and its record (one
 GetItem: whether it is, or was last, placed in a table of its own, which
 prices its key in ``cost_usd.dedicated``). Every tenant means every
 tenant with an API key of the stack (its directory: ``ops.api_keys``), so an
-offboarded tenant is only shown with ``--tenant`` (while its record stays).
+offboarded tenant is only shown with ``--tenant``: its usage ledger, which
+``make offboard`` keeps (:func:`ops.tenant_data.ledger_partitions`), marked
+``offboarded_at``, while its record stays and after.
 The day defaults to today (UTC); the same days are accepted as by
 ``GET /usage``. A bad argument, or a ``--tenant`` that has no tenant record, is
 a one-line error and exit status 1.
@@ -25,20 +27,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.stack_target import TargetError, add_target_arguments, api_keys_target, dynamodb_target
+from ops.tenant_data import offboarded_key
 from ops.tenants import NoSuchTenant, existing_record
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError
 from support_tickets.core.models import UsageResponse
-from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.tenant_registry import read_tenant_config
+from support_tickets.data.table import OwnClient, TenantTable, from_item
+from support_tickets.data.tenant_registry import TenantConfig, read_tenant_config
 from support_tickets.data.usage_repository import read_day
 from support_tickets.domain.usage import own_table_windows, parse_day, usage_object
 
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 
 # webhooks: the delivery function's Lambda cost and its SQS and KMS requests; dedicated: a
 # dedicated tenant's own key, 0 for the others (docs/usage.md).
+OFFBOARDED: Final = "(offboarded)"
 COMPONENTS = ("api_gateway", "lambda", "dynamodb", "webhooks", "dedicated")
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 COLUMNS = (
@@ -61,10 +65,44 @@ class UsageArgumentError(ValueError):
 
 def tenant_usage(client: DynamoDBClient, table_name: str, tenant_id: str, day: str, now: datetime) -> UsageResponse:
     """The tenant's usage object of ``day``: its counters and its record, both
-    in the pool table ``table_name`` whatever its placement."""
+    in the pool table ``table_name`` whatever its placement (an offboarded
+    tenant's record gone: its ledger's note, :func:`offboarded_at`, places it)."""
     record = read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
+    if not record.version:
+        record = _noted_placement(client, table_name, tenant_id) or record
     sums = read_day(client, table_name, tenant_id, day)
     return usage_object(tenant_id, day, sums, now, own_table_windows(record))
+
+
+def _note(client: DynamoDBClient, table_name: str, tenant_id: str) -> dict[str, Any] | None:
+    """The ledger's ``OFFBOARDED`` note (``make offboard`` writes it), or ``None``."""
+    item = client.get_item(TableName=table_name, Key=offboarded_key(tenant_id), ConsistentRead=True).get("Item")
+    return from_item(item) if item else None
+
+
+def _noted_placement(client: DynamoDBClient, table_name: str, tenant_id: str) -> TenantConfig | None:
+    """The placement fields the note kept, as a record (what prices a table of its own)."""
+    note = _note(client, table_name, tenant_id)
+    if note is None:
+        return None
+    return TenantConfig(
+        tenant_id=tenant_id,
+        placement=str(note.get("placement", "pool")),
+        table=note.get("table"),
+        placed_at=int(note.get("placed_at", 0)),
+        previous_table=note.get("previous_table"),
+        previous_placed_at=int(note.get("previous_placed_at", 0)),
+    )
+
+
+def offboarded_at(client: DynamoDBClient, table_name: str, tenant_id: str) -> int | None:
+    """When the tenant was offboarded (its record marked, or gone and its ledger
+    noted), or ``None`` for a current tenant."""
+    record = read_tenant_config(TenantTable(tenant_id, table_name, OwnClient(client)))
+    if record.offboarding_since is not None:
+        return int(record.offboarding_since)
+    note = None if record.version else _note(client, table_name, tenant_id)
+    return int(note["offboarded_at"]) if note is not None else None
 
 
 def component(usage: UsageResponse, name: str) -> float:
@@ -77,10 +115,10 @@ def costliest_first(usages: Sequence[UsageResponse]) -> list[UsageResponse]:
     return sorted(usages, key=lambda usage: (-usage["cost_usd"]["total"], usage["tenant_id"]))
 
 
-def _row(usage: UsageResponse) -> list[str]:
+def _row(usage: UsageResponse, offboarded: Collection[str]) -> list[str]:
     cost = usage["cost_usd"]
     return [
-        usage["tenant_id"],
+        usage["tenant_id"] + (f" {OFFBOARDED}" if usage["tenant_id"] in offboarded else ""),
         str(usage["requests_total"]),
         f"{usage['dynamodb']['read_units']:g}",
         f"{usage['dynamodb']['write_units']:g}",
@@ -93,10 +131,13 @@ def _row(usage: UsageResponse) -> list[str]:
     ]
 
 
-def write_table(usages: Sequence[UsageResponse], day: str, out: TextIO) -> None:
-    """Every tenant's usage of ``day``, costliest first, with a total line."""
+def write_table(
+    usages: Sequence[UsageResponse], day: str, out: TextIO, offboarded: Collection[str] = frozenset()
+) -> None:
+    """Every tenant's usage of ``day``, costliest first, with a total line; the
+    ``offboarded`` tenants marked so."""
     ordered = costliest_first(usages)
-    rows = [list(COLUMNS), *(_row(usage) for usage in ordered)]
+    rows = [list(COLUMNS), *(_row(usage, offboarded) for usage in ordered)]
     total = [
         "total",
         str(sum(u["requests_total"] for u in ordered)),
@@ -178,9 +219,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime
         day, chart = _checked(args, moment)
         client, table_name = dynamodb_target(args)
         if args.tenant is not None:
-            existing_record(client, table_name, args.tenant)
+            left_at = offboarded_at(client, table_name, args.tenant)
+            if left_at is None:
+                existing_record(client, table_name, args.tenant)
             usages = [tenant_usage(client, table_name, args.tenant, day, moment)]
-            out.write(json.dumps(usages[0], indent=2) + "\n")
+            shown: dict[str, Any] = dict(usages[0])
+            if left_at is not None:
+                shown["offboarded_at"] = datetime.fromtimestamp(left_at, UTC).isoformat(timespec="seconds")
+            out.write(json.dumps(shown, indent=2) + "\n")
         else:
             tenants = api_keys_target(args).tenants()
             usages = [tenant_usage(client, table_name, tenant, day, moment) for tenant in tenants]

@@ -60,18 +60,16 @@ def test_offboarding_a_dedicated_tenant_deletes_its_table_and_schedules_its_key(
     assert key["KeyState"] == "PendingDeletion"
     waiting = key["DeletionDate"] - datetime.now(UTC)
     assert timedelta(days=WAITING_DAYS, minutes=-5) < waiting <= timedelta(days=WAITING_DAYS)
-    # its ledger is erased from the pool, and its record, suspended, places it in the pool
+    # its ledger stays in the pool (with the offboarding's note), and its record, suspended, places it in the pool
     record = admin.record(tenant)
     assert (record.status, record.placement, record.table) == ("SUSPENDED", "pool", None)
     assert record.previous_table == tables[tenant]["TableName"]
-    assert (
-        operator.query(
-            TableName=pool,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": keys.usage_pk(tenant)}},
-        )["Items"]
-        == []
-    )
+    ledger = operator.query(
+        TableName=pool,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": keys.usage_pk(tenant)}},
+    )["Items"]
+    assert {item["sk"]["S"] for item in ledger} >= {keys.usage_sk("2026-11-25", 0), "OFFBOARDED"}
 
     # and the neighbour keeps its table, its item, its key, its record, and its stream's pollers
     theirs = tables[other]["TableName"]

@@ -19,6 +19,7 @@ import io
 import json
 import warnings
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -29,6 +30,7 @@ from moto.kms.models import kms_backends
 from local_stack.local_values import offline_values
 from ops import dedicated as ops_dedicated
 from ops import export, offboard
+from ops import usage as ops_usage
 from ops.dedicated_teardown import StackTables
 from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
@@ -42,6 +44,8 @@ from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.domain.usage import own_table_windows
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
+from tests.functional.conftest import local_state_file
+from tests.functional.test_dedicated_routing import items_of
 from tests.functional.test_ops_dedicated import POOL_STACK, pool_template
 
 if TYPE_CHECKING:
@@ -170,8 +174,9 @@ def test_offboarding_1_deletes_its_table_and_stack_and_schedules_its_key_and_lea
     scheduled = deletion.replace(tzinfo=UTC) - datetime.now(UTC)
     assert timedelta(days=WAITING_DAYS, minutes=-5) < scheduled <= timedelta(days=WAITING_DAYS)
     assert stack_status(stack_name(POOL_STACK, "1")) in (None, "DELETE_COMPLETE")
-    # its ledger is erased from the pool, and its record places it in the pool, its table the one before
-    assert [item for item in all_items(dynamodb, table_name) if item["pk"]["S"] == keys.usage_pk("1")] == []
+    # its ledger stays in the pool (the operator's record), and its record places it in the pool, its table the
+    # one before
+    assert ledger("1") in all_items(dynamodb, table_name)
     record = TenantAdmin(dynamodb, table_name).record("1")
     assert (record.placement, record.table, record.previous_table) == ("pool", None, own["TableName"])
     assert own_table_windows(record)[0][1] == record.placed_at  # its key priced no longer
@@ -262,3 +267,58 @@ def test_the_export_before_an_offboarding_reads_the_tenants_own_table(
     # Then its ticket is there (its own table's), and nothing of 10's
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(line["ticket"]["ticket_id"], line["ticket"]["title"]) for line in lines] == [(mine, "in 1's own table")]
+
+
+def usage_shown(tenant: str, state: Path, now: datetime) -> dict[str, Any]:
+    """``make usage TENANT=<t>``'s JSON (today, UTC)."""
+    out = io.StringIO()
+    assert ops_usage.main(["--tenant", tenant, "--local", "--local-state", str(state)], out=out, now=now) == 0
+    shown: dict[str, Any] = json.loads(out.getvalue())
+    return shown
+
+
+@pytest.mark.parametrize("placement", ["dedicated", "pool"])
+@pytest.mark.parametrize(("leaving", "staying"), [("1", "10"), ("10", "1")])
+def test_an_offboarded_tenants_usage_of_the_day_is_kept_and_reported_marked_offboarded(
+    placed: dict[str, dict[str, str]],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    tmp_path: Path,
+    placement: str,
+    leaving: str,
+    staying: str,
+) -> None:
+    # Given both tenants with usage today (the leaving one in its own table, or moved back to the pool)
+    now = datetime.now(UTC)
+    today = now.date().isoformat()
+    admin = TenantAdmin(dynamodb, table_name)
+    if placement == "pool":
+        record = admin.record(leaving)
+        changes = {"placement": "pool", "table": None, "placed_at": int(now.timestamp()) - 3_600}
+        admin.write(record, {**changes, "previous_table": record.table, "previous_placed_at": record.placed_at})
+    for tenant in (leaving, staying):
+        item = {"pk": {"S": keys.usage_pk(tenant)}, "sk": {"S": keys.usage_sk(today, 2)}, "requests": {"N": "7"}}
+        dynamodb.put_item(TableName=table_name, Item=item)
+    state = local_state_file(tmp_path, table_name)
+    before = usage_shown(leaving, state, now)
+    theirs = usage_shown(staying, state, now)
+    ledger_of_staying = items_of(dynamodb, table_name, staying)
+    clock = Clock()
+    # When the leaving tenant is offboarded (its record kept a while, then erased)
+    offboarding(dynamodb, table_name, clock, grace=3_900).run(leaving, leaving)
+    during = usage_shown(leaving, state, now)
+    clock.sleep(3_901)
+    assert offboarding(dynamodb, table_name, clock).run(leaving, leaving).record == "erased"
+    after = usage_shown(leaving, state, now)
+    # Then its usage of the day is still reported, marked offboarded, its own key's share included
+    assert before["requests_total"] == 7
+    assert "offboarded_at" not in before
+    for shown in (during, after):
+        assert shown.pop("offboarded_at").startswith(today[:4])
+        assert shown == before
+    assert "dedicated" in before["cost_usd"]  # a day it was (or had been) in its own table
+    # and its ledger is all that is left of it; the other tenant is untouched
+    kept = {item["pk"]["S"] for item in items_of(dynamodb, table_name, leaving)}
+    assert kept == {keys.usage_pk(leaving)}
+    assert items_of(dynamodb, table_name, staying) == ledger_of_staying
+    assert usage_shown(staying, state, now) == theirs

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 
-from ops.reconcile import main, reconcile
+from ops.reconcile import main, reconcile, stored_counts
 from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
-from tests.conftest import REGION, RepoFactory, random_tenant_id
+from support_tickets.data.tenant_registry import tenant_configs
+from tests.conftest import REGION, RepoFactory, instant_tenant_admin, random_tenant_id
+from tests.functional.api_harness import Api, User
 from tests.functional.conftest import OPERATOR_STATE
 from tests.functional.stream_harness import StreamHarness
+from tests.functional.test_dedicated_routing import items_of, own_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -181,3 +184,65 @@ def test_cli_refuses_an_invalid_tenant(capsys: pytest.CaptureFixture[str]) -> No
         main(["--tenant", "a|b", "--local"])
     assert exited.value.code == 2
     assert "tenant id" in capsys.readouterr().err
+
+
+def tickets_in_each_status(api: Api, user: User) -> None:
+    """Two OPEN tickets and one CLOSED, through the API (written where the tenant lives)."""
+    for _ in range(2):
+        api.new_ticket(user)
+    closed = api.new_ticket(user)["ticket_id"]
+    assert api.update(user, closed, {"status": "CLOSED"}).status == 200
+
+
+def placed_pair(api: Api, dynamodb: DynamoDBClient, table_name: str, dedicated: str, pooled: str) -> dict[str, str]:
+    """``dedicated`` in a table of its own and ``pooled`` in the pool, each with
+    tickets whose counts no stream function wrote (drift: every ticket); the
+    table each lives in."""
+    admin = instant_tenant_admin(dynamodb, table_name)
+    own = own_table(dynamodb, dedicated)
+    admin.write(admin.record(dedicated), {"placement": "dedicated", "table": own, "placed_at": 1})
+    admin.ensure(pooled)
+    tenant_configs().clear()
+    for tenant in (dedicated, pooled):
+        tickets_in_each_status(api, User(tenant, "alice"))
+    return {dedicated: own, pooled: table_name}
+
+
+@pytest.mark.parametrize(("dedicated", "pooled"), [("1", "10"), ("10", "1")])
+def test_each_tenant_is_recounted_and_repaired_in_the_table_it_lives_in_and_no_other_is_touched(
+    api: Api, dynamodb: DynamoDBClient, table_name: str, dedicated: str, pooled: str
+) -> None:
+    where = placed_pair(api, dynamodb, table_name, dedicated, pooled)
+    for tenant, other in ((dedicated, pooled), (pooled, dedicated)):
+        untouched = items_of(dynamodb, where[other], other)
+        # When the operator reconciles the tenant and repairs it
+        report = reconcile(dynamodb, table_name, tenant, repair=True, sleep=lambda _: None)
+        # Then its tickets were counted, and its counts repaired, in the table it lives in
+        assert {count.status: count.actual for count in report.counts} == {"OPEN": 2, "IN_PROGRESS": 0, "CLOSED": 1}
+        assert report.repaired == {"OPEN": 2, "CLOSED": 1}
+        stored = stored_counts(dynamodb, where[tenant], tenant)
+        assert {status.value: stored[status][0] for status in TicketStatus} == {
+            "OPEN": 2,
+            "IN_PROGRESS": 0,
+            "CLOSED": 1,
+        }
+        assert not reconcile(dynamodb, table_name, tenant).drifted
+        # and nothing of the other tenant changed
+        assert items_of(dynamodb, where[other], other) == untouched
+    # The dedicated tenant has nothing in the pool but its record
+    assert [item["sk"]["S"] for item in items_of(dynamodb, table_name, dedicated)] == [keys.CONFIG_SK]
+
+
+def test_a_tenant_whose_data_is_moving_is_reported_never_repaired(
+    api: Api, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    where = placed_pair(api, dynamodb, table_name, "1", "10")
+    admin = instant_tenant_admin(dynamodb, table_name)
+    admin.write(admin.record("1"), {"move_to": "pool", "move_phase": "COPYING", "move_started_at": 1})
+    before = items_of(dynamodb, where["1"], "1")
+    report = reconcile(dynamodb, table_name, "1", repair=True, sleep=lambda _: None)
+    assert [(count.status, count.drift) for count in report.counts if count.drift] == [("OPEN", 2), ("CLOSED", 1)]
+    assert report.repaired == {}
+    assert set(report.skipped) == {"OPEN", "CLOSED"}
+    assert "moving" in report.skipped["OPEN"]
+    assert items_of(dynamodb, where["1"], "1") == before

@@ -27,6 +27,7 @@ from tests.conftest import all_items, instant_tenant_admin, mocked_aws, random_t
 from tests.depth import sized
 from tests.functional.api_harness import Api, User, new_subject, sample_request
 from tests.functional.conftest import local_state_file, stack_usage_plans
+from tests.functional.test_dedicated_routing import items_of, own_table
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -321,6 +322,58 @@ def test_an_interrupted_reshard_continues_where_it_stopped(
     assert (done.shards, done.read_shards, done.target_shards) == (8, (8,), None)
     reader = TicketRepository(tenant_table(tenant), config=fixed(done))
     assert sorted(page_through(reader, OPEN, 3)) == sorted(ids)
+
+
+def listed(api: Api, user: User) -> dict[str, list[str]]:
+    """The tenant's tickets per status, as ``GET /tickets?status=`` lists them."""
+    tenant_configs().clear()  # the functions see the record now (in-process: no TTL to wait out)
+    found = {}
+    for status in TicketStatus:
+        response = api.list_tickets(user, status=status.value, limit="100")
+        assert response.status == 200, response.body
+        found[status.value] = sorted(item["ticket_id"] for item in response.body["items"])
+    return found
+
+
+@pytest.mark.parametrize(("dedicated", "pooled"), [("1", "10"), ("10", "1")])
+def test_a_reshard_moves_tickets_where_the_tenant_lives_and_touches_no_other_tenant(
+    api: Api, dynamodb: DynamoDBClient, table_name: str, dedicated: str, pooled: str
+) -> None:
+    """A dedicated tenant's tickets are in its own table (its record, in the pool,
+    names it): resharding it moves them there and lists still show every one;
+    resharding the pooled one moves its tickets in the pool; neither reshard
+    changes an item of the other tenant."""
+    # Given a dedicated and a pooled tenant, each with tickets in every status
+    admin = instant_tenant_admin(dynamodb, table_name)
+    own = own_table(dynamodb, dedicated)
+    admin.write(admin.record(dedicated), {"placement": "dedicated", "table": own, "placed_at": 1})
+    admin.ensure(pooled)
+    users = {tenant: User(tenant, "alice") for tenant in (dedicated, pooled)}
+    where = {dedicated: own, pooled: table_name}
+    tenant_configs().clear()
+    for user in users.values():
+        for status in TicketStatus:
+            for _ in range(3):
+                ticket = api.new_ticket(user)["ticket_id"]
+                if status is not OPEN:
+                    assert api.update(user, ticket, {"status": status.value}).status == 200
+    before = {tenant: listed(api, user) for tenant, user in users.items()}
+    assert all(len(ids) == 3 for lists in before.values() for ids in lists.values())
+
+    for tenant, other in ((dedicated, pooled), (pooled, dedicated)):
+        untouched = items_of(dynamodb, where[other], other)
+        # When the operator reshards the tenant to 2 shards
+        done = admin.reshard(tenant, 2)
+        # Then every ticket of it is under a 2-shard key in the table where it lives, and listed as before
+        assert (done.shards, done.read_shards) == (2, (2,))
+        allowed = {p for status in TicketStatus for p in keys.status_partitions(tenant, status, [2])}
+        summaries = [item for item in items_of(dynamodb, where[tenant], tenant) if item["sk"]["S"] == "SUMMARY"]
+        assert len(summaries) == 9
+        assert {item["tenant_status"]["S"] for item in summaries} <= allowed
+        assert listed(api, users[tenant]) == before[tenant]
+        # and nothing of the other tenant changed
+        assert items_of(dynamodb, where[other], other) == untouched
+        assert listed(api, users[other]) == before[other]
 
 
 def test_bad_values_are_refused_before_anything_is_written(

@@ -18,10 +18,10 @@ from botocore.exceptions import ClientError
 
 from ops import export, offboard, tenants
 from ops.api_keys import ApiKeys
-from ops.offboard import VERIFY_SEGMENTS, OffboardError, Offboarding
+from ops.offboard import LEDGER, VERIFY_SEGMENTS, OffboardError, Offboarding
 from ops.sample_events import delivery_item
 from ops.stack_target import Target
-from ops.tenant_data import Progress
+from ops.tenant_data import Progress, ledger_partitions
 from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.core.identity import TENANT_CLAIM
@@ -210,6 +210,11 @@ def items_of(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> list[dic
     return [item for item in all_items(dynamodb, table_name) if item["pk"]["S"].startswith(keys.tenant_prefix(tenant))]
 
 
+def left_of(dynamodb: DynamoDBClient, table_name: str, tenant: str) -> list[dict[str, Any]]:
+    """The tenant's items but its usage ledger (which an offboarding keeps)."""
+    return [item for item in items_of(dynamodb, table_name, tenant) if item["pk"]["S"] not in ledger_partitions(tenant)]
+
+
 def offboarding(
     dynamodb: DynamoDBClient,
     table_name: str,
@@ -343,9 +348,9 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
         call for call in calls[first_scan:] if call[1] in {"Query", "GetItem"}
     ]  # nothing but the check after it
     assert outcome.stray_items_erased == 0
-    assert outcome.verified == "a Scan of the whole table found nothing under TENANT#1|"
+    assert outcome.verified == f"a Scan of the whole table found nothing under TENANT#1| but {LEDGER}"
     # Then nothing of 1 is left, its users are gone; 10 and 1-a are untouched, item for item
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
     assert outcome.record == "erased"
     assert outcome.items_erased == len(mine)
     for tenant, before in neighbours.items():
@@ -397,9 +402,9 @@ def test_the_final_check_finds_and_erases_what_the_walk_could_not_find(
     # When the tenant is offboarded
     outcome = run.run(tenant, tenant)
     # Then the check found them, erased them, and says what it verified
-    assert items_of(dynamodb, table_name, tenant) == []
+    assert left_of(dynamodb, table_name, tenant) == []
     assert outcome.stray_items_erased == 3
-    assert outcome.verified == f"a Scan of the whole table found nothing under TENANT#{tenant}|"
+    assert outcome.verified == f"a Scan of the whole table found nothing under TENANT#{tenant}| but {LEDGER}"
     assert f"verified: {outcome.verified} (after erasing 3 item(s)" in progress.getvalue()
     assert outcome.as_dict()["stray_items_erased"] == 3
     # and nothing of the neighbour, its GSI1 key named by the hidden ticket, was touched
@@ -417,8 +422,11 @@ def test_while_the_record_stays_the_check_excepts_only_the_record(
     outcome = offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1")
     assert outcome.record.startswith("kept until ")
     assert outcome.stray_items_erased == 1
-    assert outcome.verified == "a Scan of the whole table found nothing under TENANT#1| but the tenant record"
-    (record,) = items_of(dynamodb, table_name, "1")
+    assert (
+        outcome.verified
+        == f"a Scan of the whole table found nothing under TENANT#1| but the tenant record and {LEDGER}"
+    )
+    (record,) = left_of(dynamodb, table_name, "1")
     assert record["sk"]["S"] == "CONFIG"
 
 
@@ -454,11 +462,11 @@ def test_offboarding_is_resumable_and_idempotent(
     # When it runs again, it finishes; and again, it finds nothing to do
     monkeypatch.setattr(TenantTable, "batch_delete", real)
     assert offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1").record == "erased"
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
     # (nothing left of it: no such tenant any more, and that run writes nothing)
     with pytest.raises(tenants.NoSuchTenant, match="no tenant '1'"):
         offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
     assert items_of(dynamodb, table_name, "10") == neighbour
     assert api_key_plans(stack_keys, "1") is None
     assert api_key_plans(stack_keys, "10") == {stack_keys.plan_id("basic")}
@@ -476,7 +484,7 @@ def test_the_record_stays_suspended_until_the_last_tokens_expire(
     first = offboarding(dynamodb, table_name, pool, clock, grace=3900).run("1", "1")
     assert first.record.startswith("kept until ")
     # everything but the record is gone, and the record refuses a token issued before
-    (record,) = items_of(dynamodb, table_name, "1")
+    (record,) = left_of(dynamodb, table_name, "1")
     assert record["sk"]["S"] == "CONFIG"
     assert record["status"]["S"] == "SUSPENDED"
     from support_tickets.data.tenant_registry import tenant_configs
@@ -487,7 +495,7 @@ def test_the_record_stays_suspended_until_the_last_tokens_expire(
     assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record.startswith("kept until ")
     clock.now += 3900
     assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
 
 
 def test_a_late_audit_event_under_a_day_the_index_no_longer_lists_is_still_erased(
@@ -517,7 +525,7 @@ def test_a_late_audit_event_under_a_day_the_index_no_longer_lists_is_still_erase
     # Then the run that erases the record finds it anyway
     clock.now += 3900
     assert offboarding(dynamodb, table_name, pool, clock).run("1", "1").record == "erased"
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
 
 
 def test_a_suspended_tenant_stays_suspended_while_offboarded(
@@ -620,7 +628,7 @@ def test_the_offboard_command_against_a_deployed_stack_found_by_its_outputs(
     out, err = capsys.readouterr()
     assert json.loads(out)["record"] == "erased"
     assert "offboarded" in err
-    assert items_of(dynamodb, table_name, "1") == []
+    assert left_of(dynamodb, table_name, "1") == []
     assert items_of(dynamodb, table_name, "10") == neighbour
 
 
