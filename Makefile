@@ -33,12 +33,24 @@ export SAM_CLI_TELEMETRY := 0
 # The layer package and the local stack import by the same names in tools and tests.
 export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 
-.PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant export usage offboard openapi integration oracle checkov clean
+# The operators' inputs (TENANT=, USERS=, STACK=, ARGS=...) reach a recipe as
+# environment variables, never as its text: `$(call takes,<target>,<names>)`
+# exports each name into that target's recipe, which reads it as "$$NAME" (a
+# parameter expansion: the shell never parses the value, so no `…`, $(…), ;
+# or " in it runs). Each is first made a simple variable holding its text as
+# given (`$(value ...)`), so that make does not expand a $(…) in it either.
+# $(if $(NAME),...) in a recipe is make's test of the value, never its text.
+takes = $(foreach name,$(2),$(eval override $(name) := $$(value $(name)))$(eval $(1): export $(name) := $$($(name))))
 
+.PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
+        bench reconcile onboard tenant dedicated export usage offboard openapi integration oracle checkov clean
+
+$(call takes,help,PORT)
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/\$$(PORT)/$(PORT)/g' | \
-	  awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk -F':.*## ' '{ text = $$2; shown = ""; \
+	    while ((at = index(text, "$$(PORT)")) > 0) { shown = shown substr(text, 1, at - 1) ENVIRON["PORT"]; text = substr(text, at + 7) } \
+	    printf "  make %-11s %s\n", $$1, shown text }'
 
 $(STAMP): $(REQUIREMENTS) .python-version
 	@py=$$(scripts/find-python.sh) && \
@@ -64,35 +76,50 @@ $(CHECKOV): requirements-checkov.txt $(STAMP)
 
 checkov: $(CHECKOV) ## install checkov into .venv-checkov (from requirements-checkov.txt)
 
-dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT) (PORT=<n>: another port; no AWS, no Docker); Ctrl-C stops it and forgets its data and tokens
-	$(PY) -m local_stack serve --port $(PORT) $(ARGS)
+# ARGS: split into words by ops.shell_args (shlex: quotes group, nothing is expanded).
+$(call takes,dev,PORT ARGS)
+dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT), no AWS, no Docker: make dev [PORT=<n>] [ARGS="<serve options>", e.g. ARGS=--tenant-isolation]; Ctrl-C stops it and forgets its data and tokens
+	$(PY) -m ops.shell_args $(PY) -m local_stack serve --port="$$PORT"
 
+$(call takes,token,TENANT USER)
 token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
-	@$(PY) -m local_stack token --tenant "$(TENANT)" --user "$(USER)" $(if $(filter 1 true yes,$(ADMIN)),--admin,)
+	@$(PY) -m local_stack token --tenant="$$TENANT" --user="$$USER" $(if $(filter 1 true yes,$(ADMIN)),--admin,)
 
 events: $(STAMP) ## while make dev runs: .local/events/ = events/ with fresh tokens (sam local invoke -e)
 	@$(PY) -m local_stack events
 
+# USERS and ADMINS: one argument each; the command splits them at blanks (user names have none).
+$(call takes,onboard,TENANT USERS ADMINS STACK REGION)
 onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
-	$(PY) -m local_stack onboard --tenant "$(TENANT)" --users $(USERS) $(if $(ADMINS),--admins $(ADMINS),) \
-	  $(if $(STACK),--stack $(STACK),) $(if $(REGION),--region $(REGION),)
+	@$(PY) -m local_stack onboard --tenant="$$TENANT" --users="$$USERS" $(if $(ADMINS),--admins="$$ADMINS",) \
+	  $(if $(STACK),--stack="$$STACK",) $(if $(REGION),--region="$$REGION",)
 
-tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated] [STACK=<stack> [REGION=<r>]]
-	@$(PY) -m ops.tenants --tenant "$(TENANT)" $(if $(SHARDS),--shards "$(SHARDS)",) $(if $(TIER),--tier "$(TIER)",) \
-	  $(if $(STATUS),--status "$(STATUS)",) $(if $(PLACEMENT),--placement "$(PLACEMENT)",) \
-	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+$(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK REGION)
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>]] [STACK=<stack> [REGION=<r>]]
+	@$(PY) -m ops.tenants --tenant="$$TENANT" $(if $(SHARDS),--shards="$$SHARDS",) $(if $(TIER),--tier="$$TIER",) \
+	  $(if $(STATUS),--status="$$STATUS",) $(if $(PLACEMENT),--placement="$$PLACEMENT",) \
+	  $(if $(MOVE_WORKERS),--move-workers="$$MOVE_WORKERS",) $(if $(MOVE_RATE),--move-rate="$$MOVE_RATE",) \
+	  $(if $(DRAIN_SECONDS),--drain-seconds="$$DRAIN_SECONDS",) \
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
 
+$(call takes,dedicated,TENANT STACK REGION)
+dedicated: $(STAMP) ## deploy a tenant's own table (no data moves: make tenant PLACEMENT=): make dedicated TENANT=<t> [STACK=<stack> [REGION=<r>]]
+	@$(PY) -m ops.dedicated --tenant="$$TENANT" $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
+
+$(call takes,export,TENANT STACK REGION)
 export: $(STAMP) ## a tenant's tickets, comments and history as JSON lines: make export TENANT=<t> [STACK=<stack>] > <t>.jsonl
-	@$(PY) -m ops.export --tenant "$(TENANT)" $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+	@$(PY) -m ops.export --tenant="$$TENANT" $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
 
+$(call takes,usage,TENANT DAY CHART STACK REGION)
 usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYYY-MM-DD] [CHART=<file>.png] [STACK=<stack> [REGION=<r>]]
-	@$(PY) -m ops.usage $(if $(TENANT),--tenant "$(TENANT)",) $(if $(DAY),--day "$(DAY)",) $(if $(CHART),--chart "$(CHART)",) \
-	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",)
+	@$(PY) -m ops.usage $(if $(TENANT),--tenant="$$TENANT",) $(if $(DAY),--day="$$DAY",) $(if $(CHART),--chart="$$CHART",) \
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
 
+$(call takes,offboard,TENANT CONFIRM STACK REGION KEY_WAITING_DAYS)
 offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
-	@$(PY) -m ops.offboard --tenant "$(TENANT)" $(if $(CONFIRM),--confirm "$(CONFIRM)",) \
-	  $(if $(STACK),--stack "$(STACK)",--local) $(if $(REGION),--region "$(REGION)",) \
-	  $(if $(KEY_WAITING_DAYS),--key-waiting-days "$(KEY_WAITING_DAYS)",)
+	@$(PY) -m ops.offboard --tenant="$$TENANT" $(if $(CONFIRM),--confirm="$$CONFIRM",) \
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",) \
+	  $(if $(KEY_WAITING_DAYS),--key-waiting-days="$$KEY_WAITING_DAYS",)
 
 # The template check is a test too (tests/unit/test_template.py): make test runs
 # cfn-lint once, there (sam validate --lint is the same cfn-lint call).
@@ -139,11 +166,13 @@ $(RUNTIME): layers/shared/lambda-runtime.txt $(STAMP)
 	$(PY) -m compileall -q -j 0 --invalidation-mode unchecked-hash $(RUNTIME_DIR)/python
 	@touch $@
 
-deploy: build ## sam deploy (first time: make deploy ARGS=--guided)
-	$(BIN)/sam deploy $(ARGS)
+$(call takes,deploy,ARGS)
+deploy: build ## sam deploy (ARGS="<sam deploy options>"; first time: make deploy ARGS=--guided; TENANT_ISOLATION=1: build and deploy the tenant isolation variant)
+	$(PY) -m ops.shell_args $(BIN)/sam deploy
 
+$(call takes,delete,STACK_NAME)
 delete: $(STAMP) ## sam delete (the table is retained)
-	$(BIN)/sam delete --stack-name $(STACK_NAME)
+	$(BIN)/sam delete --stack-name="$$STACK_NAME"
 
 integration: $(STAMP) ## tests against a deployed stack: make integration AWS_SAM_STACK_NAME=<stack>
 	$(BIN)/pytest tests/integration -m deployed
@@ -151,8 +180,9 @@ integration: $(STAMP) ## tests against a deployed stack: make integration AWS_SA
 bench: build ## benchmarks: writes bench/results.json and bench/results.md
 	$(PY) -m bench
 
+$(call takes,reconcile,TENANT STACK REGION)
 reconcile: $(STAMP) ## recount a tenant's tickets per status, repair stable drift: make reconcile TENANT=<t> [STACK=<stack> [REGION=<r>]] [REPAIR=1]
-	$(PY) -m ops.reconcile --tenant "$(TENANT)" $(if $(STACK),--stack $(STACK),--local) $(if $(REGION),--region "$(REGION)",) \
+	@$(PY) -m ops.reconcile --tenant="$$TENANT" $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",) \
 	  $(if $(filter 1 true yes,$(REPAIR)),--repair,)
 
 openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -39,18 +40,20 @@ from local_stack.state import (
 )
 from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 from ops.tenants import TenantRecordError
-from ops.users import UserPool, UserPoolError, ensure_user, id_token, onboard
+from ops.users import UserPool, UserPoolError, ensure_user, id_token, onboard, validate_username
 
 if TYPE_CHECKING:
     from local_stack.stack import LocalStack
     from ops.tenants import TenantAdmin
+    from stack_model.functions import FunctionSpec
     from support_tickets.core.identity import TenantCredentials
-from support_tickets.core.keys import InvalidTenantId
+from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
 
 EXIT_USAGE = 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """The commands and their options (``main``'s)."""
     parser = argparse.ArgumentParser(prog="python -m local_stack", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json/env.json live")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -115,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
 
     board = commands.add_parser("onboard", help="create a tenant's users and admins")
     board.add_argument("--tenant", required=True)
-    board.add_argument("--users", nargs="*", default=[])
-    board.add_argument("--admins", nargs="*", default=[])
+    # Each value may hold several names, split at blanks (`make onboard USERS="a b"` passes one).
+    board.add_argument("--users", nargs="*", default=[], help="user names (a value may hold several, blank-separated)")
+    board.add_argument("--admins", nargs="*", default=[], help="admin names (likewise)")
     board.add_argument("--stack", help="a deployed stack's name (default: the running local stack)")
     board.add_argument("--region", help="the deployed stack's region (default: your AWS configuration)")
 
@@ -124,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
 
     drain = commands.add_parser("drain", help="wait until the stream, queues and log subscriptions have caught up")
     drain.add_argument("--timeout", type=float, default=60.0)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = command_line().parse_args(argv)
     try:
         if args.command == "serve":
             return _serve(args)
@@ -232,8 +239,28 @@ def _parameters(pairs: list[str]) -> dict[str, str]:
     return parameters
 
 
+# How `make dev` turns Lambda's tenant isolation mode on (docs/isolation.md).
+ISOLATION_OPTION = "make dev ARGS=--tenant-isolation"
+
+
+def tenant_isolation_line(specs: Iterable[FunctionSpec]) -> str:
+    """The banner's line on Lambda's tenant isolation mode: on for which functions
+    (their ``TenancyConfig``, as the template's parameters decided), or off and how to turn it on."""
+    isolated = [spec.logical_id for spec in specs if spec.tenant_isolation]
+    if not isolated:
+        return (
+            "Lambda tenant isolation mode: off "
+            f"(an environment may serve several tenants; {ISOLATION_OPTION} turns it on)"
+        )
+    return (
+        f"Lambda tenant isolation mode: ON for {len(isolated)} functions "
+        "(one tenant per execution environment, a cold start per tenant and function)"
+    )
+
+
 def quickstart(stack: LocalStack, state_dir: Path) -> str:
     api = stack.api_url
+    specs = stack.runtime.specs.values() if stack.runtime is not None else ()
     tenants = stack.options.demo_tenants if stack.options.seed else {}
     demo = ", ".join(f"{tenant} (user {user}, admin {admin})" for tenant, (user, admin) in tenants.items())
     tenant, (user, admin) = next(iter(tenants.items()), ("acme", ("alice", "ada")))
@@ -243,6 +270,7 @@ def quickstart(stack: LocalStack, state_dir: Path) -> str:
     return f"""
 Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
   AWS emulator {stack.emulator.url} (moto + IAM guard, identity pool)
+  {tenant_isolation_line(specs)}
   sam local invoke <Function> -e {env_file.parent / EVENTS_DIR}/<file>.json --env-vars {env_file}
     (docs/local-stack.md: "sam local invoke against the local stack"; make events: new tokens)
   demo tenants: {demo or "none (--no-seed)"}
@@ -262,6 +290,8 @@ Ctrl-C stops everything.
 def _token(args: argparse.Namespace) -> int:
     from local_stack.state import local_admin
 
+    validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
+    validate_username(args.user)
     state = _running_state(args.state_dir)
     pool = _local_pool(state)
     ensure_user(pool, args.user, args.tenant, admin=args.admin)
@@ -287,14 +317,25 @@ def _events(args: argparse.Namespace) -> int:
     return 0
 
 
+def names(values: list[str]) -> list[str]:
+    """The user names of ``--users``/``--admins`` values, each split at blanks (user names
+    have none): ``make onboard USERS="a b"`` passes its list as one argument, never
+    through a shell's word splitting (``ops.users`` validates every name)."""
+    return [name for value in values for name in value.split()]
+
+
 def _onboard(args: argparse.Namespace) -> int:
+    users, admins = names(args.users), names(args.admins)
+    validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
+    for username in [*users, *admins]:
+        validate_username(username)
     if args.stack:
         pool = _deployed_pool(args.stack, args.region)
         where = f"stack {args.stack}"
     else:
         pool = _local_pool(_running_state(args.state_dir))
         where = "the local stack"
-    outcomes = onboard(pool, args.tenant, list(args.users), list(args.admins))
+    outcomes = onboard(pool, args.tenant, users, admins)
     record = _tenant_admin(args).ensure(args.tenant)
     sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
     sys.stdout.write(

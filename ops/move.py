@@ -362,10 +362,12 @@ class Mover:
 
     ``deploy`` makes (or finds) a tenant's dedicated table and answers its
     name; ``checkpoint`` is called with each step's name as it is reached (the
-    tests stop a move there)."""
+    tests stop a move there); ``local``: the tables are the local stack's
+    (``make dev``), so a table left behind is not AWS's to delete by hand."""
 
     store: RecordStore
     deploy: Callable[[str], str] | None = None
+    local: bool = False
     rate: float = DEFAULT_RATE
     workers: int = DEFAULT_WORKERS
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
@@ -752,7 +754,7 @@ class Mover:
             f"{outcome.erased} erased from {old.table_name}; verified: {outcome.verified}"
         )
         if record.previous_table is not None and done.placement == Placement.POOL:
-            self._note(_how_to_delete(record.previous_table, record.tenant_id))
+            self._note(_how_to_delete(record.previous_table, record.tenant_id, local=self.local))
         return done
 
     def _drain(self, old: TenantTable, new: TenantTable, placed_at: int) -> int:
@@ -916,7 +918,7 @@ class Mover:
             f"rolled back: erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}"
         )
         if copy.table_name != self._pool:
-            self._note(_how_to_delete(copy.table_name, record.tenant_id))
+            self._note(_how_to_delete(copy.table_name, record.tenant_id, local=self.local))
         return outcome
 
     # ------------------------------------------------------------ walking a tenant's partitions
@@ -1328,9 +1330,15 @@ def _kept_partitions(tenant_id: str) -> set[str]:
     return {keys.tenant_config_key(tenant_id)["pk"]["S"], *keys.usage_partitions(tenant_id)}
 
 
-def _how_to_delete(table_name: str, tenant_id: str) -> str:
+def _how_to_delete(table_name: str, tenant_id: str, *, local: bool = False) -> str:
     """What the operator does to delete the table a tenant left (the template
-    retains the table and its key, and the table has deletion protection)."""
+    retains the table and its key, and the table has deletion protection); in the
+    local stack, where no AWS command applies, what becomes of it."""
+    if local:
+        return (
+            f"the emptied table {table_name} and its key stay in the local stack until it stops "
+            f"(make offboard deletes them with the tenant; moving back there reuses them)"
+        )
     return (
         f"the emptied table {table_name}, its key and its stack stay (the template retains the table and the key; "
         f"deletion protection): to delete them, aws dynamodb update-table --table-name {table_name} "

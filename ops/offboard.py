@@ -138,6 +138,7 @@ from ops.tenant_data import (
 from ops.tenants import NoSuchTenant, RecordChanged, TenantAdmin
 from stack_model.template import template
 from support_tickets.core import keys
+from support_tickets.core.digits import is_digits
 from support_tickets.core.errors import ApiError
 from support_tickets.core.identity import TENANT_CLAIM
 from support_tickets.data.audit_items import iso_time
@@ -549,6 +550,13 @@ def own_tables_target(args: argparse.Namespace, pool_table: str, progress: Progr
     )
 
 
+def _days(value: str) -> int:
+    """``--key-waiting-days`` as a number (a one-line error, like a number out of range, otherwise)."""
+    if not is_digits(value):
+        raise OffboardError(f"a key's waiting period is 7 to 30 days, not {value!r}")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.offboard", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tenant", required=True)
@@ -556,8 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds between erase passes")
     parser.add_argument(
         "--key-waiting-days",
-        type=int,
-        default=KEY_WAITING_DAYS,
+        default=str(KEY_WAITING_DAYS),
         help="a table of its own: days before KMS deletes its key (7-30; it can be cancelled meanwhile)",
     )
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
@@ -568,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         keys.validate_tenant_id(args.tenant)
         if args.confirm != args.tenant:
             raise OffboardError(f"refusing to offboard {args.tenant}: CONFIRM must be the tenant id ({args.tenant})")
-        check_waiting_days(args.key_waiting_days)
+        waiting_days = check_waiting_days(_days(args.key_waiting_days))
     except (ValueError, OffboardError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -591,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=progress,
             api_keys=api_keys,
             own_tables=own_tables_target(args, target.table_name, progress),
-            key_waiting_days=args.key_waiting_days,
+            key_waiting_days=waiting_days,
         )
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds

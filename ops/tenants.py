@@ -358,6 +358,17 @@ def _workers(value: str) -> int:
     return number
 
 
+def _number(option: str, value: str, *, zero: bool = False) -> float:
+    """A finite number for ``option`` (seconds, items a second), > 0 (or >= 0 with ``zero``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+        raise TenantRecordError(f"{option} must be a number {'>= 0' if zero else '> 0'} (got {value!r})")
+    return number
+
+
 def _mover(args: argparse.Namespace, admin: TenantAdmin) -> Mover:
     """The mover of this stack's tenants: a dedicated table is made through
     CloudFormation (``--stack``) or by the running local stack (``--local``)."""
@@ -375,14 +386,20 @@ def _mover(args: argparse.Namespace, admin: TenantAdmin) -> Mover:
         def deploy(tenant_id: str) -> str:
             return deploy_to_aws(cloudformation, args.stack, tenant_id)["TableName"]
 
-    mover = Mover(admin, deploy=deploy)
-    if args.drain_seconds is not None:
-        mover.drain_seconds = args.drain_seconds
-    if args.move_rate is not None:
-        mover.rate = args.move_rate
+    return Mover(admin, deploy=deploy, local=args.local, **_move_options(args))
+
+
+def _move_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The mover's settings the command line gives (``--move-workers``, ``--drain-seconds``,
+    ``--move-rate``), validated: a bad one is a one-line error before anything is written."""
+    options: dict[str, Any] = {}
     if args.move_workers is not None:
-        mover.workers = _workers(args.move_workers)
-    return mover
+        options["workers"] = _workers(args.move_workers)
+    if args.drain_seconds is not None:
+        options["drain_seconds"] = _number("--drain-seconds", args.drain_seconds, zero=True)
+    if args.move_rate is not None:
+        options["rate"] = _number("--move-rate", args.move_rate)
+    return options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,13 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--drain-seconds",
-        type=float,
         default=None,
         help=f"a move's trailing copy looks this long after the switch at least (default {DEFAULT_DRAIN_SECONDS:.0f})",
     )
     parser.add_argument(
         "--move-rate",
-        type=float,
         default=None,
         help=f"items a move writes a second at most (default {DEFAULT_RATE:.0f})",
     )
@@ -415,8 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         keys.validate_tenant_id(args.tenant)
-        if args.move_workers is not None:
-            _workers(args.move_workers)
+        _move_options(args)
         shards = None if args.shards in (None, "") else _shards(args.shards)
         tier = args.tier or None
         if tier is not None and tier not in TIERS:

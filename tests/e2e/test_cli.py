@@ -270,8 +270,9 @@ def test_serve_answers_once_token_works_writes_its_state_and_leaves_nothing_behi
     assert counted["statusCode"] == 200, counted
     assert refreshed.returncode == 0, refreshed.stderr
     assert before != after
-    # the quickstart was printed, with the demo tenants
+    # the quickstart was printed, with the demo tenants, and that the tenant isolation mode is off
     assert "make -s token TENANT=acme USER=alice" in log
+    assert "Lambda tenant isolation mode: off" in log
     assert f"curl -s {state['api_url']}/tickets" in log
     # a second stack on the same state directory refuses to start
     assert second.returncode == 1

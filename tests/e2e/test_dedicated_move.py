@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -236,6 +237,9 @@ def test_a_tenant_moves_to_its_own_table_and_back_while_its_clients_write(stack:
     record = json.loads(result.stdout)
     assert (record["placement"], record["table"], record["previous_table"]) == ("pool", None, own)
     assert "write pause: " in result.stderr
+    # what becomes of the table it left, as the local stack has it: no AWS command to run
+    assert f"the emptied table {own} and its key stay in the local stack" in result.stderr
+    assert not re.search(r"\baws (dynamodb|kms|cloudformation)\b", result.stderr), result.stderr
     for _, _, status, code, retry_after in (refusal for writer in writers for refusal in writer.refused):
         assert (status, code, retry_after) == (503, "TENANT_MOVING", "2")
     assert_acknowledged_writes_there(stack, writers, admin)
