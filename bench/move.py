@@ -127,6 +127,12 @@ class TimedMover(Mover):
         client.meta.events.register("before-call.dynamodb", before, unique_id="bench-move-before")
         client.meta.events.register("after-call.dynamodb", after, unique_id="bench-move-after")
 
+    @staticmethod
+    def stop_counting(client: Any) -> None:
+        """The next mover's timers can go on ``client`` (a unique id is registered once)."""
+        client.meta.events.unregister("before-call.dynamodb", unique_id="bench-move-before")
+        client.meta.events.unregister("after-call.dynamodb", unique_id="bench-move-after")
+
     def breakdown(self) -> dict[str, Any] | None:
         """Where the pause's seconds went: each step's (summed over threads where they overlap) and
         the DynamoDB calls made in it, by operation (count, total and median seconds)."""
@@ -256,6 +262,7 @@ def _one_move(stack: StackProcess, api_keys: Any, tenant: str, *, tickets: int, 
         outcome = mover.move(tenant, "dedicated")
     finally:
         clients.stop()
+        mover.stop_counting(admin.client)
     seconds = time.monotonic() - started
     assert outcome.record.placement == "dedicated", log.getvalue()
     assert outcome.copy_seconds is not None
@@ -342,25 +349,25 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
             total = sum(call["count"] for call in calls.values())
             slowest = sorted(calls.items(), key=lambda pair: -pair[1]["seconds"])[:3]
             named = ", ".join(f"{name} {call['count']} ({call['median_ms']})" for name, call in slowest)
+            named = f"{total}: {named}" if calls else "not recorded"
             lines.append(
                 f"| {row['tickets']:,} | {row.get('writers', 0)} | {row.get('sync_tickets', '')} | "
                 f"{row.get('sync_events', '')} | {steps['_sync']} | {steps['_marked']} | {steps['_sync_events']} | "
                 f"{steps['_visit_all']} | {steps['_recount']} | {steps['_write']} | {steps['_wait_until']} | "
-                f"{total}: {named} |"
+                f"{named} |"
             )
     lines += [
         "",
         f"`python -m bench --move-only`: a tenant of N tickets with a comment each moved by `ops.move` into its own "
         f"table in the local stack at its defaults ({move['rate']:,.0f} items/s at most, {move['workers']} workers; "
-        f"the record cache's wait {move['phase_seconds']:.0f} s, the drain {move['drain_seconds']:.0f} s: in no "
-        f"figure). Each writer sends {rate:g} writes/s through the local API during the whole move, not waiting for "
-        "answers: a PATCH of an existing ticket's title, then a POST /tickets, in turn; a 503 TENANT_MOVING is sent "
-        "again after its Retry-After. Afterwards each acknowledged write is read from the new table: its ticket "
-        "holds the last acknowledged title and version, no version acknowledged twice. The pause (SWITCHING to "
-        "ERASING) is the sync, the recount, the flip, then one wait of "
-        f"{SWITCH_WAIT_SECONDS:g} s. The sync reads again the tickets and audit events marked during the copy "
-        "(none without writers) and the partitions that are neither a ticket's nor a day's. The emulator is one "
-        "Python process serving every call one at a time (docs/operations.md).",
+        f"record cache wait {move['phase_seconds']:.0f} s, drain {move['drain_seconds']:.0f} s: in no figure). Each "
+        f"writer sends {rate:g} writes/s through the local API for the whole move without waiting for answers, "
+        "alternately a PATCH of an existing ticket and a POST /tickets, each 503 TENANT_MOVING resent after its "
+        "Retry-After. Afterwards the new table must hold, for each acknowledged write's ticket, the last acknowledged "
+        "title and version, no version acknowledged twice. The pause (SWITCHING to ERASING) is the sync, the "
+        f"recount, the flip and one {SWITCH_WAIT_SECONDS:g} s wait; the sync reads again the tickets and audit events "
+        "marked during the copy and the partitions that are neither a ticket's nor a day's. The emulator serves one "
+        "call at a time (docs/operations.md).",
     ]
     checked = [row for row in move["rows"] if "verified" in row]
     if checked:
