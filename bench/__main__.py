@@ -8,7 +8,8 @@ measures the cold starts alone and puts them into the results already in
 ``--metering-only`` does the same for the per-tenant metering's figures, and
 ``--webhooks-only`` for the webhook deliveries', and ``--isolation-only`` for
 what tenant isolation mode costs (bench/isolation.py). ``--move-only`` moves
-tenants of 1,000 and 10,000 tickets into their own tables (bench/move.py): a
+tenants of 1,000 and 10,000 tickets into their own tables (bench/move.py), beside
+``--move-writers`` clients writing to each (bench/move_writers.py): a
 whole run keeps the figures of the last ``--move-only`` run, as it does not
 move anyone itself.
 """
@@ -141,7 +142,9 @@ def _measure(
         return results
     if args.move_only:  # its own date: the other sections keep their run's
         sizes = tuple(int(size) for size in args.move_tickets.split(","))
-        results["move"] = {**run_move(stack, sizes=sizes, tenant_prefix=f"{prefix}-v"), "machine": machine()}
+        writers = tuple(int(count) for count in args.move_writers.split(","))
+        moved = run_move(stack, sizes=sizes, writers=writers, tenant_prefix=f"{prefix}-v")
+        results["move"] = {**moved, "machine": machine()}
         results["move"]["machine"]["command"] = "python -m bench --move-only"
         return results
     phase("filling the table")
@@ -253,6 +256,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--move-tickets", default="1000,10000", help="the moved tenants' ticket counts, comma-separated"
+    )
+    parser.add_argument(
+        "--move-writers",
+        default="1",
+        help="clients writing to each moving tenant (5 writes/s each; 0: none); comma-separated: a move per count",
     )
     parser.add_argument("--isolation-tenants", type=int, default=5, help="tenants per function in the isolation runs")
     parser.add_argument(
