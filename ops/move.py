@@ -170,7 +170,7 @@ from support_tickets.core.errors import Throttled
 from support_tickets.core.keys import TicketStatus
 from support_tickets.data.audit_items import iso_time
 from support_tickets.data.placement import SWITCH_WAIT_SECONDS, MovePhase, Placement
-from support_tickets.data.table import BATCH_WRITE_SIZE, OwnClient, TenantTable, error_code
+from support_tickets.data.table import BATCH_WRITE_SIZE, MARK_WRITTEN, OwnClient, TenantTable, error_code
 from support_tickets.data.tenant_registry import TenantConfig
 
 if TYPE_CHECKING:
@@ -205,6 +205,10 @@ VERIFY_SETTLE_SECONDS: Final = 2.0
 # Items a copy remembers (a 16-byte digest each, about 150 bytes with its key):
 # beyond, the sync reads the new table instead.
 MAX_REMEMBERED: Final = 1_000_000
+# The catch-up while writes go on (Mover._catch_up): rounds at most, and how many marks may be left for the
+# switch's sync (its pause grows with them: a Query and a write per marked ticket).
+CATCH_UP_ROUNDS: Final = 5
+CATCH_UP_ENOUGH: Final = 25
 SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
 # Partitions in flight per worker (bounds the memory of the results not yet merged).
 WINDOW_PER_WORKER: Final = 4
@@ -347,6 +351,9 @@ class Outcome:
     sync_tickets: int = 0
     # Audit events the sync read by key (None: it read the trail since the horizon instead).
     sync_events: int | None = None
+    # Marks the catch-up synced and took back before the switch, and in how many rounds.
+    caught_up: int = 0
+    catch_up_rounds: int = 0
     trailing: int = 0
     erased: int = 0
     strays: int = 0
@@ -372,6 +379,8 @@ class Mover:
     workers: int = DEFAULT_WORKERS
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
     switch_wait: float = SWITCH_WAIT_SECONDS
+    # Marks left for the switch's sync below which the catch-up stops (0: until a round finds none).
+    catch_up_enough: int = CATCH_UP_ENOUGH
     stream: TextIO | None = None
     checkpoint: Callable[[str], None] = field(default=lambda step: None)
     # Set for the duration of a run.
@@ -430,6 +439,8 @@ class Mover:
         if record.move_phase == MovePhase.COPYING:
             record = self._copy(record, outcome)
             self.checkpoint("copied")
+            self._catch_up(record, outcome)
+            self.checkpoint("caught up")
             record = self._write({"move_phase": MovePhase.SWITCHING})
             pause_began = self.store.clock()
             self._note(f"SWITCHING: {record.tenant_id}'s writes answer 503 TENANT_MOVING")
@@ -611,7 +622,8 @@ class Mover:
         return math.ceil(last_write) + 1
 
     def _marked(self, source: TenantTable) -> _Marks:
-        """The tickets and audit events written since the copy began (their writers marked them first)."""
+        """The tickets and audit events written since the copy began (their writers
+        marked them), and each mark's ``written`` token (which write made it)."""
         marked = _Marks()
         for pk in keys.move_mark_partitions(source.tenant_id):
             for item in _items(source, pk):
@@ -620,9 +632,68 @@ class Mover:
                     marked.tickets.add(name)
                 elif keys.is_audit_sk(name):
                     marked.events.add(name)
+                else:
+                    continue
+                marked.written[(pk, name)] = item.get(MARK_WRITTEN, {}).get("S")
         return marked
 
-    def _sync_events(self, source: TenantTable, dest: TenantTable, events: set[str]) -> Found:
+    # ------------------------------------------------------------ 1b. catching up, writes still open
+    def _catch_up(self, record: TenantConfig, outcome: Outcome) -> None:
+        """While the tenant still writes (``COPYING``), make the new table catch
+        up with what it changed during the copy, so that the switch's sync (the
+        write pause) reads only what was written since: each round reads the
+        marks, syncs the marked tickets' partitions and events as the switch
+        would (and remembers them as copied), then takes back each mark whose
+        ``written`` token is still the one it read. A write made since the round
+        read its partition wrote a new token with its mark (in its transaction,
+        or again after it: ``TenantTable``), so its mark stays for the switch.
+        Rounds until at most :attr:`catch_up_enough` marks are left, or
+        :data:`CATCH_UP_ROUNDS`. Only after this run's own copy (a resumed run
+        reads everything at its switch)."""
+        if not self._copied.counted:
+            return
+        source, dest = self._old(record), self._new(record)
+        for _ in range(CATCH_UP_ROUNDS):
+            marked = self._marked(source)
+            if len(marked.written) <= self.catch_up_enough:
+                return
+            self._progress = Progress(f"catch up {record.tenant_id} in {dest.table_name}, marks", self.stream)
+
+            def sync(partition: Partition, start: str) -> Found:
+                return self._sync_partition(source, dest, partition, start, remember=True)
+
+            partitions = [(TICKET, keys.ticket_pk(source.tenant_id, ticket)) for ticket in sorted(marked.tickets)]
+            self._visit_all(partitions, sync)
+            self._sync_events(source, dest, marked.events, remember=True)
+            self.checkpoint("catching up")
+            taken_back = self._unmark(source, marked)
+            self._progress.done()
+            outcome.caught_up += taken_back
+            outcome.catch_up_rounds += 1
+            self._note(f"caught up: {len(marked.written)} marks synced, {taken_back} taken back")
+
+    def _unmark(self, source: TenantTable, marked: _Marks) -> int:
+        """Each mark deleted if its ``written`` token is still the one read (a
+        mark without one is left to the switch); how many were."""
+        marks = [(pk, sk, token) for (pk, sk), token in sorted(marked.written.items()) if token is not None]
+
+        def unmark(mark: tuple[str, str, str]) -> bool:
+            pk, sk, token = mark
+            return source.call_if(
+                "delete_item",
+                TableName=source.table_name,
+                Key={"pk": {"S": pk}, "sk": {"S": sk}},
+                ConditionExpression="#written = :token",
+                ExpressionAttributeNames={"#written": MARK_WRITTEN},
+                ExpressionAttributeValues={":token": {"S": token}},
+            )
+
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
+            return sum(pool.map(unmark, marks))
+
+    def _sync_events(
+        self, source: TenantTable, dest: TenantTable, events: set[str], *, remember: bool = False
+    ) -> Found:
         """The marked audit events, read by key (a day's trail is not read), each
         with its history twin in the new table unless the copy wrote it as it is.
         A mark names a sort key; the day and shard of the event are the key's, so
@@ -640,6 +711,8 @@ class Mover:
             for item in self._items_by_key(source, by_partition[pk]):
                 copied = self._copied.digest(pk, item["sk"]["S"]) if self._copied.valid else None
                 self._synced_item(found, source.tenant_id, kind, item, writes, differs=copied != _digest(item))
+                if remember:
+                    self._copied.add(kind, item, source.tenant_id)
             writes.flush()
             return found
 
@@ -662,16 +735,20 @@ class Mover:
             else:
                 raise Throttled()
 
-    def _sync_partition(self, source: TenantTable, dest: TenantTable, partition: Partition, since: str = "") -> Found:
+    def _sync_partition(
+        self, source: TenantTable, dest: TenantTable, partition: Partition, since: str = "", *, remember: bool = False
+    ) -> Found:
         """One partition of the new table made equal to the old's (sort keys from
         ``since``): the new table's side from what this run's copy wrote into
-        it when it did, else read."""
+        it when it did, else read. ``remember``: what it then holds stands for
+        the copy's (a catch-up's: the switch compares with it)."""
         kind, pk = partition
         found = Found()
         found.visited.add(pk)
         writes = self._writes(dest, found)
         read = found.read
-        old = _items(source, pk, since)
+        seen: list[dict[str, Any]] = []
+        old = _remembering(_items(source, pk, since), seen) if remember else _items(source, pk, since)
         new = self._copied.entries(pk, since) if self._copied.valid else _read_entries(dest, pk, since)
         here, there = next(old, None), next(new, None)
         while here is not None or there is not None:
@@ -690,6 +767,8 @@ class Mover:
         if kind in CARRIED and found.read == read:
             found.empty.add(pk)
         writes.flush()
+        if remember:
+            self._copied.replace(kind, pk, seen, source.tenant_id)
         return found
 
     def _synced_item(
@@ -1119,6 +1198,8 @@ class _Marks:
 
     tickets: set[str] = field(default_factory=set)
     events: set[str] = field(default_factory=set)  # audit events' sort keys
+    # Each mark's key (pk, sk) and its written token (None: a mark written without one).
+    written: dict[tuple[str, str], str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -1151,6 +1232,15 @@ class _Copied:
                 return
             self._partitions.setdefault(item["pk"]["S"], (kind, {}))[1][item["sk"]["S"]] = _digest(item)
             self._items += 1
+
+    def replace(self, kind: str, pk: str, items: Sequence[dict[str, Any]], tenant_id: str) -> None:
+        """The partition ``pk`` as it now is in the new table: ``items`` (a catch-up synced it)."""
+        with self._lock:
+            self._statuses.pop(pk, None)
+            if self.valid:
+                self._items -= len(self._partitions.pop(pk, ("", {}))[1])
+        for item in items:
+            self.add(kind, item, tenant_id)
 
     def counts_after(self, synced: Found) -> Counter[TicketStatus]:
         """The counts as copied, with each ticket the sync visited counted as it found it instead."""
@@ -1219,6 +1309,12 @@ def _key_of(request: dict[str, Any]) -> dict[str, Any]:
     """The item (or key) a BatchWriteItem request writes."""
     put = request.get("PutRequest")
     return dict(put["Item"]) if put is not None else dict(request["DeleteRequest"]["Key"])
+
+
+def _remembering(items: Iterator[dict[str, Any]], seen: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for item in items:
+        seen.append(item)
+        yield item
 
 
 def _read_entries(table: TenantTable, pk: str, since: str) -> Iterator[_Entry]:

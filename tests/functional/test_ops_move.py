@@ -425,8 +425,8 @@ def test_fenced_writes_during_the_copy_answer_as_unfenced_ones(world: World, mov
         and operation != "TransactWriteItems"
         and keys.tenant_prefix(moving) in json.dumps(params)
     ]
-    # ...every one of them but the 100-ticket batch's marks, put before it
-    assert [json.dumps(params).count("|MOVE#") for params in unfenced] == [25, 25, 25, 25]
+    # ...every one of them but the 100-ticket batch's marks, put before it and again after it
+    assert [json.dumps(params).count("|MOVE#") for params in unfenced] == [25] * 8
     assert not [
         params
         for operation, params in writes
@@ -478,6 +478,64 @@ def test_the_switch_reads_again_only_the_tickets_written_during_the_copy(
     assert_moved(world, moving, own_table, frozen[0])
     assert counts_in(world.dynamodb, own_table, moving) == recounted(world.dynamodb, own_table, moving)
     assert counts_in(world.dynamodb, own_table, moving) == {"OPEN": 3, "IN_PROGRESS": 1, "CLOSED": 0}
+    marks = set(keys.move_mark_partitions(beside)) | set(keys.move_mark_partitions(moving))
+    assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
+
+
+@pytest.mark.parametrize(
+    ("moving", "beside", "remembered"),
+    [("1", "10", move.MAX_REMEMBERED), ("10", "1", move.MAX_REMEMBERED), ("1", "10", 3)],
+    ids=["1 beside 10", "10 beside 1", "copy too large to remember"],
+)
+def test_the_catch_up_leaves_the_switch_only_what_was_written_since_it_read_it(
+    world: World, moving: str, beside: str, remembered: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While writes still go on, the catch-up syncs what the copy missed and
+    takes back the marks it synced: the switch (the write pause) reads again
+    only the tickets written since. A ticket written again between the
+    catch-up's read and its taking back keeps its mark (its write's token is
+    another), so that write is not lost; one written after is marked anew. The
+    moved data and counts are exact; the tenant beside it makes no marks."""
+    monkeypatch.setattr(move, "MAX_REMEMBERED", remembered)
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member, root = User(moving, f"alice-{moving}"), User(moving, f"root-{moving}", admin=True)
+    neighbour = User(beside, f"alice-{beside}")
+    frozen: list[list[dict[str, Any]]] = []
+    made: list[str] = []
+    reached: list[str] = []
+
+    def during(step: str) -> None:
+        tenant_configs().clear()
+        if step == "copied":
+            assert world.api.update(member, tickets[0], {"status": "IN_PROGRESS"}).ok
+            made.append(world.api.new_ticket(member, title="new during the copy")["ticket_id"])
+            assert world.api.comment(member, tickets[1], {"body": "during the copy"}).status == 201
+            assert world.api.update(neighbour, world.api.new_ticket(neighbour)["ticket_id"], {"title": "b"}).ok
+        if step == "catching up" and step not in reached:  # the first round synced, its marks not yet taken back
+            assert world.api.update(member, tickets[0], {"title": "between the read and the take-back"}).ok
+            assert world.api.delete(root, made[0]).status == 204
+        if step == "caught up":
+            assert world.api.comment(member, tickets[1], {"body": "after the catch-up"}).status == 201
+        if step == "switching":
+            frozen.append(copied_items(world.dynamodb, world.pool, moving))
+        reached.append(step)
+
+    mover = world.mover(during)
+    mover.catch_up_enough = 0
+    outcome = mover.move(moving, "dedicated")
+    tenant_configs().clear()
+
+    # The first round took back tickets[1]'s mark only (the others were written again since it read them),
+    # the second those two; the switch read again only the ticket commented on after the catch-up.
+    assert reached.count("catching up") == 2
+    assert (outcome.catch_up_rounds, outcome.caught_up) == (2, 3)
+    assert outcome.sync_tickets == 1
+    own_table = dedicated.table_name(world.pool, moving)
+    assert_moved(world, moving, own_table, frozen[0])
+    assert counts_in(world.dynamodb, own_table, moving) == recounted(world.dynamodb, own_table, moving)
+    assert counts_in(world.dynamodb, own_table, moving) == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
+    assert world.api.summary(member, tickets[0]).body["title"] == "between the read and the take-back"
     marks = set(keys.move_mark_partitions(beside)) | set(keys.move_mark_partitions(moving))
     assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
 

@@ -38,6 +38,7 @@ units per KB, plus the check's read.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -80,6 +81,9 @@ WRITE_OPERATIONS: Final = frozenset(
 BATCH_WRITE_SIZE: Final = 25
 # How long a move mark lasts (TenantTable.marks_writes): longer than any copy.
 MOVE_MARK_SECONDS: Final = 7 * 86_400
+# A mark's token of the write that made it (a new one each write): the mover's catch-up takes a mark
+# back only if no write marked it again since it read it (ops.move).
+MARK_WRITTEN: Final = "written"
 MAX_UNPROCESSED_ROUNDS: Final = 8
 # TransactWriteItems' limit on actions.
 MAX_TRANSACTION_ACTIONS: Final = 100
@@ -320,8 +324,9 @@ class TenantTable:
         longer than any copy; a move erases them with the tenant's old copy, a
         rolled back one leaves them to expire."""
         expiration = {"N": str(int(time.time()) + MOVE_MARK_SECONDS)}
+        token = {"S": os.urandom(8).hex()}
         return [
-            {**keys.move_mark_key(self.tenant_id, name), "expiration": expiration}
+            {**keys.move_mark_key(self.tenant_id, name), "expiration": expiration, MARK_WRITTEN: token}
             for name in sorted(written_marks(self.tenant_id, self.table_name, operation, request))
         ]
 
@@ -333,8 +338,19 @@ class TenantTable:
             raise TenantMoving()
         if self.fence is not None:
             return self._fenced(self.fence, operation, request)
-        self._put_marks(self._marks(operation, request))
-        return replace(self, marks_writes=False).call(operation, **request)
+        return self._marked_around(operation, request)
+
+    def _marked_around(self, operation: str, request: dict[str, Any]) -> Any:
+        """The write with its marks put before it (a write that lands is always
+        marked) and again after it, with a new token: a mover's catch-up that
+        took the first mark back before the write landed finds the second."""
+        marks = self._marks(operation, request) if self.marks_writes else []
+        self._put_marks(marks)
+        response = replace(self, marks_writes=False, fence=None).call(operation, **request)
+        if marks:
+            token = {"S": os.urandom(8).hex()}
+            self._put_marks([{**mark, MARK_WRITTEN: token} for mark in marks])
+        return response
 
     def _put_marks(self, marks: Sequence[Mapping[str, Any]]) -> None:
         unmarked = replace(self, marks_writes=False, fence=None)
@@ -343,9 +359,7 @@ class TenantTable:
         elif marks:
             unmarked._batch_write([{"PutRequest": {"Item": mark}} for mark in marks])
 
-    def _checked_after(
-        self, fence: MoveFence, operation: str, request: dict[str, Any], marks: Sequence[Mapping[str, Any]]
-    ) -> Any:
+    def _checked_after(self, fence: MoveFence, operation: str, request: dict[str, Any]) -> Any:
         """A write with no room left for the fence's check (a transaction of 100
         actions: a batch status change of 100 tickets), made marked and then
         checked: if the record still says ``COPYING`` after it returned, it
@@ -353,8 +367,7 @@ class TenantTable:
         have landed after the switch read its tickets: not acknowledged (503
         ``UNAVAILABLE``, maybe applied; the client's retry is made in the new
         table), never acknowledged and lost."""
-        self._put_marks(marks)
-        response = replace(self, marks_writes=False, fence=None).call(operation, **request)
+        response = replace(self, fence=None)._marked_around(operation, request)
         if not _record_still_copying(self, fence):
             raise Unavailable()
         return response
@@ -368,7 +381,7 @@ class TenantTable:
         actions = _transaction_actions(operation, request)
         marks = self._marks(operation, request) if self.marks_writes else []
         if len(actions) + 1 > MAX_TRANSACTION_ACTIONS:
-            return self._checked_after(fence, operation, request, marks)
+            return self._checked_after(fence, operation, request)
         if len(actions) + len(marks) + 1 > MAX_TRANSACTION_ACTIONS:
             self._put_marks(marks)  # marked first, as an unfenced write is; the write itself still fenced
             marks = []
