@@ -152,11 +152,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
@@ -233,6 +237,10 @@ class MoveError(RuntimeError):
     """The move can't (or must not) go on: one line for the operator."""
 
 
+class MoveInterrupted(MoveError):
+    """Ctrl-C or SIGTERM stopped the mover: what it left, and the command to run."""
+
+
 class MoverStopped(RuntimeError):
     """Another worker of this mover failed: stop writing."""
 
@@ -255,6 +263,120 @@ class RecordStore(Protocol):
     def record(self, tenant_id: str) -> TenantConfig: ...
 
     def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig: ...
+
+
+class ServerClock:
+    """DynamoDB's clock, as its responses tell it: the mover's times that stream
+    records are compared with (``placed_at``, and the waits for it) are the
+    server's, whatever the operator's machine's clock says.
+
+    Each response's HTTP ``Date`` header (RFC 9110 section 6.6.1: when the server
+    generated it, in whole seconds, rounded down; botocore gives it as
+    ``ResponseMetadata.HTTPHeaders.date``; DynamoDB, moto and the local stack's
+    server send it), seen at the local ``monotonic`` time it arrived, bounds the
+    server's time from below ever after: ``date + (monotonic() - arrived)``.
+    :meth:`now` is the highest such bound (the server's time, a second and a
+    round trip behind at most): a wait until :meth:`now` has passed a time ends
+    after the server's clock did. A stream record's ``ApproximateCreationDateTime``
+    (rounded down too) is at most the ``Date`` of the response to its write, so
+    a time a whole second after the bound read after that response is later
+    than the record's. Before any response: the operator's clock (``fallback``)."""
+
+    def __init__(self, monotonic: Callable[[], float], fallback: Callable[[], float]) -> None:
+        self._monotonic = monotonic
+        self._fallback = fallback
+        self._offset: float | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, headers: Mapping[str, str], arrived: float | None = None) -> None:
+        """A response's headers, received at ``arrived`` (the monotonic clock; now by default)."""
+        date = headers.get("date")
+        if not date:
+            return
+        try:
+            server = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError):
+            return
+        offset = server - (self._monotonic() if arrived is None else arrived)
+        with self._lock:
+            self._offset = offset if self._offset is None else max(self._offset, offset)
+
+    def after_call(self, parsed: Any = None, **_: Any) -> None:
+        """botocore's ``after-call`` event handler: every response of the client, errors too."""
+        if isinstance(parsed, dict):
+            self.observe(parsed.get("ResponseMetadata", {}).get("HTTPHeaders", {}))
+
+    def now(self) -> float:
+        with self._lock:
+            offset = self._offset
+        return self._fallback() if offset is None else self._monotonic() + offset
+
+
+@dataclass
+class _OnServerTime:
+    """The record store of a run, its clock the server's (:class:`ServerClock`)."""
+
+    inner: RecordStore
+    server: ServerClock
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.inner.client
+
+    @property
+    def table_name(self) -> str:
+        return self.inner.table_name
+
+    @property
+    def phase_seconds(self) -> float:
+        return self.inner.phase_seconds
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.server.now
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        return self.inner.sleep
+
+    def record(self, tenant_id: str) -> TenantConfig:
+        return self.inner.record(tenant_id)
+
+    def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
+        return self.inner.write(current, changes)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a move as Ctrl-C does (a KeyboardInterrupt in the main
+    thread; Python sets signal handlers there only: elsewhere, as it was)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored for the few writes that leave an interrupted
+    move in a clean state (a second Ctrl-C would stop them half way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @cache
@@ -372,6 +494,8 @@ class Mover:
     switch_wait: float = SWITCH_WAIT_SECONDS
     stream: TextIO | None = None
     checkpoint: Callable[[str], None] = field(default=lambda step: None)
+    # The local clock that measures how long since a DynamoDB response told the server's time (ServerClock).
+    monotonic: Callable[[], float] = time.monotonic
     # Set for the duration of a run.
     _record: TenantConfig | None = field(default=None, init=False, repr=False)
     _beat: float = field(default=0.0, init=False, repr=False)
@@ -388,7 +512,30 @@ class Mover:
 
     # ------------------------------------------------------------ the command
     def move(self, tenant_id: str, to: str) -> Outcome:
-        """Move (or go on moving, or roll back) ``tenant_id``'s data to ``to``."""
+        """Move (or go on moving, or roll back) ``tenant_id``'s data to ``to``,
+        on DynamoDB's clock (:class:`ServerClock`, from every response of the
+        store's client). Interrupted (Ctrl-C, SIGTERM): :class:`MoveInterrupted`,
+        once the record is left as :meth:`_interrupted` says."""
+        operator = self.store
+        server = ServerClock(self.monotonic, operator.clock)
+        events = getattr(getattr(operator.client, "meta", None), "events", None)
+        hook = f"ops.move.server-clock.{id(server)}"
+        if events is not None:
+            events.register("after-call.dynamodb", server.after_call, unique_id=hook)
+        self.store = _OnServerTime(operator, server)
+        self._record = None
+        try:
+            with _sigterm_interrupts():
+                try:
+                    return self._move(tenant_id, to)
+                except KeyboardInterrupt:
+                    raise self._interrupted(tenant_id, to) from None
+        finally:
+            self.store = operator
+            if events is not None:
+                events.unregister("after-call.dynamodb", unique_id=hook)
+
+    def _move(self, tenant_id: str, to: str) -> Outcome:
         keys.validate_tenant_id(tenant_id)
         try:
             target = Placement(to)
@@ -479,8 +626,68 @@ class Mover:
         self.checkpoint("announced")
         return announced
 
+    def _interrupted(self, tenant_id: str, to: str) -> MoveInterrupted:
+        """The record of an interrupted run left where the next run can go on at
+        once: its lease released (``changed_at`` 0: the next run takes over without
+        waiting :data:`STALE_SECONDS`), and a switch not yet flipped put back in
+        ``COPYING`` (conditional on the record's version, as every write of it),
+        so that the tenant's writes go to the old table again within a second (the
+        move's marks still name what they change: writers mark in ``COPYING`` as
+        in ``SWITCHING``; the next run copies again and reads them). Past the flip
+        the data is the new table's: ``FLIPPED`` refuses writes until the next
+        run. What it left, and the command to run, in one line."""
+        self._stopped = True
+        command = f"make tenant TENANT={tenant_id} PLACEMENT={to}"
+        with _signals_ignored():
+            if self._record is None:
+                return MoveInterrupted(f"interrupted before it wrote anything: {tenant_id} is as it was; {command}")
+            record = self._record
+            try:
+                with self._lock:
+                    if record.moving:
+                        changes: dict[str, Any] = {"changed_at": 0}
+                        if record.move_phase == MovePhase.SWITCHING:
+                            changes["move_phase"] = MovePhase.COPYING
+                        record = self._record = self.store.write(record, changes)
+            except Exception as exc:  # the record changed meanwhile, or DynamoDB refused: say what it is now
+                current = self.store.record(tenant_id)
+                return MoveInterrupted(
+                    f"interrupted; its record could not be released ({exc}): {tenant_id} is "
+                    + (f"moving to {current.move_to} ({current.move_phase})" if current.moving else current.placement)
+                    + f"; unless another mover runs, {command} in {STALE_SECONDS:.0f} s"
+                )
+        return MoveInterrupted(self._left_in(record, to, command))
+
+    def _left_in(self, record: TenantConfig, to: str, command: str) -> str:
+        tenant, phase = record.tenant_id, record.move_phase
+        if not record.moving:
+            return f"interrupted after the move ended: {tenant} is in the {record.placement} placement"
+        if record.move_to != to:
+            return (
+                f"interrupted while rolling back the move of {tenant} to {record.move_to} (COPYING): its writes go to "
+                f"{self._table_name(record)}; {command} finishes the rollback"
+            )
+        if phase == MovePhase.COPYING:
+            back = f"PLACEMENT={record.placement}"
+            return (
+                f"interrupted: the move of {tenant} to {record.move_to} is in COPYING, its reads and writes go to "
+                f"{self._table_name(record)}; {command} finishes it ({back} rolls it back)"
+            )
+        if phase == MovePhase.FLIPPED:
+            return (
+                f"interrupted: the move of {tenant} to {record.move_to} is FLIPPED, its reads go to "
+                f"{self._table_name(record)}, its writes answer 503 TENANT_MOVING until {command} goes on: run it now"
+            )
+        return (
+            f"interrupted: the move of {tenant} to {record.move_to} is ERASING, its reads and writes go to "
+            f"{self._table_name(record)}; {command} erases it from {record.previous_table or self._pool} and finishes"
+        )
+
     def _take_over(self, record: TenantConfig) -> TenantConfig:
-        """Continue a move whose mover stopped; refuse while one runs."""
+        """Continue a move whose mover stopped (at once when it released the
+        record: ``changed_at`` 0); refuse while one runs. A switch the stopped
+        mover did not flip goes back to ``COPYING`` (writes open again) and is
+        done again after this run's own copy (see :meth:`_copy`)."""
         silent = self.store.clock() - record.changed_at
         if silent < STALE_SECONDS:
             raise MoveError(
@@ -489,8 +696,10 @@ class Mover:
                 f"{math.ceil(STALE_SECONDS - silent)} s"
             )
         self._record = record
-        taken = self._write({})
+        taken = self._write({"move_phase": MovePhase.COPYING} if record.move_phase == MovePhase.SWITCHING else {})
         self._note(f"continuing the move of {record.tenant_id} to {record.move_to} at {record.move_phase}")
+        if record.move_phase == MovePhase.SWITCHING:
+            self._note(f"COPYING: {record.tenant_id}'s writes go to {self._table_name(taken)} again until the switch")
         return taken
 
     def _write(self, changes: dict[str, Any]) -> TenantConfig:
@@ -525,8 +734,12 @@ class Mover:
     def _copy(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
         source, dest = self._old(record), self._new(record)
         started = self.store.clock()
-        # Only a copy this run began (it announced the move) knows all the new table has of it.
-        self._copied = _Copied(valid=self._announced, counted=self._announced)
+        if not self._announced:
+            # What a stopped run left in the new table (its copy, part of its sync) goes first: then what this
+            # run copies is all the new table has, and its switch reads only what was marked, as the first's would.
+            self._note(f"erasing what a stopped run copied into {dest.table_name} before copying again")
+            self._erase(dest, record, copy_to=None)
+        self._copied = _Copied()
         assert record.move_started_at is not None
         # Before the copy reads anything, every container writes with the record's COPYING: each write of a
         # ticket the copy may have read before it is marked, and the sync reads only those again.
