@@ -1023,14 +1023,15 @@ class Mover:
         skipped = self._empty_in_old if copy_to is not None else set()
         found = self._walk(
             [table],
-            lambda partition, since: self._erase_partition(table, partition),
+            lambda partition, since: self._erase_partition(table, partition, copy_to),
             shard_counts=record.read_shards,
             erase=True,
             skip=skipped,
         )
         self._progress.done()
         pool = table.table_name == self._pool
-        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to)
+        late_until = record.placed_at + trailing_horizon_seconds() if copy_to is not None else None
+        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to, late_until)
         prefix = keys.tenant_prefix(table.tenant_id)
         but = " but its record and usage ledger" if pool else ""
         verified = f"a Scan of {table.table_name} found nothing under {prefix}{but}"
@@ -1043,18 +1044,26 @@ class Mover:
             )
         return found.deleted, strays, verified
 
-    def _erase_partition(self, table: TenantTable, partition: Partition) -> Found:
+    def _erase_partition(self, table: TenantTable, partition: Partition, copy_to: TenantTable | None = None) -> Found:
         """A partition's items deleted; a ticket summary marked ``erasing`` first,
         as ``make offboard`` marks it: the stream functions' filters drop the
         records of both writes, so the erase leaves no aggregator journal behind
-        (a record that is not the tenant's change is journaled, uncounted)."""
+        (a record that is not the tenant's change is journaled, uncounted).
+        With ``copy_to`` (the old table after a switch), an append-only item the
+        new table lacks is copied there first, as the trailing copy does: a
+        stream function that lags behind may have written it after the trailing
+        copy's last pass, and only what was read is deleted."""
         kind, pk = partition
         found = Found()
         writes = self._writes(table, found)
-        projection = "pk, sk, ticket_id" if kind == DAY else "pk, sk"
+        late = copy_to is not None and kind in APPEND_ONLY
+        present = {item["sk"]["S"] for item in _items(copy_to, pk, projection="pk, sk")} if late and copy_to else set()
+        projection = None if late else "pk, sk, ticket_id" if kind == DAY else "pk, sk"
         for page in table.query_pages(_partition_query(table, pk, projection)):
             for item in page:
                 found.note(kind, item)
+                if late and copy_to is not None and item["sk"]["S"] not in present:
+                    self._copy_late(copy_to, kind, item)
                 if kind == TICKET and item["sk"]["S"] == keys.SUMMARY_SK:
                     self._mark_erasing(table, item)
                 writes.delete(item)
@@ -1069,7 +1078,15 @@ class Mover:
         self.pace(1)
         mark_erasing(table, key)
 
-    def _verify(self, table: TenantTable, keep: set[str], copy_to: TenantTable | None) -> tuple[int, int]:
+    def _copy_late(self, table: TenantTable, kind: str, item: dict[str, Any]) -> int:
+        """An append-only item (and a day item's history twin) put into ``table`` if absent."""
+        copied = self._put(table, item, conditional=True)
+        twin = _history_twin(table.tenant_id, kind, item)
+        return copied + (self._put(table, twin, conditional=True) if twin is not None else 0)
+
+    def _verify(
+        self, table: TenantTable, keep: set[str], copy_to: TenantTable | None, late_until: float | None = None
+    ) -> tuple[int, int]:
         """Scan for anything left under the tenant's prefix (but ``keep``'s
         partitions), erase it, and scan again until nothing is found; how many
         items it erased, and how many it left.
@@ -1081,11 +1098,21 @@ class Mover:
         copy does; an item of a ticket, a webhook or an idempotency record is
         left where it is and reported (copied now, after the switch, its stream
         record would count, audit and announce a change nobody made). Without
-        (a rolled back copy), everything goes."""
+        (a rolled back copy), everything goes.
+
+        A round that finds append-only items only is a stream function that
+        lags behind still writing into the old table: the check goes on past
+        :data:`MAX_VERIFY_ROUNDS` (each further round waits twice as long, a
+        minute at most) until a Scan finds nothing, while such a function may
+        still write (``late_until``: the event sources' oldest record still
+        processed, :func:`trailing_horizon_seconds`), so that one run finishes
+        and the trail misses nothing; anything else appearing stops the move
+        after :data:`MAX_VERIFY_ROUNDS`."""
         tenant = table.tenant_id
         strays = 0
         left: set[tuple[str, str]] = set()
-        for _ in range(MAX_VERIFY_ROUNDS):
+        rounds = 0
+        while True:
             found = [
                 item
                 for item in keys_under_prefix(table)
@@ -1095,8 +1122,10 @@ class Mover:
                 return strays, len(left)
             self._note(f"the check found {len(found)} item(s) the walk did not")
             doomed: list[dict[str, Any]] = []
+            late = copy_to is not None
             for key in found:
                 kind = _kind_of(tenant, key["pk"]["S"])
+                late = late and kind in APPEND_ONLY
                 if copy_to is not None and kind in CARRIED:
                     left.add((key["pk"]["S"], key["sk"]["S"]))
                     continue
@@ -1106,8 +1135,12 @@ class Mover:
                         self._put(copy_to, item, conditional=True)
                 doomed.append(key)
             strays += table.batch_delete(doomed)
-            self.store.sleep(VERIFY_SETTLE_SECONDS)
-        raise MoveError(f"items kept appearing under the tenant's prefix in {table.table_name}: run the command again")
+            rounds += 1
+            if rounds >= MAX_VERIFY_ROUNDS and not (late and late_until and self.store.clock() < late_until):
+                raise MoveError(
+                    f"items kept appearing under the tenant's prefix in {table.table_name}: run the command again"
+                )
+            self.store.sleep(min(VERIFY_SETTLE_SECONDS * 2 ** max(rounds - MAX_VERIFY_ROUNDS, 0), 60.0))
 
     # ------------------------------------------------------------ rolling back
     def _roll_back(self, record: TenantConfig) -> Outcome:

@@ -151,7 +151,11 @@ class World:
 
     def admin(self) -> TenantAdmin:
         return TenantAdmin(
-            self.dynamodb, self.pool, phase_seconds=35, sleep=self.clock.sleep, clock=lambda: self.clock() + self.skew
+            self.dynamodb,
+            self.pool,
+            phase_seconds=35,
+            sleep=lambda seconds: self.clock.sleep(seconds),  # noqa: PLW0108 (the clock's sleep then: a test wraps it)
+            clock=lambda: self.clock() + self.skew,
         )
 
     def mover(self, checkpoint: Callable[[str], None] | None = None) -> Mover:
@@ -467,6 +471,74 @@ def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switc
         item["pk"]["S"] in {keys.tenant_config_key("1")["pk"]["S"], *keys.usage_partitions("1")}
         for item in items_of(world.dynamodb, world.pool, "1")
     )
+
+
+VERSIONS = 30
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_a_move_killed_at_its_switch_finishes_in_one_run_while_the_audit_writer_lags_past_the_drain(
+    world: World, moving: str, beside: str
+) -> None:
+    """Thirty updates of each ticket, then the move is killed at its switch;
+    the audit writer falls behind: during the re-run, from the end of its
+    trailing copy on, it writes those updates' events into the old table, one
+    a second (one at least while the mover sleeps), through the erase and past
+    the final Scan's first rounds.
+    The one re-run finishes: every event is in the new table (none erased
+    uncopied), nothing is left in the old one."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member = User(moving, f"alice-{moving}")
+    for version in range(VERSIONS):
+        for ticket_id in tickets:
+            assert world.api.update(member, ticket_id, {"title": f"version {version}"}).ok
+    with pytest.raises(Stop):
+        world.move(moving, "dedicated", kill_at("synced"))
+    backlog = world.audit.new_records()
+    assert len(backlog) == VERSIONS * len(tickets)
+    written: list[int] = []
+
+    sleep = world.clock.sleep
+
+    credit = [0.0]
+
+    def lagging(seconds: float) -> None:  # while the mover sleeps, the writer's next records: one a second
+        sleep(seconds)
+        credit[0] += seconds
+        batch = backlog[: int(credit[0])]
+        del backlog[: len(batch)]
+        credit[0] -= len(batch)
+        world.audit.deliver(batch)
+        written.append(len(batch))
+
+    def lag_from_the_drain_on(step: str) -> None:
+        if step == "drained":
+            world.clock.sleep = lagging  # type: ignore[method-assign]
+
+    world.clock.now += STALE_SECONDS + 1
+
+    mover = world.mover(lag_from_the_drain_on)
+    mover.rate = 10  # an erase that takes a while: the writer writes during it and after it
+
+    outcome = mover.move(moving, "dedicated")
+
+    assert not backlog, world.log.getvalue()
+    assert sum(written) == VERSIONS * len(tickets)
+    own_table = dedicated.table_name(world.pool, moving)
+    assert outcome.record.placement == "dedicated"
+    assert not outcome.record.moving
+    history = Counter(
+        str(item["pk"]["S"])
+        for item in items_of(world.dynamodb, own_table, moving)
+        if item["pk"]["S"] in {keys.history_pk(moving, ticket_id) for ticket_id in tickets}
+    )
+    assert history == {
+        keys.history_pk(moving, tickets[0]): 3 + VERSIONS,  # created, commented, closed, then each version
+        keys.history_pk(moving, tickets[1]): 2 + VERSIONS,
+    }
+    left = [item for item in items_of(world.dynamodb, world.pool, moving) if item["pk"]["S"] not in not_copied(moving)]
+    assert left == []
 
 
 def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left_and_reported(world: World) -> None:
