@@ -31,8 +31,9 @@ tenant record with a conditional write on its ``version``:
    pause grows with what was written during the copy, not with the tenant nor
    with its last hour. A mark names a ticket id or an event's sort key under
    the tenant's own prefix: one that names nothing (a tenant's credentials
-   can write its ticket marks) reads nothing. A run that did not announce the
-   move (it resumed one) reads every ticket again, in both tables (GSI1
+   can write its ticket marks) reads nothing. Every switch follows its own
+   run's copy (a resumed move copies again: **Resuming**); a sync without a
+   digest would read every ticket again, in both tables (GSI1
    included), and the trail since :func:`trailing_horizon_seconds` before the
    move's start. The counts are recounted in the new
    table (as copied, with each ticket read again counted as found; one
@@ -42,7 +43,7 @@ tenant record with a conditional write on its ``version``:
 3. ``FLIPPED``: the record names the new table (``placement``, ``table``,
    ``placed_at``, the old one as ``previous_table``/``previous_placed_at``);
    reads go there, writes are still refused, for ``SWITCH_WAIT_SECONDS`` and
-   until the clock has passed ``placed_at``.
+   until DynamoDB's clock has passed ``placed_at`` (**Clocks**).
 4. ``ERASING``: writes go to the new table. The *trailing copy* brings over
    what a stream function that lags behind wrote into the old table after the
    sync read it (audit events with their history twins, the day index,
@@ -54,13 +55,27 @@ tenant record with a conditional write on its ``version``:
    the tenant in the old table is erased (in the pool, its record and usage
    ledger stay; each ticket summary is marked ``erasing`` before it goes, as
    ``make offboard`` does, so that no stream function even journals the
-   erase), a keys-only Scan of the old table checks that nothing is left
+   erase; an append-only item the new table lacks is copied there before it
+   goes: a lagging function wrote it after the last pass), a keys-only Scan of the old table checks that nothing is left
    (as ``make offboard``'s final check does), and the move fields are
    cleared. What that Scan finds the walk did not find, so it was not copied
    either: an item of an append-only kind is copied if absent, then erased; a
    ticket's, webhook's or idempotency record's is left there and reported
    (copied after the switch, its stream record would be counted, audited and
-   sent to webhooks as a change nobody made).
+   sent to webhooks as a change nobody made). While a Scan finds late
+   append-only items only, the check goes on (:meth:`Mover._verify`), so that
+   one run finishes a move a lagging stream function still writes into.
+
+**Clocks.** Every time the mover writes or waits for (``move_started_at``,
+``changed_at``, ``placed_at``, the waits until ``placed_at`` and the drain's
+end) is DynamoDB's, not the operator machine's: :class:`ServerClock` learns it
+from the ``Date`` header of each response of the store's client and measures
+the time since on the local monotonic clock (``Mover.monotonic``). A stream
+record's ``ApproximateCreationDateTime`` is compared with ``placed_at``
+(:func:`support_tickets.data.placement.owns_record`): on the operator's clock, a
+clock ahead let writes open before DynamoDB's clock reached ``placed_at`` (their
+records were not the tenant's: no audit event, no webhook, no count), one behind
+made the copy's records the tenant's (duplicate events, wrong counts).
 
 The move fires no webhook and writes no audit event or count of its own: a
 stream record is the tenant's only from the table of its placement since
@@ -126,11 +141,28 @@ after that (a killed mover writes nothing any more). A mover that finds its
 record changed by someone else stops (run it again). Any operator change of the
 record during a move (a status, a tier) stops the mover the same way.
 
-**Resuming**: run the command again with the same ``PLACEMENT`` (after the
-stopped mover's :data:`STALE_SECONDS`): ``COPYING`` copies again (puts:
-idempotent; its sync then reads the new table, which may hold what the first
-run copied), ``SWITCHING`` syncs again, ``FLIPPED`` waits again, ``ERASING``
-copies the trailing items again, erases and checks.
+**Interrupted** (Ctrl-C, SIGTERM): the mover says in one line what it left and
+the command to run (:class:`MoveInterrupted`; ``make tenant`` exits 1). It
+releases its lease (``changed_at`` 0: the next run takes over at once; a killed
+mover, which releases nothing, is still taken over after :data:`STALE_SECONDS`
+only, and a running one still refuses a second), and puts a switch it had not
+flipped back in ``COPYING``, with a conditional write on the record's version
+as every write of it: the tenant's writes go to the old table again within a
+second, and mark what they change as in ``SWITCHING``, so the next switch reads
+them. ``FLIPPED`` can't go back (reads are the new table's): its writes are
+refused until the command runs again; ``COPYING`` and ``ERASING`` take writes.
+
+**Resuming**: run the command again with the same ``PLACEMENT`` (at once after
+an interrupted run; after a killed mover's :data:`STALE_SECONDS`). A run that
+finds a switch its stopped mover did not flip puts it back in ``COPYING``
+(writes open); in ``COPYING`` it erases what the stopped run left in the new
+table (its copy, part of its sync), then copies again, so that its digest is
+all the new table has and its switch reads only what was marked: a resumed
+switch pauses writes as long as an uninterrupted one (re-copying with writes
+open, rather than reading every ticket again with writes refused, or keeping a
+stopped run's digest somewhere: the new table may hold writes of that run's
+sync that no digest names). ``FLIPPED`` waits again, ``ERASING`` copies the
+trailing items again, erases and checks.
 
 **Rolling back** is possible until the switch: ``PLACEMENT`` set to the
 tenant's current placement while a move is ``COPYING`` or ``SWITCHING``

@@ -476,7 +476,7 @@ def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switc
 VERSIONS = 30
 
 
-@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+@pytest.mark.parametrize(("moving", "beside"), [("10", "1")])  # one way: the erase's cost, not isolation
 def test_a_move_killed_at_its_switch_finishes_in_one_run_while_the_audit_writer_lags_past_the_drain(
     world: World, moving: str, beside: str
 ) -> None:
@@ -701,6 +701,7 @@ def test_a_move_interrupted_at_every_step_says_what_it_left_and_one_run_at_once_
         message, record = str(interrupted.value), world.record(tenant)
         assert "\n" not in message
         assert f"make tenant TENANT={tenant} PLACEMENT={to}" in message
+        assert record.move_phase is not None  # every step is before the move fields are cleared
         assert record.move_phase in message
         assert record.move_phase != MovePhase.SWITCHING
         tenant_configs().clear()
