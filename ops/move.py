@@ -31,8 +31,9 @@ tenant record with a conditional write on its ``version``:
    pause grows with what was written during the copy, not with the tenant nor
    with its last hour. A mark names a ticket id or an event's sort key under
    the tenant's own prefix: one that names nothing (a tenant's credentials
-   can write its ticket marks) reads nothing. A run that did not announce the
-   move (it resumed one) reads every ticket again, in both tables (GSI1
+   can write its ticket marks) reads nothing. Every switch follows its own
+   run's copy (a resumed move copies again: **Resuming**); a sync without a
+   digest would read every ticket again, in both tables (GSI1
    included), and the trail since :func:`trailing_horizon_seconds` before the
    move's start. The counts are recounted in the new
    table (as copied, with each ticket read again counted as found; one
@@ -42,7 +43,7 @@ tenant record with a conditional write on its ``version``:
 3. ``FLIPPED``: the record names the new table (``placement``, ``table``,
    ``placed_at``, the old one as ``previous_table``/``previous_placed_at``);
    reads go there, writes are still refused, for ``SWITCH_WAIT_SECONDS`` and
-   until the clock has passed ``placed_at``.
+   until DynamoDB's clock has passed ``placed_at`` (**Clocks**).
 4. ``ERASING``: writes go to the new table. The *trailing copy* brings over
    what a stream function that lags behind wrote into the old table after the
    sync read it (audit events with their history twins, the day index,
@@ -54,13 +55,27 @@ tenant record with a conditional write on its ``version``:
    the tenant in the old table is erased (in the pool, its record and usage
    ledger stay; each ticket summary is marked ``erasing`` before it goes, as
    ``make offboard`` does, so that no stream function even journals the
-   erase), a keys-only Scan of the old table checks that nothing is left
+   erase; an append-only item the new table lacks is copied there before it
+   goes: a lagging function wrote it after the last pass), a keys-only Scan of the old table checks that nothing is left
    (as ``make offboard``'s final check does), and the move fields are
    cleared. What that Scan finds the walk did not find, so it was not copied
    either: an item of an append-only kind is copied if absent, then erased; a
    ticket's, webhook's or idempotency record's is left there and reported
    (copied after the switch, its stream record would be counted, audited and
-   sent to webhooks as a change nobody made).
+   sent to webhooks as a change nobody made). While a Scan finds late
+   append-only items only, the check goes on (:meth:`Mover._verify`), so that
+   one run finishes a move a lagging stream function still writes into.
+
+**Clocks.** Every time the mover writes or waits for (``move_started_at``,
+``changed_at``, ``placed_at``, the waits until ``placed_at`` and the drain's
+end) is DynamoDB's, not the operator machine's: :class:`ServerClock` learns it
+from the ``Date`` header of each response of the store's client and measures
+the time since on the local monotonic clock (``Mover.monotonic``). A stream
+record's ``ApproximateCreationDateTime`` is compared with ``placed_at``
+(:func:`support_tickets.data.placement.owns_record`): on the operator's clock, a
+clock ahead let writes open before DynamoDB's clock reached ``placed_at`` (their
+records were not the tenant's: no audit event, no webhook, no count), one behind
+made the copy's records the tenant's (duplicate events, wrong counts).
 
 The move fires no webhook and writes no audit event or count of its own: a
 stream record is the tenant's only from the table of its placement since
@@ -126,11 +141,28 @@ after that (a killed mover writes nothing any more). A mover that finds its
 record changed by someone else stops (run it again). Any operator change of the
 record during a move (a status, a tier) stops the mover the same way.
 
-**Resuming**: run the command again with the same ``PLACEMENT`` (after the
-stopped mover's :data:`STALE_SECONDS`): ``COPYING`` copies again (puts:
-idempotent; its sync then reads the new table, which may hold what the first
-run copied), ``SWITCHING`` syncs again, ``FLIPPED`` waits again, ``ERASING``
-copies the trailing items again, erases and checks.
+**Interrupted** (Ctrl-C, SIGTERM): the mover says in one line what it left and
+the command to run (:class:`MoveInterrupted`; ``make tenant`` exits 1). It
+releases its lease (``changed_at`` 0: the next run takes over at once; a killed
+mover, which releases nothing, is still taken over after :data:`STALE_SECONDS`
+only, and a running one still refuses a second), and puts a switch it had not
+flipped back in ``COPYING``, with a conditional write on the record's version
+as every write of it: the tenant's writes go to the old table again within a
+second, and mark what they change as in ``SWITCHING``, so the next switch reads
+them. ``FLIPPED`` can't go back (reads are the new table's): its writes are
+refused until the command runs again; ``COPYING`` and ``ERASING`` take writes.
+
+**Resuming**: run the command again with the same ``PLACEMENT`` (at once after
+an interrupted run; after a killed mover's :data:`STALE_SECONDS`). A run that
+finds a switch its stopped mover did not flip puts it back in ``COPYING``
+(writes open); in ``COPYING`` it erases what the stopped run left in the new
+table (its copy, part of its sync), then copies again, so that its digest is
+all the new table has and its switch reads only what was marked: a resumed
+switch pauses writes as long as an uninterrupted one (re-copying with writes
+open, rather than reading every ticket again with writes refused, or keeping a
+stopped run's digest somewhere: the new table may hold writes of that run's
+sync that no digest names). ``FLIPPED`` waits again, ``ERASING`` copies the
+trailing items again, erases and checks.
 
 **Rolling back** is possible until the switch: ``PLACEMENT`` set to the
 tenant's current placement while a move is ``COPYING`` or ``SWITCHING``
@@ -152,11 +184,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
@@ -237,6 +273,10 @@ class MoveError(RuntimeError):
     """The move can't (or must not) go on: one line for the operator."""
 
 
+class MoveInterrupted(MoveError):
+    """Ctrl-C or SIGTERM stopped the mover: what it left, and the command to run."""
+
+
 class MoverStopped(RuntimeError):
     """Another worker of this mover failed: stop writing."""
 
@@ -259,6 +299,120 @@ class RecordStore(Protocol):
     def record(self, tenant_id: str) -> TenantConfig: ...
 
     def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig: ...
+
+
+class ServerClock:
+    """DynamoDB's clock, as its responses tell it: the mover's times that stream
+    records are compared with (``placed_at``, and the waits for it) are the
+    server's, whatever the operator's machine's clock says.
+
+    Each response's HTTP ``Date`` header (RFC 9110 section 6.6.1: when the server
+    generated it, in whole seconds, rounded down; botocore gives it as
+    ``ResponseMetadata.HTTPHeaders.date``; DynamoDB, moto and the local stack's
+    server send it), seen at the local ``monotonic`` time it arrived, bounds the
+    server's time from below ever after: ``date + (monotonic() - arrived)``.
+    :meth:`now` is the highest such bound (the server's time, a second and a
+    round trip behind at most): a wait until :meth:`now` has passed a time ends
+    after the server's clock did. A stream record's ``ApproximateCreationDateTime``
+    (rounded down too) is at most the ``Date`` of the response to its write, so
+    a time a whole second after the bound read after that response is later
+    than the record's. Before any response: the operator's clock (``fallback``)."""
+
+    def __init__(self, monotonic: Callable[[], float], fallback: Callable[[], float]) -> None:
+        self._monotonic = monotonic
+        self._fallback = fallback
+        self._offset: float | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, headers: Mapping[str, str], arrived: float | None = None) -> None:
+        """A response's headers, received at ``arrived`` (the monotonic clock; now by default)."""
+        date = headers.get("date")
+        if not date:
+            return
+        try:
+            server = parsedate_to_datetime(date).timestamp()
+        except (TypeError, ValueError):
+            return
+        offset = server - (self._monotonic() if arrived is None else arrived)
+        with self._lock:
+            self._offset = offset if self._offset is None else max(self._offset, offset)
+
+    def after_call(self, parsed: Any = None, **_: Any) -> None:
+        """botocore's ``after-call`` event handler: every response of the client, errors too."""
+        if isinstance(parsed, dict):
+            self.observe(parsed.get("ResponseMetadata", {}).get("HTTPHeaders", {}))
+
+    def now(self) -> float:
+        with self._lock:
+            offset = self._offset
+        return self._fallback() if offset is None else self._monotonic() + offset
+
+
+@dataclass
+class _OnServerTime:
+    """The record store of a run, its clock the server's (:class:`ServerClock`)."""
+
+    inner: RecordStore
+    server: ServerClock
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self.inner.client
+
+    @property
+    def table_name(self) -> str:
+        return self.inner.table_name
+
+    @property
+    def phase_seconds(self) -> float:
+        return self.inner.phase_seconds
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.server.now
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        return self.inner.sleep
+
+    def record(self, tenant_id: str) -> TenantConfig:
+        return self.inner.record(tenant_id)
+
+    def write(self, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
+        return self.inner.write(current, changes)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a move as Ctrl-C does (a KeyboardInterrupt in the main
+    thread; Python sets signal handlers there only: elsewhere, as it was)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored for the few writes that leave an interrupted
+    move in a clean state (a second Ctrl-C would stop them half way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @cache
@@ -383,6 +537,8 @@ class Mover:
     catch_up_enough: int = CATCH_UP_ENOUGH
     stream: TextIO | None = None
     checkpoint: Callable[[str], None] = field(default=lambda step: None)
+    # The local clock that measures how long since a DynamoDB response told the server's time (ServerClock).
+    monotonic: Callable[[], float] = time.monotonic
     # Set for the duration of a run.
     _record: TenantConfig | None = field(default=None, init=False, repr=False)
     _beat: float = field(default=0.0, init=False, repr=False)
@@ -399,7 +555,30 @@ class Mover:
 
     # ------------------------------------------------------------ the command
     def move(self, tenant_id: str, to: str) -> Outcome:
-        """Move (or go on moving, or roll back) ``tenant_id``'s data to ``to``."""
+        """Move (or go on moving, or roll back) ``tenant_id``'s data to ``to``,
+        on DynamoDB's clock (:class:`ServerClock`, from every response of the
+        store's client). Interrupted (Ctrl-C, SIGTERM): :class:`MoveInterrupted`,
+        once the record is left as :meth:`_interrupted` says."""
+        operator = self.store
+        server = ServerClock(self.monotonic, operator.clock)
+        events = getattr(getattr(operator.client, "meta", None), "events", None)
+        hook = f"ops.move.server-clock.{id(server)}"
+        if events is not None:
+            events.register("after-call.dynamodb", server.after_call, unique_id=hook)
+        self.store = _OnServerTime(operator, server)
+        self._record = None
+        try:
+            with _sigterm_interrupts():
+                try:
+                    return self._move(tenant_id, to)
+                except KeyboardInterrupt:
+                    raise self._interrupted(tenant_id, to) from None
+        finally:
+            self.store = operator
+            if events is not None:
+                events.unregister("after-call.dynamodb", unique_id=hook)
+
+    def _move(self, tenant_id: str, to: str) -> Outcome:
         keys.validate_tenant_id(tenant_id)
         try:
             target = Placement(to)
@@ -493,8 +672,68 @@ class Mover:
         self.checkpoint("announced")
         return announced
 
+    def _interrupted(self, tenant_id: str, to: str) -> MoveInterrupted:
+        """The record of an interrupted run left where the next run can go on at
+        once: its lease released (``changed_at`` 0: the next run takes over without
+        waiting :data:`STALE_SECONDS`), and a switch not yet flipped put back in
+        ``COPYING`` (conditional on the record's version, as every write of it),
+        so that the tenant's writes go to the old table again within a second (the
+        move's marks still name what they change: writers mark in ``COPYING`` as
+        in ``SWITCHING``; the next run copies again and reads them). Past the flip
+        the data is the new table's: ``FLIPPED`` refuses writes until the next
+        run. What it left, and the command to run, in one line."""
+        self._stopped = True
+        command = f"make tenant TENANT={tenant_id} PLACEMENT={to}"
+        with _signals_ignored():
+            if self._record is None:
+                return MoveInterrupted(f"interrupted before it wrote anything: {tenant_id} is as it was; {command}")
+            record = self._record
+            try:
+                with self._lock:
+                    if record.moving:
+                        changes: dict[str, Any] = {"changed_at": 0}
+                        if record.move_phase == MovePhase.SWITCHING:
+                            changes["move_phase"] = MovePhase.COPYING
+                        record = self._record = self.store.write(record, changes)
+            except Exception as exc:  # the record changed meanwhile, or DynamoDB refused: say what it is now
+                current = self.store.record(tenant_id)
+                return MoveInterrupted(
+                    f"interrupted; its record could not be released ({exc}): {tenant_id} is "
+                    + (f"moving to {current.move_to} ({current.move_phase})" if current.moving else current.placement)
+                    + f"; unless another mover runs, {command} in {STALE_SECONDS:.0f} s"
+                )
+        return MoveInterrupted(self._left_in(record, to, command))
+
+    def _left_in(self, record: TenantConfig, to: str, command: str) -> str:
+        tenant, phase = record.tenant_id, record.move_phase
+        if not record.moving:
+            return f"interrupted after the move ended: {tenant} is in the {record.placement} placement"
+        if record.move_to != to:
+            return (
+                f"interrupted while rolling back the move of {tenant} to {record.move_to} (COPYING): its writes go to "
+                f"{self._table_name(record)}; {command} finishes the rollback"
+            )
+        if phase == MovePhase.COPYING:
+            back = f"PLACEMENT={record.placement}"
+            return (
+                f"interrupted: the move of {tenant} to {record.move_to} is in COPYING, its reads and writes go to "
+                f"{self._table_name(record)}; {command} finishes it ({back} rolls it back)"
+            )
+        if phase == MovePhase.FLIPPED:
+            return (
+                f"interrupted: the move of {tenant} to {record.move_to} is FLIPPED, its reads go to "
+                f"{self._table_name(record)}, its writes answer 503 TENANT_MOVING until {command} goes on: run it now"
+            )
+        return (
+            f"interrupted: the move of {tenant} to {record.move_to} is ERASING, its reads and writes go to "
+            f"{self._table_name(record)}; {command} erases it from {record.previous_table or self._pool} and finishes"
+        )
+
     def _take_over(self, record: TenantConfig) -> TenantConfig:
-        """Continue a move whose mover stopped; refuse while one runs."""
+        """Continue a move whose mover stopped (at once when it released the
+        record: ``changed_at`` 0); refuse while one runs. A switch the stopped
+        mover did not flip goes back to ``COPYING`` (writes open again) and is
+        done again after this run's own copy (see :meth:`_copy`)."""
         silent = self.store.clock() - record.changed_at
         if silent < STALE_SECONDS:
             raise MoveError(
@@ -503,8 +742,10 @@ class Mover:
                 f"{math.ceil(STALE_SECONDS - silent)} s"
             )
         self._record = record
-        taken = self._write({})
+        taken = self._write({"move_phase": MovePhase.COPYING} if record.move_phase == MovePhase.SWITCHING else {})
         self._note(f"continuing the move of {record.tenant_id} to {record.move_to} at {record.move_phase}")
+        if record.move_phase == MovePhase.SWITCHING:
+            self._note(f"COPYING: {record.tenant_id}'s writes go to {self._table_name(taken)} again until the switch")
         return taken
 
     def _write(self, changes: dict[str, Any]) -> TenantConfig:
@@ -539,8 +780,12 @@ class Mover:
     def _copy(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
         source, dest = self._old(record), self._new(record)
         started = self.store.clock()
-        # Only a copy this run began (it announced the move) knows all the new table has of it.
-        self._copied = _Copied(valid=self._announced, counted=self._announced)
+        if not self._announced:
+            # What a stopped run left in the new table (its copy, part of its sync) goes first: then what this
+            # run copies is all the new table has, and its switch reads only what was marked, as the first's would.
+            self._note(f"erasing what a stopped run copied into {dest.table_name} before copying again")
+            self._erase(dest, record, copy_to=None)
+        self._copied = _Copied()
         assert record.move_started_at is not None
         # Before the copy reads anything, every container writes with the record's COPYING: each write of a
         # ticket the copy may have read before it is marked, and the sync reads only those again.
@@ -892,14 +1137,15 @@ class Mover:
         skipped = self._empty_in_old if copy_to is not None else set()
         found = self._walk(
             [table],
-            lambda partition, since: self._erase_partition(table, partition),
+            lambda partition, since: self._erase_partition(table, partition, copy_to),
             shard_counts=record.read_shards,
             erase=True,
             skip=skipped,
         )
         self._progress.done()
         pool = table.table_name == self._pool
-        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to)
+        late_until = record.placed_at + trailing_horizon_seconds() if copy_to is not None else None
+        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to, late_until)
         prefix = keys.tenant_prefix(table.tenant_id)
         but = " but its record and usage ledger" if pool else ""
         verified = f"a Scan of {table.table_name} found nothing under {prefix}{but}"
@@ -912,18 +1158,26 @@ class Mover:
             )
         return found.deleted, strays, verified
 
-    def _erase_partition(self, table: TenantTable, partition: Partition) -> Found:
+    def _erase_partition(self, table: TenantTable, partition: Partition, copy_to: TenantTable | None = None) -> Found:
         """A partition's items deleted; a ticket summary marked ``erasing`` first,
         as ``make offboard`` marks it: the stream functions' filters drop the
         records of both writes, so the erase leaves no aggregator journal behind
-        (a record that is not the tenant's change is journaled, uncounted)."""
+        (a record that is not the tenant's change is journaled, uncounted).
+        With ``copy_to`` (the old table after a switch), an append-only item the
+        new table lacks is copied there first, as the trailing copy does: a
+        stream function that lags behind may have written it after the trailing
+        copy's last pass, and only what was read is deleted."""
         kind, pk = partition
         found = Found()
         writes = self._writes(table, found)
-        projection = "pk, sk, ticket_id" if kind == DAY else "pk, sk"
+        late = copy_to is not None and kind in APPEND_ONLY
+        present = {item["sk"]["S"] for item in _items(copy_to, pk, projection="pk, sk")} if late and copy_to else set()
+        projection = None if late else "pk, sk, ticket_id" if kind == DAY else "pk, sk"
         for page in table.query_pages(_partition_query(table, pk, projection)):
             for item in page:
                 found.note(kind, item)
+                if late and copy_to is not None and item["sk"]["S"] not in present:
+                    self._copy_late(copy_to, kind, item)
                 if kind == TICKET and item["sk"]["S"] == keys.SUMMARY_SK:
                     self._mark_erasing(table, item)
                 writes.delete(item)
@@ -938,7 +1192,15 @@ class Mover:
         self.pace(1)
         mark_erasing(table, key)
 
-    def _verify(self, table: TenantTable, keep: set[str], copy_to: TenantTable | None) -> tuple[int, int]:
+    def _copy_late(self, table: TenantTable, kind: str, item: dict[str, Any]) -> int:
+        """An append-only item (and a day item's history twin) put into ``table`` if absent."""
+        copied = self._put(table, item, conditional=True)
+        twin = _history_twin(table.tenant_id, kind, item)
+        return copied + (self._put(table, twin, conditional=True) if twin is not None else 0)
+
+    def _verify(
+        self, table: TenantTable, keep: set[str], copy_to: TenantTable | None, late_until: float | None = None
+    ) -> tuple[int, int]:
         """Scan for anything left under the tenant's prefix (but ``keep``'s
         partitions), erase it, and scan again until nothing is found; how many
         items it erased, and how many it left.
@@ -950,11 +1212,21 @@ class Mover:
         copy does; an item of a ticket, a webhook or an idempotency record is
         left where it is and reported (copied now, after the switch, its stream
         record would count, audit and announce a change nobody made). Without
-        (a rolled back copy), everything goes."""
+        (a rolled back copy), everything goes.
+
+        A round that finds append-only items only is a stream function that
+        lags behind still writing into the old table: the check goes on past
+        :data:`MAX_VERIFY_ROUNDS` (each further round waits twice as long, a
+        minute at most) until a Scan finds nothing, while such a function may
+        still write (``late_until``: the event sources' oldest record still
+        processed, :func:`trailing_horizon_seconds`), so that one run finishes
+        and the trail misses nothing; anything else appearing stops the move
+        after :data:`MAX_VERIFY_ROUNDS`."""
         tenant = table.tenant_id
         strays = 0
         left: set[tuple[str, str]] = set()
-        for _ in range(MAX_VERIFY_ROUNDS):
+        rounds = 0
+        while True:
             found = [
                 item
                 for item in keys_under_prefix(table)
@@ -964,8 +1236,10 @@ class Mover:
                 return strays, len(left)
             self._note(f"the check found {len(found)} item(s) the walk did not")
             doomed: list[dict[str, Any]] = []
+            late = copy_to is not None
             for key in found:
                 kind = _kind_of(tenant, key["pk"]["S"])
+                late = late and kind in APPEND_ONLY
                 if copy_to is not None and kind in CARRIED:
                     left.add((key["pk"]["S"], key["sk"]["S"]))
                     continue
@@ -975,8 +1249,12 @@ class Mover:
                         self._put(copy_to, item, conditional=True)
                 doomed.append(key)
             strays += table.batch_delete(doomed)
-            self.store.sleep(VERIFY_SETTLE_SECONDS)
-        raise MoveError(f"items kept appearing under the tenant's prefix in {table.table_name}: run the command again")
+            rounds += 1
+            if rounds >= MAX_VERIFY_ROUNDS and not (late and late_until and self.store.clock() < late_until):
+                raise MoveError(
+                    f"items kept appearing under the tenant's prefix in {table.table_name}: run the command again"
+                )
+            self.store.sleep(min(VERIFY_SETTLE_SECONDS * 2 ** max(rounds - MAX_VERIFY_ROUNDS, 0), 60.0))
 
     # ------------------------------------------------------------ rolling back
     def _roll_back(self, record: TenantConfig) -> Outcome:

@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import boto3
 import botocore.client
+import moto.core.responses
+import moto.dynamodb.models.table
 import pytest
 
 from local_stack.local_values import offline_values
 from ops import move, offboard, tenants
-from ops.move import DEFAULT_WORKERS, STALE_SECONDS, MoveError, Mover, Outcome
+from ops.move import DEFAULT_WORKERS, STALE_SECONDS, MoveError, MoveInterrupted, Mover, Outcome
 from ops.reconcile import recount, stored_counts
 from ops.sample_events import delivery_item
 from ops.tenants import MoveRunning, RecordChanged, TenantAdmin
@@ -37,7 +43,7 @@ from stack_model.template import REGION, table_protections
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.data.audit_items import epoch_of, iso_time
-from support_tickets.data.placement import MovePhase
+from support_tickets.data.placement import SWITCH_WAIT_SECONDS, MovePhase, data_table, writes_paused
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
@@ -54,10 +60,10 @@ STEPS = ["announced", "copied", "switching", "synced", "flipped", "erasing", "dr
 
 
 class FakeClock:
-    """The mover's clock: its sleeps pass at once. Starts ten minutes behind
-    the real time (the days it reads are still the audit writer's), so that a
-    move's placed_at is behind the real time of the records the move makes
-    after it, as it is when the mover waits for real."""
+    """The time of the world (moto's: its responses' Date headers and its stream
+    records' ApproximateCreationDateTime follow it, :func:`world`) and the
+    mover's monotonic clock: its sleeps pass at once. Starts ten minutes behind
+    the real time (the days it reads are still the audit writer's)."""
 
     def __init__(self) -> None:
         self.now = time.time() - 600
@@ -66,6 +72,10 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+    def utc(self) -> datetime:
+        """What moto takes for now (naive UTC)."""
+        return datetime.fromtimestamp(self.now, UTC).replace(tzinfo=None)
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
@@ -132,20 +142,29 @@ def recounted(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> dict[Tick
 class World:
     """The pool, its stream functions, the API, and the mover's tools."""
 
-    def __init__(self, api: Api, dynamodb: DynamoDBClient, table_name: str) -> None:
+    def __init__(self, api: Api, dynamodb: DynamoDBClient, table_name: str, clock: FakeClock) -> None:
         self.api, self.dynamodb, self.pool = api, dynamodb, table_name
-        streams = boto3.client("dynamodbstreams", region_name=REGION)
-        self.counts = StreamHarness(dynamodb, streams, table_name)
-        self.audit = StreamHarness.of("AuditTrailFunction", dynamodb, streams, table_name)
-        self.clock = FakeClock()
+        self.streams = boto3.client("dynamodbstreams", region_name=REGION)
+        self.counts = StreamHarness(dynamodb, self.streams, table_name)
+        self.audit = StreamHarness.of("AuditTrailFunction", dynamodb, self.streams, table_name)
+        self.clock = clock
+        # How far the operator's machine's clock is off (the mover must not care).
+        self.skew = 0.0
         self.log = io.StringIO()
 
     def admin(self) -> TenantAdmin:
-        return TenantAdmin(self.dynamodb, self.pool, phase_seconds=35, sleep=self.clock.sleep, clock=self.clock)
+        return TenantAdmin(
+            self.dynamodb,
+            self.pool,
+            phase_seconds=35,
+            sleep=lambda seconds: self.clock.sleep(seconds),  # noqa: PLW0108 (the clock's sleep then: a test wraps it)
+            clock=lambda: self.clock() + self.skew,
+        )
 
     def mover(self, checkpoint: Callable[[str], None] | None = None) -> Mover:
         # One trailing pass (no drain) unless a test asks for more; one worker (in-process, threads only contend).
         mover = Mover(self.admin(), deploy=dedicated_table_in_moto, workers=1, drain_seconds=0, stream=self.log)
+        mover.monotonic = self.clock
         if checkpoint is not None:
             mover.checkpoint = checkpoint
         return mover
@@ -181,8 +200,11 @@ class World:
 
 
 @pytest.fixture
-def world(aws: None, api: Api, dynamodb: DynamoDBClient, table_name: str) -> World:
-    return World(api, dynamodb, table_name)
+def world(aws: None, api: Api, dynamodb: DynamoDBClient, table_name: str, monkeypatch: pytest.MonkeyPatch) -> World:
+    clock = FakeClock()
+    monkeypatch.setattr(moto.core.responses, "utcnow", clock.utc)  # the Date header
+    monkeypatch.setattr(moto.dynamodb.models.table, "utcnow", clock.utc)  # stream records' creation time
+    return World(api, dynamodb, table_name, clock)
 
 
 def assert_moved(world: World, tenant: str, table: str, original: list[dict[str, Any]]) -> None:
@@ -662,6 +684,74 @@ def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switc
     )
 
 
+VERSIONS = 30
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("10", "1")])  # one way: the erase's cost, not isolation
+def test_a_move_killed_at_its_switch_finishes_in_one_run_while_the_audit_writer_lags_past_the_drain(
+    world: World, moving: str, beside: str
+) -> None:
+    """Thirty updates of each ticket, then the move is killed at its switch;
+    the audit writer falls behind: during the re-run, from the end of its
+    trailing copy on, it writes those updates' events into the old table, one
+    a second (one at least while the mover sleeps), through the erase and past
+    the final Scan's first rounds.
+    The one re-run finishes: every event is in the new table (none erased
+    uncopied), nothing is left in the old one."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    member = User(moving, f"alice-{moving}")
+    for version in range(VERSIONS):
+        for ticket_id in tickets:
+            assert world.api.update(member, ticket_id, {"title": f"version {version}"}).ok
+    with pytest.raises(Stop):
+        world.move(moving, "dedicated", kill_at("synced"))
+    backlog = world.audit.new_records()
+    assert len(backlog) == VERSIONS * len(tickets)
+    written: list[int] = []
+
+    sleep = world.clock.sleep
+
+    credit = [0.0]
+
+    def lagging(seconds: float) -> None:  # while the mover sleeps, the writer's next records: one a second
+        sleep(seconds)
+        credit[0] += seconds
+        batch = backlog[: int(credit[0])]
+        del backlog[: len(batch)]
+        credit[0] -= len(batch)
+        world.audit.deliver(batch)
+        written.append(len(batch))
+
+    def lag_from_the_drain_on(step: str) -> None:
+        if step == "drained":
+            world.clock.sleep = lagging  # type: ignore[method-assign]
+
+    world.clock.now += STALE_SECONDS + 1
+
+    mover = world.mover(lag_from_the_drain_on)
+    mover.rate = 10  # an erase that takes a while: the writer writes during it and after it
+
+    outcome = mover.move(moving, "dedicated")
+
+    assert not backlog, world.log.getvalue()
+    assert sum(written) == VERSIONS * len(tickets)
+    own_table = dedicated.table_name(world.pool, moving)
+    assert outcome.record.placement == "dedicated"
+    assert not outcome.record.moving
+    history = Counter(
+        str(item["pk"]["S"])
+        for item in items_of(world.dynamodb, own_table, moving)
+        if item["pk"]["S"] in {keys.history_pk(moving, ticket_id) for ticket_id in tickets}
+    )
+    assert history == {
+        keys.history_pk(moving, tickets[0]): 3 + VERSIONS,  # created, commented, closed, then each version
+        keys.history_pk(moving, tickets[1]): 2 + VERSIONS,
+    }
+    left = [item for item in items_of(world.dynamodb, world.pool, moving) if item["pk"]["S"] not in not_copied(moving)]
+    assert left == []
+
+
 def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left_and_reported(world: World) -> None:
     """A deleted webhook's delivery (its webhook no longer lists it) and a history
     item without its day twin (the walk copies a history by its day items) are
@@ -692,6 +782,54 @@ def test_what_the_walk_cannot_find_is_copied_when_append_only_and_otherwise_left
     assert left == [odd]
     assert outcome.strays == 2
     assert "LEFT THERE: 1 ticket, webhook or idempotency item(s)" in outcome.verified
+
+
+@pytest.mark.parametrize(
+    ("skew", "moving", "beside"), [(4, "1", "10"), (-4, "10", "1"), (60, "10", "1"), (-60, "1", "10")]
+)
+def test_a_move_gives_the_same_result_whatever_the_operators_clock_says(
+    world: World, skew: float, moving: str, beside: str
+) -> None:
+    """The operator's clock ahead or behind DynamoDB's: every write acknowledged
+    before the switch and after it is audited exactly once (no event missed, no
+    copy taken for a change), and the counts are exact, in the new table after
+    the stream functions handled both tables' records."""
+    tickets = world.populate(moving)
+    world.populate(beside)
+    world.skew = skew
+    member = User(moving, f"alice-{moving}")
+    own_table = dedicated.table_name(world.pool, moving)
+
+    def history(table: str) -> Counter[str]:
+        return Counter(
+            str(item["pk"]["S"])
+            for item in items_of(world.dynamodb, table, moving)
+            if item["pk"]["S"] in {keys.history_pk(moving, ticket_id) for ticket_id in tickets}
+        )
+
+    before = history(world.pool)
+
+    def writes(step: str) -> None:
+        if step in ("copied", "erasing"):  # the old table's last writes, the new table's first
+            tenant_configs().clear()
+            for ticket_id in tickets:
+                assert world.api.update(member, ticket_id, {"title": f"{step} {ticket_id}"}).ok
+        if step == "switching":  # the stream functions keep up with the old table
+            world.counts.deliver(world.counts.new_records())
+            world.audit.deliver(world.audit.new_records())
+
+    world.move(moving, "dedicated", writes)
+    for function in ("AggregateCountsFunction", "AuditTrailFunction"):
+        harness = StreamHarness.of(function, world.dynamodb, world.streams, own_table)
+        harness.deliver(harness.new_records())
+    world.counts.deliver(world.counts.new_records())  # the erase's records
+    world.audit.deliver(world.audit.new_records())
+
+    assert history(own_table) == before + Counter({keys.history_pk(moving, ticket_id): 2 for ticket_id in tickets})
+    assert counts_in(world.dynamodb, own_table, moving) == recounted(world.dynamodb, own_table, moving)
+    assert [
+        item for item in items_of(world.dynamodb, world.pool, moving) if item["pk"]["S"] not in not_copied(moving)
+    ] == []
 
 
 # ---------------------------------------------------------------- interrupted, concurrent, rolled back
@@ -728,6 +866,82 @@ def test_a_move_killed_at_every_step_resumes_each_time_it_is_run_again(world: Wo
     assert not outcome.record.moving
     assert_moved(world, "1", dedicated.table_name(world.pool, "1"), original)
     assert items_of(world.dynamodb, world.pool, "10") == others
+
+
+def interrupt_at(step: str, *, sigterm: bool = False) -> Callable[[str], None]:
+    """A checkpoint where the operator presses Ctrl-C (or the mover gets a SIGTERM) at ``step``."""
+
+    def checkpoint(reached: str) -> None:
+        if reached == step:
+            if sigterm:
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise KeyboardInterrupt
+
+    return checkpoint
+
+
+def test_a_move_interrupted_at_every_step_says_what_it_left_and_one_run_at_once_finishes_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C at each step in turn (SIGTERM at one), tenants ``1`` and ``10``
+    in turn, each moving to its own table and back: one line names the state
+    it left and the command; a switch not yet flipped is back in COPYING
+    (writes accepted at once, and the re-run carries them over), the lease is
+    released (the re-run needs no wait), writes are never refused longer than
+    an uninterrupted move refuses them, and the one re-run finishes the move,
+    nothing lost, nothing left behind, nothing of the other tenant touched."""
+    tickets = {tenant: world.populate(tenant) for tenant in ("1", "10")}
+    refused: list[tuple[float, bool]] = []  # (when, whether writes are refused from then on), each record write
+    write = TenantAdmin._write
+
+    def logged(self: TenantAdmin, current: TenantConfig, changes: dict[str, Any]) -> TenantConfig:
+        updated = write(self, current, changes)
+        refused.append((world.clock.now, writes_paused(updated)))
+        return updated
+
+    monkeypatch.setattr(TenantAdmin, "_write", logged)
+    placement = {"1": "pool", "10": "pool"}
+    for index, step in enumerate(STEPS):
+        tenant, beside = ("1", "10") if index % 4 in (0, 2) else ("10", "1")
+        to = "dedicated" if placement[tenant] == "pool" else "pool"
+        target = dedicated.table_name(world.pool, tenant) if to == "dedicated" else world.pool
+        others = items_of(world.dynamodb, data_table(world.record(beside), world.pool), beside)
+        with pytest.raises(MoveInterrupted) as interrupted:
+            world.move(tenant, to, interrupt_at(step, sigterm=step == "synced"))
+
+        message, record = str(interrupted.value), world.record(tenant)
+        assert "\n" not in message
+        assert f"make tenant TENANT={tenant} PLACEMENT={to}" in message
+        assert record.move_phase is not None  # every step is before the move fields are cleared
+        assert record.move_phase in message
+        assert record.move_phase != MovePhase.SWITCHING
+        tenant_configs().clear()
+        member = User(tenant, f"alice-{tenant}")
+        accepted = world.api.update(member, tickets[tenant][0], {"title": f"after {step}"})
+        assert accepted.status == (503 if writes_paused(record) else 200), (step, accepted.body)
+        expected = copied_items(world.dynamodb, data_table(record, world.pool), tenant)
+
+        outcome = world.move(tenant, to)  # at once
+
+        assert (outcome.record.placement, outcome.record.moving) == (to, False)
+        assert_moved(world, tenant, target, expected)
+        assert items_of(world.dynamodb, data_table(world.record(beside), world.pool), beside) == others
+        if step in ("announced", "copied", "switching", "synced"):  # the re-run switched, its pause printed
+            assert outcome.pause_seconds is not None
+            assert outcome.sync_events is not None  # after its own copy: the marked events only, no day's trail
+        placement[tenant] = to
+    assert sorted(placement.values()) == ["pool", "pool"]
+    stretches, began = [], None
+    for when, paused in refused:
+        if paused and began is None:
+            began = when
+        elif not paused and began is not None:
+            stretches.append(when - began)
+            began = None
+    assert began is None
+    assert len(stretches) == len(STEPS) + 2  # each move's switch, and the two rolled back
+    assert max(stretches) <= 2 * SWITCH_WAIT_SECONDS + 1  # an uninterrupted move's pause (on the fake clock)
+    assert world.log.getvalue().count("write pause:") >= 4
 
 
 def test_a_second_mover_is_refused_while_the_first_runs_and_a_stopped_one_is_taken_over(world: World) -> None:
