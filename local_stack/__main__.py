@@ -294,9 +294,12 @@ def _token(args: argparse.Namespace) -> int:
     validate_username(args.user)
     state = _running_state(args.state_dir)
     pool = _local_pool(state)
+    # A tenant that has no record or API key yet gets them, as `make onboard` does
+    # (and an offboarded one is refused before any user is made).
+    admin = local_admin(state)
+    admin.onboardable(args.tenant)
     ensure_user(pool, args.user, args.tenant, admin=args.admin)
-    # A tenant that has no record or API key yet gets them, as `make onboard` does.
-    local_admin(state).ensure(args.tenant)
+    admin.ensure(args.tenant)
     sys.stdout.write(id_token(pool, args.user) + "\n")
     return 0
 
@@ -335,8 +338,10 @@ def _onboard(args: argparse.Namespace) -> int:
     else:
         pool = _local_pool(_running_state(args.state_dir))
         where = "the local stack"
+    admin = _tenant_admin(args)
+    admin.onboardable(args.tenant)  # a tenant being or once offboarded: refused before any user is made
     outcomes = onboard(pool, args.tenant, users, admins)
-    record = _tenant_admin(args).ensure(args.tenant)
+    record = admin.ensure(args.tenant)
     sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
     sys.stdout.write(
         f"  record: {record.shards} shard(s), tier {record.tier}, {record.status.value}, API key {record.api_key_id}\n"

@@ -133,6 +133,21 @@ each of these code paths as 5.2.5 does.
   case included) takes the new value in its place; a new key is appended.
   (Read in 5.2.5's ``DynamoDBBackend.tag_resource``; moto's main branch was not
   checked for this one.)
+- :data:`API_KEYS_TAKE_TAGS`. moto's API Gateway ``TagResource``, ``GetTags``
+  and ``UntagResource`` read every ARN as a stage's
+  (``.../restapis/<id>/stages/<name>``): an API key's
+  (``arn:<partition>:apigateway:<region>::/apikeys/<id>``) is refused
+  ``NotFoundException`` ("Invalid Rest API Id specified"). API Gateway tags API
+  keys ("Tagging your API Gateway resources" lists ``ApiKey``; ``TagResource``
+  "adds or updates a tag", one value per key) and ``GetApiKey(s)`` describe a
+  key with them; ``make offboard`` tags a tenant's tombstone key
+  (:mod:`ops.api_keys`). An API key's ARN is now served on the key's own tags
+  (the ones ``CreateApiKey`` set and ``GetApiKey(s)`` return): added or
+  updated, listed, removed; an unknown key is moto's ``NotFoundException``.
+  Any other ARN takes moto's way. (A disabled key, ``UpdateApiKey``
+  ``/enabled``, needs no fix: moto keeps and describes ``enabled`` as API
+  Gateway does, and the local gateway refuses such a key:
+  :mod:`local_stack.usage`.)
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
@@ -159,7 +174,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+from urllib.parse import unquote
 
+from moto.apigateway import urls as apigateway_urls
+from moto.apigateway.responses import APIGatewayResponse
 from moto.core.botocore_stubber import BotocoreStubber
 from moto.core.responses import ActionResult
 from moto.core.serialize import BaseJSONSerializer
@@ -573,6 +591,60 @@ def tag_resource(self: DynamoDBBackend, arn: str, tags: dict[str, str]) -> None:
             table.tags = kept + [{"Key": key, "Value": value} for key, value in tags.items() if key not in present]
 
 
+# ---------------------------------------------------------------- API keys take tags
+_API_KEY_ARN = re.compile(r"arn:[^:]+:apigateway:[^:]*::/apikeys/(?P<key>[^/]+)")
+# The emulator's server sees the ARN's "/" decoded (boto3 sends %2F), as moto routes a stage's.
+_API_KEY_TAGS_PATH = r"{0}/tags/arn:(?P<partition>[^/]+):apigateway:(?P<region_name>[^/]+)::/apikeys/(?P<key>[^/]+)$"
+
+
+def _with_api_key_tags_path(original: dict[str, Any]) -> dict[str, Any]:
+    return {**original, _API_KEY_TAGS_PATH: APIGatewayResponse.dispatch}
+
+
+def _tagged_api_key(response: APIGatewayResponse) -> Any:
+    """The API key the request's ARN names (moto's ``NotFoundException`` for
+    an unknown one), or ``None`` for another resource's ARN."""
+    arn = unquote(response.path.split("/tags/", 1)[1])
+    match = _API_KEY_ARN.fullmatch(arn)
+    return response.backend.get_api_key(match["key"]) if match else None
+
+
+def _api_key_tag_resource(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
+    @functools.wraps(original)
+    def tag_resource(self: APIGatewayResponse) -> str:
+        key = _tagged_api_key(self)
+        if key is None:
+            return original(self)
+        key.tags = {**(key.tags or {}), **(self._get_param("tags") or {})}
+        return "{}"
+
+    return tag_resource
+
+
+def _api_key_get_tags(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
+    @functools.wraps(original)
+    def get_tags(self: APIGatewayResponse) -> str:
+        key = _tagged_api_key(self)
+        if key is None:
+            return original(self)
+        return json.dumps({"tags": key.tags or {}})
+
+    return get_tags
+
+
+def _api_key_untag_resource(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
+    @functools.wraps(original)
+    def untag_resource(self: APIGatewayResponse) -> str:
+        key = _tagged_api_key(self)
+        if key is None:
+            return original(self)
+        removed = set(self.querystring.get("tagKeys") or ())
+        key.tags = {name: value for name, value in (key.tags or {}).items() if name not in removed}
+        return "{}"
+
+    return untag_resource
+
+
 # ---------------------------------------------------------------- the fixes
 # ---------------------------------------------------------------- KMS private keys on first use
 class _PrivateKeyOnFirstUse:
@@ -885,6 +957,15 @@ TAGS_ARE_ONE_PER_KEY = Fix(
     "a DynamoDB TagResource overwrites the value of a key the table already has",
     [Patch(DynamoDBBackend, "tag_resource", lambda _original: tag_resource)],
 )
+API_KEYS_TAKE_TAGS = Fix(
+    "API Gateway's TagResource, GetTags and UntagResource serve an API key's ARN on the key's tags",
+    [
+        Patch(APIGatewayResponse, "tag_resource", _api_key_tag_resource),
+        Patch(APIGatewayResponse, "get_tags", _api_key_get_tags),
+        Patch(APIGatewayResponse, "untag_resource", _api_key_untag_resource),
+        Patch(apigateway_urls, "url_paths", _with_api_key_tags_path),
+    ],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
@@ -896,4 +977,5 @@ FIXES = (
     SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
     TAGS_ARE_ONE_PER_KEY,
+    API_KEYS_TAKE_TAGS,
 )

@@ -68,9 +68,13 @@ a one-line error and exit status 1, with nothing written:
    tenant is then gone; its ledger stays.
 
 Its **API key** (``ops.api_keys``: the key the authorizer names for its
-usage plan) is taken out of its plan and deleted with its users (a request
-still carrying it is refused, 403). Not done here: the failure queues, which hold stream positions and tenant ids of
-poison records, not content; CloudWatch logs (their retention applies).
+usage plan) becomes its tombstone with its users' deletion: tagged
+``offboarded=<offboarding_since>``, out of every usage plan, disabled (a
+request still carrying it is refused, 403). It is kept: it lists the tenant
+in ``make usage``'s all-tenants report, and a tenant id is never used again
+(``make onboard`` refuses one whose key is a tombstone: ``ops.tenants``).
+Not done here: the failure queues, which hold stream positions and tenant ids
+of poison records, not content; CloudWatch logs (their retention applies).
 
 **A table of its own.** A tenant whose data is moving between the pool and
 its own table (``record.moving``) is refused before anything is written: one
@@ -103,7 +107,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ops.api_keys import ApiKeyError, ApiKeys
+from ops.api_keys import ApiKeyError, ApiKeys, offboarded_at
 from ops.dedicated_teardown import (
     KEY_WAITING_DAYS,
     LocalTables,
@@ -213,7 +217,7 @@ class Outcome:
     users_deleted: int
     items_erased: int
     record: str  # "erased", or "kept until <time>"
-    api_key_deleted: bool = False
+    api_key_retired: bool = False  # its key is (now) a tombstone
     # Items the final Scan found under the tenant's prefix that the walk had
     # not erased (then erased too), and what that Scan verified.
     stray_items_erased: int = 0
@@ -225,7 +229,7 @@ class Outcome:
         return {
             "tenant_id": self.tenant_id,
             "users_deleted": self.users_deleted,
-            "api_key_deleted": self.api_key_deleted,
+            "api_key_retired": self.api_key_retired,
             "items_erased": self.items_erased,
             "stray_items_erased": self.stray_items_erased,
             "record": self.record,
@@ -261,7 +265,7 @@ class Offboarding:
             raise NoSuchTenant(tenant_id)
         record = self._suspend(tenant_id)
         users = self._delete_users(tenant_id)
-        key_deleted = self._delete_api_key(tenant_id, record)
+        key_retired = self._retire_api_key(tenant_id, record)
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
         suspended_at = record.offboarding_since or int(self.clock())
         erased = self._erase_until_quiet(table, suspended_at)
@@ -280,7 +284,7 @@ class Offboarding:
                 f"record stays SUSPENDED until {until} (ID tokens issued before its users were deleted stay valid "
                 "until then): run the command again after that to erase it"
             )
-            return Outcome(tenant_id, users, erased, f"kept until {until}", key_deleted, strays, verified, own_table)
+            return Outcome(tenant_id, users, erased, f"kept until {until}", key_retired, strays, verified, own_table)
         erased += self._erase_pass(table, suspended_at)
         record_deleted = self._delete_record(table, record)
         if stored:  # a record this very run wrote to suspend the tenant is not the tenant's item
@@ -288,7 +292,7 @@ class Offboarding:
         strays = self._verify(table, keep=None)
         verified = f"a Scan of the whole table found nothing under {prefix} but {LEDGER}"
         self.progress.note(f"{tenant_id}: offboarded{_own(own_table)}; verified: {verified}{_strays(strays)}")
-        return Outcome(tenant_id, users, erased, "erased", key_deleted, strays, verified, own_table)
+        return Outcome(tenant_id, users, erased, "erased", key_retired, strays, verified, own_table)
 
     def _anything_left(self, tenant_id: str) -> bool:
         """Whether a tenant without a record still has users, an API key or items
@@ -296,8 +300,10 @@ class Offboarding:
         goes on; otherwise there is no such tenant and nothing is written."""
         if self.target.user_pool_id and self._users_of(tenant_id):
             return True
-        if self.api_keys is not None and self.api_keys.find(tenant_id) is not None:
-            return True
+        if self.api_keys is not None:
+            key = self.api_keys.describe(tenant_id)
+            if key is not None and offboarded_at(key) is None:  # a tombstone is what an offboarding leaves
+                return True
         table = TenantTable(tenant_id, self.target.table_name, OwnClient(self.target.dynamodb))
         return bool(self._leftovers(table))
 
@@ -352,14 +358,17 @@ class Offboarding:
                 return found
             kwargs["PaginationToken"] = token
 
-    def _delete_api_key(self, tenant_id: str, record: TenantConfig) -> bool:
+    def _retire_api_key(self, tenant_id: str, record: TenantConfig) -> bool:
+        """Its API key made its tombstone (:meth:`ops.api_keys.ApiKeys.retire`),
+        tagged with when the offboarding began."""
         if self.api_keys is None:
-            self.progress.note("warning: no usage plans known for this stack: API key not deleted")
+            self.progress.note("warning: no usage plans known for this stack: API key not retired")
             return False
-        deleted = self.api_keys.delete(tenant_id, record.api_key_id)
-        if deleted:
-            self.progress.note(f"{tenant_id}: API key deleted")
-        return deleted
+        since = record.offboarding_since if record.offboarding_since is not None else int(self.clock())
+        retired = self.api_keys.retire(tenant_id, record.api_key_id, since)
+        if retired:
+            self.progress.note(f"{tenant_id}: API key disabled and out of its usage plan (kept, tagged offboarded)")
+        return retired
 
     # ------------------------------------------------------------ 3b. its own table
     def _remove_own_table(self, record: TenantConfig) -> tuple[TenantConfig, Teardown | None]:

@@ -31,8 +31,15 @@ a tenant being resharded or offboarded move.
 
 A tenant being offboarded (its record has ``offboarding_since``) can't be
 changed at all, its tier and status included: the change would give it a new
-API key that the offboarding, which deleted the old one, never deletes. The
+API key that the offboarding, which retired the old one, never retires. The
 command refuses (one line, exit 1, nothing written); showing the record works.
+
+**A tenant id is never used again.** Once offboarded, a tenant's usage ledger
+stays in the pool table (the operator's record of what it used) and its API
+key stays as a tombstone (``ops.api_keys``); onboarding the id again
+(:meth:`TenantAdmin.ensure`, ``make onboard``, ``make token``) is refused with
+one line (:class:`TenantOffboarded`, exit 1, nothing written): a new tenant
+under the id would read the old ledger through ``GET /usage``.
 
 **Resharding** changes where a tenant's tickets sit in GSI1 without ever
 hiding one from a list, and without a Scan. Every function keeps a tenant
@@ -67,14 +74,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ops.api_keys import ApiKeyError, ApiKeys
+from ops.api_keys import ApiKeyError, ApiKeys, KeyRetired, offboarded_at
 from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
 from ops.move import DEFAULT_DRAIN_SECONDS, DEFAULT_RATE, DEFAULT_WORKERS, MAX_MOVE_WORKERS, MoveError, Mover
 from ops.stack_target import TargetError, _local_state, add_target_arguments, api_keys_target, dynamodb_target
+from ops.tenant_data import offboarded_key
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
 from support_tickets.core.errors import ApiError
@@ -109,6 +118,18 @@ def existing_record(client: DynamoDBClient, table_name: str, tenant_id: str) -> 
     if not record.version:
         raise NoSuchTenant(tenant_id)
     return record
+
+
+class TenantOffboarded(TenantRecordError):
+    """The tenant id was offboarded (its API key is a tombstone, its usage
+    ledger has the offboarding's note): it is never onboarded again."""
+
+    def __init__(self, tenant_id: str, at: int) -> None:
+        when = f" at {datetime.fromtimestamp(at, UTC).isoformat(timespec='seconds')}" if at else ""
+        super().__init__(
+            f"tenant {tenant_id} was offboarded{when}: a tenant id is never used again (its usage ledger and "
+            "API key are kept); nothing changed, onboard the tenant under a new id"
+        )
 
 
 class RecordChanged(RuntimeError):
@@ -146,12 +167,41 @@ class TenantAdmin:
 
     def ensure(self, tenant_id: str) -> TenantConfig:
         """The tenant's record, created with the defaults if it has none, and
-        its API key in its tier's usage plan."""
-        current = self.record(tenant_id)
-        _refuse_if_offboarding(current)
+        its API key in its tier's usage plan; refused, nothing written, for a
+        tenant being or already offboarded (:meth:`onboardable`)."""
+        current = self.onboardable(tenant_id)
         if not current.version:
             current = self._write(current, {})
         return self.ensure_key(current)
+
+    def onboardable(self, tenant_id: str) -> TenantConfig:
+        """The tenant's record (the defaults if it has none), if the tenant may
+        be onboarded: :class:`TenantRecordError` if it is being offboarded,
+        :class:`TenantOffboarded` if it was (its API key a tombstone, or its
+        usage ledger noted ``OFFBOARDED``: what a stack without API keys
+        has). Reads only: what ``make onboard`` asks before it creates users."""
+        keys.validate_tenant_id(tenant_id)
+        current = self.record(tenant_id)
+        _refuse_if_offboarding(current)
+        if not current.version:
+            at = self._offboarded_at(tenant_id)
+            if at is not None:
+                raise TenantOffboarded(tenant_id, at)
+        return current
+
+    def _offboarded_at(self, tenant_id: str) -> int | None:
+        """When a tenant without a record was offboarded, or ``None``."""
+        if self.keys is not None:
+            key = self.keys.describe(tenant_id)
+            at = offboarded_at(key) if key is not None else None
+            if at is not None:
+                return at
+        found = self.client.get_item(TableName=self.table_name, Key=offboarded_key(tenant_id), ConsistentRead=True)
+        note = found.get("Item")
+        if note is None:
+            return None
+        value = note.get("offboarded_at", {}).get("N", "0")
+        return int(value) if is_digits(value) else 0
 
     def set_tier(self, tenant_id: str, tier: str) -> TenantConfig:
         if tier not in TIERS:
@@ -168,7 +218,10 @@ class TenantAdmin:
         if self.keys is None:
             return current
         _refuse_if_offboarding(current)
-        key_id, value = self.keys.ensure(current.tenant_id, current.api_key_id)
+        try:
+            key_id, value = self.keys.ensure(current.tenant_id, current.api_key_id)
+        except KeyRetired as exc:
+            raise TenantOffboarded(current.tenant_id, exc.at) from exc
         if self.keys.place(key_id, current.tier):
             self.progress(f"{current.tenant_id}: API key {key_id} now in the {current.tier} usage plan")
         if (current.api_key_id, current.api_key) != (key_id, value):
@@ -320,8 +373,8 @@ class TenantAdmin:
 
 
 def _refuse_if_offboarding(current: TenantConfig) -> None:
-    """An offboarding deleted (or is deleting) the tenant's API key and users:
-    a change now would make it a new key, which the offboarding never deletes."""
+    """An offboarding retired (or is retiring) the tenant's API key and deleted
+    its users: a change now would make it a new key, which the offboarding never retires."""
     if current.offboarding_since is not None:
         raise TenantRecordError(
             f"tenant {current.tenant_id} is being offboarded: nothing changed (make offboard finishes it)"

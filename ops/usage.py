@@ -13,9 +13,11 @@ The figures are the metering function's counters (docs/usage.md), read with
 the operator's credentials (one Query per tenant), and its record (one
 GetItem: whether it is, or was last, placed in a table of its own, which
 prices its key in ``cost_usd.dedicated``). Every tenant means every
-tenant with an API key of the stack (its directory: ``ops.api_keys``), so an
-offboarded tenant is only shown with ``--tenant``: its usage ledger, which
-``make offboard`` keeps (:func:`ops.tenant_data.ledger_partitions`), marked
+tenant with an API key of the stack (its directory: ``ops.api_keys``),
+offboarded ones included: ``make offboard`` keeps their usage ledger
+(:func:`ops.tenant_data.ledger_partitions`) and their key, as a tombstone
+tagged ``offboarded``. An offboarded tenant's row is shown for a day it has
+usage, marked ``(offboarded)``; with ``--tenant``, its object carries
 ``offboarded_at``, while its record stays and after.
 The day defaults to today (UTC); the same days are accepted as by
 ``GET /usage``. A bad argument, or a ``--tenant`` that has no tenant record, is
@@ -103,6 +105,18 @@ def offboarded_at(client: DynamoDBClient, table_name: str, tenant_id: str) -> in
         return int(record.offboarding_since)
     note = None if record.version else _note(client, table_name, tenant_id)
     return int(note["offboarded_at"]) if note is not None else None
+
+
+def has_usage(usage: UsageResponse) -> bool:
+    """Whether the day has anything to bill: a counter, or a table of its own's share."""
+    return bool(
+        usage["requests_total"]
+        or usage["lambda"]["invocations"]
+        or usage["dynamodb"]["read_units"]
+        or usage["dynamodb"]["write_units"]
+        or usage["webhooks"]["attempts"]
+        or usage["cost_usd"]["total"]
+    )
 
 
 def component(usage: UsageResponse, name: str) -> float:
@@ -228,9 +242,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime
                 shown["offboarded_at"] = datetime.fromtimestamp(left_at, UTC).isoformat(timespec="seconds")
             out.write(json.dumps(shown, indent=2) + "\n")
         else:
-            tenants = api_keys_target(args).tenants()
-            usages = [tenant_usage(client, table_name, tenant, day, moment) for tenant in tenants]
-            write_table(usages, day, out)
+            directory = api_keys_target(args).directory()
+            offboarded = {tenant for tenant, left_at in directory.items() if left_at is not None}
+            usages = [tenant_usage(client, table_name, tenant, day, moment) for tenant in directory]
+            # An offboarded tenant (its key a tombstone) for the days it has usage only.
+            usages = [usage for usage in usages if usage["tenant_id"] not in offboarded or has_usage(usage)]
+            write_table(usages, day, out, offboarded)
         if chart is not None:
             draw_chart(usages, day, chart)
             sys.stderr.write(f"chart: {chart}\n")

@@ -196,7 +196,13 @@ def test_offboarding_erases_the_tenant_and_nothing_of_its_neighbours(stack: Runn
     # And its neighbours are untouched, item for item
     for other in neighbours:
         assert tenant_data(stack, other) == before[other], other
-    # and a token its member still holds reaches nothing: its API key is gone (403 at the gateway)
+    # and a token its member still holds reaches nothing: its API key is a tombstone (403 at the gateway),
+    # tagged, disabled and in no plan through the emulator's API Gateway
+    apigateway = stack.operator("apigateway")
+    name = f"{stack.state['stack_name']}.{tenant}"
+    (key,) = [item for item in apigateway.get_api_keys(nameQuery=name)["items"] if item["name"] == name]
+    assert ("offboarded" in key["tags"], key["enabled"]) == (True, False)
+    assert apigateway.get_usage_plans(keyId=key["id"])["items"] == []
     response = stack.request("GET", f"/tickets/{made['kept']}/history", token=made["member"])
     assert (response.status, response.error_code) == (403, "FORBIDDEN")
 
@@ -208,10 +214,10 @@ def test_an_offboarded_tenants_record_refuses_tokens_issued_before_until_they_ex
     result = command(stack, "offboard", *args)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["record"].startswith("kept until ")
-    (record,) = tenant_items(stack, tenant)
+    (record,) = tenant_data(stack, tenant)  # and its usage ledger, which stays
     assert (record["sk"]["S"], record["status"]["S"]) == ("CONFIG", "SUSPENDED")
     # a token its (deleted) member had is still a valid JWT for an hour: refused at the gateway, its API key
-    # being gone (the functions' TENANT_SUSPENDED gate behind it: tests/functional/test_tenant_lifecycle.py)
+    # disabled and in no plan (the functions' TENANT_SUSPENDED gate behind it: test_tenant_lifecycle.py)
     response = stack.request("POST", "/tickets", token=made["member"], body={"title": "still here?"})
     assert (response.status, response.error_code) == (403, "FORBIDDEN")
-    assert tenant_items(stack, tenant) == [record]
+    assert tenant_data(stack, tenant) == [record]

@@ -34,6 +34,10 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
 - Tags: plain moto's TagResource appends a tag whose key the table already
   has (``TenantId`` twice); with the fix the value is overwritten, one tag per
   key, and keys differing in case stay two tags, as in DynamoDB.
+- API key tags: plain moto's API Gateway TagResource refuses an API key's ARN
+  (it reads every ARN as a stage's); with the fix the key's tags are added or
+  updated, listed (GetTags, GetApiKey, GetApiKeys) and removed, an unknown
+  key is NotFoundException, and a stage's ARN is still moto's.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from moto.sqs import models as sqs_models
 
 from local_stack import moto_fixes
 from local_stack.moto_fixes import (
+    API_KEYS_TAKE_TAGS,
     ATOMIC_REQUESTS,
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
@@ -1079,3 +1084,37 @@ def test_tag_resource_overwrites_the_value_of_a_key_and_keys_are_case_sensitive(
     dynamodb: DynamoDBClient, table_name: str
 ) -> None:
     assert _retag(dynamodb, table_name) == [{"Key": "TenantId", "Value": "1"}, {"Key": "tenantid", "Value": "10"}]
+
+
+# ---------------------------------------------------------------- API key tags
+def _api_key_arn(key_id: str) -> str:
+    return f"arn:aws:apigateway:{REGION}::/apikeys/{key_id}"
+
+
+def test_in_plain_moto_an_api_key_takes_no_tags(aws: None) -> None:
+    apigateway = boto3.client("apigateway", region_name=REGION)
+    key = apigateway.create_api_key(name="st.1", enabled=True, tags={"stack": "st", "tenant": "1"})
+    with API_KEYS_TAKE_TAGS.removed(), pytest.raises(ClientError, match="Invalid Rest API Id"):
+        apigateway.tag_resource(resourceArn=_api_key_arn(key["id"]), tags={"offboarded": "1795000000"})
+
+
+def test_an_api_key_takes_tags_lists_them_and_loses_them(aws: None) -> None:
+    apigateway = boto3.client("apigateway", region_name=REGION)
+    key = apigateway.create_api_key(name="st.1", enabled=True, tags={"stack": "st", "tenant": "1"})
+    other = apigateway.create_api_key(name="st.10", enabled=True, tags={"stack": "st", "tenant": "10"})
+    arn = _api_key_arn(key["id"])
+    # added, and a key's value updated ("adds or updates a tag")
+    apigateway.tag_resource(resourceArn=arn, tags={"offboarded": "1795000000", "stack": "st2"})
+    tags = {"stack": "st2", "tenant": "1", "offboarded": "1795000000"}
+    assert apigateway.get_tags(resourceArn=arn)["tags"] == tags
+    assert apigateway.get_api_key(apiKey=key["id"])["tags"] == tags
+    listed = {item["id"]: item["tags"] for item in apigateway.get_api_keys(nameQuery="st.")["items"]}
+    assert listed == {key["id"]: tags, other["id"]: {"stack": "st", "tenant": "10"}}
+    # removed
+    apigateway.untag_resource(resourceArn=arn, tagKeys=["stack", "absent"])
+    assert apigateway.get_tags(resourceArn=arn)["tags"] == {"tenant": "1", "offboarded": "1795000000"}
+    # an unknown key, and a stage's ARN, answer as before
+    with pytest.raises(ClientError, match="NotFoundException"):
+        apigateway.tag_resource(resourceArn=_api_key_arn("nope"), tags={"a": "b"})
+    with pytest.raises(ClientError, match="Invalid Rest API Id"):
+        apigateway.tag_resource(resourceArn=f"arn:aws:apigateway:{REGION}::/restapis/x/stages/prod", tags={"a": "b"})

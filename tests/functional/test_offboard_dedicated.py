@@ -31,11 +31,12 @@ from local_stack.local_values import offline_values
 from ops import dedicated as ops_dedicated
 from ops import export, offboard
 from ops import usage as ops_usage
+from ops.api_keys import ApiKeys, offboarded_at
 from ops.dedicated_teardown import StackTables
 from ops.offboard import OffboardError, Offboarding
 from ops.stack_target import Target
 from ops.tenant_data import Progress
-from ops.tenants import TenantAdmin
+from ops.tenants import TenantAdmin, TenantOffboarded
 from stack_model.dedicated import dedicated_values, stack_name
 from stack_model.dedicated import table_definition as dedicated_table_definition
 from stack_model.template import ACCOUNT_ID, REGION
@@ -44,7 +45,7 @@ from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.domain.usage import own_table_windows
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
-from tests.functional.conftest import local_state_file
+from tests.functional.conftest import STACK_NAME, local_state_file, stack_usage_plans
 from tests.functional.test_dedicated_routing import items_of
 from tests.functional.test_ops_dedicated import POOL_STACK, pool_template
 
@@ -116,7 +117,9 @@ def tables_only(aws: None, dynamodb: DynamoDBClient, table_name: str) -> dict[st
     return made
 
 
-def offboarding(dynamodb: DynamoDBClient, table_name: str, clock: Clock, grace: float = 0) -> Offboarding:
+def offboarding(
+    dynamodb: DynamoDBClient, table_name: str, clock: Clock, grace: float = 0, api_keys: ApiKeys | None = None
+) -> Offboarding:
     cognito = boto3.client("cognito-idp", region_name=REGION)
     pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
     own_tables = StackTables(
@@ -135,6 +138,7 @@ def offboarding(dynamodb: DynamoDBClient, table_name: str, clock: Clock, grace: 
         progress=Progress("erased", io.StringIO()),
         own_tables=own_tables,
         key_waiting_days=WAITING_DAYS,
+        api_keys=api_keys,
     )
 
 
@@ -322,3 +326,72 @@ def test_an_offboarded_tenants_usage_of_the_day_is_kept_and_reported_marked_offb
     assert kept == {keys.usage_pk(leaving)}
     assert items_of(dynamodb, table_name, staying) == ledger_of_staying
     assert usage_shown(staying, state, now) == theirs
+
+
+def report(state: Path, now: datetime, day: str | None = None) -> tuple[str, dict[str, list[str]]]:
+    """``make usage``'s table (today, UTC, or ``day``): its first line, and each
+    tenant's row by the tenant's label ("10", "1 (offboarded)"), its figures."""
+    out = io.StringIO()
+    days = ["--day", day] if day else []
+    assert ops_usage.main([*days, "--local", "--local-state", str(state)], out=out, now=now) == 0
+    first, _, _, *rows, _, _ = out.getvalue().splitlines()
+    figures = len(ops_usage.COLUMNS) - 1
+    return first, {" ".join(row.split()[:-figures]): row.split()[-figures:] for row in rows}
+
+
+@pytest.mark.parametrize("placement", ["dedicated", "pool"])
+@pytest.mark.parametrize(("leaving", "staying"), [("1", "10"), ("10", "1")])
+def test_the_all_tenants_report_lists_an_offboarded_tenant_marked_and_its_key_stays_a_tombstone(
+    placed: dict[str, dict[str, str]],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    tmp_path: Path,
+    placement: str,
+    leaving: str,
+    staying: str,
+) -> None:
+    # Given both tenants onboarded (their API keys list them in the report), with usage today
+    now = datetime.now(UTC)
+    today = now.date().isoformat()
+    stack_keys = ApiKeys(boto3.client("apigateway", region_name=REGION), stack_usage_plans(), STACK_NAME)
+    admin = TenantAdmin(dynamodb, table_name, keys=stack_keys)
+    if placement == "pool":
+        record = admin.record(leaving)
+        changes = {"placement": "pool", "table": None, "placed_at": int(now.timestamp()) - 3_600}
+        admin.write(record, {**changes, "previous_table": record.table, "previous_placed_at": record.placed_at})
+    for tenant, requests in ((leaving, "7"), (staying, "5")):
+        admin.ensure(tenant)
+        item = {"pk": {"S": keys.usage_pk(tenant)}, "sk": {"S": keys.usage_sk(today, 2)}, "requests": {"N": requests}}
+        dynamodb.put_item(TableName=table_name, Item=item)
+    state = local_state_file(tmp_path, table_name)
+    first, before = report(state, now)
+    assert first.endswith(": 2 tenants")
+    assert before[leaving][0] == "7"
+    # When the leaving tenant is offboarded (its record erased)
+    clock = Clock()
+    assert offboarding(dynamodb, table_name, clock, api_keys=stack_keys).run(leaving, leaving).record == "erased"
+    # Then the day's report still lists it, its row the same figures, marked offboarded; the other's unchanged
+    first, after = report(state, now)
+    assert first.endswith(": 2 tenants")
+    assert after == {f"{leaving} (offboarded)": before[leaving], staying: before[staying]}
+    # but not for a day it has no usage (its own table's share included): then the other tenant only
+    _, earlier = report(state, now, (now - timedelta(days=3)).date().isoformat())
+    assert list(earlier) == [staying]
+    # Its key stays as a tombstone: tagged with when it left (as its ledger's note), in no usage plan, disabled
+    key = stack_keys.describe(leaving)
+    assert key is not None
+    note = dynamodb.get_item(TableName=table_name, Key={"pk": {"S": keys.usage_pk(leaving)}, "sk": {"S": "OFFBOARDED"}})
+    assert offboarded_at(key) == int(note["Item"]["offboarded_at"]["N"])
+    assert key["enabled"] is False
+    assert stack_keys.client.get_usage_plans(keyId=key["id"])["items"] == []
+    # so it is never onboarded again, nothing written; the other tenant's key is still in its plan
+    before_refusal = all_items(dynamodb, table_name)
+    with pytest.raises(TenantOffboarded, match=f"tenant {leaving} was offboarded"):
+        admin.ensure(leaving)
+    assert all_items(dynamodb, table_name) == before_refusal
+    assert stack_keys.describe(leaving) == key
+    theirs = stack_keys.describe(staying)
+    assert theirs is not None
+    assert theirs["enabled"] is True
+    assert offboarded_at(theirs) is None
+    assert stack_keys.plans_of(theirs["id"]) == {stack_keys.plan_id("basic")}

@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ops import export, offboard, tenants
-from ops.api_keys import ApiKeys
+from ops.api_keys import ApiKeys, offboarded_at
 from ops.offboard import LEDGER, VERIFY_SEGMENTS, OffboardError, Offboarding
 from ops.sample_events import delivery_item
 from ops.stack_target import Target
@@ -254,6 +254,17 @@ def keys_of_another_stack(stack_name: str) -> ApiKeys:
     return ApiKeys(apigateway, plans, stack_name)
 
 
+def tombstone(keys_of_stack: ApiKeys, tenant: str, key_id: str | None = None) -> dict[str, Any]:
+    """The tenant's key, checked to be its offboarding's tombstone: tagged
+    ``offboarded``, disabled, in no usage plan at all."""
+    key = keys_of_stack.describe(tenant, key_id)
+    assert key is not None
+    assert offboarded_at(key) is not None, key
+    assert key["enabled"] is False
+    assert keys_of_stack.client.get_usage_plans(keyId=key["id"])["items"] == []
+    return key
+
+
 def key_exists(key_id: str) -> bool:
     try:
         boto3.client("apigateway", region_name="us-east-1").get_api_key(apiKey=key_id)
@@ -268,18 +279,21 @@ def test_api_keys_of_two_stacks_never_share_a_name_nor_adopt_each_other(aws: Non
     assert tickets.key_name("staging-acme") != staging.key_name("acme")
     theirs, _ = tickets.ensure("staging-acme")
     tickets.place(theirs, "basic")
+    described_theirs = tickets.describe("staging-acme", theirs)
     # When the second stack onboards its tenant: its own key, tagged with its stack and tenant
     mine, _ = staging.ensure("acme")
     assert mine != theirs
     described = boto3.client("apigateway", region_name="us-east-1").get_api_key(apiKey=mine)
     assert described["tags"] == {"stack": "tickets-staging", "tenant": "acme"}
     # And when it offboards the tenant, even with a record naming the other stack's key (as the
-    # name alone once made it adopt), it deletes its own key only
-    assert staging.delete("acme", theirs) is True
-    assert not key_exists(mine)
-    assert key_exists(theirs)
+    # name alone once made it adopt), it retires its own key only
+    assert staging.retire("acme", theirs, 1_795_000_000) is True
+    assert tombstone(staging, "acme")["id"] == mine
+    assert tickets.describe("staging-acme", theirs) == described_theirs
     assert tickets.plans_of(theirs) == {tickets.plan_id("basic")}
-    assert staging.delete("acme", theirs) is False
+    # (again: the same tombstone, tagged with the first time)
+    assert staging.retire("acme", theirs, 1_795_000_999) is True
+    assert offboarded_at(tombstone(staging, "acme")) == 1_795_000_000
 
 
 @pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
@@ -296,8 +310,10 @@ def test_a_key_whose_tags_are_not_the_stacks_tenants_is_never_adopted(aws: None,
     assert stack_keys.find(tenant) is None
     assert all(stack_keys.find(tenant, impostor) is None for impostor in impostors)
     assert stack_keys.find(tenant, neighbour) is None
-    assert stack_keys.delete(tenant, impostors[0]) is False
+    assert stack_keys.retire(tenant, impostors[0], 1_795_000_000) is False
     assert all(key_exists(key) for key in [*impostors, neighbour])
+    described = [apigateway.get_api_key(apiKey=key) for key in [*impostors, neighbour]]
+    assert all(key["enabled"] and offboarded_at(key) is None for key in described)
     # so the tenant gets a key of its own
     made, _ = stack_keys.ensure(tenant, impostors[1])
     assert made not in [*impostors, neighbour]
@@ -310,7 +326,8 @@ def test_a_key_made_before_keys_named_their_stack_is_kept_when_its_record_names_
     assert stack_keys.ensure("acme", legacy["id"]) == (legacy["id"], legacy["value"])
     # never found by a name, though (a name proves nothing)
     assert stack_keys.find("acme") is None
-    assert stack_keys.delete("acme", legacy["id"]) is True
+    assert stack_keys.retire("acme", legacy["id"], 1_795_000_000) is True
+    tombstone(stack_keys, "acme", legacy["id"])
 
 
 # ---------------------------------------------------------------- offboarding
@@ -357,9 +374,9 @@ def test_offboarding_1_erases_all_of_it_and_nothing_of_10_or_1_a(
         assert items_of(dynamodb, table_name, tenant) == before, tenant
     assert users_of(pool) == {name: tenant for name, tenant in users_before.items() if tenant != "1"}
     assert outcome.users_deleted == 2
-    # Its API key is gone; its neighbours' keys are still in their plans
-    assert outcome.api_key_deleted
-    assert api_key_plans(stack_keys, "1") is None
+    # Its API key is its tombstone; its neighbours' keys are still in their plans
+    assert outcome.api_key_retired
+    tombstone(stack_keys, "1")
     assert {tenant: api_key_plans(stack_keys, tenant) for tenant in ("10", "1-a")} == {
         tenant: keys_before[tenant] for tenant in ("10", "1-a")
     }
@@ -468,7 +485,7 @@ def test_offboarding_is_resumable_and_idempotent(
         offboarding(dynamodb, table_name, pool, FakeClock()).run("1", "1")
     assert left_of(dynamodb, table_name, "1") == []
     assert items_of(dynamodb, table_name, "10") == neighbour
-    assert api_key_plans(stack_keys, "1") is None
+    tombstone(stack_keys, "1")
     assert api_key_plans(stack_keys, "10") == {stack_keys.plan_id("basic")}
 
 
@@ -561,9 +578,9 @@ def test_a_tenant_being_offboarded_cant_be_changed_nor_get_a_key_again(
     for tenant in ("1", "10"):
         populate(tenant, 1)
         TenantAdmin(dynamodb, table_name, keys=stack_keys).ensure(tenant)
-    # Given tenant 1 offboarded but for its record (kept until its tokens expire): its API key is gone
-    assert offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1").api_key_deleted
-    assert stack_keys.find("1") is None
+    # Given tenant 1 offboarded but for its record (kept until its tokens expire): its API key a tombstone
+    assert offboarding(dynamodb, table_name, pool, FakeClock(), grace=3900).run("1", "1").api_key_retired
+    retired = tombstone(stack_keys, "1")
     local = ["--local", "--local-state", str(local_state_file(tmp_path, table_name)), "--phase-seconds", "0"]
     for change in CHANGES:
         before = all_items(dynamodb, table_name)
@@ -573,7 +590,7 @@ def test_a_tenant_being_offboarded_cant_be_changed_nor_get_a_key_again(
         assert "being offboarded" in error, change
         assert error.count("\n") == 1, change
         assert all_items(dynamodb, table_name) == before, change
-        assert stack_keys.find("1") is None, change
+        assert stack_keys.describe("1") == retired, change
         # Showing it still works; and its neighbour 10 changes as usual
         assert tenants.main(["--tenant", "1", *local]) == 0, change
         assert json.loads(capsys.readouterr().out)["status"] == "SUSPENDED", change
@@ -605,6 +622,65 @@ def test_offboarding_is_refused_without_confirm_equal_to_the_tenant(
     assert "CONFIRM" in error
     assert error.count("\n") == 1
     assert all_items(dynamodb, table_name) == before
+
+
+def deployed_stack(pool_id: str, table_name: str) -> None:
+    """The mocked stack as CloudFormation describes it: what ``make onboard STACK=st`` finds."""
+    outputs = {
+        "UserPoolId": {"Value": pool_id},
+        "TableName": {"Value": table_name},
+        **{f"UsagePlanId{tier.capitalize()}": {"Value": plan} for tier, plan in stack_usage_plans().items()},
+    }
+    stack = json.dumps({"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}, "Outputs": outputs})
+    boto3.client("cloudformation", region_name=REGION).create_stack(StackName=STACK_NAME, TemplateBody=stack)
+
+
+@pytest.mark.parametrize(("leaving", "staying"), [("1", "10"), ("10", "1")])
+def test_an_offboarded_tenant_id_is_never_onboarded_again(
+    aws: None,
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    pool: tuple[CognitoIdentityProviderClient, str],
+    capsys: pytest.CaptureFixture[str],
+    leaving: str,
+    staying: str,
+) -> None:
+    from local_stack.__main__ import main as local_stack_main
+
+    stack_keys = stack_api_keys()
+    for tenant in (leaving, staying):
+        TenantAdmin(dynamodb, table_name, keys=stack_keys).ensure(tenant)
+    deployed_stack(pool[1], table_name)
+    # Given one of them offboarded, its record erased: its usage ledger (noted) and its key's tombstone stay
+    assert offboarding(dynamodb, table_name, pool, FakeClock()).run(leaving, leaving).record == "erased"
+    retired = tombstone(stack_keys, leaving)
+    before, users_before = all_items(dynamodb, table_name), users_of(pool)
+
+    def onboard(tenant: str) -> int:
+        """``make onboard TENANT=<tenant> USERS=new-<tenant> STACK=st``."""
+        return local_stack_main(
+            ["onboard", "--tenant", tenant, "--users", f"new-{tenant}", "--stack", STACK_NAME, "--region", REGION]
+        )
+
+    # When an operator onboards its id again: one line, exit 1; no user, record or key made, nothing changed
+    capsys.readouterr()
+    assert onboard(leaving) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert f"tenant {leaving} was offboarded at " in error
+    assert "a tenant id is never used again" in error
+    assert (all_items(dynamodb, table_name), users_of(pool)) == (before, users_before)
+    assert stack_keys.describe(leaving) == retired
+    # and so does the operators' library, with the stack's keys or without them (the ledger's note)
+    for admin in (TenantAdmin(dynamodb, table_name, keys=stack_keys), TenantAdmin(dynamodb, table_name)):
+        with pytest.raises(tenants.TenantOffboarded, match="never used again"):
+            admin.ensure(leaving)
+    assert all_items(dynamodb, table_name) == before
+    assert stack_keys.describe(leaving) == retired
+    # while the other tenant, beside it, is onboarded as usual (a new user; its key, in its plan)
+    assert onboard(staying) == 0
+    assert users_of(pool) == {**users_before, f"new-{staying}": staying}
+    assert api_key_plans(stack_keys, staying) == {stack_keys.plan_id("basic")}
 
 
 def test_the_offboard_command_against_a_deployed_stack_found_by_its_outputs(

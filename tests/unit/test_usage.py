@@ -155,3 +155,8 @@ def test_the_directory_reads_keys_and_plans_and_refreshes(apigateway: Any) -> No
     clock.now += 5
     assert directory.lookup(key["value"]) == (key["id"], Plan(premium, "premium", 200.0, 400, 9000))
     assert directory.lookup("not-a-key") is None
+    # a disabled key (an offboarded tenant's tombstone) is refused, though still in a plan
+    disable = [{"op": "replace", "path": "/enabled", "value": "false"}]
+    apigateway.update_api_key(apiKey=key["id"], patchOperations=disable)
+    clock.now += 5
+    assert directory.lookup(key["value"]) is None
