@@ -57,7 +57,8 @@ from bench.routes import Fixtures, Invoker
 from bench.stackproc import StackProcess, operator_put
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from bench.webhooks import receiving, register, sqs_record
+from bench.webhook_setup import register, sqs_record
+from bench.webhooks import receiving
 from local_stack.gateway import authorizer_spec
 from local_stack.lambda_runtime import environment
 from local_stack.state import local_admin

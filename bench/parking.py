@@ -38,7 +38,7 @@ from typing import Any
 
 from bench.stackproc import StackProcess
 from bench.warm import progress
-from bench.webhooks import DELIVERY, HANGING_TIER, queue_entry, register
+from bench.webhook_setup import DELIVERY, HANGING_TIER, queue_entry, register
 from local_stack.lambda_runtime import environment
 from local_stack.state import local_admin
 from stack_model.functions import FunctionSpec

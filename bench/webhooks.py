@@ -72,21 +72,21 @@ import socket
 import threading
 import time
 import urllib.request
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
 from bench.calls import CallRecorder, Tally
+from bench.parking import PARKING_NOTE, run_parking
 from bench.stackproc import StackProcess
 from bench.stats import percentile, summary
 from bench.warm import progress, quiet_stdout
+from bench.webhook_setup import DELIVERY, HANGING_TIER, api, queue_entry, register, sqs_record
 from local_stack.lambda_runtime import LambdaContext, environment
 from local_stack.local_values import queue_name
 from local_stack.sqs_poller import sqs_sources
@@ -95,16 +95,12 @@ from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
 from stack_model.template import resources
 from support_tickets.core import keys, prices
-from support_tickets.core.webhook_events import delivery_id, event_body
 from support_tickets.streams.records import own_client
 from support_tickets.streams.webhook_delivery import THROTTLED_MAX_DELAY_SECONDS, tier_rates
-from support_tickets.streams.webhook_fanout import WebhookFanout, message, message_group, start_batch
+from support_tickets.streams.webhook_fanout import WebhookFanout, start_batch
 
-DELIVERY = "DeliverWebhookFunction"
 AUDIT_TRAIL = "AuditTrailFunction"
 WEBHOOK_QUEUE = "WebhookEventsQueue"
-# The tier of the tenant whose endpoint hangs: the smallest bounds, the issue's case.
-HANGING_TIER = "basic"
 # How long the bench waits for something the local stack does within seconds (a hang to
 # set in, a drain): a guard against a stuck run, not a figure.
 WAIT_S = 120.0
@@ -202,66 +198,6 @@ class Receiver(Endpoint):
 
 def receiving() -> AbstractContextManager[Receiver]:
     return Receiver().serving()
-
-
-def api(stack: StackProcess, method: str, path: str, token: str, body: Any) -> tuple[int, Any]:
-    request = urllib.request.Request(  # noqa: S310 - the local stack's API on loopback
-        f"{stack.state['api_url']}{path}",
-        data=json.dumps(body).encode(),
-        method=method,
-        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        return int(response.status), json.loads(response.read() or b"null")
-
-
-def register(stack: StackProcess, admin: Any, tenant: str, url: str) -> str:
-    """A webhook of ``tenant`` (onboarded first by ``admin``: its record and API key) for ``ticket.created``."""
-    admin.ensure(tenant)
-    token = stack.token(tenant, f"root-{tenant}", admin=True)
-    status, created = api(stack, "POST", "/webhooks", token, {"url": url, "events": ["ticket.created"]})
-    if status != 201:
-        raise RuntimeError(f"webhook not registered: {status} {created}")
-    return str(created["webhook_id"])
-
-
-def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
-    """One new event of ``tenant``'s ticket ``ticket_id`` for ``webhook_id``, as the fan-out
-    sends it to the queue (``SendMessage``'s body, group and deduplication id)."""
-    at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    event_id = uuid.uuid4().hex
-    event = {
-        "id": event_id,
-        "type": "ticket.created",
-        "timestamp": at,
-        "tenant_id": tenant,
-        "data": {"ticket_id": ticket_id, "title": "Printer on fire", "status": "OPEN", "version": 1},
-    }
-    delivery = delivery_id(at, event_id, webhook_id)
-    return {
-        "MessageBody": message(
-            tenant_id=tenant, webhook_id=webhook_id, delivery=delivery, ticket_id=ticket_id, body=event_body(event)
-        ),
-        "MessageGroupId": message_group(tenant, ticket_id, webhook_id),
-        "MessageDeduplicationId": delivery,
-    }
-
-
-def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
-    """A Lambda SQS record of one new event for ``webhook_id`` (as the fan-out sends it)."""
-    entry = queue_entry(tenant, webhook_id, f"T{number:06d}")
-    return {
-        "messageId": str(uuid.uuid4()),
-        "receiptHandle": uuid.uuid4().hex,
-        "body": entry["MessageBody"],
-        "attributes": {
-            "MessageGroupId": entry["MessageGroupId"],
-            "MessageDeduplicationId": entry["MessageDeduplicationId"],
-            "ApproximateReceiveCount": "1",
-            "SentTimestamp": str(int(time.time() * 1000)),
-        },
-        "eventSource": "aws:sqs",
-    }
 
 
 def run_warm_deliveries(
@@ -1040,8 +976,6 @@ def run_webhooks(
         )
         delay = hang["baseline"]  # B alone, through the API (quick: its one change, A's events behind it)
     # A failing endpoint for minutes: its webhook's slots and lot (quick: seconds, 2 slots).
-    from bench.parking import PARKING_NOTE, run_parking  # it builds on this module
-
     parking = run_parking(stack, specs, quick=rounds == 0, tenant=f"{tenant_prefix}-p")
     fanout_rru = freshness["cases"]["with webhooks"]["rru_per_batch"]
     return {

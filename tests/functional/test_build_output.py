@@ -1,6 +1,6 @@
 """What `sam build` ships (``.aws-sam/build``): bytecode for every module, the
 layer's pinned requirements and nothing else, no second SDK, a bounded size;
-the authorizer's own requirements (PyJWT, cryptography) with the authorizer only.
+the authorizer's own requirements (cryptography) with the authorizer only.
 
 Lambda's code directories are read-only: a module shipped without valid
 bytecode is compiled from source on every cold start. These tests fail when the
@@ -28,7 +28,7 @@ RUNTIME_REQUIREMENTS = PROJECT_ROOT / "layers" / "shared" / "lambda-runtime.txt"
 AUTHORIZER = "AuthorizerFunction"
 AUTHORIZER_REQUIREMENTS = PROJECT_ROOT / "functions" / "authorizer" / "requirements.txt"
 # What would cost every function's cold start if it reached the layer.
-AUTHORIZER_ONLY = {"cryptography", "jwt", "cffi", "_cffi_backend", "pycparser"}
+AUTHORIZER_ONLY = {"cryptography", "cffi", "_cffi_backend", "pycparser"}
 # The layer measured 8.4 MB unzipped when this bound was set; the SDK alone would add 25 MB,
 # pydantic 9 MB.
 MAX_LAYER_BYTES = 12 * 1024 * 1024

@@ -29,10 +29,11 @@ STREAM_FUNCTIONS = frozenset(
     {"AggregateCountsFunction", "AuditTrailFunction", "MeteringFunction", "DeliverWebhookFunction"}
 )
 
-# Never on any function's import: the authorizer's token verification (loaded by
-# its first token), the X-Ray SDK with tracing off (support_tickets.core.tracing),
-# Powertools' idempotency (the create route loads it when a request has a key),
-# pydantic (no function ships it; support_tickets.core.models says why).
+# Never on any function's import: the authorizer's signature check (cryptography,
+# loaded by its first token), PyJWT (nothing ships it any more), the X-Ray SDK
+# with tracing off (support_tickets.core.tracing), Powertools' idempotency (the
+# create route loads it when a request has a key), pydantic (no function ships
+# it; support_tickets.core.models says why).
 NEVER = (
     "cryptography",
     "jwt",
@@ -62,7 +63,7 @@ PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); prin
 def forbidden(name: str) -> tuple[str, ...]:
     if name == AUTHORIZER:
         # asyncio: Powertools' batch utility and its AppSync resolvers import it; the authorizer uses neither.
-        return (*NEVER[2:], *API_ONLY, "asyncio", *ON_FIRST_USE)  # the first two: its own, on its first token
+        return (*NEVER[1:], *API_ONLY, "asyncio", *ON_FIRST_USE)  # the first: its own, on its first token
     if name in STREAM_FUNCTIONS:
         return (*NEVER, *API_ONLY, *ON_FIRST_USE)
     return (*NEVER, *ON_FIRST_USE)

@@ -65,6 +65,10 @@ def finish_pass(
     tenant_id: str, ticket_id: str, route: RecordRoute, router: StreamRouter, *, client: Any, seconds_left: float
 ) -> bool:
     """One pass over the tombstoned ticket in the record's table; True when it is finished."""
+    # Here, not at module level: the ticket repository (its models, its listing) is a
+    # tenth of the audit-trail function's import, and only a tombstone's records need it.
+    from support_tickets.data.ticket_repository import finish_deleted_ticket
+
     budget = min(PASS_SECONDS, seconds_left - INVOCATION_MARGIN_SECONDS)
     marks = router.marks_writes(tenant_id, route.source)
     table = TenantTable(tenant_id, route.source, OwnClient(client), marks_writes=marks)

@@ -1,0 +1,80 @@
+"""What the webhook benchmarks share (bench/webhooks.py, bench/parking.py, and
+bench/cold.py's delivery function): a webhook registered through the local
+stack's API, and a new event as the fan-out queues it for a webhook."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from bench.stackproc import StackProcess
+from support_tickets.core.webhook_events import delivery_id, event_body
+from support_tickets.streams.webhook_fanout import message, message_group
+
+DELIVERY = "DeliverWebhookFunction"
+# The tier of the tenant whose endpoint hangs: the smallest bounds, the issue's case.
+HANGING_TIER = "basic"
+
+
+def api(stack: StackProcess, method: str, path: str, token: str, body: Any) -> tuple[int, Any]:
+    request = urllib.request.Request(  # noqa: S310 - the local stack's API on loopback
+        f"{stack.state['api_url']}{path}",
+        data=json.dumps(body).encode(),
+        method=method,
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return int(response.status), json.loads(response.read() or b"null")
+
+
+def register(stack: StackProcess, admin: Any, tenant: str, url: str) -> str:
+    """A webhook of ``tenant`` (onboarded first by ``admin``: its record and API key) for ``ticket.created``."""
+    admin.ensure(tenant)
+    token = stack.token(tenant, f"root-{tenant}", admin=True)
+    status, created = api(stack, "POST", "/webhooks", token, {"url": url, "events": ["ticket.created"]})
+    if status != 201:
+        raise RuntimeError(f"webhook not registered: {status} {created}")
+    return str(created["webhook_id"])
+
+
+def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
+    """One new event of ``tenant``'s ticket ``ticket_id`` for ``webhook_id``, as the fan-out
+    sends it to the queue (``SendMessage``'s body, group and deduplication id)."""
+    at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    event_id = uuid.uuid4().hex
+    event = {
+        "id": event_id,
+        "type": "ticket.created",
+        "timestamp": at,
+        "tenant_id": tenant,
+        "data": {"ticket_id": ticket_id, "title": "Printer on fire", "status": "OPEN", "version": 1},
+    }
+    delivery = delivery_id(at, event_id, webhook_id)
+    return {
+        "MessageBody": message(
+            tenant_id=tenant, webhook_id=webhook_id, delivery=delivery, ticket_id=ticket_id, body=event_body(event)
+        ),
+        "MessageGroupId": message_group(tenant, ticket_id, webhook_id),
+        "MessageDeduplicationId": delivery,
+    }
+
+
+def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
+    """A Lambda SQS record of one new event for ``webhook_id`` (as the fan-out sends it)."""
+    entry = queue_entry(tenant, webhook_id, f"T{number:06d}")
+    return {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": uuid.uuid4().hex,
+        "body": entry["MessageBody"],
+        "attributes": {
+            "MessageGroupId": entry["MessageGroupId"],
+            "MessageDeduplicationId": entry["MessageDeduplicationId"],
+            "ApproximateReceiveCount": "1",
+            "SentTimestamp": str(int(time.time() * 1000)),
+        },
+        "eventSource": "aws:sqs",
+    }
