@@ -72,8 +72,4 @@ def finish_pass(
     budget = min(PASS_SECONDS, seconds_left - INVOCATION_MARGIN_SECONDS)
     marks = router.marks_writes(tenant_id, route.source)
     table = TenantTable(tenant_id, route.source, OwnClient(client), marks_writes=marks)
-    # Imported here: the ticket repository (and its models) is off the audit trail's cold start, which
-    # almost never meets a tombstone.
-    from support_tickets.data.ticket_repository import finish_deleted_ticket
-
     return finish_deleted_ticket(table, ticket_id, deadline=time.monotonic() + max(budget, 0.0))
