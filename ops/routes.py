@@ -82,7 +82,7 @@ NEEDS: dict[tuple[str, str], Needs] = {
         body={"ticket_ids": [TICKET], "status": "CLOSED"},
         operation="TransactWriteItems",
     ),
-    ("DELETE", _TICKET_PATH): Needs("delete", 204, None, frozenset({404}), admin=True, operation="DeleteItem"),
+    ("DELETE", _TICKET_PATH): Needs("delete", 204, None, frozenset({404}), admin=True, operation="TransactWriteItems"),
     ("GET", "/aggregates"): Needs("aggregates", response="AggregatesResponse", admin=True),
     ("GET", _TICKET_PATH + "/history"): Needs(
         "history", response="AuditPage", errors=frozenset({404}), query={"limit": "25"}
