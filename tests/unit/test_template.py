@@ -1223,7 +1223,9 @@ def audit_role() -> dict[str, Any]:
 def test_the_audit_writer_only_puts_audit_items() -> None:
     granted = all_role_statements(audit_role())
     table_statements = [s for s in granted if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    (items, webhooks, deleted, refused) = [s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES]
+    (items, webhooks, deleted, passes, refused) = [
+        s for s in table_statements if s["Resource"] == POOL_AND_DEDICATED_TABLES
+    ]
     placement = tenant_placement_reads(table_statements)
     # Which webhooks a tenant has (the count item's version, then the webhooks): that partition only, read only.
     assert webhooks["Action"] == ["dynamodb:GetItem", "dynamodb:Query"]
@@ -1264,18 +1266,22 @@ def test_the_audit_writer_only_puts_audit_items() -> None:
         "expiration",
         "redeliver_requested_at",
     }
-    # What a ticket's delete left (streams/ticket_deletions.py): keys only, deletes, the pass counter;
+    # What a ticket's delete left (streams/ticket_deletions.py): its items, deletes, the pass counter;
     # under ticket partitions only, never a put, never BatchWriteItem (which could put).
-    assert deleted["Action"] == ["dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]
+    assert deleted["Action"] == ["dynamodb:Query", "dynamodb:DeleteItem"]
     assert deleted["Condition"] == {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|TICKET#*"]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+    assert passes["Action"] == "dynamodb:UpdateItem"
+    assert passes["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TENANT#*|TICKET#*"]},
         "ForAllValues:StringEquals": {"dynamodb:Attributes": ["pk", "sk", "passes"]},
-        "StringEqualsIfExists": {"dynamodb:Select": "SPECIFIC_ATTRIBUTES"},
         "Null": {"dynamodb:LeadingKeys": "false", "dynamodb:Attributes": "false"},
     }
     stream_actions = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     for statement in table_statements:
-        if all(statement is not known for known in (items, webhooks, refused, placement, deleted)):
+        if all(statement is not known for known in (items, webhooks, refused, placement, deleted, passes)):
             assert set(as_list(statement["Action"])) <= {*stream_actions, "dynamodb:ListStreams"}
             assert statement["Resource"] in (
                 POOL_AND_DEDICATED_STREAMS,
