@@ -100,9 +100,12 @@ LogSink = Callable[[str, str, str, str], None]
 _OUTPUT_LOCK = threading.Lock()
 
 
-def log_stream_name() -> str:
-    """A new execution environment's log stream, named as Lambda names them."""
-    return f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
+def log_stream_name(function_name: str = "") -> str:
+    """A new execution environment's log stream, named as Lambda names them: in a
+    log group other than the function's default one, after the function too
+    (``YYYY/MM/DD/<function name>[<version>]<environment id>``, so that functions
+    can share a log group; docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-loggroups.html)."""
+    return f"{datetime.now(UTC):%Y/%m/%d}/{function_name}[$LATEST]{uuid.uuid4().hex}"
 
 
 class FunctionError(Exception):
@@ -180,8 +183,9 @@ class ExecutionEnvironment:
         # The one tenant it serves (tenant isolation mode), else None.
         self.tenant_id = tenant_id
         self.released_at = time.monotonic()
-        self.log_stream = log_stream_name()
-        self.log_group = variables.get("AWS_LAMBDA_LOG_GROUP_NAME", f"/aws/lambda/{spec.logical_id}")
+        default_group = f"/aws/lambda/{spec.logical_id}"
+        self.log_group = variables.get("AWS_LAMBDA_LOG_GROUP_NAME", default_group)
+        self.log_stream = log_stream_name(spec.logical_id if self.log_group != default_group else "")
         self._log_sink = log_sink
         self._output = output if output is not None else sys.stdout.buffer
         request_read, self._request_fd = os.pipe()

@@ -13,8 +13,8 @@ every line still reaches the stack's output, and each is handed to
 :meth:`LogDelivery.line` with the function, log group and log stream it
 came from. What is subscribed, and with which pattern, is read from the
 template (:func:`subscriptions_from_template`): the subscribing function's
-``CloudWatchLogs`` events name a log group, the function whose
-``LoggingConfig`` names that log group is the source. A pattern this module
+``CloudWatchLogs`` events name a log group, the functions whose
+``LoggingConfig`` names that log group are the sources. A pattern this module
 cannot evaluate stops the stack at its start, rather than matching
 differently from CloudWatch Logs.
 
@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from stack_model.template import template
+from stack_model.template import translated
 
 log = logging.getLogger("local_stack.log_subscriptions")
 
@@ -113,36 +113,28 @@ class Subscription:
 
 
 def subscriptions_from_template(resources: Mapping[str, Any] | None = None) -> list[Subscription]:
-    """Every ``CloudWatchLogs`` event of the template's functions, as the
-    (source function, destination function, pattern) it stands for."""
-    resources = resources if resources is not None else template()["Resources"]
-    functions = {
-        logical_id: resource.get("Properties", {})
-        for logical_id, resource in resources.items()
-        if resource.get("Type") == "AWS::Serverless::Function"
-    }
-    writer_of = {
-        properties["LoggingConfig"]["LogGroup"]["Ref"]: logical_id
-        for logical_id, properties in functions.items()
-        if isinstance(properties.get("LoggingConfig", {}).get("LogGroup"), dict)
-    }
-    found = []
-    for destination, properties in functions.items():
-        for event_name, event in properties.get("Events", {}).items():
-            if event.get("Type") != "CloudWatchLogs":
-                continue
-            group = event["Properties"]["LogGroupName"]
-            group_id = group.get("Ref") if isinstance(group, dict) else None
-            if group_id not in writer_of:
-                raise UnsupportedPattern(f"{destination}.{event_name}: a log group no function of the stack writes")
-            found.append(
-                Subscription(
-                    source=writer_of[group_id],
-                    destination=destination,
-                    filter_name=f"{destination}-{event_name}",
-                    pattern=JsonFilter.parse(event["Properties"]["FilterPattern"]),
-                )
-            )
+    """Every subscription filter of the template as SAM deploys it (a function's
+    ``CloudWatchLogs`` event becomes an ``AWS::Logs::SubscriptionFilter``), once
+    for each function writing the filtered log group (its ``LoggingConfig``,
+    ``Globals`` merged): several functions may share a log group."""
+    resources = resources if resources is not None else translated()["Resources"]
+    writers: dict[str, list[str]] = {}
+    for logical_id, resource in resources.items():
+        group = resource.get("Properties", {}).get("LoggingConfig", {}).get("LogGroup")
+        if resource.get("Type") == "AWS::Lambda::Function" and isinstance(group, dict) and "Ref" in group:
+            writers.setdefault(group["Ref"], []).append(logical_id)
+    found: list[Subscription] = []
+    for name, resource in resources.items():
+        if resource.get("Type") != "AWS::Logs::SubscriptionFilter":
+            continue
+        properties = resource["Properties"]
+        group = properties["LogGroupName"]
+        group_id = group.get("Ref") if isinstance(group, dict) else None
+        destination = properties["DestinationArn"].get("Fn::GetAtt", [None])[0]
+        if group_id not in writers or destination is None:
+            raise UnsupportedPattern(f"{name}: a log group no function of the stack writes, or no function of it")
+        pattern = JsonFilter.parse(properties["FilterPattern"])
+        found.extend(Subscription(source, destination, name, pattern) for source in writers[group_id])
     return found
 
 

@@ -171,7 +171,7 @@ def lambda_environment(
         "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
         "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.logical_id}",
+        "AWS_LAMBDA_LOG_GROUP_NAME": spec.log_group,
         "AWS_LAMBDA_LOG_STREAM_NAME": session_name,
         "AWS_LAMBDA_LOG_FORMAT": spec.log_format,
         # No X-Ray daemon and no CloudWatch here: traces off, metrics not printed.

@@ -62,6 +62,9 @@ class FunctionSpec:
     layers: tuple[Path, ...] = ()
     # LoggingConfig's LogFormat (Globals merged): how its runtime writes an invocation's error.
     log_format: str = "Text"
+    # LoggingConfig's LogGroup (Globals merged), by name; Lambda's default without one.
+    # Several functions may share one: Lambda then names each log stream after its function.
+    log_group: str = ""
     # TenancyConfig's TenantIsolationMode is PER_TENANT: an execution environment
     # serves one tenant only, and every invocation names it.
     tenant_isolation: bool = False
@@ -101,6 +104,7 @@ def function_specs(values: Values | None = None, *, tenant_isolation: bool = Fal
             in_vpc="VpcConfig" in props,
             layers=tuple(code_path(content) for content in layers),
             log_format=str(props.get("LoggingConfig", {}).get("LogFormat", "Text")),
+            log_group=str(values.resolve(props.get("LoggingConfig", {}).get("LogGroup", f"/aws/lambda/{logical_id}"))),
             tenant_isolation=isinstance(tenancy, dict) and tenancy.get("TenantIsolationMode") == "PER_TENANT",
         )
     return specs

@@ -199,7 +199,7 @@ def template_values(parameters: Mapping[str, str] | None = None) -> Values:
     """What the template itself says: its parameters (their defaults, or
     ``parameters`` as ``sam deploy --parameter-overrides`` gives them), the
     pseudo-parameters of :data:`ACCOUNT_ID` and :data:`REGION`, the names the
-    template gives (a table's ``TableName``), each role's name (its logical
+    template gives (a table's ``TableName``, a log group's ``LogGroupName``), each role's name (its logical
     id, as the local stack creates it) and ARN, and each function's (its
     logical id, as the local stack names it)."""
     declared = translated().get("Parameters", {})
@@ -221,6 +221,10 @@ def template_values(parameters: Mapping[str, str] | None = None) -> Values:
     for name, table in resources("AWS::DynamoDB::Table").items():
         if "TableName" in table["Properties"]:
             values.refs[name] = str(values.resolve(table["Properties"]["TableName"]))
+    # A log group's Ref is its name (LogGroupName), as the functions' LoggingConfig names it.
+    for name, group in resources("AWS::Logs::LogGroup").items():
+        if "LogGroupName" in group["Properties"]:
+            values.refs[name] = str(values.resolve(group["Properties"]["LogGroupName"]))
     for name in resources("AWS::IAM::Role"):
         values.add(name, name, Arn=role_arn(name))
     for name in resources("AWS::Lambda::Function"):

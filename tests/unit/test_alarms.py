@@ -1,7 +1,7 @@
 """Operating the pool, read from the SAM-translated template: every queue and
 function the template declares has its alarms, every alarm notifies the one
 topic, the dashboard shows every function, the logs are JSON in a log group of
-their own, and the Contributor Insights rules read fields the code writes.
+the stack, and the Contributor Insights rules read fields the code writes.
 
 Coverage is derived from the template's own resource list: a function or a
 queue added without its alarm fails here."""
@@ -59,6 +59,24 @@ def watches(alarm: dict[str, Any], namespace: str, metric: str, dimension: str, 
     )
 
 
+# The functions' alarms select them by this tag (Globals' Tags), one contributor per function.
+STACK_TAG = {"Key": "SupportTicketsStack", "Value": {"Ref": "AWS::StackName"}}
+
+
+def stack_query(function: str, metric: str) -> str:
+    """A Metrics Insights query of one Lambda metric per function of this stack."""
+    return (
+        f'SELECT {function}({metric}) FROM SCHEMA("AWS/Lambda", FunctionName) '  # noqa: S608 - a CloudWatch query the test compares, run nowhere
+        "WHERE tag.SupportTicketsStack = '${AWS::StackName}' GROUP BY FunctionName"
+    )
+
+
+def watches_every_function(alarm: dict[str, Any], metric: str) -> bool:
+    """A Metrics Insights alarm on ``metric`` of each of the stack's functions."""
+    queries = [query for query in alarm.get("Metrics", []) if query.get("ReturnData")]
+    return [query.get("Expression") for query in queries] == [{"Fn::Sub": stack_query("SUM", metric)}]
+
+
 def uncovered(template: dict[str, Any]) -> list[str]:
     """What the template declares without the alarm it needs."""
     found = list(alarms(template).values())
@@ -66,16 +84,19 @@ def uncovered(template: dict[str, Any]) -> list[str]:
     for queue in of_type(template, "AWS::SQS::Queue"):
         value = {"Fn::GetAtt": [queue, "QueueName"]}
         needed.append((queue, "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", value))
-    for function in of_type(template, "AWS::Lambda::Function"):
-        for metric in ("Errors", "Throttles"):
-            needed.append((function, "AWS/Lambda", metric, "FunctionName", {"Ref": function}))
     for function in stream_functions(template):
         needed.append((function, "AWS/Lambda", "IteratorAge", "FunctionName", {"Ref": function}))
-    return [
+    missing = [
         f"{name} {metric}"
         for name, namespace, metric, dimension, value in needed
         if not any(watches(alarm, namespace, metric, dimension, value) for alarm in found)
     ]
+    for function in of_type(template, "AWS::Lambda::Function"):
+        tagged = STACK_TAG in template["Resources"][function]["Properties"].get("Tags", [])
+        for metric in ("Errors", "Throttles"):
+            if not (tagged and any(watches_every_function(alarm, metric) for alarm in found)):
+                missing.append(f"{function} {metric}")
+    return missing
 
 
 def test_every_queue_and_every_function_has_its_alarms() -> None:
@@ -99,19 +120,28 @@ def test_every_queue_and_every_function_has_its_alarms() -> None:
 
 def test_the_coverage_check_would_catch_a_function_or_queue_without_its_alarm() -> None:
     template = copy.deepcopy(translated())
-    del template["Resources"]["GetTicketFunctionThrottlesAlarm"]
     del template["Resources"]["AuditTrailFailureQueueDepthAlarm"]
+    # A function without the stack's tag is in no function alarm's query.
     template["Resources"]["NewFunction"] = {"Type": "AWS::Lambda::Function", "Properties": {}}
     assert sorted(uncovered(template)) == [
         "AuditTrailFailureQueue ApproximateNumberOfMessagesVisible",
-        "GetTicketFunction Throttles",
         "NewFunction Errors",
         "NewFunction Throttles",
     ]
+    # Without the throttles alarm, no function is watched for throttles.
+    del template["Resources"]["FunctionThrottlesAlarm"]
+    missing = uncovered(template)
+    assert "GetTicketFunction Throttles" in missing
+    assert "GetTicketFunction Errors" not in missing
 
 
 def test_thresholds_page_on_the_first_failure() -> None:
     for name, alarm in alarms(translated()).items():
+        if any(watches_every_function(alarm, metric) for metric in ("Errors", "Throttles")):
+            # Each function, one contributor: its first failure in five minutes.
+            assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold"), name
+            assert (alarm["Metrics"][0]["Period"], alarm["EvaluationPeriods"]) == (300, 1), name
+            continue
         if "MetricName" not in alarm:
             continue
         expected = 600_000 if alarm["MetricName"] == "IteratorAge" else 0
@@ -131,7 +161,9 @@ def test_thresholds_page_on_the_first_failure() -> None:
 
 def test_every_alarm_notifies_the_topic_both_ways_and_ignores_missing_data() -> None:
     found = alarms(translated())
-    assert len(found) == 5 + 2 + 2 * 23 + 1
+    # A queue's each, a stream function's iterator age each, the functions' errors and
+    # throttles (one alarm each, every function a contributor), the API's 5xx share.
+    assert len(found) == 5 + 2 + 2 + 1
     for name, alarm in found.items():
         assert alarm["AlarmActions"] == [TOPIC], name
         assert alarm["OKActions"] == [TOPIC], name
@@ -189,12 +221,19 @@ def dashboard_body() -> dict[str, Any]:
 
 def test_the_dashboard_names_every_function_queue_and_the_table() -> None:
     rows = [row for widget in dashboard_body()["widgets"] for row in widget["properties"].get("metrics", [])]
+    # Every function of the stack (tagged with it), one line each: the alarms' queries.
+    queries = {row[0]["expression"] for row in rows if isinstance(row[0], dict)}
+    assert queries == {
+        substituted(stack_query("SUM", "Errors")),
+        substituted(stack_query("SUM", "Throttles")),
+        substituted(stack_query("MAX", "Duration")),
+    }
+    for function in of_type(translated(), "AWS::Lambda::Function"):
+        assert STACK_TAG in translated()["Resources"][function]["Properties"]["Tags"], function
+    rows = [row for row in rows if not isinstance(row[0], dict)]
     by_metric: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         by_metric.setdefault((row[0], row[1]), set()).add(row[3])
-    functions = set(of_type(translated(), "AWS::Lambda::Function"))
-    for metric in ("Errors", "Throttles", "Duration"):
-        assert by_metric[("AWS/Lambda", metric)] == functions, metric
     assert by_metric[("AWS/Lambda", "IteratorAge")] == stream_functions(translated())
     queues = {f"{queue}.QueueName" for queue in of_type(translated(), "AWS::SQS::Queue")}
     assert by_metric[("AWS/SQS", "ApproximateNumberOfMessagesVisible")] == queues
@@ -217,7 +256,7 @@ def test_the_dashboard_names_every_function_queue_and_the_table() -> None:
     assert rules == {f"{name}.RuleName" for name in resources("AWS::CloudWatch::InsightRule")}
 
 
-def test_every_function_logs_json_to_a_log_group_of_its_own_kept_and_encrypted() -> None:
+def test_every_function_logs_json_to_a_log_group_of_the_stack_kept_and_encrypted() -> None:
     template = translated()
     groups = resources("AWS::Logs::LogGroup")
     seen = set()
@@ -225,10 +264,12 @@ def test_every_function_logs_json_to_a_log_group_of_its_own_kept_and_encrypted()
         config = template["Resources"][name]["Properties"]["LoggingConfig"]
         assert config["LogFormat"] == "JSON", name
         group = config["LogGroup"]["Ref"]
-        assert group not in seen, f"{name} shares {group}"
         seen.add(group)
         assert groups[group]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionInDays"}, name
         assert groups[group]["Properties"]["KmsKeyId"] == {"Fn::GetAtt": ["OperationsKey", "Arn"]}, name
+    # Shared: Lambda names a shared group's streams after the function. The metering
+    # function alone has its own (it is subscribed to the shared one).
+    assert seen == {"FunctionsLogGroup", "MeteringFunctionLogGroup"}
     access = groups["ApiAccessLogGroup"]["Properties"]
     assert access["KmsKeyId"] == {"Fn::GetAtt": ["OperationsKey", "Arn"]}
     assert set(groups) == seen | {"ApiAccessLogGroup"}
@@ -250,7 +291,9 @@ def access_log_fields() -> set[str]:
 def test_the_top_tenant_rules_read_what_the_functions_and_the_access_log_write() -> None:
     rules = insight_rules()
     assert set(rules) == {"TopTenantsByRequestsRule", "TopTenantsByErrorsRule", "TopTenantsByThrottlesRule"}
-    api_groups = sorted(f"{name}LogGroup" for name in API_FUNCTIONS)
+    api_groups = sorted(
+        {translated()["Resources"][name]["Properties"]["LoggingConfig"]["LogGroup"]["Ref"] for name in API_FUNCTIONS}
+    )
     outcome = {"Match": "$.message", "In": [REQUEST_OUTCOME_MESSAGE]}
     for rule in rules.values():
         assert rule["Schema"] == {"Name": "CloudWatchLogRule", "Version": 1}

@@ -1,5 +1,5 @@
 """The metering function in the SAM-translated template: every API function's
-log group subscribes it to its usage lines, it may write usage items only, and
+log group (one, shared) subscribes it to its usage lines, it may write usage items only, and
 what it can't deliver is kept."""
 
 from __future__ import annotations
@@ -40,11 +40,15 @@ def test_every_api_functions_log_group_sends_its_usage_lines_to_the_metering_fun
         props = subscription["Properties"]
         assert props["DestinationArn"] == {"Fn::GetAtt": [METERING, "Arn"]}, name
         by_group[props["LogGroupName"]["Ref"]] = props["FilterPattern"]
-    expected = {log_group_of(function): '{ $.message = "request handled" }' for function in API_FUNCTIONS}
-    # and the authorizer's usage lines (one per verified token), the stream
-    # functions' and the delivery function's (one per tenant and invocation)
-    expected.update({log_group_of(function): '{ $.message = "usage" }' for function in INVOCATION_FUNCTIONS})
-    assert by_group == expected
+    # Every API function's "request handled" lines, and the authorizer's usage lines
+    # (one per verified token), the stream functions' and the delivery function's
+    # (one per tenant and invocation): their log groups, and only theirs, are subscribed.
+    subscribed = {log_group_of(function) for function in (*API_FUNCTIONS, *INVOCATION_FUNCTIONS)}
+    assert set(by_group) == subscribed
+    assert log_group_of(METERING) not in subscribed  # its own lines would invoke it
+    for group, pattern in by_group.items():
+        terms = {term.strip() for term in pattern.strip("{} ").split("||")}
+        assert terms == {'$.message = "request handled"', '$.message = "usage"'}, group
     # The lines the functions write are the lines the metering function reads.
     assert USAGE_MESSAGE == REQUEST_OUTCOME_MESSAGE == "request handled"
     assert INVOCATION_MESSAGE == metering.USAGE_MESSAGE == "usage"
@@ -56,7 +60,7 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         for res in resources("AWS::Lambda::Permission").values()
         if res["Properties"]["FunctionName"] in ({"Ref": METERING}, {"Fn::GetAtt": [METERING, "Arn"]})
     ]
-    subscribed = [*API_FUNCTIONS, *INVOCATION_FUNCTIONS]
+    subscribed = {log_group_of(function) for function in (*API_FUNCTIONS, *INVOCATION_FUNCTIONS)}
     assert len(permissions) == len(subscribed)
     groups: set[str] = set()
     for permission in permissions:
@@ -65,8 +69,8 @@ def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:
         source = json.dumps(permission["SourceArn"])
         assert ":logs:" in source, source
         assert "log-group:" in source, source
-        groups.update(group for group in (log_group_of(f) for f in subscribed) if f'"{group}"' in source)
-    assert groups == {log_group_of(function) for function in subscribed}
+        groups.update(group for group in subscribed if f'"{group}"' in source)
+    assert groups == subscribed
 
 
 def test_the_metering_role_writes_usage_items_only_and_reads_nothing() -> None:

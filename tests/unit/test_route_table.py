@@ -3,9 +3,13 @@ that every per-route suite covers every route."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from ops.routes import NEEDS, api_routes, missing_entries, stale_entries, template_routes
+from stack_model.template import template
 
 
 @pytest.mark.parametrize("route", [route.key for route in template_routes()])
@@ -37,3 +41,38 @@ def test_route_table_admin_routes_and_bodies_are_consistent() -> None:
         else:
             assert route.has_body == (route.method in {"PATCH", "PUT"}), route.key
         assert route.names_ticket or not route.takes_ticket, route.key
+
+
+def referenced(value: Any) -> set[str]:
+    """The logical ids a template value names (Ref, Fn::GetAtt, Fn::Sub, DependsOn)."""
+    if isinstance(value, dict):
+        found = set()
+        for key, item in value.items():
+            if key == "Ref" and isinstance(item, str):
+                found.add(item)
+            elif key == "Fn::GetAtt":
+                found.add((item.split(".", 1) if isinstance(item, str) else item)[0])
+            elif key == "Fn::Sub":
+                text = item if isinstance(item, str) else item[0]
+                found.update(name.split(".", 1)[0] for name in re.findall(r"\$\{([^}!]+)\}", text))
+                found |= referenced(item)
+            else:
+                found |= referenced(item)
+        return found
+    if isinstance(value, list):
+        return set().union(*(referenced(item) for item in value)) if value else set()
+    return set()
+
+
+@pytest.mark.parametrize("route", [route.key for route in template_routes()])
+def test_a_route_is_three_places_of_the_template(route: str) -> None:
+    """docs/testing.md's new-route checklist, item 2: a route's function, its path in
+    TicketsApi's DefinitionBody, and its Lambda permission; nothing else of the
+    template names the function (logs, alarms, dashboard, usage: for every function at once)."""
+    (function,) = {found.function for found in template_routes() if found.key == route}
+    resources = template()["Resources"]
+    naming = {name for name, resource in resources.items() if function in referenced(resource)}
+    assert function in resources
+    assert naming == {"TicketsApi", f"{function}ApiPermission"}, route
+    permission = resources[f"{function}ApiPermission"]
+    assert permission["Properties"]["FunctionName"] == {"Ref": function}
