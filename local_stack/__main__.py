@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.state import (
+from local_stack.running_stack import (
     DEFAULT_STATE_DIR,
     ENV_FILE,
     EVENTS_DIR,
@@ -260,7 +260,7 @@ Ctrl-C stops everything.
 
 
 def _token(args: argparse.Namespace) -> int:
-    from local_stack.state import local_admin
+    from local_stack.running_stack import local_admin
 
     state = _running_state(args.state_dir)
     pool = _local_pool(state)
