@@ -3,7 +3,7 @@
 journal) against one ADD per count change.
 
 Records are synthesized in exactly the shape Lambda delivers DynamoDB stream
-records (``local_stack.stream_source.lambda_record``'s output), with fresh
+records (``local_stack.event_sources.stream_sources.lambda_record``'s output), with fresh
 event ids every run, so both designs count every record (ours on its fast
 path, as for any first delivery). Each run uses its own tenants. After the
 runs, the sizes of the items the aggregator keeps are read back: its count
@@ -28,7 +28,7 @@ from bench.naive import NaiveAggregator
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from local_stack.lambda_runtime import LambdaContext, environment
+from local_stack.lambda_.runtime import LambdaContext, environment
 from stack_model.capacity import CapacityMeter, TableShape, item_size
 from stack_model.functions import FunctionSpec, load_handler
 from support_tickets.core import keys

@@ -19,7 +19,7 @@ from bench.cost import per_million
 from bench.stackproc import StackProcess
 from bench.stats import summary
 from bench.warm import progress
-from local_stack.lambda_runtime import LambdaContext, environment
+from local_stack.lambda_.runtime import LambdaContext, environment
 from stack_model.functions import FunctionSpec, load_handler
 from support_tickets.core.settings import get_settings
 
@@ -32,7 +32,7 @@ def run_authorizer(
     stack: StackProcess, specs: dict[str, FunctionSpec], *, runs: int, tenant_prefix: str
 ) -> dict[str, Any]:
     """``runs`` warm invocations, each a cache miss (a token never seen before)."""
-    from local_stack.state import local_admin
+    from local_stack.running_stack import local_admin
 
     spec = specs[FUNCTION]
     tenant = f"{tenant_prefix}-auth"

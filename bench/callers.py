@@ -43,7 +43,7 @@ from bench.routes import Invoker
 from bench.stackproc import StackProcess, stack_process
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from local_stack.lambda_runtime import environment
+from local_stack.lambda_.runtime import environment
 from ops.users import tenant_credentials
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec, function_specs

@@ -59,9 +59,9 @@ from bench.stats import summary
 from bench.warm import progress, quiet_stdout
 from bench.webhook_setup import register, sqs_record
 from bench.webhooks import receiving
-from local_stack.gateway import authorizer_spec
-from local_stack.lambda_runtime import environment
-from local_stack.state import local_admin
+from local_stack.apigateway.rest_api import authorizer_spec
+from local_stack.lambda_.runtime import environment
+from local_stack.running_stack import local_admin
 from stack_model.functions import FunctionSpec
 from stack_model.template import PROJECT_ROOT
 

@@ -33,7 +33,7 @@ from bench.warm import progress, quiet_stdout
 from stack_model.capacity import TRANSACTION_FACTOR, CapacityMeter, TableShape, item_size, write_units
 
 if TYPE_CHECKING:
-    from local_stack.identity_pool import SigningUserPool
+    from local_stack.cognito.identity_pool import SigningUserPool
     from support_tickets.core.identity import Caller
 
 CREATES_PER_SECOND = 3000
@@ -134,7 +134,7 @@ def _requests(rng: random.Random, fraction: float, pool: list[str], seed: int) -
 
 @cache
 def _user_pool() -> SigningUserPool:
-    from local_stack.identity_pool import SigningUserPool
+    from local_stack.cognito.identity_pool import SigningUserPool
 
     return SigningUserPool(USER_POOL_ID, CLIENT_ID)
 
@@ -157,8 +157,8 @@ def _caller(username: str) -> Caller:
 
 def _aggregate(records: list[dict[str, Any]]) -> None:
     """The stream function over the records the requests produced, in its batches."""
-    from local_stack.lambda_runtime import LambdaContext
-    from local_stack.stream_source import stream_source
+    from local_stack.event_sources.stream_sources import stream_source
+    from local_stack.lambda_.runtime import LambdaContext
     from stack_model.functions import function_specs, load_handler
 
     source = stream_source()
@@ -172,8 +172,9 @@ def _aggregate(records: list[dict[str, Any]]) -> None:
 def _simulate(shards: int, fraction: float, seed: int) -> dict[str, Any]:
     from moto import mock_aws
 
-    from local_stack import identity_pool, moto_fixes
-    from local_stack.stream_source import lambda_record
+    from local_stack.cognito import identity_pool
+    from local_stack.emulator import moto_fixes
+    from local_stack.event_sources.stream_sources import lambda_record
     from ops.tenants import TenantAdmin
     from stack_model.template import table_definition
     from support_tickets.core.models import CreateTicketRequest

@@ -3,7 +3,7 @@ docs/isolation.md): more cold starts, each one charged.
 
 **Measured** (:func:`run_isolation`, against the local stack's emulator): API
 functions run in the local stack's execution environments
-(:mod:`local_stack.environments`, a process each) with the mode on and off,
+(:mod:`local_stack.lambda_.environments`, a process each) with the mode on and off,
 each called by several tenants twice, interleaved. With the mode on each
 active tenant of a function gets environments of its own: one cold start per
 active tenant and function (per environment Lambda keeps), where without it
@@ -36,7 +36,7 @@ from typing import Any
 
 from bench.stackproc import StackProcess
 from bench.warm import progress
-from local_stack.environments import FunctionEnvironments
+from local_stack.lambda_.environments import FunctionEnvironments
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec
 from support_tickets.core import prices

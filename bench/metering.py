@@ -45,7 +45,7 @@ from bench.routes import Fixtures, Invoker, check
 from bench.stackproc import StackProcess, stack_process
 from bench.stats import summary
 from bench.warm import progress, quiet_stdout
-from local_stack.lambda_runtime import LambdaContext, environment
+from local_stack.lambda_.runtime import LambdaContext, environment
 from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
 from support_tickets.core import prices
@@ -101,7 +101,7 @@ def usage_line_bytes() -> dict[str, int]:
 
 
 def usage_delivery(lines: int, tenants: list[str], stream: str, at_ms: int) -> dict[str, Any]:
-    from local_stack.log_subscriptions import awslogs_event
+    from local_stack.event_sources.log_subscriptions import awslogs_event
 
     events = []
     for index in range(lines):

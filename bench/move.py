@@ -42,7 +42,7 @@ from bench.fill import BATCH, ticket_items
 from bench.move_writers import WRITER_RATE, Writers, chunks, local_sender, report, verify
 from bench.stackproc import StackProcess
 from bench.warm import progress
-from local_stack.state import local_admin
+from local_stack.running_stack import local_admin
 from ops.dedicated import deploy_to_local
 from ops.move import DEFAULT_RATE, DEFAULT_WORKERS, Mover
 from ops.tenants import TenantAdmin

@@ -39,8 +39,8 @@ from typing import Any
 from bench.stackproc import StackProcess
 from bench.warm import progress
 from bench.webhook_setup import DELIVERY, HANGING_TIER, queue_entry, register
-from local_stack.lambda_runtime import environment
-from local_stack.state import local_admin
+from local_stack.lambda_.runtime import environment
+from local_stack.running_stack import local_admin
 from stack_model.functions import FunctionSpec
 from support_tickets.core import keys, metering
 from support_tickets.core.webhook_urls import CheckedUrl

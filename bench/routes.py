@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 from ops.routes import SUBJECT_SEPARATOR, ApiRoute, api_routes
 from ops.sample_events import delivery_item, sample_delivery_id
 from stack_model.events import rest_event, with_token

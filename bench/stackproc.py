@@ -23,8 +23,8 @@ from typing import Any
 import boto3
 
 from local_stack.local_values import local_environment
+from local_stack.running_stack import STATE_FILE, control_call, operator_client
 from local_stack.stack import lambda_environment
-from local_stack.state import STATE_FILE, control_call, operator_client
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.roles import function_role

@@ -28,7 +28,7 @@ from bench.naive import Designs
 from bench.routes import Fixtures, Invoker, Route, check
 from bench.stackproc import StackProcess, operator_put
 from bench.stats import summary
-from local_stack.lambda_runtime import environment
+from local_stack.lambda_.runtime import environment
 from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec
 from support_tickets.data.session import tenant_clients

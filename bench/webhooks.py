@@ -87,10 +87,10 @@ from bench.stackproc import StackProcess
 from bench.stats import percentile, summary
 from bench.warm import progress, quiet_stdout
 from bench.webhook_setup import DELIVERY, HANGING_TIER, api, queue_entry, register, sqs_record
-from local_stack.lambda_runtime import LambdaContext, environment
+from local_stack.event_sources.sqs_poller import sqs_sources
+from local_stack.lambda_.runtime import LambdaContext, environment
 from local_stack.local_values import queue_name
-from local_stack.sqs_poller import sqs_sources
-from local_stack.state import control_call, local_admin
+from local_stack.running_stack import control_call, local_admin
 from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
 from stack_model.template import resources

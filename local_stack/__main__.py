@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from local_stack.state import (
+from local_stack.running_stack import (
     DEFAULT_STATE_DIR,
     ENV_FILE,
     EVENTS_DIR,
@@ -288,7 +288,7 @@ Ctrl-C stops everything.
 
 
 def _token(args: argparse.Namespace) -> int:
-    from local_stack.state import local_admin
+    from local_stack.running_stack import local_admin
 
     validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
     validate_username(args.user)

@@ -38,14 +38,27 @@ from typing import Any
 
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
-from local_stack.emulator import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned
-from local_stack.environments import FunctionEnvironments, LogSink
-from local_stack.gateway import Gateway, GatewayResponses, LambdaAuthorizer, authorizer_spec, routes_from_specs
+from local_stack.apigateway.rest_api import (
+    Gateway,
+    GatewayResponses,
+    LambdaAuthorizer,
+    authorizer_spec,
+    routes_from_specs,
+)
+from local_stack.apigateway.usage_plans import KeyDirectory, UsageMeter
+from local_stack.emulator.server import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned
+from local_stack.event_sources.log_subscriptions import LogDelivery, subscriptions_from_template
+from local_stack.event_sources.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
+from local_stack.event_sources.stream_poller import StreamPoller, failure_message
+from local_stack.event_sources.stream_sources import (
+    StreamSource,
+    dedicated_stream_sources,
+    stream_functions,
+    stream_source,
+)
+from local_stack.lambda_.environments import FunctionEnvironments, LogSink
 from local_stack.local_values import LOCAL_API_ID, local_environment, stack_port_environment
-from local_stack.log_subscriptions import LogDelivery, subscriptions_from_template
-from local_stack.poller import StreamPoller, failure_message
-from local_stack.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
-from local_stack.state import (
+from local_stack.running_stack import (
     CONTROL_TOKEN_HEADER,
     DEFAULT_STATE_DIR,
     ENV_FILE,
@@ -56,8 +69,6 @@ from local_stack.state import (
     read_state,
     write_json,
 )
-from local_stack.stream_source import StreamSource, dedicated_stream_sources, stream_functions, stream_source
-from local_stack.usage import KeyDirectory, UsageMeter
 from ops import sample_events
 from ops.users import UserPool, ensure_user, id_token, tenant_credentials
 from stack_model.functions import FunctionSpec, function_specs
@@ -100,7 +111,7 @@ class _ApiServer(ThreadedWSGIServer):
 # ---------------------------------------------------------------- functions
 class FunctionRuntime:
     """Runs the template's functions as Lambda does: each in execution
-    environments of its own (:mod:`local_stack.environments`: a process per
+    environments of its own (:mod:`local_stack.lambda_.environments`: a process per
     environment, started on the function's first invocation, its cold start),
     with its template environment (Globals merged) plus what Lambda adds:
     region, function name, memory size, and the credentials of the function's
@@ -137,7 +148,7 @@ class FunctionRuntime:
         return dict(self._environments[logical_id])
 
     def invoke(self, spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:
-        """The handler's result; :class:`local_stack.environments.FunctionError`
+        """The handler's result; :class:`local_stack.lambda_.environments.FunctionError`
         when it raised, timed out or its environment ended (as Lambda reports it).
         ``tenant_id``: the invocation's tenant, for a function in tenant isolation
         mode (its environments are then that tenant's only)."""
@@ -224,7 +235,7 @@ class StackOptions:
     environments_per_function: int = DEFAULT_ENVIRONMENTS_PER_FUNCTION
     # Concurrent invocations of each SQS event source, at most (its MaximumConcurrency if lower).
     queue_concurrency: int = DEFAULT_QUEUE_CONCURRENCY
-    # Realistic ConsumedCapacity (local_stack.capacity); off, moto's constant answer, as fast
+    # Realistic ConsumedCapacity (local_stack.emulator.consumed_capacity); off, moto's constant answer, as fast
     # as an answer without it (what the benchmark needs to measure the functions' cost of asking).
     capacity_model: bool = True
 
@@ -518,7 +529,7 @@ class LocalStack:
 
     def onboard(self, tenant_id: str) -> None:
         """The tenant's record and API key (in its tier's plan), if it has none yet."""
-        from local_stack.state import local_admin
+        from local_stack.running_stack import local_admin
 
         local_admin(self.state()).ensure(tenant_id)
 
@@ -581,7 +592,8 @@ class LocalStack:
             "emulator_url": self.emulator.url,
             "vpc_endpoint_url": self.emulator.endpoint_url,
             "control_url": f"{self.emulator.url}/_local",
-            # Sent as CONTROL_TOKEN_HEADER by whoever calls the control endpoints (local_stack.state.control_call).
+            # Sent as CONTROL_TOKEN_HEADER by whoever calls the control endpoints
+            # (local_stack.running_stack.control_call).
             "control_token": self.control_token,
             "region": REGION,
             "user_pool_id": self.provisioned.user_pool_id,

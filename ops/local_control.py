@@ -4,7 +4,7 @@ only its state file gives (``control_url`` and ``control_token`` there).
 
 Here in ``ops`` because operator commands that work on the local stack too
 (``ops.dedicated --local``) call them, and ``ops`` never imports the local
-stack; :mod:`local_stack.state` uses the same header and call.
+stack; :mod:`local_stack.running_stack` uses the same header and call.
 """
 
 from __future__ import annotations

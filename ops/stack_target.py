@@ -32,7 +32,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", help="deployed stack name (reads its TableName output)")
     target.add_argument("--local", action="store_true", help="the running `make dev` stack")
-    # local_stack.state's default: `.local/`, or the directory LOCAL_STACK_STATE_DIR names.
+    # local_stack.running_stack's default: `.local/`, or the directory LOCAL_STACK_STATE_DIR names.
     state_dir = os.environ.get("LOCAL_STACK_STATE_DIR") or ".local"
     parser.add_argument("--local-state", default=str(Path(state_dir) / "stack.json"), help=argparse.SUPPRESS)
     parser.add_argument("--region")

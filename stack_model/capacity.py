@@ -4,7 +4,7 @@ moto answers ``ReturnConsumedCapacity`` with constants (0.5 or 1.0 whatever
 the item), so the units are computed here instead, by DynamoDB's published
 rules, from the items each call actually touches. Two users, one model: the
 local emulator answers ``ConsumedCapacity`` with these units
-(:mod:`local_stack.capacity`), and the benchmark sizes its calls with them.
+(:mod:`local_stack.emulator.consumed_capacity`), and the benchmark sizes its calls with them.
 The meter looks the items up (with a client that sees every item: the
 operator's, or the emulator's own backend) just before and just after the
 call (never timed):

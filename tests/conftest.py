@@ -3,8 +3,8 @@ and the template's identity pool, ID tokens signed by the tests' own user-pool
 key, random tenant ids. Nothing here can reach real AWS.
 
 In-process (``mock_aws``) there is no emulator and no user pool: the
-template's identity pool is served by :mod:`local_stack.identity_pool`,
-registered into moto (:func:`local_stack.identity_pool.in_process`), and it
+template's identity pool is served by :mod:`local_stack.cognito.identity_pool`,
+registered into moto (:func:`local_stack.cognito.identity_pool.in_process`), and it
 verifies tokens against :data:`SIGNING_KEY`, the key of the user pool
 ``us-east-1_EXAMPLE`` whose app client is ``SAMPLE_CLIENT_ID``. Tests get their
 callers' tokens from :func:`token_for_claims`, so the handlers exchange real
@@ -46,8 +46,9 @@ import tests.depth  # noqa: F401 - loads the hypothesis profile of the depth ask
 # while tests are collected, before any fixture runs.
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "SupportTickets")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "support-tickets")
-from local_stack import identity_pool, moto_fixes
-from local_stack.sqs_poller import QUEUE_CLOCK
+from local_stack.cognito import identity_pool
+from local_stack.emulator import moto_fixes
+from local_stack.event_sources.sqs_poller import QUEUE_CLOCK
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.template import table_definition
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials, caller_from_context, token_payload

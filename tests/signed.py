@@ -14,7 +14,7 @@ from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotocoreCredentials
 
-from local_stack.sigv4 import Credentials
+from local_stack.iam.sigv4 import Credentials
 
 HOST = "127.0.0.1:4566"
 OPERATOR = Credentials("LOCALOPERATOR", "local-operator-secret")

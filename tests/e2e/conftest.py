@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.state import ENV_FILE, STATE_FILE, control_call, local_admin, operator_client
+from local_stack.running_stack import ENV_FILE, STATE_FILE, control_call, local_admin, operator_client
 from ops.tenants import TenantAdmin
 from ops.users import UserPool, ensure_user, id_token
 from stack_model.template import PROJECT_ROOT
@@ -116,7 +116,7 @@ class RunningStack:
 
     def drain_queues(self, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until every message receivable now was handed to its function
-        and no SQS-triggered invocation is under way (local_stack.sqs_poller)."""
+        and no SQS-triggered invocation is under way (local_stack.event_sources.sqs_poller)."""
         return self._control(f"queues/drain?timeout={timeout}", timeout)
 
     def advance_queue_clock(self, seconds: float) -> float:
@@ -301,7 +301,7 @@ def session_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
 def environment_processes(parent: int) -> set[int]:
     """The local stack's execution environments (functions' processes) that
     ``parent`` started, from /proc."""
-    from local_stack import lambda_runtime
+    from local_stack.lambda_ import runtime as lambda_runtime
 
     found: set[int] = set()
     for entry in Path("/proc").iterdir():
@@ -329,7 +329,7 @@ def environment_function(pid: int) -> str:
 
 def running_environment(pid: int) -> bool:
     """Whether ``pid`` is still an environment's runtime (not reused by another program)."""
-    from local_stack import lambda_runtime
+    from local_stack.lambda_ import runtime as lambda_runtime
 
     try:
         return lambda_runtime.__file__.encode() in (Path("/proc") / str(pid) / "cmdline").read_bytes()

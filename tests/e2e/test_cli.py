@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from local_stack.lambda_runtime import LambdaContext, environment
-from local_stack.state import EVENTS_DIR
+from local_stack.lambda_.runtime import LambdaContext, environment
+from local_stack.running_stack import EVENTS_DIR
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.functions import function_specs, load_handler
 from stack_model.template import PROJECT_ROOT

@@ -17,7 +17,7 @@ line naming ``STACK=`` works on a deployed stack: it is left out. Every
 What differs from a reader's terminal, and only that:
 
 - the ``make`` lines find the session's stack, not ``.local/``:
-  ``LOCAL_STACK_STATE_DIR`` names its state directory (local_stack.state);
+  ``LOCAL_STACK_STATE_DIR`` names its state directory (local_stack.running_stack);
 - ``127.0.0.1:3000`` is the session stack's API, and any other
   ``127.0.0.1:<port>`` (with the ``--port <port>`` of the command that
   listens there) a free port;

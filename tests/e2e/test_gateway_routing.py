@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from werkzeug.test import Client
 
-from local_stack.environments import FunctionError, FunctionTimeout
-from local_stack.gateway import (
+from local_stack.apigateway.rest_api import (
     Authorized,
     AuthorizerRefused,
     Gateway,
@@ -22,8 +21,9 @@ from local_stack.gateway import (
     resolve_route,
     routes_from_specs,
 )
+from local_stack.apigateway.usage_plans import Decision
+from local_stack.lambda_.environments import FunctionError, FunctionTimeout
 from local_stack.local_values import local_values
-from local_stack.usage import Decision
 from ops.routes import api_routes
 from stack_model.functions import FunctionSpec, function_specs
 from support_tickets.core.identity import BEARER_HEADER

@@ -18,7 +18,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 from ops.routes import SUBJECT_SEPARATOR, by_name, route_names
 from ops.sample_events import delivery_item, sample_delivery_id
 from ops.users import UserPool, id_token

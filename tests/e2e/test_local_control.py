@@ -12,7 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from local_stack.state import CONTROL_TOKEN_HEADER
+from local_stack.running_stack import CONTROL_TOKEN_HEADER
 from support_tickets.core import keys
 from tests.e2e.conftest import RunningStack, new_tenant_id
 

@@ -19,8 +19,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from local_stack.lambda_runtime import LambdaContext, environment
-from local_stack.state import ENV_FILE
+from local_stack.lambda_.runtime import LambdaContext, environment
+from local_stack.running_stack import ENV_FILE
 from stack_model.events import rest_event, with_token
 from stack_model.functions import function_specs, load_handler
 from stack_model.roles import function_role

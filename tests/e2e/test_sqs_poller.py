@@ -1,4 +1,4 @@
-"""The local stack's SQS event source (local_stack.sqs_poller) has Lambda's
+"""The local stack's SQS event source (local_stack.event_sources.sqs_poller) has Lambda's
 semantics, on queues in moto: the event's shape, delete on success, partial
 batch responses (FIFO included), a function error returning the whole batch,
 the queue's redrive policy, a function's ChangeMessageVisibility respected,
@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
-from local_stack.sqs_poller import (
+from local_stack.event_sources.sqs_poller import (
     InvalidEventSource,
     SqsPoller,
     SqsSource,
@@ -30,8 +30,8 @@ from local_stack.sqs_poller import (
     sqs_source,
     sqs_sources,
 )
+from local_stack.event_sources.stream_sources import stream_functions
 from local_stack.stack import FunctionRuntime, lambda_environment
-from local_stack.stream_source import stream_functions
 from stack_model.functions import FunctionSpec
 from stack_model.template import REGION
 from tests.e2e.conftest import RunningStack

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from local_stack.poller import StreamPoller
-from local_stack.stream_source import StreamSource, stream_source
+from local_stack.event_sources.stream_poller import StreamPoller
+from local_stack.event_sources.stream_sources import StreamSource, stream_source
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket/stream/label"
 

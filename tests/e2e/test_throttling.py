@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from local_stack.state import STATE_FILE
+from local_stack.running_stack import STATE_FILE
 from tests.e2e.conftest import (
     DAILY_QUOTA,
     QUOTA_TIER,

@@ -8,7 +8,7 @@ suspended tenant's retry held unsent until its reactivation, and one
 tenant's endpoint hanging at its tier's rate holds at most its in-flight bound
 of the event source's invocations, never another tenant's deliveries.
 
-The local stack's SQS event source (``local_stack.sqs_poller``) runs the
+The local stack's SQS event source (``local_stack.event_sources.sqs_poller``) runs the
 delivery function with Lambda's semantics; its queue clock stands in for the
 retry delay, whose length the delivery record shows.
 """

@@ -17,8 +17,8 @@ import boto3
 import botocore.client
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from local_stack.gateway import GatewayResponses
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.apigateway.rest_api import GatewayResponses
+from local_stack.lambda_.runtime import LambdaContext
 from local_stack.local_values import local_values
 from ops.routes import PATH_PARAMETER, SUBJECT_SEPARATOR, ApiRoute, by_name
 from ops.sample_events import delivery_item, sample_delivery_id

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from local_stack.state import OPERATOR_CREDENTIALS
+from local_stack.running_stack import OPERATOR_CREDENTIALS
 from support_tickets.core import webhook_urls
 from support_tickets.data.tenant_registry import TIERS
 from tests.conftest import REGION, all_items, random_tenant_id

@@ -9,7 +9,7 @@ in Lambda's order. Every handler module is imported with only those (a
 dependency missing from the layer or a wrong handler path fails here); only then
 are the venv's site-packages appended, after the build directories, for moto,
 which provides the table each event runs against, and the project root (last),
-for ``local_stack.identity_pool``, which serves the template's identity pool in
+for ``local_stack.cognito.identity_pool``, which serves the template's identity pool in
 moto for the tests' signing key.
 
 The job: ``{"build_root", "layer_dir", "runtime_dir", "site_packages": [...], "table":
@@ -150,7 +150,8 @@ def main() -> None:
     # caches of sessions and clients are still cleared between cases.
     botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
-    from local_stack import identity_pool, moto_fixes
+    from local_stack.cognito import identity_pool
+    from local_stack.emulator import moto_fixes
 
     moto_fixes.apply()
     pool_of_the_tests = identity_pool.in_process(**job["identity_pool"])

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from local_stack.lambda_runtime import LambdaContext
-from local_stack.stream_source import lambda_record, stream_source
+from local_stack.event_sources.stream_sources import lambda_record, stream_source
+from local_stack.lambda_.runtime import LambdaContext
 from ops.reconcile import recount, stored_counts
 from stack_model.functions import function_specs, load_handler
 from support_tickets.core.keys import TicketStatus

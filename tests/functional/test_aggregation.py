@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local_stack.stream_source import stream_source
+from local_stack.event_sources.stream_sources import stream_source
 from support_tickets.core import keys
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.core.keys import TicketStatus
@@ -394,7 +394,7 @@ def test_one_transaction_per_batch_with_one_write_per_pair_and_one_journal(
 
 def test_the_bookkeeping_of_a_delivery_is_bounded_by_the_batch_size(dynamodb: DynamoDBClient, table_name: str) -> None:
     """A journal lists at most one batch; the template's BatchSize keeps it far below 40 KB."""
-    from local_stack.stream_source import stream_source
+    from local_stack.event_sources.stream_sources import stream_source
 
     records = [change_record("acme", n, OPEN, IN_PROGRESS) for n in range(stream_source().batch_size)]
     CountLedger(table_name=table_name, client=dynamodb, on_poison=_no_poison).apply(records)
@@ -622,7 +622,7 @@ def test_any_history_with_any_redelivery_counts_exactly(
 
 
 def test_a_cancelled_transaction_moves_no_count(repo_for: RepoFactory, harness: StreamHarness) -> None:
-    """DynamoDB streams nothing for a cancelled transaction (moto needs local_stack.moto_fixes for that)."""
+    """DynamoDB streams nothing for a cancelled transaction (moto needs local_stack.emulator.moto_fixes for that)."""
     repo = repo_for(random_tenant_id())
     ids = [create(repo) for _ in range(3)]
     with pytest.raises(TicketNotFound):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from mypy_boto3_dynamodb import DynamoDBClient
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 
 LogLines = Callable[[], list[dict[str, Any]]]
 

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from local_stack.stream_source import stream_source
+from local_stack.event_sources.stream_sources import stream_source
 from support_tickets.core import keys
 from support_tickets.core.errors import TicketNotFound
 from support_tickets.data.table import TenantTable

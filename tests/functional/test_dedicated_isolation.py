@@ -16,11 +16,11 @@ from typing import Any
 import boto3
 import pytest
 
-from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
-from local_stack.emulator import moto_table_key, moto_table_tags, table_keys
-from local_stack.kms_via_dynamodb import TableKey
+from local_stack.emulator.server import moto_table_key, moto_table_tags, table_keys
+from local_stack.iam.dynamodb_authorization import TableKeys, authorize_dynamodb
+from local_stack.iam.kms_via_dynamodb import TableKey
+from local_stack.iam.sessions import Session
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
-from local_stack.sessions import Session
 from stack_model import dedicated
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import REGION, table_definition, table_protections
@@ -281,7 +281,7 @@ def test_the_stream_functions_write_into_a_dedicated_table_what_they_write_into_
 
 
 def test_the_guard_reads_a_tables_key_and_its_state_from_moto_at_each_request(tables: dict[str, TableKeys]) -> None:
-    """What DynamoDB would use for a data request (local_stack.kms_via_dynamodb):
+    """What DynamoDB would use for a data request (local_stack.iam.kms_via_dynamodb):
     the customer managed key a table is encrypted with, in its state now."""
     kms = boto3.client("kms", region_name=REGION)
     client = boto3.client("dynamodb", region_name=REGION)

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
+from local_stack.event_sources.stream_sources import lambda_record
 from local_stack.local_values import offline_values
-from local_stack.stream_source import lambda_record
 from ops.routes import SUBJECT_SEPARATOR
 from ops.sample_events import delivery_item, sample_delivery_id
 from stack_model import dedicated
@@ -601,7 +601,8 @@ def test_an_attempt_whose_tenant_began_switching_tables_meanwhile_records_nothin
 def test_a_dedicated_tables_records_carry_its_streams_arn_and_whole_seconds(
     dynamodb: DynamoDBClient, streams: Any
 ) -> None:
-    """As the local stack's poller hands them to the functions (local_stack.stream_source.lambda_record)."""
+    """As the local stack's poller hands them to the functions
+    (local_stack.event_sources.stream_sources.lambda_record)."""
     own = own_table(dynamodb, "1")
     dynamodb.put_item(TableName=own, Item=keys.ticket_key("1", "T1"))
     arn = dynamodb.describe_table(TableName=own)["Table"]["LatestStreamArn"]

@@ -7,7 +7,7 @@ A REST event needs a real token now: the function exchanges the
 credentials. As ``make dev`` does for ``.local/events/``, each event is run
 with a fresh token of its user (``ops.sample_events.with_fresh_tokens``),
 here signed by the tests' user-pool key, and moto serves the template's
-identity pool for that key (``local_stack.identity_pool.in_process``,
+identity pool for that key (``local_stack.cognito.identity_pool.in_process``,
 registered in the runner's ``mock_aws``).
 
 Naming convention: ``events/<function directory>[_<variant>].json`` belongs to
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.cognito import public_jwks
+from local_stack.cognito.user_pool import public_jwks
 from ops import sample_events
 from ops.routes import api_routes
 from stack_model.events import SAMPLE_CLIENT_ID

@@ -1,5 +1,5 @@
 """The local stack's functions run as Lambda runs them: each in execution
-environments of its own (a process each, :mod:`local_stack.environments`).
+environments of its own (a process each, :mod:`local_stack.lambda_.environments`).
 
 With a probe function (``environment_probe/app.py``, on the shared layer) run
 under several names: what one function leaves in its modules (``os.environ``,
@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from local_stack import lambda_runtime
-from local_stack.environments import EnvironmentExited, FunctionError, FunctionTimeout
+from local_stack.lambda_ import runtime as lambda_runtime
+from local_stack.lambda_.environments import EnvironmentExited, FunctionError, FunctionTimeout
 from local_stack.stack import FunctionRuntime, lambda_environment
 from stack_model.functions import FunctionSpec
 from stack_model.template import PROJECT_ROOT
@@ -269,7 +269,7 @@ def test_the_environments_runtime_imports_only_the_standard_library() -> None:
 KEEPER = """
 import json, sys, threading
 from pathlib import Path
-from local_stack.environments import FunctionEnvironments
+from local_stack.lambda_.environments import FunctionEnvironments
 from stack_model.functions import FunctionSpec
 
 given = json.loads(sys.argv[1])

@@ -1,5 +1,5 @@
 """The local emulator answers ``ReturnConsumedCapacity`` with the capacity
-model's units (local_stack.capacity), not moto's constants: checked against
+model's units (local_stack.emulator.consumed_capacity), not moto's constants: checked against
 units worked out by hand from DynamoDB's published rules for items of known
 sizes (an item's size: its attribute names plus values; reads by 4 KB, half
 for eventually consistent; writes by 1 KB, twice inside a transaction, plus
@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
-from local_stack.capacity import CapacityUnits
+from local_stack.emulator.consumed_capacity import CapacityUnits
 from stack_model.template import table_definition
 
 PK = "TENANT#acme|TICKET#1"  # 20 bytes: "pk" + it = 22

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
 from support_tickets.data.table import to_item

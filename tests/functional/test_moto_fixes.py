@@ -1,4 +1,4 @@
-"""local_stack.moto_fixes: each fix's bug shown in plain moto (the fix
+"""local_stack.emulator.moto_fixes: each fix's bug shown in plain moto (the fix
 removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
 
 - Atomic requests: a thread inside moto, and another thread's request runs
@@ -58,8 +58,8 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.sqs import models as sqs_models
 
-from local_stack import moto_fixes
-from local_stack.moto_fixes import (
+from local_stack.emulator import moto_fixes
+from local_stack.emulator.moto_fixes import (
     API_KEYS_TAKE_TAGS,
     ATOMIC_REQUESTS,
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
@@ -73,7 +73,7 @@ from local_stack.moto_fixes import (
     TRANSACTIONS_HONOUR_THEIR_CLIENT_REQUEST_TOKEN,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
 )
-from local_stack.sqs_poller import advance_queue_clock
+from local_stack.event_sources.sqs_poller import advance_queue_clock
 from support_tickets.core import keys
 from tests.conftest import REGION, all_items
 

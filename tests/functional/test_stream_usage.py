@@ -19,9 +19,9 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_stack.lambda_runtime import LambdaContext
-from local_stack.poller import StreamPoller
-from local_stack.stream_source import stream_source
+from local_stack.event_sources.stream_poller import StreamPoller
+from local_stack.event_sources.stream_sources import stream_source
+from local_stack.lambda_.runtime import LambdaContext
 from stack_model import dedicated
 from support_tickets.core import keys, metering
 from support_tickets.core.models import CreateTicketRequest

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from local_stack.environments import FunctionEnvironments, InvalidTenant
+from local_stack.lambda_.environments import FunctionEnvironments, InvalidTenant
 from local_stack.stack import FunctionRuntime, lambda_environment
 from tests.functional.test_execution_environments import ENDPOINT, key_of, probe, runtime_for
 

@@ -16,7 +16,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 from stack_model.template import template
 from support_tickets.core import keys
 from support_tickets.core.webhook_events import RETRY_WINDOW_SECONDS, event_body, queue_message, read_queue_message

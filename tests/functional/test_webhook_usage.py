@@ -20,7 +20,7 @@ import pytest
 from aws_lambda_powertools import Logger
 from botocore import xform_name
 
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.lambda_.runtime import LambdaContext
 from support_tickets.core import keys, metering
 from support_tickets.streams import webhook_usage
 from support_tickets.streams.webhook_usage import METER, TenantTotals, usage_lines

@@ -1,6 +1,6 @@
 """Both engines on a :class:`~tests.oracle.cases.Case`: the guard, through the
 path it takes for every DynamoDB request of a role session
-(:func:`local_stack.guard.authorize_dynamodb`: the body's questions, then the
+(:func:`local_stack.iam.guard.authorize_dynamodb`: the body's questions, then the
 role's policies), and iam-simulate, one Node process for a whole batch.
 
 Each answers with an :class:`Outcome`: allowed, or the first question refused
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from local_stack.dynamodb_questions import TableKeys, authorize_dynamodb
-from local_stack.sessions import Session
+from local_stack.iam.dynamodb_authorization import TableKeys, authorize_dynamodb
+from local_stack.iam.sessions import Session
 from stack_model.roles import RoleDefinition
 from tests.oracle.cases import DEDICATED_TAGS, SOURCE_VPCE, Case, Question, table_arn
 from tests.oracle.policies import REGION

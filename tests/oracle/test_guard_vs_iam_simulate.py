@@ -5,7 +5,7 @@ template's SAM-translated roles: every role, the item, batch, transaction and
 index calls the code makes and the calls it must never make, keys of tenants
 ``1``, ``10``, ``a``, ``a-b`` of every kind, session tags right, wrong and
 wild, ``aws:SourceVpce`` right, wrong and absent. The guard judges each from
-its body alone (:func:`local_stack.guard.authorize_dynamodb`); iam-simulate
+its body alone (:func:`local_stack.iam.guard.authorize_dynamodb`); iam-simulate
 judges the questions AWS asks for it. Their verdicts must be the same, down to
 which question is refused and whether by an explicit deny. The dedicated
 tenants' tables are among the tables (tagged ``TenantId``: the guard reads the
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from local_stack.dynamodb_questions import TableKeys
+from local_stack.iam.dynamodb_authorization import TableKeys
 from stack_model import dedicated
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import table_definition

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from local_stack.lambda_runtime import LambdaContext
-from local_stack.poller import StreamPoller
-from local_stack.stream_source import stream_source
+from local_stack.event_sources.stream_poller import StreamPoller
+from local_stack.event_sources.stream_sources import stream_source
+from local_stack.lambda_.runtime import LambdaContext
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
 from support_tickets.streams.aggregation import aggregator_client

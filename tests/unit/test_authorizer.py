@@ -17,9 +17,9 @@ import boto3
 import botocore.client
 import pytest
 
-from local_stack import cognito
-from local_stack.identity_pool import SigningUserPool
-from local_stack.lambda_runtime import LambdaContext
+from local_stack.cognito import user_pool as cognito
+from local_stack.cognito.identity_pool import SigningUserPool
+from local_stack.lambda_.runtime import LambdaContext
 from stack_model.events import SAMPLE_CLIENT_ID
 from stack_model.functions import load_handler
 from stack_model.template import PROJECT_ROOT, table_definition

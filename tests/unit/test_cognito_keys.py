@@ -15,7 +15,7 @@ from joserfc.jwk import KeySet, RSAKey
 from moto import mock_aws
 from moto.utilities.utils import load_resource
 
-from local_stack import cognito
+from local_stack.cognito import user_pool as cognito
 
 PASSWORD = "Passw0rd!Passw0rd"
 

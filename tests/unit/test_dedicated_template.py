@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from local_stack import iam
+from local_stack.iam import policy_evaluation as iam
 from local_stack.local_values import offline_values
 from stack_model.dedicated import (
     TENANT_TAG,

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from local_stack import iam
-from local_stack.dynamodb_questions import (
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.dynamodb_authorization import (
     Question,
     TableKeys,
     authorize_dynamodb,
     dynamodb_requests,
     request_attributes,
 )
+from local_stack.iam.sessions import Session
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Session
 from support_tickets.core import keys
 from tests.unit.test_guard_policy import TENANT_ROLE
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from local_stack import iam
-from local_stack.condition_keys import kms_context
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import kms_context
+from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam.service_authorization import resource_of
+from local_stack.iam.sessions import Session, Sessions
+from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import LOCAL_KMS_ENDPOINT_ID, LOCAL_VPC_ENDPOINT_ID, offline_values
-from local_stack.service_questions import resource_of
-from local_stack.sessions import Session, Sessions
-from local_stack.sigv4 import Credentials
 from stack_model.roles import roles_from_template
 from tests.signed import OPERATOR, signed_environ
 from tests.unit.test_guard_policy import CLIENT_ID, IDENTITY_POOL_ID, USER_POOL_ID

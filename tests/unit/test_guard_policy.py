@@ -1,4 +1,4 @@
-"""The policy evaluator (local_stack.iam) on its own, and against the real
+"""The policy evaluator (local_stack.iam.policy_evaluation) on its own, and against the real
 policies of template.yaml (TenantAccessRole, its trust policy, the
 aggregator's role)."""
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from local_stack import iam
-from local_stack.condition_keys import resource_context
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import resource_context
+from local_stack.iam.sessions import Session
+from local_stack.iam.sts import AssumeRoleRequest, authorize_assume_role
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
-from local_stack.sessions import Session
-from local_stack.sts import AssumeRoleRequest, authorize_assume_role
 from stack_model.roles import RoleDefinition, function_role, roles_from_template
 
 TABLE_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/SupportTicket"

@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from local_stack.dynamodb_questions import authorize_dynamodb
-from local_stack.iam import Decision
+from local_stack.iam.dynamodb_authorization import authorize_dynamodb
+from local_stack.iam.policy_evaluation import Decision
+from local_stack.iam.sessions import Session
+from local_stack.iam.sts import AssumeRoleRequest, authorize_assume_role
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Session
-from local_stack.sts import AssumeRoleRequest, authorize_assume_role
 from tests.depth import sized
 from tests.unit.test_guard_policy import API_ROLE, ROLES, TENANT_ROLE, web_identity
 from tests.unit.test_guard_requests import TABLES

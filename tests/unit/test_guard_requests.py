@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from local_stack import iam
-from local_stack.dynamodb_questions import Question, TableKeys, authorize_dynamodb, dynamodb_requests
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.dynamodb_authorization import Question, TableKeys, authorize_dynamodb, dynamodb_requests
+from local_stack.iam.sessions import Session
+from local_stack.iam.sts import InvalidRequest, parse_assume_role
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Session
-from local_stack.sts import InvalidRequest, parse_assume_role
 from tests.unit.test_guard_policy import INDEX_ARN, TABLE_ARN, TENANT_ROLE
 
 TABLES = {"SupportTicket": TableKeys("SupportTicket", "pk", {"GSI1": "tenant_status"})}

@@ -1,5 +1,5 @@
 """The guard verifies each request's SigV4 signature against the secret the
-emulator issued for its key (local_stack.sigv4): requests signed by botocore,
+emulator issued for its key (local_stack.iam.sigv4): requests signed by botocore,
 in the Authorization header or presigned, then changed the ways a forger
 would; each refusal parsed by botocore as a boto3 client would see it."""
 
@@ -16,12 +16,12 @@ import botocore.session
 import pytest
 from botocore.parsers import create_parser
 
-from local_stack import sigv4
-from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam import sigv4
+from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam.sessions import Session, Sessions
+from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Session, Sessions
-from local_stack.sigv4 import Credentials
 from tests.signed import OPERATOR, signed_environ
 from tests.unit.test_guard_policy import AGGREGATOR_ROLE, ROLES, TENANT_ROLE
 

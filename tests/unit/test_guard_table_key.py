@@ -2,7 +2,7 @@
 the key for the caller on every data request, so the key's policy (from
 templates/dedicated-table.yaml, its conditions on ``kms:ViaService`` and the
 caller's ``TenantId`` tag) and its state decide too, as DynamoDB answers them
-(local_stack.kms_via_dynamodb). Tenants 1 and 10, each with its own table."""
+(local_stack.iam.kms_via_dynamodb). Tenants 1 and 10, each with its own table."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
-from local_stack.kms_via_dynamodb import TableKey
+from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam.kms_via_dynamodb import TableKey
+from local_stack.iam.sessions import Session, Sessions
+from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Session, Sessions
-from local_stack.sigv4 import Credentials
 from stack_model import dedicated
 from support_tickets.core import keys
 from tests.signed import OPERATOR, signed_environ

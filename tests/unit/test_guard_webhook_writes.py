@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from local_stack.dynamodb_questions import authorize_dynamodb
-from local_stack.sessions import Session
+from local_stack.iam.dynamodb_authorization import authorize_dynamodb
+from local_stack.iam.sessions import Session
 from support_tickets.core import keys
 from support_tickets.data.delivery_records import REDELIVER_MARK
 from support_tickets.data.delivery_repository import DeliveryRepository

@@ -14,11 +14,11 @@ import pytest
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-from local_stack import iam
-from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import Guard
-from local_stack.sessions import Session, Sessions, signer_of
-from local_stack.sigv4 import Credentials
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.guard import Guard
+from local_stack.iam.sessions import Session, Sessions, signer_of
+from local_stack.iam.sigv4 import Credentials
 from stack_model import managed_policies
 from stack_model.roles import RoleDefinition
 from tests.signed import OPERATOR, signed_environ

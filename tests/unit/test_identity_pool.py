@@ -1,4 +1,4 @@
-"""The local identity pool (local_stack.identity_pool) through the guard's WSGI
+"""The local identity pool (local_stack.cognito.identity_pool) through the guard's WSGI
 middleware, as the emulator serves it: a token is verified as Cognito verifies
 it, each refusal with Cognito's error, and the credentials it issues carry
 the template's role and the token's tenant as session tag, so the guard's
@@ -17,14 +17,14 @@ from botocore.exceptions import ClientError
 from joserfc.jwk import RSAKey
 from moto import mock_aws
 
-from local_stack import identity_pool
-from local_stack.cognito import public_jwks
-from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
-from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
+from local_stack.cognito import identity_pool
+from local_stack.cognito.identity_pool import IdentityPoolError, LocalIdentityPool, Provider
+from local_stack.cognito.user_pool import public_jwks
+from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam.sessions import Sessions
+from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID
-from local_stack.sessions import Sessions
-from local_stack.sigv4 import Credentials
 from stack_model.events import SAMPLE_CLIENT_ID
 from tests.conftest import IDENTITY_POOL_ID, REGION, SIGNING_KEY, USER_POOL_ID, USER_POOL_PROVIDER, sign_token
 from tests.signed import OPERATOR, signed_environ

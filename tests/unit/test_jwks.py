@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from local_stack.cognito import public_jwks
+from local_stack.cognito.user_pool import public_jwks
 from support_tickets.auth import jwks as jwks_module
 from support_tickets.auth.jwks import InvalidToken, Jwks, signing_key
 from tests.depth import sized

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from joserfc.jwk import RSAKey
 
-from local_stack.cognito import public_jwks
+from local_stack.cognito.user_pool import public_jwks
 from support_tickets.auth.jwks import InvalidToken, check_claims, signing_key
 
 NOW = 1_800_000_000.0

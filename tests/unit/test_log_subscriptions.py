@@ -1,4 +1,4 @@
-"""The local CloudWatch Logs subscriptions (local_stack.log_subscriptions):
+"""The local CloudWatch Logs subscriptions (local_stack.event_sources.log_subscriptions):
 the template's filters and nothing else, the pattern as CloudWatch Logs
 evaluates it, batches per log stream, the ``awslogs`` payload the metering
 function reads, Lambda's asynchronous retries, and the drain tests use."""
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from local_stack.log_subscriptions import (
+from local_stack.event_sources.log_subscriptions import (
     ASYNC_RETRIES,
     JsonFilter,
     LogDelivery,

@@ -52,7 +52,7 @@ def test_the_rule_sees_lazy_imports(tmp_path: Path) -> None:
     upward = tmp_path / "upward.py"
     upward.write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import ops.tenants\n"
-        "def f() -> None:\n    from local_stack.state import read_state\n"
+        "def f() -> None:\n    from local_stack.running_stack import read_state\n"
     )
     assert imported_packages(upward) == {"ops", "local_stack"}
 

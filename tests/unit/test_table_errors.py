@@ -1,7 +1,7 @@
 """What a dedicated table's unusable KMS key means to the caller: DynamoDB
 answers ``ValidationException`` ("KMS key disabled error", "KMS validation
 error": pending deletion) or ``AccessDeniedException`` ("KMS key access denied
-error"), as the local stack's guard answers them (local_stack/kms_via_dynamodb.py);
+error"), as the local stack's guard answers them (local_stack/iam/kms_via_dynamodb.py);
 the tenant gets 503 ``UNAVAILABLE``, never a 500, a 403 or a bad cursor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage plans as the local gateway enforces them (local_stack.usage): a token
+"""Usage plans as the local gateway enforces them (local_stack.apigateway.usage_plans): a token
 bucket per API key for the rate and burst, a count per UTC day for the quota,
 with fake clocks; and the key directory over moto's API Gateway."""
 
@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from local_stack.usage import SECONDS_PER_DAY, DailyQuota, KeyDirectory, Plan, TokenBucket, UsageMeter
+from local_stack.apigateway.usage_plans import SECONDS_PER_DAY, DailyQuota, KeyDirectory, Plan, TokenBucket, UsageMeter
 
 
 class Clock:

@@ -87,7 +87,7 @@ from typing import Any
 
 from moto.events.models import EventPattern
 
-from local_stack.polling import PollingThread
+from local_stack.event_sources.polling_thread import PollingThread
 from stack_model.template import resources
 
 log = logging.getLogger("local_stack.sqs_poller")

@@ -5,18 +5,18 @@ provisioned from `template.yaml`.
 its template definition: the table (with GSI1, its stream and TTL), every
 SQS queue (the stream functions' on-failure queues), the user pool with its
 ``custom:tenant_id`` schema, app client and ``admin`` group, the identity pool
-(served by :mod:`local_stack.identity_pool`: its provider, authenticated role
+(served by :mod:`local_stack.cognito.identity_pool`: its provider, authenticated role
 and principal tags), and every IAM role (trust policy, inline policies,
 policies attached by ``AWS::IAM::Policy``, SAM's generated function roles).
 The user pool signs ID tokens (RS256) with a key generated at every start
-(:mod:`local_stack.cognito`; moto's own key is public) and serves its public
+(:mod:`local_stack.cognito.user_pool`; moto's own key is public) and serves its public
 half at ``/<pool id>/.well-known/jwks.json``.
 
 The stack's own requests are signed with :data:`OPERATOR_CREDENTIALS` (the
-emulated account's administrator, see :mod:`local_stack.guard`), never with
+emulated account's administrator, see :mod:`local_stack.iam.guard`), never with
 credentials from your environment, and always go to the emulator's endpoint.
 The guard verifies every signed request against the secrets the emulator
-issued (:mod:`local_stack.sigv4`): that pair, and the credentials of each role
+issued (:mod:`local_stack.iam.sigv4`): that pair, and the credentials of each role
 session its STS and identity pool hand out.
 
 :meth:`Emulator.deploy_dedicated` makes a dedicated tenant's table the same
@@ -53,12 +53,17 @@ from typing import TYPE_CHECKING, Any
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from local_stack import cognito, identity_pool, moto_fixes
-from local_stack.aws_answers import json_error
-from local_stack.capacity import CapacityUnits
-from local_stack.dynamodb_questions import TableKeys
-from local_stack.guard import SOURCE_VPCE_ENVIRON, Guard
-from local_stack.kms_via_dynamodb import TableKey
+from local_stack.cognito import identity_pool
+from local_stack.cognito import user_pool as cognito
+from local_stack.emulator import moto_fixes
+from local_stack.emulator.consumed_capacity import CapacityUnits
+from local_stack.emulator.moto_fixes import MOTO_LOCK
+from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
+from local_stack.iam.kms_via_dynamodb import TableKey
+from local_stack.iam.protocol_answers import json_error
+from local_stack.iam.sessions import Session, Sessions
+from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import (
     LOCAL_KMS_ENDPOINT_ID,
     LOCAL_VPC_ENDPOINT_ID,
@@ -66,10 +71,7 @@ from local_stack.local_values import (
     local_values,
     queue_name,
 )
-from local_stack.moto_fixes import MOTO_LOCK
-from local_stack.sessions import Session, Sessions
-from local_stack.sigv4 import Credentials
-from local_stack.state import OPERATOR_CREDENTIALS, REGION, emulator_client
+from local_stack.running_stack import OPERATOR_CREDENTIALS, REGION, emulator_client
 from stack_model.dedicated import dedicated_resources, dedicated_values
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import (
@@ -270,7 +272,7 @@ class Emulator:
         operator = Credentials(OPERATOR_CREDENTIALS["aws_access_key_id"], OPERATOR_CREDENTIALS["aws_secret_access_key"])
         moto_app = DomainDispatcherApplication(create_backend_app)
         self.guard = Guard(
-            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.capacity),
+            # moto behind the capacity model: realistic ConsumedCapacity (local_stack.emulator.consumed_capacity),
             # unless turned off (moto's constant: the benchmark's measure of the asking alone).
             CapacityUnits(moto_app, definition["TableName"]) if self._capacity_model else moto_app,
             roles={},
@@ -579,7 +581,7 @@ class Emulator:
 
     def _make_identity_pool(self, logical_id: str, props: dict[str, Any]) -> tuple[str, dict[str, str]]:
         """The identity pool in moto (so the operator can describe it); the
-        guard answers its token exchanges (:mod:`local_stack.identity_pool`)."""
+        guard answers its token exchanges (:mod:`local_stack.cognito.identity_pool`)."""
         client: CognitoIdentityClient = self.client("cognito-identity")
         created = client.create_identity_pool(
             IdentityPoolName=props["IdentityPoolName"],

@@ -5,12 +5,12 @@ guard's registry of request signers.
 so both always agree on the caller and the service. A :class:`Session` is a
 set of credentials the emulator's STS or identity pool issued for a role of
 the template, with its session name and tags (what ``${aws:PrincipalTag/...}``
-is later evaluated with, :func:`local_stack.condition_keys.principal_context`).
+is later evaluated with, :func:`local_stack.iam.condition_keys.principal_context`).
 :class:`Sessions` is the one place that knows every key the emulator accepts
-and its secret and session token (:class:`local_stack.sigv4.Credentials`):
-the operator's fixed pair (:data:`local_stack.state.OPERATOR_CREDENTIALS`)
+and its secret and session token (:class:`local_stack.iam.sigv4.Credentials`):
+the operator's fixed pair (:data:`local_stack.running_stack.OPERATOR_CREDENTIALS`)
 and each role session's, as AssumeRole or the identity pool issued them. The
-guard verifies every signed request against it (:mod:`local_stack.sigv4`); a
+guard verifies every signed request against it (:mod:`local_stack.iam.sigv4`); a
 key it does not hold is refused, a verified key without a session is the
 operator.
 """
@@ -25,8 +25,8 @@ from typing import Any
 from moto.core.responses import BaseResponse
 from moto.moto_server.werkzeug_app import SIGNING_ALIASES
 
-from local_stack import iam
-from local_stack.sigv4 import Credentials
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.sigv4 import Credentials
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
 

@@ -2,7 +2,7 @@
 the guard asks IAM for it: the IAM action (:func:`iam_action`: SQS's batch
 actions are authorized as their single-message actions), the resource the call
 names (:func:`resource_of`) and the request's condition keys (a KMS call's
-encryption context among them, :mod:`local_stack.condition_keys`).
+encryption context among them, :mod:`local_stack.iam.condition_keys`).
 
 A call whose resource the guard can't name is :class:`iam.NotUnderstood`,
 and refused: judged on ``*``, a Deny naming the resource would not apply.
@@ -15,9 +15,9 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from local_stack import iam
-from local_stack.condition_keys import kms_context, request_context
-from local_stack.sessions import Session
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import kms_context, request_context
+from local_stack.iam.sessions import Session
 from stack_model.template import ACCOUNT_ID
 
 # SQS's batch actions have no IAM action of their own: each is authorized as its

@@ -15,7 +15,7 @@ the guard knows (:data:`TableKeyOf`, read from moto when asked):
 
 - a role session's ``kms:Decrypt`` on the key is judged as KMS judges it
   (:func:`key_use_decision`), with the condition keys of DynamoDB's call for it
-  (:func:`local_stack.condition_keys.kms_via_dynamodb_context`); a refusal is
+  (:func:`local_stack.iam.condition_keys.kms_via_dynamodb_context`); a refusal is
   DynamoDB's ``AccessDeniedException``, "KMS key access denied error: ...".
   The operator's requests are not judged (the guard's rule for the operator);
 - whoever calls, a key that is disabled or pending deletion fails the request:
@@ -43,10 +43,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from local_stack import iam
-from local_stack.condition_keys import kms_via_dynamodb_context, request_context
-from local_stack.dynamodb_questions import TableKeys, dynamodb_requests, tag_owner
-from local_stack.sessions import Session
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import kms_via_dynamodb_context, request_context
+from local_stack.iam.dynamodb_authorization import TableKeys, dynamodb_requests, tag_owner
+from local_stack.iam.sessions import Session
 from stack_model.template import ACCOUNT_ID
 
 # The requests that read or write a table's items (the control plane, tags and

@@ -57,9 +57,10 @@ from joserfc.jwk import KeySet, RSAKey
 from moto.cognitoidentity.responses import CognitoIdentityResponse
 from moto.core.exceptions import JsonRESTError
 
-from local_stack import cognito, iam
+from local_stack.cognito import user_pool as cognito
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.sts import tag_errors
 from local_stack.local_values import offline_values
-from local_stack.sts import tag_errors
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import ACCOUNT_ID, REGION, Values, resources
 from support_tickets.core.identity import token_payload
@@ -458,7 +459,7 @@ def _served(action: str) -> Callable[[CognitoIdentityResponse], str]:
 def install() -> None:
     """moto's ``cognito-identity`` answers ``GetId``, ``GetCredentialsForIdentity``
     and ``GetOpenIdToken`` with the registered pools only (never its unchecked
-    defaults). Once per process (:func:`local_stack.moto_fixes.apply`)."""
+    defaults). Once per process (:func:`local_stack.emulator.moto_fixes.apply`)."""
     global _installed  # noqa: PLW0603 - patch once per process
     with _lock:
         if _installed:

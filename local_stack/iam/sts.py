@@ -25,11 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from local_stack import iam
-from local_stack.aws_answers import QUERY_NAMESPACES, Answer, xml_error
-from local_stack.condition_keys import assume_role_context, principal_context
-from local_stack.sessions import Session, denial_message
-from local_stack.sigv4 import Credentials
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import assume_role_context, principal_context
+from local_stack.iam.protocol_answers import QUERY_NAMESPACES, Answer, xml_error
+from local_stack.iam.sessions import Session, denial_message
+from local_stack.iam.sigv4 import Credentials
 from stack_model.roles import RoleDefinition
 from stack_model.template import ACCOUNT_ID
 

@@ -10,13 +10,13 @@ function's code directory, then its layers' content (``/opt/python``). The
 stack's own variables come along (the e2e stack's short
 ``TENANT_CONFIG_TTL_SECONDS`` must reach the functions), except ``AWS_*``: a
 developer's profile or keys must never stand in for a role. It runs
-:func:`local_stack.lambda_runtime.main`, which imports the handler (the cold
+:func:`local_stack.lambda_.runtime.main`, which imports the handler (the cold
 start) and then answers one invocation at a time.
 
 **Protocol**: JSON lines over two pipes of their own (the function's stderr
 is the stack's; its stdout is piped and teed, line by line, to the stack's
 output and to a log sink, as a Lambda function's lines reach its log group,
-where subscription filters see them: :mod:`local_stack.log_subscriptions`).
+where subscription filters see them: :mod:`local_stack.event_sources.log_subscriptions`).
 Each environment writes a log stream of its own, named as Lambda names them
 (``YYYY/MM/DD/[$LATEST]<32 hex digits>``). The environment writes ``{"init":
 {}}`` once its handler is imported (or ``{"init": {"error": ...}}``, and
@@ -81,7 +81,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
-from local_stack import lambda_runtime
+from local_stack.lambda_ import runtime as lambda_runtime
 from stack_model.functions import FunctionSpec
 
 log = logging.getLogger("local_stack.environments")

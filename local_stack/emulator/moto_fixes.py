@@ -64,7 +64,7 @@ each of these code paths as 5.2.5 does.
   ``make test``). The key is now generated when an asymmetric operation first
   uses it, with the same spec, so those operations answer as before.
 - :data:`SQS_RECEIVES_AS_SQS_DOES`. Two of moto's SQS differences that the
-  local SQS event source (:mod:`local_stack.sqs_poller`) would pass on to a
+  local SQS event source (:mod:`local_stack.event_sources.sqs_poller`) would pass on to a
   function. (1) A FIFO ``ReceiveMessage`` walks the queue in order and frees
   an in-flight message whose visibility timeout has ended only when it reaches
   it: an earlier message of a group whose visibility ended was skipped while a
@@ -150,8 +150,8 @@ each of these code paths as 5.2.5 does.
   :mod:`local_stack.usage`.)
 
 moto's user pools sign with a key from moto's package and ignore their own
-settings: :mod:`local_stack.cognito` fixes both. moto's identity pools issue
-fixed credentials for any identity, unchecked: :mod:`local_stack.identity_pool`
+settings: :mod:`local_stack.cognito.user_pool` fixes both. moto's identity pools issue
+fixed credentials for any identity, unchecked: :mod:`local_stack.cognito.identity_pool`
 answers instead.
 
 :func:`apply` is idempotent and applied by the emulator and by the tests' moto
@@ -200,7 +200,8 @@ from moto.sqs import models as sqs_models
 from moto.sqs.exceptions import BatchRequestTooLong, InvalidParameterValue, ReceiptHandleIsInvalid, SQSException
 from moto.sqs.models import SQSBackend
 
-from local_stack import cognito, identity_pool
+from local_stack.cognito import identity_pool
+from local_stack.cognito import user_pool as cognito
 
 # moto's backends are not thread-safe: every request, in-process or through the
 # emulator's server, holds it while moto serves it.

@@ -2,7 +2,7 @@
 
 The emulator issued every secret its callers hold (the operator's fixed pair,
 the execution roles' AssumeRole credentials, the identity pool's tenant
-credentials; :class:`local_stack.sessions.Sessions` keeps them), so it checks
+credentials; :class:`local_stack.iam.sessions.Sessions` keeps them), so it checks
 each request's signature as AWS does, in both of SigV4's forms:
 
 - the ``Authorization`` header (``AWS4-HMAC-SHA256 Credential=...,
@@ -59,7 +59,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials as BotocoreCredentials
 
-from local_stack.aws_answers import JSON_1_0, QUERY_NAMESPACES, Answer, answer, json_error, xml_error
+from local_stack.iam.protocol_answers import JSON_1_0, QUERY_NAMESPACES, Answer, answer, json_error, xml_error
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 _TIMESTAMP = "%Y%m%dT%H%M%SZ"

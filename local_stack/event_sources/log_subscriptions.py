@@ -8,7 +8,7 @@ asynchronous invocation whose event is ``{"awslogs": {"data": base64(gzip(
 {"messageType": "DATA_MESSAGE", "owner", "logGroup", "logStream",
 "subscriptionFilters", "logEvents": [{"id", "timestamp", "message"}]}))}}``.
 
-Here each execution environment's stdout is piped (local_stack.environments):
+Here each execution environment's stdout is piped (local_stack.lambda_.environments):
 every line still reaches the stack's output, and each is handed to
 :meth:`LogDelivery.line` with the function, log group and log stream it
 came from. What is subscribed, and with which pattern, is read from the

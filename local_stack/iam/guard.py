@@ -3,15 +3,15 @@
 moto answers every request as if IAM allowed it, whoever signed it. The
 guard is a WSGI middleware in front of moto's server: it verifies each signed
 request's SigV4 signature against the secret the emulator issued for its key
-(:mod:`local_stack.sigv4`, the keys in :mod:`local_stack.sessions`; an unknown
+(:mod:`local_stack.iam.sigv4`, the keys in :mod:`local_stack.iam.sessions`; an unknown
 key, a session token that is not the key's, a timestamp too far from the clock
 or a wrong signature are refused as the service refuses them), then routes it
 by service and evaluates the template's policies for it with
-:mod:`local_stack.iam`. A role's policies are its inline ones and its AWS
+:mod:`local_stack.iam.policy_evaluation`. A role's policies are its inline ones and its AWS
 managed policies (see :mod:`stack_model.roles`):
 
 - **STS AssumeRole** (any caller): validated and authorized as STS does
-  (:mod:`local_stack.sts`: the target must be a role of the template, its
+  (:mod:`local_stack.iam.sts`: the target must be a role of the template, its
   trust policy and the caller's own policies must allow it). When moto then
   issues the credentials, the guard records their access key id, secret and
   session token with the role, the session name and the session tags: that
@@ -22,12 +22,12 @@ managed policies (see :mod:`stack_model.roles`):
 - **The identity pool** (``GetId``, ``GetCredentialsForIdentity``,
   ``GetOpenIdToken``, unsigned as the SDKs send them, or signed by a key
   whose signature verifies): answered by
-  :class:`local_stack.identity_pool.LocalIdentityPool`; the credentials it
+  :class:`local_stack.cognito.identity_pool.LocalIdentityPool`; the credentials it
   issues are recorded like AssumeRole's, with the role and the tags Cognito
   would set. Its other actions follow the rules below.
 - **DynamoDB and DynamoDB Streams** signed with a recorded session: the
   questions DynamoDB asks IAM for the request
-  (:mod:`local_stack.dynamodb_questions`), all of which the role's policies
+  (:mod:`local_stack.iam.dynamodb_authorization`), all of which the role's policies
   (and the session policy, if any) must allow; the first refusal answers as
   DynamoDB does: HTTP 400, ``AccessDeniedException``, "User: ... is not
   authorized to perform: ...". Requests that came through the gateway
@@ -37,15 +37,15 @@ managed policies (see :mod:`stack_model.roles`):
   Then, for a data request on a table encrypted with a customer managed key
   (``table_key``), DynamoDB's use of the key for the caller: its policy's
   answer, and the key's state, whoever calls, the operator included
-  (:mod:`local_stack.kms_via_dynamodb`).
+  (:mod:`local_stack.iam.kms_via_dynamodb`).
 - **Any other service** signed with a recorded session: the one question
-  its call asks (:mod:`local_stack.service_questions`: the resource it names,
+  its call asks (:mod:`local_stack.iam.service_authorization`: the resource it names,
   for KMS the key its ``KeyId`` names and its encryption context), which the
   session's policies must allow. A call whose resource the guard can't name
   is refused: judged on ``*``, a Deny naming the resource would not apply.
   A KMS key's policy then adds its Denies (:func:`key_policy_decision`).
 - Requests signed with the **operator's** key
-  (:data:`local_stack.state.OPERATOR_CREDENTIALS`, the one key without a
+  (:data:`local_stack.running_stack.OPERATOR_CREDENTIALS`, the one key without a
   session): the stack's own set-up, the ops tools and tests, your ``aws
   --endpoint-url`` commands and ``sam local`` containers given that pair. The
   operator is the emulated account's administrator and stands in for the
@@ -56,14 +56,14 @@ managed policies (see :mod:`stack_model.roles`):
 - **Unsigned** requests (neither an ``Authorization`` header nor a presigned
   query string) reach only the user pool's JWKS/OpenID configuration
   and Cognito's unauthenticated and token-authorized operations
-  (:data:`local_stack.cognito.PUBLIC_ACTIONS`); Cognito's admin and
+  (:data:`local_stack.cognito.user_pool.PUBLIC_ACTIONS`); Cognito's admin and
   management APIs need IAM credentials, and everything else (``/moto-api/``,
   unsigned STS federation) is refused.
 
 Every condition key a request carries is computed in
-:mod:`local_stack.condition_keys` and evaluated by :mod:`local_stack.iam`;
-what the guard reads of a request is :mod:`local_stack.aws_requests`, its own
-answers are worded by :mod:`local_stack.aws_answers`. What it knowingly does
+:mod:`local_stack.iam.condition_keys` and evaluated by :mod:`local_stack.iam.policy_evaluation`;
+what the guard reads of a request is :mod:`local_stack.iam.protocol_requests`, its own
+answers are worded by :mod:`local_stack.iam.protocol_answers`. What it knowingly does
 not model is listed in docs/local-stack.md. moto is not thread-safe; the
 guard also serializes the requests it forwards.
 """
@@ -77,15 +77,19 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from local_stack import aws_requests, cognito, iam, sigv4, sts, wsgi
-from local_stack.aws_answers import Answer, json_answer, json_error
-from local_stack.aws_requests import Environ
-from local_stack.dynamodb_questions import ResourceTags, TableKeys, authorize_dynamodb
-from local_stack.identity_pool import IdentityPoolError, LocalIdentityPool
-from local_stack.kms_via_dynamodb import TableKeyOf, table_key_refusal, tables_of
-from local_stack.service_questions import iam_action, service_question
-from local_stack.sessions import Session, Sessions, denial_message, signer_of
-from local_stack.sigv4 import Credentials
+from local_stack import wsgi
+from local_stack.cognito import user_pool as cognito
+from local_stack.cognito.identity_pool import IdentityPoolError, LocalIdentityPool
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam import protocol_requests as aws_requests
+from local_stack.iam import sigv4, sts
+from local_stack.iam.dynamodb_authorization import ResourceTags, TableKeys, authorize_dynamodb
+from local_stack.iam.kms_via_dynamodb import TableKeyOf, table_key_refusal, tables_of
+from local_stack.iam.protocol_answers import Answer, json_answer, json_error
+from local_stack.iam.protocol_requests import Environ
+from local_stack.iam.service_authorization import iam_action, service_question
+from local_stack.iam.sessions import Session, Sessions, denial_message, signer_of
+from local_stack.iam.sigv4 import Credentials
 from stack_model.roles import RoleDefinition
 
 log = logging.getLogger("local_stack.guard")

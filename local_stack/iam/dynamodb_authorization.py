@@ -17,7 +17,7 @@ can't read) is :class:`iam.NotUnderstood`, and refused.
 :func:`authorize_dynamodb` asks each question of the session's policies, with
 ``aws:SourceVpce`` when the request came through the stack's gateway endpoint
 and ``aws:ResourceTag/<key>`` for the tags of the resource it names (whose
-tags: :func:`tag_owner`; the context from :mod:`local_stack.condition_keys`);
+tags: :func:`tag_owner`; the context from :mod:`local_stack.iam.condition_keys`);
 the first refusal is DynamoDB's AccessDeniedException message.
 """
 
@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from local_stack import iam
-from local_stack.condition_keys import dynamodb_context, request_context, resource_context
-from local_stack.sessions import Session, denial_message
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.condition_keys import dynamodb_context, request_context, resource_context
+from local_stack.iam.sessions import Session, denial_message
 from stack_model.template import ACCOUNT_ID
 
 

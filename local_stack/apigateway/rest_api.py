@@ -23,7 +23,7 @@ For each request, in API Gateway's order:
    before the function runs), or the function raising ``Unauthorized``: the
    ``UNAUTHORIZED`` gateway response (401); a policy that does not allow this method: ``ACCESS_DENIED``
    (403); any other failure (an error, its timeout): ``AUTHORIZER_FAILURE``.
-4. **Usage plan** (:mod:`local_stack.usage`): the answer's
+4. **Usage plan** (:mod:`local_stack.apigateway.usage_plans`): the answer's
    ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
    enabled API key in one of the API's usage plans (else ``INVALID_API_KEY``,
    403), within its plan's rate and burst (else ``THROTTLED``, 429) and its
@@ -32,7 +32,7 @@ For each request, in API Gateway's order:
    with the authorizer's context under ``requestContext.authorizer`` (strings,
    plus ``principalId`` and ``integrationLatency``, as API Gateway passes a
    Lambda authorizer's) is given to the function (in its execution
-   environment, :mod:`local_stack.environments`); its ``statusCode``,
+   environment, :mod:`local_stack.lambda_.environments`); its ``statusCode``,
    ``headers`` + ``multiValueHeaders`` and ``body`` become the response. A
    function that raises, times out, crashes or returns something malformed is
    a 502 (the template's ``DEFAULT_5XX`` body). The integration's request
@@ -65,7 +65,7 @@ from typing import Any, Protocol
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.wrappers import Request
 
-from local_stack.usage import Decision, UsageMeter
+from local_stack.apigateway.usage_plans import Decision, UsageMeter
 from stack_model.api import TENANT_ID_HEADER
 from stack_model.events import rest_event
 from stack_model.functions import FunctionSpec

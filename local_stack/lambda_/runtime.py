@@ -2,7 +2,7 @@
 the function's environment for the time of an invocation (for handlers run
 in-process by the tests and benchmarks), and the runtime of an execution
 environment of the local stack (:func:`main`, the child's side of
-:mod:`local_stack.environments`).
+:mod:`local_stack.lambda_.environments`).
 
 The functions themselves, and how the tests load a handler, are
 :mod:`stack_model.functions`. This module imports only the standard library:
@@ -177,7 +177,7 @@ def _end_with(stack_pid: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -P lambda_runtime.py <request fd> <response fd> <stack pid>``,
+    """``python -P runtime.py <request fd> <response fd> <stack pid>``,
     run by the local stack in a fresh interpreter with the function's
     environment."""
     request_fd, response_fd, stack_pid = int(argv[0]), int(argv[1]), int(argv[2])

@@ -1,5 +1,5 @@
 """The condition keys a request carries into the guard's evaluation, each
-computed here from where AWS takes its value; :mod:`local_stack.iam`
+computed here from where AWS takes its value; :mod:`local_stack.iam.policy_evaluation`
 evaluates them. A key no function here sets is absent from every request, so
 a policy that tests it fails closed (the guard's limits, docs/local-stack.md).
 
@@ -13,11 +13,11 @@ a policy that tests it fails closed (the guard's limits, docs/local-stack.md).
   tag of the resource a question names, as DynamoDB's ABAC gives it: a table's
   own tags, an index's table's (indexes inherit them), a stream's own (streams
   do not inherit the table's); none for ``*``
-  (:func:`local_stack.dynamodb_questions.tag_owner` says whose, the emulator
+  (:func:`local_stack.iam.dynamodb_authorization.tag_owner` says whose, the emulator
   reads them from moto's table at each request).
 - DynamoDB's (:func:`dynamodb_context`): ``dynamodb:LeadingKeys`` and
   ``dynamodb:Attributes`` of one of a request's questions, which
-  :mod:`local_stack.dynamodb_questions` reads from its body.
+  :mod:`local_stack.iam.dynamodb_authorization` reads from its body.
 - KMS's (:func:`kms_context`): ``kms:EncryptionContext:<key>`` for each pair of a
   cryptographic call's encryption context, and ``kms:EncryptionContextKeys``.
 - DynamoDB's call to KMS for a table's key (:func:`kms_via_dynamodb_context`):
@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from local_stack import iam
-from local_stack.sessions import Session
+from local_stack.iam import policy_evaluation as iam
+from local_stack.iam.sessions import Session
 from stack_model.template import ACCOUNT_ID
 
 Context = dict[str, Sequence[str]]
@@ -58,7 +58,7 @@ def resource_context(tags: Mapping[str, str] | None) -> Context:
     """``aws:ResourceTag/<key>`` for each of the resource's tags (``None`` or
     none: no such key, so a condition on one fails closed). Keys are kept as
     the resource spells them; how a policy's key matches them (case aside, and
-    two tags differing in case only) is :meth:`local_stack.iam.Request.values`."""
+    two tags differing in case only) is :meth:`local_stack.iam.policy_evaluation.Request.values`."""
     return {f"aws:ResourceTag/{key}": [value] for key, value in (tags or {}).items()}
 
 

@@ -9,7 +9,7 @@ its own ``kid``, and ``/<pool id>/.well-known/jwks.json`` serves that pool's
 public key only (404 for a pool that does not exist).
 
 **Global sign-out** is remembered per user (:func:`signed_out_at`), for the
-identity pool's server-side token check (:mod:`local_stack.identity_pool`).
+identity pool's server-side token check (:mod:`local_stack.cognito.identity_pool`).
 
 **Pool and client rules** moto ignores, enforced by moto's own backend (so
 through the emulator and under ``mock_aws`` alike), with Cognito's errors:
@@ -256,7 +256,7 @@ def _admin_initiate_auth(
 
 
 def install() -> None:
-    """Apply both to moto, once per process (:func:`local_stack.moto_fixes.apply`)."""
+    """Apply both to moto, once per process (:func:`local_stack.emulator.moto_fixes.apply`)."""
     global _installed  # noqa: PLW0603 - patch once per process
     if _installed:
         return

@@ -71,8 +71,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from local_stack.polling import PollingThread
-from local_stack.stream_source import StreamSource, lambda_record
+from local_stack.event_sources.polling_thread import PollingThread
+from local_stack.event_sources.stream_sources import StreamSource, lambda_record
 
 log = logging.getLogger("local_stack.poller")
 

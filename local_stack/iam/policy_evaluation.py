@@ -1,7 +1,7 @@
 """IAM policy evaluation, the part the local stack needs, failing closed.
 
 moto stores IAM policies but never evaluates their conditions, so the local
-stack's guard (:mod:`local_stack.guard`) asks this module, for every request
+stack's guard (:mod:`local_stack.iam.guard`) asks this module, for every request
 made with emulator-issued role credentials, whether AWS would allow it. It is
 pure: documents and a request context in, a :class:`Decision` out.
 
@@ -33,7 +33,7 @@ The AWS rules it follows (IAM User Guide, "Policy evaluation logic" and
   exactly one, where the policy writes them. A policy variable's value is
   substituted as literal text: a session tagged ``TenantId=*`` matches only
   keys that contain a ``*`` there, never every tenant. (STS refuses ``*`` and
-  ``?`` in tag values, see :mod:`local_stack.sts`; tenant ids may contain
+  ``?`` in tag values, see :mod:`local_stack.iam.sts`; tenant ids may contain
   neither anyway.)
 - **Policy variables** ``${aws:PrincipalTag/TenantId}`` (any context key),
   ``${key, 'default'}``, and the escapes ``${*}``, ``${?}``, ``${$}``, in

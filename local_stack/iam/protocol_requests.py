@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
-from local_stack import sigv4
-from local_stack.sessions import signer_of
+from local_stack.iam import sigv4
+from local_stack.iam.sessions import signer_of
 
 Environ = dict[str, Any]
 
