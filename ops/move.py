@@ -244,7 +244,7 @@ MAX_REMEMBERED: Final = 1_000_000
 # The catch-up while writes go on (Mover._catch_up): rounds at most, and how many marks may be left for the
 # switch's sync (its pause grows with them: a Query and a write per marked ticket).
 CATCH_UP_ROUNDS: Final = 5
-CATCH_UP_ENOUGH: Final = 25
+CATCH_UP_ENOUGH: Final = 5
 SET_TYPES: Final = frozenset({"SS", "NS", "BS"})
 # Partitions in flight per worker (bounds the memory of the results not yet merged).
 WINDOW_PER_WORKER: Final = 4
