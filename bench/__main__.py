@@ -78,7 +78,7 @@ COLD_NOTE = (
     "of a process that imports nothing, subtracted from each). `x floor (ms)` is the same ratio from the medians "
     "of the timed runs, which move with this shared machine's load. "
     "`import + first` is Lambda's Init Duration (without the runtime's own bootstrap) plus the first request's "
-    "Duration: for the authorizer the first request includes the token's verification (the JWKS fetched, PyJWT and "
+    "Duration: for the authorizer the first request includes the token's verification (the JWKS fetched, "
     "`cryptography` imported) and the token exchange (GetId + GetCredentialsForIdentity), for the API functions the "
     "tenant record and their call, for the stream functions a batch of one ticket change, for the delivery function "
     "one message (its webhook read, its secret decrypted with KMS, the POST to a receiver of the bench, the record "
