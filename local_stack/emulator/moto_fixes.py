@@ -610,40 +610,36 @@ def _tagged_api_key(response: APIGatewayResponse) -> Any:
     return response.backend.get_api_key(match["key"]) if match else None
 
 
-def _api_key_tag_resource(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
-    @functools.wraps(original)
-    def tag_resource(self: APIGatewayResponse) -> str:
-        key = _tagged_api_key(self)
-        if key is None:
-            return original(self)
-        key.tags = {**(key.tags or {}), **(self._get_param("tags") or {})}
-        return "{}"
-
-    return tag_resource
+Answer = Callable[[APIGatewayResponse], str]
 
 
-def _api_key_get_tags(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
-    @functools.wraps(original)
-    def get_tags(self: APIGatewayResponse) -> str:
-        key = _tagged_api_key(self)
-        if key is None:
-            return original(self)
-        return json.dumps({"tags": key.tags or {}})
+def _on_api_keys(answer: Callable[[APIGatewayResponse, Any], str]) -> Callable[[Answer], Answer]:
+    """A tags request answered by ``answer(response, key)`` when it names an API key, by moto otherwise."""
 
-    return get_tags
+    def wrap(original: Answer) -> Answer:
+        @functools.wraps(original)
+        def tags_request(self: APIGatewayResponse) -> str:
+            key = _tagged_api_key(self)
+            return original(self) if key is None else answer(self, key)
+
+        return tags_request
+
+    return wrap
 
 
-def _api_key_untag_resource(original: Callable[[APIGatewayResponse], str]) -> Callable[[APIGatewayResponse], str]:
-    @functools.wraps(original)
-    def untag_resource(self: APIGatewayResponse) -> str:
-        key = _tagged_api_key(self)
-        if key is None:
-            return original(self)
-        removed = set(self.querystring.get("tagKeys") or ())
-        key.tags = {name: value for name, value in (key.tags or {}).items() if name not in removed}
-        return "{}"
+def _tag_api_key(response: APIGatewayResponse, key: Any) -> str:
+    key.tags = {**(key.tags or {}), **(response._get_param("tags") or {})}
+    return "{}"
 
-    return untag_resource
+
+def _api_key_tags(response: APIGatewayResponse, key: Any) -> str:
+    return json.dumps({"tags": key.tags or {}})
+
+
+def _untag_api_key(response: APIGatewayResponse, key: Any) -> str:
+    removed = set(response.querystring.get("tagKeys") or ())
+    key.tags = {name: value for name, value in (key.tags or {}).items() if name not in removed}
+    return "{}"
 
 
 # ---------------------------------------------------------------- the fixes
@@ -961,9 +957,9 @@ TAGS_ARE_ONE_PER_KEY = Fix(
 API_KEYS_TAKE_TAGS = Fix(
     "API Gateway's TagResource, GetTags and UntagResource serve an API key's ARN on the key's tags",
     [
-        Patch(APIGatewayResponse, "tag_resource", _api_key_tag_resource),
-        Patch(APIGatewayResponse, "get_tags", _api_key_get_tags),
-        Patch(APIGatewayResponse, "untag_resource", _api_key_untag_resource),
+        Patch(APIGatewayResponse, "tag_resource", _on_api_keys(_tag_api_key)),
+        Patch(APIGatewayResponse, "get_tags", _on_api_keys(_api_key_tags)),
+        Patch(APIGatewayResponse, "untag_resource", _on_api_keys(_untag_api_key)),
         Patch(apigateway_urls, "url_paths", _with_api_key_tags_path),
     ],
 )
