@@ -944,6 +944,40 @@ def test_a_move_interrupted_at_every_step_says_what_it_left_and_one_run_at_once_
     assert world.log.getvalue().count("write pause:") >= 4
 
 
+def test_a_move_interrupted_during_its_catch_up_is_finished_by_one_run_with_nothing_lost(world: World) -> None:
+    """Ctrl-C between a catch-up round's sync and its taking back of the marks
+    (some synced, none taken back; writes open): the tenant is left in
+    COPYING, and one run at once copies again and finishes, every write kept."""
+    tickets = world.populate("10")
+    world.populate("1")
+    member = User("10", "alice-10")
+    others = items_of(world.dynamodb, world.pool, "1")
+
+    def write_then_interrupt(step: str) -> None:
+        if step == "copied":
+            tenant_configs().clear()
+            assert world.api.update(member, tickets[0], {"title": "during the copy"}).ok
+            assert world.api.comment(member, tickets[1], {"body": "during the copy"}).status == 201
+        if step == "catching up":
+            raise KeyboardInterrupt
+
+    mover = world.mover(write_then_interrupt)
+    mover.catch_up_enough = 0
+    with pytest.raises(MoveInterrupted) as interrupted:
+        mover.move("10", "dedicated")
+    tenant_configs().clear()
+
+    assert world.record("10").move_phase == MovePhase.COPYING
+    assert "make tenant TENANT=10 PLACEMENT=dedicated" in str(interrupted.value)
+    assert world.api.update(member, tickets[1], {"title": "after the interrupt"}).ok
+    expected = copied_items(world.dynamodb, world.pool, "10")
+    outcome = world.move("10", "dedicated")
+    assert (outcome.record.placement, outcome.record.moving) == ("dedicated", False)
+    assert_moved(world, "10", dedicated.table_name(world.pool, "10"), expected)
+    assert world.api.summary(member, tickets[0]).body["title"] == "during the copy"
+    assert items_of(world.dynamodb, world.pool, "1") == others
+
+
 def test_a_second_mover_is_refused_while_the_first_runs_and_a_stopped_one_is_taken_over(world: World) -> None:
     world.populate("1")
     original = copied_items(world.dynamodb, world.pool, "1")
