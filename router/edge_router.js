@@ -14,7 +14,7 @@ import cf from 'cloudfront';
 // (404 for an unknown route before 401 for a missing token, 401 for a forged
 // token whether or not its tenant exists, 503 for a tenant it does not hold).
 //
-// The store (written by the operator's commands, never by a request):
+// The store (written by the operator's commands, ops/cell_routes.py, never by a request):
 //   tenant/<tenant id>  {"cell": "<cell id>", "epoch": <n>}
 //   cell/<cell id>      {"domain": "<api id>.execute-api.<region>.amazonaws.com", "path": "/<stage>"}
 // A cell's origin is named once (a second key), so replacing a cell's API rewrites
