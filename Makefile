@@ -141,7 +141,7 @@ test-fast: $(STAMP) $(ORACLE) $(CHECKOV) ## tests only, against the current buil
 	$(PYTEST) -x -q
 
 lint: lint-code ## ruff, mypy, cfn-lint, sam validate --lint
-	$(BIN)/cfn-lint template.yaml templates/dedicated-table.yaml
+	$(BIN)/cfn-lint template.yaml templates/dedicated-table.yaml templates/control-plane.yaml
 	$(BIN)/sam validate --lint --region us-east-1 >/dev/null
 
 lint-code: $(STAMP) ## ruff and mypy
