@@ -43,7 +43,7 @@ export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 takes = $(foreach name,$(2),$(eval override $(name) := $$(value $(name)))$(eval $(1): export $(name) := $$($(name))))
 
 .PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant dedicated export usage offboard openapi integration oracle checkov clean
+        bench reconcile onboard tenant dedicated export usage offboard openapi docs integration oracle checkov clean
 
 $(call takes,help,PORT)
 help: ## list the targets
@@ -187,6 +187,9 @@ reconcile: $(STAMP) ## recount a tenant's tickets per status, repair stable drif
 
 openapi: $(STAMP) ## regenerate docs/openapi.json from the handlers' models
 	$(PY) -m ops.openapi > docs/openapi.json
+
+docs: $(STAMP) ## regenerate the docs' generated parts (route table, module map, the README's functions) from the code
+	$(PY) -m ops.docs
 
 clean: ## remove build output and the venv
 	rm -rf .aws-sam .local $(VENV) $(CHECKOV_VENV) .pytest_cache .mypy_cache .ruff_cache $(ORACLE_DIR)/node_modules

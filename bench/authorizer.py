@@ -84,11 +84,9 @@ def markdown(result: dict[str, Any]) -> list[str]:
         f"| **{result['hit_rate_assumed']:.0%} hits (assumed)** | {1 - result['hit_rate_assumed']:.2f} per request | "
         f"| **{cost['total']:.2f} per million API requests** |",
         "",
-        f"A miss is one warm invocation of `AuthorizerFunction` ({result['memory_mb']} MB; median of "
-        f"{result['runs']}; each with a token it had not seen; a record read is counted at 0.5 RRU, the "
-        "container keeps records for `TENANT_CONFIG_TTL_SECONDS`, so most misses read none: an upper bound). "
-        "The hit rate is an assumption: a client that reuses its token and calls at least once per 300 s per API "
-        "Gateway cache misses once per 300 s. Its cold start is in the cold-start table (`AuthorizerFunction`). "
-        "API Gateway's own price per request is unchanged by the authorizer.",
+        f"How: a miss is one warm invocation of `AuthorizerFunction` ({result['memory_mb']} MB; median of "
+        f"{result['runs']}), each with a token it had not seen; a tenant record read is counted at 0.5 RRU, an upper "
+        "bound (the container keeps records for `TENANT_CONFIG_TTL_SECONDS`). The hit rate is an assumption: a "
+        "client that reuses its token and calls at least once per 300 s misses once per 300 s.",
         "",
     ]

@@ -251,10 +251,11 @@ def run_heat(*, fraction: float, seed: int = 1) -> dict[str, Any]:
         "partition_limit_wcu_per_second": PARTITION_WCU_PER_SECOND,
         "rows": rows,
         "note": (
-            f"A tenant sending {CREATES_PER_SECOND:,} idempotent creates/s and {STATUS_CHANGES_PER_SECOND:,} "
-            "status changes/s, its writes attributed to the partition key they land on (WCU as DynamoDB bills "
-            "them, transactional writes twice). The table's busiest keys are each ticket's own and the "
-            "tenant's aggregate partition; GSI1's are the status lists, which sharding spreads."
+            f"How: a tenant sending {CREATES_PER_SECOND:,} idempotent creates/s and {STATUS_CHANGES_PER_SECOND:,} "
+            "status changes/s through the real domain code and stream aggregator, in-process, each write's key "
+            "recorded and sized as DynamoDB bills it (transactional writes twice). The table's busiest keys are "
+            "each ticket's own and the tenant's aggregate partition; GSI1's are the status lists, which sharding "
+            "spreads."
         ),
     }
 

@@ -179,9 +179,6 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
     measured = isolation.get("measured")
     if measured:
         lines += [
-            f"Cold starts: {measured['tenants']} tenants each call the function twice, interleaved, in the local "
-            "stack's execution environments (a process each), with the mode on and off:",
-            "",
             "| function | mode | requests | cold starts | per active tenant | first round (ms, median) "
             "| second round (ms, median) |",
             "|---|---|---:|---:|---:|---:|---:|",
@@ -195,14 +192,6 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
     else:
         lines += ["Cold starts: not measured in this run (`--quick`).", ""]
     lines += [
-        f"Price of a tenant environment: Lambda's charge per environment created "
-        f"(${cost['environment_charge_per_gb_usd']} per GB of memory, x86, us-east-1: see "
-        "`support_tickets.core.prices`) plus its init, billed as duration (the cold-start table's median import). "
-        f"A request's price: the pool's cost per million above. The mode costs more than {share} of a function's "
-        f"bill past N active tenants, at {cost['requests_per_day']:,} requests a day to the function and each tenant "
-        "creating k environments of it a day (k = 1: one stretch of activity a day; 24: Lambda reclaimed its idle "
-        "environment every hour; Lambda does not document the idle lifetime):",
-        "",
         "| route | MB | init (ms) | per environment (USD) | per request (USD) "
         f"| requests per environment for <= {share} | N at k = 1 | N at k = 24 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -213,17 +202,26 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
             f"{row['per_request_usd']:.7f} | {row['requests_per_environment_for_share']:,} | "
             f"{row['tenants_over_share_at_1_per_day']:,} | {row['tenants_over_share_at_24_per_day']:,} |"
         )
+    lines.append("")
     if cost["rows"]:
         ratios = [row["per_environment_usd"] / row["per_request_usd"] for row in cost["rows"]]
         init_shares = [row["init_usd"] / row["per_environment_usd"] for row in cost["rows"]]
         lines += [
-            "",
             f"A tenant environment costs what {_span(ratios, '{:.0f}')} of its function's requests cost the whole "
-            f"pool (its init {_span(init_shares, '{:.0%}')} of that, the charge the rest): the mode stays cheap while "
-            "each tenant's environments serve many requests, and costs most for many tenants that call seldom. "
-            "docs/operations.md says when to turn it on.",
+            f"pool (its init {_span(init_shares, '{:.0%}')} of that): the mode stays cheap while each tenant's "
+            "environments serve many requests, and costs most for many tenants that call seldom.",
+            "",
         ]
-    return [*lines, ""]
+    tenants = f"{measured['tenants']} tenants" if measured else "tenants"
+    lines += [
+        f"How: {tenants} each call the function twice, interleaved, with the mode on and off. An environment costs "
+        f"Lambda's charge (${cost['environment_charge_per_gb_usd']} per GB) plus its init billed as duration; N is "
+        f"the active tenants past which the mode costs over {share} of the function's bill at "
+        f"{cost['requests_per_day']:,} requests a day, each tenant creating k environments a day (24: Lambda "
+        "reclaiming idle ones hourly, which it does not document).",
+        "",
+    ]
+    return lines
 
 
 def _span(values: list[float], form: str) -> str:

@@ -364,18 +364,12 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
             )
     lines += [
         "",
-        f"`python -m bench --move-only`: a tenant of N tickets with a comment each moved by `ops.move` into its own "
-        f"table in the local stack at its defaults ({move['rate']:,.0f} items/s at most, {move['workers']} workers; "
-        f"the wait before the copy {move['phase_seconds']:.0f} s with no writer, "
-        f"{move.get('phase_seconds_with_writers', 65):.0f} s beside writers (the record cache and the writers' "
-        f"timeout: docs/operations.md), drain {move['drain_seconds']:.0f} s: in no figure). Each "
-        f"writer sends {rate:g} writes/s through the local API for the whole move without waiting for answers, "
-        "alternately a PATCH of an existing ticket and a POST /tickets, each 503 TENANT_MOVING resent after its "
-        "Retry-After. Afterwards the new table must hold, for each acknowledged write's ticket, the last acknowledged "
-        "title and version, no version acknowledged twice. The pause (SWITCHING to ERASING) is the sync, the "
-        f"recount, the flip and one {SWITCH_WAIT_SECONDS:g} s wait; the sync reads again the tickets and audit events "
-        "marked during the copy and the partitions that are neither a ticket's nor a day's. The emulator serves one "
-        "call at a time (docs/operations.md).",
+        f"How: `python -m bench --move-only` moves a tenant of N tickets with a comment each with `ops.move` at its "
+        f"defaults ({move['rate']:,.0f} items/s, {move['workers']} workers; the waits before the copy, "
+        f"{move['phase_seconds']:.0f} s alone or {move.get('phase_seconds_with_writers', 65):.0f} s beside writers, "
+        f"and the drain are in no figure). Each writer sends {rate:g} writes/s through the local API, resending each "
+        "503; afterwards the new table must hold every acknowledged write. The pause is the sync, the recount, the "
+        f"flip and one {SWITCH_WAIT_SECONDS:g} s wait.",
     ]
     checked = [row for row in move["rows"] if "verified" in row]
     if checked:

@@ -197,14 +197,6 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
         "## Per-tenant metering: its own cost and overhead",
         "",
         *([f"Measured {when['date_utc']} (`{when['command']}`).", ""] if when else []),
-        f"A `request handled` line is {lines['with_usage']:,} bytes as the logger writes it, "
-        f"{lines['without_usage']:,} without its usage fields: **{lines['usage_fields']} bytes more per request**. "
-        f"The metering function ({delivered['memory_mb']} MB), fed {delivered['deliveries']} deliveries of "
-        f"{delivered['lines_per_delivery']} lines of {delivered['tenants_per_delivery']} tenants each: "
-        f"{_ms(delivered['duration_ms'])} ms per delivery (p50 / p95), {delivered['wru_per_delivery']:g} WRU per "
-        "delivery (a transaction per tenant of a journal item, a counter update and a check of the tenant record, "
-        "2 WRU per KB per item).",
-        "",
         "| per million requests | USD |",
         "|---|---:|",
         f"| log ingestion of the usage fields ($0.50/GB) | {cost['log_ingestion']:.4f} |",
@@ -212,14 +204,6 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
         f"{cost['assumptions']['gb_seconds']:,} GB-s | {cost['lambda']:.4f} |",
         f"| its writes: {cost['assumptions']['wru']:,.0f} WRU | {cost['dynamodb_writes']:.4f} |",
         f"| **total** (API Gateway alone: {cost['api_gateway_for_comparison']:.2f}) | **{cost['total']:.4f}** |",
-        "",
-        "Warm-path overhead, requests interleaved between the shipped path and the same path with the metering "
-        "switched off in the benchmark's process (no `ReturnConsumedCapacity`, no usage fields), against a "
-        "local stack started with `--no-capacity-model`: it answers `ConsumedCapacity` with moto's constant, as "
-        "fast as an answer without it, as DynamoDB does (the capacity model's look-ups add milliseconds of "
-        "waiting to every metered call, and a thread that waited longer resumes with colder caches: about 0.1 "
-        "ms of CPU that AWS would not see). The goal is judged on the function's own CPU time (its thread's: "
-        "what Lambda bills): a larger response to parse, the meter, the usage fields and a longer line:",
         "",
         "| route | CPU metered / unmetered p50 ms | overhead (CPU p50) | wall metered / unmetered p50 ms "
         "| overhead (wall p50) |",
@@ -231,7 +215,22 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
             f"| {row['overhead']:+.1%} | {row['metered_ms']['median']:.2f} / {row['unmetered_ms']['median']:.2f} "
             f"| {row['overhead_wall']:+.1%} |"
         )
-    return [*made, ""]
+    return [
+        *made,
+        "",
+        f"A `request handled` line is {lines['with_usage']:,} bytes, {lines['without_usage']:,} without its usage "
+        f"fields: **{lines['usage_fields']} bytes more per request**. The metering function "
+        f"({delivered['memory_mb']} MB), {delivered['deliveries']} deliveries of {delivered['lines_per_delivery']} "
+        f"lines of {delivered['tenants_per_delivery']} tenants each: {_ms(delivered['duration_ms'])} ms per delivery "
+        f"(p50 / p95), {delivered['wru_per_delivery']:g} WRU per delivery.",
+        "",
+        "How: the overhead is requests interleaved between the shipped path and the same path with the metering off "
+        "(no `ReturnConsumedCapacity`, no usage fields), against a local stack started with `--no-capacity-model` "
+        "(moto's constant `ConsumedCapacity`, as fast as none, as DynamoDB's); the goal is judged on the function's "
+        "own CPU time, what Lambda bills. A delivery's writes are a transaction per tenant of a journal item, a "
+        "counter update and a check of the tenant record.",
+        "",
+    ]
 
 
 def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
@@ -240,35 +239,27 @@ def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
     assumed = cost["assumptions"]
     when = webhooks.get("machine")
     calls = ", ".join(f"{count:g} {call}" for call, count in warm["calls_per_delivery"].items())
-    hang = webhooks.get("hang")
-    alone = ", alone: the baseline blocks of the rounds below" if hang and not hang["quick"] else ""
     return [
         "## Webhook deliveries: cost and delay",
         "",
         *([f"Measured {when['date_utc']} (`{when['command']}`).", ""] if when else []),
-        f"The delivery function ({warm['memory_mb']} MB), warm, one message per invocation, "
-        f"{warm['deliveries']} deliveries to a receiver on 127.0.0.1: {_ms(warm['duration_ms'])} ms "
-        f"(p50 / p95; against the emulator, whose every call is milliseconds of Python: an upper bound). Its AWS "
-        f"calls per delivery: {calls}; {warm['rru_per_delivery']:g} RRU and {warm['wru_per_delivery']:g} WRU "
-        "(the capacity model).",
-        "",
-        f"From a ticket change's API response to its event at the receiver ({webhooks['changes']} tickets created "
-        f"one at a time through the local stack's API{alone}): **p50 {delay['p50']:,.0f} ms, p99 "
-        f"{delay['p99']:,.0f} ms** (min {delay['min']:,.0f}, max {delay['max']:,.0f}): the local stack's stream and "
-        "queue pollers, not Lambda's.",
-        "",
         "| per million deliveries | USD |",
         "|---|---:|",
         f"| delivery function: {assumed['invocations']:,} invocations, {assumed['gb_seconds']:,} GB-s "
         f"| {cost['lambda']:.4f} |",
-        f"| SQS FIFO: {assumed['sqs_requests_per_delivery']} requests per delivery (send, receive, delete; "
-        f"$0.50 per million) | {cost['sqs_fifo']:.4f} |",
+        f"| SQS FIFO: {assumed['sqs_requests_per_delivery']} requests per delivery | {cost['sqs_fifo']:.4f} |",
         f"| DynamoDB: {assumed['rru_per_delivery']:g} RRU and {assumed['wru_per_delivery']:g} WRU per delivery "
-        f"(the fan-out's read of the webhook version included) | {cost['dynamodb']:.4f} |",
-        f"| KMS Decrypt: {assumed['kms_decrypts_per_delivery']} per delivery ($3.00 per million; an upper "
-        f"bound, secrets are cached 5 min per container) | {cost['kms_decrypt']:.4f} |",
+        f"| {cost['dynamodb']:.4f} |",
+        f"| KMS Decrypt: {assumed['kms_decrypts_per_delivery']} per delivery | {cost['kms_decrypt']:.4f} |",
         f"| **total** | **{cost['total']:.4f}** |",
         f"| each failed attempt adds (per million) | {cost['per_million_retries']:.4f} |",
+        "",
+        f"The delivery function ({warm['memory_mb']} MB), warm, one message per invocation, {warm['deliveries']} "
+        f"deliveries to a receiver on 127.0.0.1: {_ms(warm['duration_ms'])} ms (p50 / p95), per delivery {calls}; "
+        f"{warm['rru_per_delivery']:g} RRU and {warm['wru_per_delivery']:g} WRU. From a ticket change's API "
+        f"response to its event at the receiver ({webhooks['changes']} tickets created one at a time, alone): "
+        f"**p50 {delay['p50']:,.0f} ms, p99 {delay['p99']:,.0f} ms** (min {delay['min']:,.0f}, max "
+        f"{delay['max']:,.0f}).",
         "",
         webhooks["note"],
         "",
@@ -295,13 +286,6 @@ def parking_markdown(parking: dict[str, Any]) -> list[str]:
     return [
         "### A webhook endpoint failing for minutes: parking",
         "",
-        f"A {parking['tier']} tenant's webhook, its events at its tier's {parking['rate_per_second']} a second "
-        f"({parking['events']:,} events, {parking['tickets_with_two_events']:,} tickets with two), its webhook's "
-        f"{parking['retry_slots']} retry slots. In flight: the tenant's messages held in the queue at once (SQS "
-        "FIFO's 120,000 are every tenant's), the drain's token included, the most of any simulated second; "
-        "DynamoDB per event queued in the phase, and in the recovery per parked message (the delivery function's "
-        "calls and the capacity model's units, every call through the IAM guard).",
-        "",
         "| phase | simulated | events | **most in flight** | parked at its end | DynamoDB calls / event "
         "| RRU / event | WRU / event |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
@@ -312,7 +296,9 @@ def parking_markdown(parking: dict[str, Any]) -> list[str]:
             for label, row, span in rows
         ),
         "",
-        f"Every event was delivered ({parking['attempts']:,} POSTs, {parking['duplicates']} duplicates), "
+        f"A {parking['tier']} tenant at {parking['rate_per_second']} events a second ({parking['events']:,} events, "
+        f"{parking['tickets_with_two_events']:,} tickets with two), {parking['retry_slots']} retry slots: every "
+        f"event was delivered ({parking['attempts']:,} POSTs, {parking['duplicates']} duplicates), "
         f"{parking['out_of_order']} of a ticket's events out of order.",
         "",
         parking["note"],
@@ -332,14 +318,6 @@ def freshness_markdown(freshness: dict[str, Any]) -> list[str]:
     made = [
         "### The fan-out's freshness read: what a new webhook hearing the next change costs",
         "",
-        f"The audit-trail function ({freshness['memory_mb']} MB), warm, in this process with its role: "
-        "`WebhookFanout.subscriptions` as each batch of stream records first calls it for a tenant (a consistent "
-        "GetItem of the tenant's webhook count item; a consistent Query of its webhooks only when the version "
-        f"moved), {freshness['batches']} batches per case, interleaved; calls and read units from the capacity "
-        "model. Before, the webhooks were cached 30 s per container and tenant: nothing was read per batch "
-        f"(that cached call: {freshness['cached_ms']['median'] * 1000:.0f} µs p50), and a webhook registered "
-        "meanwhile missed up to 30 s of changes.",
-        "",
         "| per tenant and batch | calls | RRU | ms p50 / p95 | USD per million events (one per batch) |",
         "|---|---|---:|---:|---:|",
     ]
@@ -353,12 +331,10 @@ def freshness_markdown(freshness: dict[str, Any]) -> list[str]:
     return [
         *made,
         "",
-        "USD per million events when each event is its tenant's only one in its batch of stream records (the worst "
-        "case: a tenant's events in one batch share one read; the template's BatchSize is 100): the read units at "
-        "on-demand list prices and the function's billed duration of the read at its memory (no invocation of its "
-        "own: it runs in the batch's). The Query of the last row is paid once per webhook created or deleted (and "
-        "per 30 s per container, as before), not per event. The milliseconds are the emulator's round trip on this "
-        "machine (an upper bound for DynamoDB in-region).",
+        f"How: the audit-trail function ({freshness['memory_mb']} MB), warm, in this process, as each batch first "
+        f"asks for a tenant's webhooks; {freshness['batches']} batches per case, interleaved. USD when each event is "
+        "its tenant's only one in its batch (the worst case); the last row is paid once per webhook created or "
+        "deleted, not per event.",
         "",
     ]
 
@@ -366,20 +342,15 @@ def freshness_markdown(freshness: dict[str, Any]) -> list[str]:
 def hang_markdown(hang: dict[str, Any], when: dict[str, Any] | None) -> list[str]:
     """Another tenant's delivery delay while one tenant's endpoint hangs (docs/webhooks.md)."""
     bounds = ", ".join(f"{tier} {count}" for tier, count in hang["in_flight_by_tier"].items())
-    made = [
-        "### Another tenant's delay while one tenant's endpoint hangs",
-        "",
-        f"**The bound**: a tenant has at most its tier's attempts in flight (`WEBHOOK_TIER_IN_FLIGHT`: {bounds}) "
-        f"of the delivery function's {hang['pool']} invocations (its event source's `MaximumConcurrency`), "
-        f"whatever its endpoint does; tenant A here is {hang['tier']}: at most {hang['in_flight']} attempts, "
-        f"each held the 10 s deadline, while its events come at its tier's {hang['rate_per_second']} deliveries "
-        "a second.",
-        "",
-    ]
+    made = ["### Another tenant's delay while one tenant's endpoint hangs", ""]
+    bound = (
+        f"A tenant has at most its tier's attempts in flight ({bounds}) of the delivery function's {hang['pool']} "
+        f"invocations; A is {hang['tier']} ({hang['in_flight']}), its events at {hang['rate_per_second']} a second."
+    )
     if hang["quick"]:
         return [
             *made,
-            f"Quick run (`--quick`): A had {hang['a_sent']} events for its hanging endpoint, which held at "
+            f"{bound} Quick run (`--quick`): A had {hang['a_sent']} events for its hanging endpoint, which held at "
             f"most {hang['a_most_held']} attempts; B's {hang['b_deliveries']} change, made just before them, was "
             "delivered. No delay figures: the full run measures them.",
             "",
@@ -392,10 +363,8 @@ def hang_markdown(hang: dict[str, Any], when: dict[str, Any] | None) -> list[str
         ("B alone: event to delivery (queued to receipt)", hang["alone"]),
         ("**B while A's endpoint hangs**: event to delivery", beside),
     ]
-    made += [
-        f"Tenant B's delays, {hang['rounds']} rounds (B alone, then B beside A), {hang['changes_per_block']} "
-        "of each per round:",
-        "",
+    return [
+        *made,
         "| condition | n | p50 ms | p99 ms | min | max |",
         "|---|---:|---:|---:|---:|---:|",
         *(
@@ -404,29 +373,19 @@ def hang_markdown(hang: dict[str, Any], when: dict[str, Any] | None) -> list[str
             for label, row in rows
         ),
         "",
-        f"Beside the hang, B's event to delivery: p50 {beside['delay_ms']['p50'] - alone['p50']:+,.0f} ms, p99 "
-        f"{beside['delay_ms']['p99'] - alone['p99']:+,.0f} ms against B alone (its change to delivery alone: p50 "
-        f"{base['p50']:,.0f} ms). A had {beside['a_sent']} events ({beside['a_burst']['rate_per_second']:g} a "
-        f"second for its first {beside['a_burst']['seconds']} s, then {beside['a_topped_up']} one at a time "
-        f"whenever its endpoint held fewer than its bound; up to {beside['a_backlog']} waiting out a delay at a "
-        "block's end); "
-        f"its endpoint received {beside['a_attempts']} attempts and held **at most {beside['a_most_held']} at "
-        f"once** (its bound {hang['in_flight']}), {hang['in_flight']} at {held['at_bound']} of B's {held['n']} "
-        f"receipts (at least {held['min']}). The delivery function ran {beside['invocations_per_second']:g} "
-        "invocations a second during the hang blocks (A's deferred messages coming back, A's attempts, B's "
-        f"deliveries) with {beside['delivery_environments']} execution environments (started by an unmeasured "
-        f"hang of {hang['warm_up']['seconds']:g} s before the rounds: the most invocations it ran at once).",
-        "",
-        f"Machine: {when['nproc'] if when else '?'} cores shared with other engineers' test runs while this ran "
-        f"(load average {load['start'][0]:g} at the start of the rounds, {load['end'][0]:g} at their end); A's "
-        "own work (its attempts, its deferred messages coming back, the counters and leases they write, which the "
-        "table's stream carries too) runs on the same cores and the same emulator process as B's deliveries: "
-        "part of any difference is this machine's CPU, not the pool.",
+        f"{bound} {hang['rounds']} rounds of {hang['changes_per_block']} per condition. Beside the hang, B's event "
+        f"to delivery: p50 {beside['delay_ms']['p50'] - alone['p50']:+,.0f} ms, p99 "
+        f"{beside['delay_ms']['p99'] - alone['p99']:+,.0f} ms against B alone (change to delivery alone: p50 "
+        f"{base['p50']:,.0f} ms). A had {beside['a_sent']} events; its endpoint received {beside['a_attempts']} "
+        f"attempts and held **at most {beside['a_most_held']} at once**, {hang['in_flight']} at {held['at_bound']} "
+        f"of B's {held['n']} receipts. The delivery function ran {beside['invocations_per_second']:g} invocations a "
+        f"second in {beside['delivery_environments']} execution environments. Load average "
+        f"{load['start'][0]:g} at the start, {load['end'][0]:g} at the end, on {when['nproc'] if when else '?'} "
+        "shared cores running A's work and B's alike.",
         "",
         hang["note"],
         "",
     ]
-    return made
 
 
 def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
@@ -436,14 +395,6 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         f"## Credential calls per request: {mix['tenants']} tenants x {mix['users_per_tenant']} users x "
         f"{mix['containers']} warm containers, {mix['requests_per_user_per_hour']:g} requests per user-hour, "
         f"tokens renewed hourly, {mix['hours']} hours",
-        "",
-        "Simulated with a virtual clock (`bench/credentials.py`): ours is API Gateway's authorizer cache (one answer "
-        "per token for 300 s) in front of the authorizer's warm containers, each with the production "
-        "`TokenExchange` (an exchange on every invocation, so that a revoked user is refused within the 300 s), "
-        "against a Cognito stub that counts calls (the API functions, inside the data perimeter, make none); the "
-        "others keep credentials per token in the authorizer (the design before revocation was required) or in "
-        "every API function container, or assume the role per tenant. Steady state = after the first hour (every "
-        "container has seen every user).",
         "",
         "| clients renew their token | design | GetId | GetCredentialsForIdentity | AssumeRole | credential calls "
         "per request | steady state: per request | per user-hour | per token |",
@@ -463,23 +414,21 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
     exchange = credentials["exchange"]
     lines += [
         "",
-        f"Requests: {first['requests']:,} ({first['steady_requests']:,} in the steady state). Ours exchanges a "
-        f"user's token on each of API Gateway's cache misses (GetCredentialsForIdentity: at most one per token "
-        f"per 300 s), and asks for the user's identity once per authorizer container (GetId); per tenant, a "
-        f"container would assume the role once per tenant per 55 minutes, whoever the users, but the function, not "
-        f"IAM, would choose the tenant. At {first['exchanges_per_user_hour']:g} exchanges per active user-hour the "
-        f"default quota of {first['quota_rps']['GetCredentialsForIdentity']} GetCredentialsForIdentity/s per "
-        f"account and Region carries about {first['users_at_quota']:,} active users; 100,000 need "
-        f"{first['quota_rps_for_100k_users']}/s (a quota increase). GetId's default "
-        f"{first['quota_rps']['GetId']}/s bounds how fast new containers warm up (one GetId per user each).",
+        f"Requests: {first['requests']:,} ({first['steady_requests']:,} in the steady state, after the first hour). "
+        f"At {first['exchanges_per_user_hour']:g} exchanges per active user-hour, the default quota of "
+        f"{first['quota_rps']['GetCredentialsForIdentity']} GetCredentialsForIdentity/s per account and Region "
+        f"carries about **{first['users_at_quota']:,} active users**; 100,000 need "
+        f"**{first['quota_rps_for_100k_users']}/s**. GetId's default {first['quota_rps']['GetId']}/s bounds how "
+        f"fast new authorizer containers warm up. One exchange against the local stack (median of "
+        f"{exchange['samples']}): GetId {exchange['get_id_ms']['median']:.1f} ms + GetCredentialsForIdentity "
+        f"{exchange['get_credentials_for_identity_ms']['median']:.1f} ms = {exchange['exchange_ms']['median']:.1f} "
+        f"ms, against {exchange['assume_role_ms']['median']:.1f} ms for an AssumeRole "
+        f"({exchange['exchange_over_assume_role']:.2f}x).",
         "",
-        f"One exchange against the local stack (median of {exchange['samples']}): GetId "
-        f"{exchange['get_id_ms']['median']:.1f} ms + GetCredentialsForIdentity "
-        f"{exchange['get_credentials_for_identity_ms']['median']:.1f} ms = {exchange['exchange_ms']['median']:.1f} ms, "
-        f"against {exchange['assume_role_ms']['median']:.1f} ms for an AssumeRole "
-        f"({exchange['exchange_over_assume_role']:.2f}x): two round trips on an authorizer container's first "
-        "token of a user, one on each new token, none in the functions. In AWS both are network calls to regional "
-        "endpoints (Cognito calls STS itself); quote the counts, not the emulator's milliseconds.",
+        "How: a virtual clock (`bench/credentials.py`): API Gateway's 300 s authorizer cache in front of warm "
+        "authorizer containers running the production `TokenExchange`, against a Cognito stub that counts calls. "
+        "The other rows keep credentials per token, or assume the role per tenant (the function, not IAM, would "
+        "then choose the tenant).",
         "",
     ]
     return lines + perimeter_markdown() + dedicated_markdown()
@@ -489,11 +438,6 @@ def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> 
     """Many callers on one warm container: now, and (when recorded) the design before."""
     lines = [
         f"## Many callers on one warm container: {callers['callers']:,} credential sets on one `{callers['function']}`",
-        "",
-        "`bench/callers.py`: the handler in this process with Lambda's 1,024 file descriptors, connections kept "
-        "alive as AWS keeps them (`bench/keepalive.py`); each caller a new credential set of the identity pool "
-        "(a new token's), a first request then a repeat. The earlier design kept a DynamoDB client (and its "
-        "connection pool) per credential set.",
         "",
         "| design | descriptors at start | after 100 callers | at the end | memory growth | first failure "
         "| new caller's first request / repeat (medians) |",
@@ -517,7 +461,15 @@ def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> 
             f"{result['first_request_ms']['median']:.1f} / {result['repeat_request_ms']['median']:.1f} ms = "
             f"{result['first_over_repeat']:.2f}x |"
         )
-    return [*lines, ""]
+    return [
+        *lines,
+        "",
+        "How: `bench/callers.py`, the handler in this process with Lambda's 1,024 file descriptors and connections "
+        "kept alive as AWS keeps them (`bench/keepalive.py`); each caller a new credential set of the identity pool, "
+        "a first request then a repeat. The design before kept a DynamoDB client per credential set "
+        "(`bench/callers_before.json`).",
+        "",
+    ]
 
 
 def perimeter_markdown() -> list[str]:
@@ -526,15 +478,17 @@ def perimeter_markdown() -> list[str]:
     lines = [
         "## The data perimeter's fixed monthly cost",
         "",
-        f"From `template.yaml` ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
-        "public price pages): what the stack runs whether or not anyone calls it.",
-        "",
         "| design | resources | USD a month |",
         "|---|---|---:|",
     ]
     for row in fixed["designs"]:
         lines.append(f"| {row['design']} | {row['resources']} | {row['usd_per_month']:.2f} |")
-    lines.append("")
+    lines += [
+        "",
+        f"How: from `template.yaml`'s resources ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
+        "public price pages): what the stack costs whether or not anyone calls it.",
+        "",
+    ]
     return lines
 
 
@@ -545,13 +499,6 @@ def dedicated_markdown() -> list[str]:
     lines = [
         "## A dedicated tenant's monthly cost beyond its requests",
         "",
-        f"From `templates/dedicated-table.yaml` ({fixed['region']}, list prices): {fixed['keys']} customer managed "
-        f"key ({fixed['rotating_keys']} rotating yearly; KMS bills its first two rotations, $1 a month each) and "
-        f"{fixed['alarms']} alarms reading {fixed['alarm_metrics']} metrics ($0.10 a month each). Its requests cost "
-        "the same in either table; `cost_usd.dedicated` prices the key, day by day (docs/usage.md). Per GB, not "
-        f"fixed: storage ${per_gb['storage']:.2f} and point-in-time recovery ${per_gb['pitr']:.2f} a GB-month, as "
-        "its items cost in the pool.",
-        "",
         "| the key's year | key | alarms | USD a month |",
         "|---|---:|---:|---:|",
     ]
@@ -560,22 +507,57 @@ def dedicated_markdown() -> list[str]:
             f"| {row['year']} | {row['keys_usd_per_month']:.2f} | {row['alarms_usd_per_month']:.2f} | "
             f"{row['usd_per_month']:.2f} |"
         )
-    lines.append("")
+    lines += [
+        "",
+        f"How: from `templates/dedicated-table.yaml` ({fixed['region']}, list prices): {fixed['keys']} customer "
+        f"managed key ({fixed['rotating_keys']} rotating yearly; KMS bills its first two rotations, $1 a month each) "
+        f"and {fixed['alarms']} alarms reading {fixed['alarm_metrics']} metrics ($0.10 a month each). Its requests "
+        "cost the same in either table; `cost_usd.dedicated` prices the key day by day (docs/usage.md). Per GB, as "
+        f"in the pool: storage ${per_gb['storage']:.2f} and point-in-time recovery ${per_gb['pitr']:.2f} a GB-month.",
+        "",
+    ]
     return lines
 
 
+def _measured(value: Any) -> str:
+    """A goal's measurement, short: a long list of equal or numeric values summarised."""
+    if isinstance(value, dict):
+        numbers = [item for item in value.values() if isinstance(item, int | float)]
+        if value and len(numbers) == len(value) and len(value) > 3:
+            highest = max(value, key=lambda key: value[key])
+            if min(numbers) == max(numbers):
+                return f"{numbers[0]:g} for each of {len(value)}"
+            return f"{min(numbers):g} to {max(numbers):g} over {len(value)}, highest {highest}"
+        return "; ".join(f"{key}: {_measured(item)}" for key, item in value.items())
+    if isinstance(value, list):
+        return "/".join(_measured(item) for item in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def goals_markdown(made: Sequence[dict[str, Any]]) -> list[str]:
+    """The goals, met or not, first: what the run set out to show."""
+    lines = ["## Goals", "", "| goal | met | measured |", "|---|---|---|"]
+    for goal in made:
+        met = "met" if goal["met"] else "**not met**"
+        lines.append(f"| {goal['goal']} | {met} | {_measured(goal['measured'])} |")
+    return [*lines, ""]
+
+
 def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
-    """results.md: every figure of the run (the README and docs/ only link here), its charts embedded."""
+    """results.md: every figure of the run (the README and docs/ only link here), tables first, each section's
+    method under its tables, the charts and the whole method at the end."""
     where = results["machine"]
     lines = [
         "# Benchmark results",
         "",
         f"Measured {where['date_utc']} on {where['cpu']} (`nproc` = {where['nproc']}), Python {where['python']}, "
-        f"{where['platform']}. Reproduce with `{where['command']}` (writes `bench/results.json` and this file).",
+        f"{where['platform']}, with `{where['command']}` (it writes `bench/results.json` and this file); a section "
+        "measured on its own says when. Under each section's tables, how it is measured; "
+        "[the whole method](#how-it-is-measured) is at the end.",
         "",
-        results["method"],
-        "",
-        *(line for name in charts for line in (f"![{CHART_TITLES.get(name, name)}]({name})", "")),
+        *goals_markdown(results["goals"]),
     ]
     warm = results["warm"]
     runs = results["parameters"]
@@ -600,10 +582,10 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
     naive_parts = results["naive_overhead"]
     lines += [
         "",
-        "Where the naive design's extra time goes (medians over all its requests): GetId + "
-        f"GetCredentialsForIdentity round trips {naive_parts['exchange_ms']['median']:.1f} ms, building the "
-        f"DynamoDB client {naive_parts['new_client_ms']['median']:.1f} ms. Capacity units: {ASSUMPTIONS}; "
-        "identical for both designs.",
+        "Where the naive design's extra time goes (medians): GetId + GetCredentialsForIdentity "
+        f"{naive_parts['exchange_ms']['median']:.1f} ms, building the DynamoDB client "
+        f"{naive_parts['new_client_ms']['median']:.1f} ms. How: both designs run the same handlers in this process "
+        f"against the local stack. Capacity units: {ASSUMPTIONS}; identical for both designs.",
         "",
     ]
     lines += credentials_markdown(results["credentials"]) if "credentials" in results else []
@@ -621,16 +603,13 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         if "machine" in cold:  # measured alone, after the rest of this file
             lines += [f"Measured {cold['machine']['date_utc']} with `{cold['machine']['command']}`.", ""]
         lines += [
-            f"The layer ships {layer['bytes'] / 1e6:.1f} MB in {layer['files']:,} files "
-            f"({layer['py']:,} modules, {layer['pyc']:,} of them byte-compiled).",
-            "",
             "| function | import ms | first request ms | import + first ms | M instructions | x floor "
-            "| x floor (ms) | five heaviest imports (self ms, by package) |",
+            "| x floor (ms) | three heaviest imports (self ms, by package) |",
             "|---|---:|---:|---:|---:|---:|---:|---|",
         ]
         rows = {**cold["functions"], **cold.get("traced", {}), cold["floor_name"]: cold["floor"]}
         for name, row in rows.items():
-            imports = ", ".join(f"{item['package']} {item['ms']:.0f}" for item in row["heaviest_imports"])
+            imports = ", ".join(f"{item['package']} {item['ms']:.0f}" for item in row["heaviest_imports"][:3])
             ratio = f"**{row['over_floor']:.2f}x**" if "over_floor" in row else "1.00x"
             by_ms = f"{row.get('over_floor_ms', row.get('over_floor', 1.0)):.2f}x"
             executed = f"{row['instructions_m']:,.0f}" if "instructions_m" in row else "-"
@@ -638,14 +617,13 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
                 f"| {name} | {row['import_ms']['median']:.0f} | {row['first_request_ms']['median']:.0f} "
                 f"| {row['init_plus_first_ms']['median']:.0f} | {executed} | {ratio} | {by_ms} | {imports} |"
             )
-        lines += ["", cold["note"], ""]
         breakdown = cold.get("import_breakdown")
         if breakdown:
             floor_m = cold["floor"]["instructions_m"]
             lines += [
-                f"Where an API function's import goes ({breakdown['function']}; each step imports the one before "
-                "it and more, in a fresh interpreter over the build, under callgrind; the share is of the floor's "
-                "import + first request):",
+                "",
+                f"Where an API function's import goes ({breakdown['function']}: each step imports the one before it "
+                "and more, under callgrind; the share is of the floor's import + first request):",
                 "",
                 "| import | M instructions | adds | adds, share of the floor |",
                 "|---|---:|---:|---:|",
@@ -655,7 +633,14 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
                 added = "-" if adds is None else f"{adds:,.0f}"
                 share = "-" if adds is None else f"{adds / floor_m:.2f}x"
                 lines.append(f"| {step['step']} | {step['instructions_m']:,.0f} | {added} | {share} |")
-            lines.append("")
+        lines += [
+            "",
+            f"The layer ships {layer['bytes'] / 1e6:.1f} MB in {layer['files']:,} files ({layer['py']:,} modules, "
+            f"{layer['pyc']:,} of them byte-compiled).",
+            "",
+            cold["note"],
+            "",
+        ]
     aggregation = results["aggregation"]
     lines += [
         f"## Aggregation: {aggregation['records_per_batch']:,}-record batch over {aggregation['tenants']} tenants "
@@ -676,13 +661,14 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         )
     lines += [
         "",
-        f"ours/naive throughput: **{aggregation['ours_over_naive_records_per_second']:.1f}x**. " + aggregation["note"],
-        "",
-        f"Ours per batch: {'/'.join(str(int(v)) for v in aggregation['ours']['count_items_per_batch'])} count writes "
-        f"and {'/'.join(str(int(v)) for v in aggregation['ours']['journal_items_per_batch'])} journal item(s), "
+        f"ours/naive throughput: **{aggregation['ours_over_naive_records_per_second']:.1f}x**. Ours per batch: "
+        f"{'/'.join(str(int(v)) for v in aggregation['ours']['count_items_per_batch'])} count writes and "
+        f"{'/'.join(str(int(v)) for v in aggregation['ours']['journal_items_per_batch'])} journal item(s), "
         f"{aggregation['ours']['items_written_per_record']:.3f} items written per record; largest items kept: "
         f"count item {aggregation['ours']['largest_item_bytes']['count_item']:,} bytes, journal "
         f"{aggregation['ours']['largest_item_bytes']['journal']:,} bytes.",
+        "",
+        aggregation["note"],
         "",
         "## Cost per million requests (USD, us-east-1 on-demand)",
         "",
@@ -700,26 +686,27 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
     prices = results["cost"]["prices"]
     lines += [
         "",
-        f"Prices ({prices['region']}, {prices['as_of']}; not fetched live, check before quoting): Lambda x86 "
-        f"${prices['lambda_x86_per_gb_second_usd']} per GB-s and ${prices['lambda_per_million_requests_usd']:.2f} "
-        f"per million requests, API Gateway REST ${prices['api_gateway_rest_per_million_usd']:.2f} per million, "
-        f"DynamoDB on-demand ${prices['dynamodb_on_demand_per_million_rru_usd']} per million RRU and "
-        f"${prices['dynamodb_on_demand_per_million_wru_usd']} per million WRU, identity pools and STS free. Memory "
-        f"{results['cost']['memory_mb']} MB from template.yaml; duration = the median above, billed per whole ms "
-        "(this machine against the emulator: indicative only). Sources: " + ", ".join(prices["sources"]) + ".",
+        f"How: the list prices of `support_tickets.core.prices` ({prices['region']}, {prices['as_of']}; not "
+        f"fetched live), memory {results['cost']['memory_mb']} MB from template.yaml, duration the warm median "
+        "above billed per whole ms: indicative only.",
         "",
         *(heat_markdown(results["heat"]) if "heat" in results else []),
         *(metering_markdown(results["metering"]) if "metering" in results else []),
         *(webhooks_markdown(results["webhooks"]) if "webhooks" in results else []),
         *(isolation_markdown(results["isolation"]) if "isolation" in results else []),
         *(move_markdown(results["move"]) if "move" in results else []),
-        "## Goals",
-        "",
     ]
-    for goal in results["goals"]:
-        lines.append(f"- {'met' if goal['met'] else '**not met**'}: {goal['goal']} (measured: {goal['measured']})")
+    if charts:
+        lines += [
+            "## Charts",
+            "",
+            *(line for name in charts for line in (f"![{CHART_TITLES.get(name, name)}]({name})", "")),
+        ]
     anomalies = len(results.get("setup_retries", [])) + sum(len(r.get("unexpected_responses", [])) for r in warm)
     lines += [
+        "## How it is measured",
+        "",
+        results["method"],
         "",
         f"Emulator anomalies: {anomalies} request(s) answered 409 (a cancelled TransactWriteItems) and were retried, "
         "not measured (listed in results.json).",

@@ -29,9 +29,13 @@ its receiver (docs/webhooks.md).
   whose endpoint never answers (:class:`HangingReceiver`: each attempt runs the
   delivery function's whole 10 s deadline). Measured from the queue because
   the local stack's one emulator process and one stream shard can't carry A's
-  traffic through the API and the stream as well on this machine, nor A's
-  deferred backlog at its tier's rate for a whole block (see
-  :data:`HANG_NOTE`). The local stack runs the queue's event source at the
+  traffic through the API and the stream as well on this machine (tried with
+  A's 5 creates a second: the audit trail took ~650 ms a record and B's records
+  waited behind A's), nor A's deferred backlog at its tier's rate for a whole
+  block (its receives grow to ~25 a second within a minute, while the one
+  emulator process served 10 to 15: A's messages piled up ahead of B's), hence
+  A's rate for :data:`A_BURST_S` only. In AWS those receives come up to 10 to
+  an invocation, a fraction of one of the 50. The local stack runs the queue's event source at the
   template's ``MaximumConcurrency`` (``serve --queue-concurrency``, passed by
   ``python -m bench``), its batches mixing groups as Lambda's FIFO source
   does; an unmeasured hang first starts the delivery function's execution
@@ -866,75 +870,18 @@ def delivery_cost(warm: dict[str, Any], fanout_rru: float) -> dict[str, Any]:
 
 
 DELIVERY_NOTE = (
-    "Per million deliveries that succeed at the first attempt, us-east-1 list prices "
-    "(`support_tickets.core.prices`). Assumed: one message per invocation (Lambda's FIFO event source hands a "
-    "batch of up to 10 messages of as many groups: with busy tenants the invocations and their fixed cost fall "
-    "by up to 10x); the delivery function's median warm duration measured here at its template memory; SQS FIFO: "
-    "the fan-out's SendMessageBatch (one request per event, for up to 10 webhooks: counted once, as for one "
-    "webhook), Lambda's ReceiveMessage and DeleteMessage (per batch: counted per message); the event source's "
-    "empty receives while the queue is idle are a fixed cost, not counted; DynamoDB: the delivery function's "
-    "reads and writes as the capacity model bills them (the webhook, the delivery's progress and the webhook's "
-    "parking circuit read consistently, the tier's per-second counter, the in-flight lease's Query, take and "
-    "give-back, the record's write with the event's body) plus the fan-out's consistent read of the tenant's "
-    "webhook version (measured below; an upper bound: one per tenant and batch of stream records, shared "
-    "by the tenant's events in the "
-    "batch; its Query of the webhooks only when the version moved or 30 s passed); KMS: one Decrypt per "
-    "delivery, an upper bound (a container keeps a decrypted secret 5 minutes). Not "
-    "counted: the audit-trail function's extra milliseconds to build and send the message (it runs anyway), "
-    "CloudWatch logs and metrics, data transfer out to the receivers. A failed attempt adds an invocation, a "
-    "receive, a visibility change and the record's write (`per_million_retries`). The delay is the local "
-    "stack's: its stream and queue pollers' intervals, not Lambda's (DynamoDB Streams to Lambda is typically "
-    "sub-second; SQS to Lambda long-polls), and moto's latencies; quote it as this machine's, not AWS's."
+    "How: per million first-attempt successes at list prices, one message per invocation (Lambda hands up to "
+    "10), the warm duration measured here, the capacity model's units plus the fan-out's version read, SQS's "
+    "send, receive and delete, one KMS Decrypt (an upper bound); not logs or data transfer. The delay runs "
+    "through the local stack's pollers, not Lambda's."
 )
 
 HANG_NOTE = (
-    "How: tenant B has one webhook, its endpoint on 127.0.0.1 answering 204 at once. Each round measures B alone "
-    "(tickets created one at a time through the local stack's API, API response to receipt; then events queued "
-    "one at a time as the fan-out queues them, send to receipt), then B's queued events beside tenant A (basic "
-    "tier, a tenant of its own per block, one webhook whose endpoint reads the request and never answers, so "
-    "each of A's attempts runs the delivery function's whole 10 s deadline and is retried with backoff). A's "
-    "events are queued as the fan-out queues them: at its tier's delivery rate for 12 s (5 in one "
-    "SendMessageBatch a second, 60 events: without the in-flight bound their attempts would hold all 50 "
-    "invocations), then one whenever its endpoint holds fewer attempts than A's bound (a new event at hand "
-    "whenever a lease is given back, as at its tier's rate). B's events start once A's endpoint holds A's "
-    "in-flight bound, the burst's messages all wait out the longest deferral (62 s after the burst: a message "
-    "over A's bounds comes back after 2, 4, 8, 16, 32, then 60 s at a time) and no message waits in the queue; "
-    "after each block A's webhook is "
-    "deleted, its endpoint let go, the queue clock moved past every delay A's messages were given, the queue "
-    "drained and the stream caught up, so each B-alone block starts from an idle pool. Why the hang is measured "
-    "from the queue, not from B's API: the local stack has one emulator process and one stream shard, and on "
-    "this machine it could not carry A's traffic through the API, the stream and the audit trail as well (tried "
-    "with A's 5 ticket creates a second: the audit trail took ~650 ms a record and B's records waited behind "
-    "A's), nor catch the stream up behind the rate counters and leases A's deferred messages write (B's records "
-    "then waited 20 s to 2 minutes before the audit trail saw them, with A's events queued directly): work that "
-    "AWS does on resources of its own (other shards, Lambda's event filtering) and that measures the emulator, "
-    "not the delivery pool, which is what a hanging endpoint holds. Why A's rate stops after 12 s: every event "
-    "over A's bounds is deferred and keeps coming back, so at 5 a second its backlog's receives grow to ~25 a "
-    "second within a minute, each a few DynamoDB calls and a visibility change, while this machine's one "
-    "emulator process served 10 to 15 of them a second (30 to 45 of the function's DynamoDB calls, most of the "
-    "emulator's CPU in moto's response serializer and the capacity model's look-ups, at load 4-8): A's visible "
-    "messages piled up ahead of B's in the queue (FIFO's oldest-first order, as SQS scans) and B's event waited "
-    "over 2 minutes (the run that failed, and again after moto's SQS was fixed to cost the same with a "
-    "backlog). In AWS those receives would come up to 10 to an invocation (`BatchSize` 10, its groups "
-    "concurrent), each a few calls of a few milliseconds: by that estimate a fraction of one of the 50 "
-    "invocations (docs/webhooks.md says where that stops holding). The burst's backlog still comes back in "
-    "clusters that load the emulator B's deliveries share: B's first events right after the burst were 2 to 4 "
-    "s late in trial runs at load 6-8, 1.7 to 2.6 s after the wait before B starts. The delivery function's "
-    "execution "
-    "environments are started before the rounds by an unmeasured hang (each a process's cold start, which AWS "
-    "runs elsewhere and this machine runs on the cores it measures with). The local stack's SQS event source "
-    "runs as Lambda's FIFO source does (batches of up to 10 mixing message groups, each group in order, no group "
-    "in two batches at once) at the template's `MaximumConcurrency` (`serve --queue-concurrency`), each "
-    "invocation in an execution environment (a process) of the delivery function. Without the in-flight bound "
-    "A's 5 attempts a second, each held 10 s, would hold all 50 invocations. What stays: A's deferred messages "
-    "(over its rate or its bound) still cost an invocation's few DynamoDB calls and a visibility change each time "
-    "they come back (2, 4 ... 60 s; at A's tier's rate their backlog grows by that rate less what its bound "
-    "lets through, 0.2 a second, until its webhook's 100 retry slots are held: then the rest are parked out of "
-    "the queue, the next section), and a B message received in a batch with "
-    "one of A's hanging ones is delivered at once but its "
-    "group's next message waits for that invocation (B's events are of different tickets here, so that wait is "
-    "not in these figures). The delays are this machine's, not AWS's: compare the conditions, measured in "
-    "alternation, not the milliseconds."
+    "How: B's endpoint answers at once; A's never answers, so each attempt holds an invocation for the whole 10 s. "
+    "A's events are queued at its tier's rate for 12 s, then one whenever it holds fewer attempts than its bound; "
+    "B's start once A holds its bound. Rounds alternate B alone and B beside A, the pool drained between blocks, "
+    "from the queue rather than B's API (the one emulator process cannot carry A's traffic through the stream "
+    "too: `bench/webhooks.py`). Compare the conditions, not the milliseconds."
 )
 
 

@@ -1,6 +1,6 @@
-"""DynamoDB Streams → the audit trail (``TENANT#<t>|HISTORY#<id>`` and
-``TENANT#<t>|AUDIT#<day>#<k>`` items), each event exactly once, and the
-tenant's webhook events onto the webhook queue.
+"""DynamoDB stream → the audit trail, each event exactly once, and the tenants' webhook events onto their queue.
+
+The trail's items: ``TENANT#<t>|HISTORY#<id>`` and ``TENANT#<t>|AUDIT#<day>#<k>``.
 
 The event source (template.yaml) delivers only ticket-summary records,
 comment inserts and delivery records marked for redelivery (FilterCriteria),

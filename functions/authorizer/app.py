@@ -1,5 +1,6 @@
-"""The API's Lambda authorizer (TOKEN): the caller's ID token verified, the
-tenant's API key named for its tier's usage plan (support_tickets.auth.authorizer).
+"""The API's Lambda TOKEN authorizer: the caller's ID token verified, its tenant's API key and credentials named.
+
+The logic is support_tickets.auth.authorizer; the key's usage plan is the tenant's tier.
 
 API Gateway answers 401 (its ``UNAUTHORIZED`` gateway response) when this
 function raises ``Exception("Unauthorized")``, 403 (``ACCESS_DENIED``) for a

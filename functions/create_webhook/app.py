@@ -1,4 +1,5 @@
 """POST /webhooks: register an endpoint for the tenant's ticket events (tenant admins).
+
 The answer is the only time the webhook's signing secret is shown."""
 
 from typing import Any

@@ -1,5 +1,6 @@
-"""WebhookEventsQueue (SQS FIFO) → the tenants' endpoints: signed POSTs, retried
-with backoff, recorded (``support_tickets.streams.webhook_delivery``).
+"""WebhookEventsQueue (SQS FIFO) → the tenants' endpoints: signed POSTs, retried with backoff, recorded.
+
+The logic is ``support_tickets.streams.webhook_delivery``.
 
 Runs outside the VPC (it must reach the internet) with its own role, the only
 principal that may decrypt webhook secrets. The event source reports batch

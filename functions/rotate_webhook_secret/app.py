@@ -1,5 +1,6 @@
-"""POST /webhooks/{webhook_id}/secret: a new signing secret, shown once; the
-previous one still signs for 24 hours (tenant admins)."""
+"""POST /webhooks/{webhook_id}/secret: a new signing secret, shown once (tenant admins).
+
+The previous one still signs for 24 hours."""
 
 from typing import Any
 

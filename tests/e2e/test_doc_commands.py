@@ -29,7 +29,7 @@ What differs from a reader's terminal, and only that:
   ``--port`` to answer;
 - a command that already ran, word for word, on this page or an earlier one
   is not run again (``make tenant TENANT=acme STATUS=SUSPENDED`` is in the
-  README and twice in operations.md: each is a Python start, seconds of a
+  README and again in operations.md: each is a Python start, seconds of a
   loaded machine's CPU), unless it sets a variable (each page's shell is its
   own).
 

@@ -1,6 +1,6 @@
-"""API Gateway emulation over HTTP: the Cognito authorizer (401 with the
-template's gateway response for every kind of bad token), routing from the
-template, body limits, and the proxy response."""
+"""API Gateway emulation over HTTP: the Lambda TOKEN authorizer (AuthorizerFunction:
+401 with the template's gateway response for every kind of bad token), routing
+from the template, body limits, and the proxy response."""
 
 from __future__ import annotations
 

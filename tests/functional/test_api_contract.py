@@ -103,8 +103,8 @@ def test_missing_claims_are_401(
 def test_only_id_tokens_of_our_app_client_are_accepted(
     api: Api, user: User, snapshot: Snapshot, ticket_id: str, *, route: str, changes: dict[str, str]
 ) -> None:
-    # API Gateway's Cognito authorizer lets these through (it checks neither
-    # aud nor token_use); the functions must not.
+    # The API's Lambda authorizer refuses these (it checks aud and token_use),
+    # and so does the identity pool when it exchanges them: 401, nothing touched.
     before = snapshot()
     claims = {key: value for key, value in {**user.as_admin().claims(), **changes}.items() if value}
     assert_error(call_as(api, route, claims, ticket_id), 401, "UNAUTHORIZED")

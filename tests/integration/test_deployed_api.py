@@ -1,7 +1,7 @@
 """The REST contract over HTTPS against a deployed stack (skipped without
 AWS_SAM_STACK_NAME; see conftest). The same scenarios as tests/functional,
-end to end: API Gateway's Cognito authorizer, the functions, the tenant role's
-IAM conditions on the real table."""
+end to end: API Gateway's Lambda TOKEN authorizer (AuthorizerFunction), the
+functions, the tenant role's IAM conditions on the real table."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ the part of tenant isolation SAM CLI decides, and that a function then runs.
 Needs a container engine: ``SAM_LOCAL`` is the command that runs ``sam`` with
 one (``.venv/bin/sam`` with Docker; a wrapper that serves podman as Docker and
 adds ``--skip-pull-image``, e.g. ``<wrapper> run --``). Skipped without it, and
-so in ``make test`` (a container start costs seconds: docs/testing.md). The
+so in ``make test`` (a container start costs seconds; docs/testing.md lists the tiers). The
 functions call nothing: their endpoint is a closed local port."""
 
 from __future__ import annotations

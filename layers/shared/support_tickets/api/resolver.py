@@ -1,5 +1,6 @@
-"""API plumbing shared by every REST function: the resolver, the caller, the
-checked input, and the one table that maps errors to API.md's bodies.
+"""API plumbing of every REST function: the resolver, the caller, the checked input, the one error table.
+
+That table maps every domain error to API.md's body for it.
 
 Order of answers for a request (see :func:`handle`): identity from the
 authorizer claims (401/403), an execution environment of another tenant

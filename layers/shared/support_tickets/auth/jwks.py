@@ -1,5 +1,4 @@
-"""ID tokens (RS256 JWTs) verified against a Cognito user pool's key set, with
-``cryptography``'s RSA.
+"""ID tokens (RS256 JWTs) verified against a Cognito user pool's key set, with ``cryptography``'s RSA.
 
 ``cryptography`` ships with the authorizer function only
 (``functions/authorizer/requirements.txt``), never in the shared layer: no

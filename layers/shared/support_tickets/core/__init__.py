@@ -1,1 +1,1 @@
-"""Foundations every other folder may import: errors, keys, ids, clock, settings, tracing, models, identity."""
+"""Foundations every other folder may import: errors, keys, models, settings; it imports none of them."""

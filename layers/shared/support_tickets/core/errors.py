@@ -1,5 +1,6 @@
-"""Domain errors. Each carries its HTTP status and API.md error code; `api` maps
-them to responses in one place, so handlers never build error bodies."""
+"""Domain errors, each with its HTTP status and API.md error code.
+
+`api` maps them to responses in one place, so handlers never build error bodies."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Time-ordered identifiers (ULID layout: 48-bit milliseconds + 80 random bits,
-Crockford base32, 26 characters), so ticket ids sort by creation time."""
+"""Time-ordered identifiers, so that ticket ids sort by creation time.
+
+The ULID layout: 48-bit milliseconds + 80 random bits, Crockford base32, 26 characters."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Request and response shapes of the API (they also generate docs/openapi.json)
-and the stored item shapes of the single-table model.
+"""The API's request and response shapes, and the stored item shapes of the single-table model.
+
+The API's shapes also generate docs/openapi.json.
 
 No pydantic here: every API function imports this module on its cold start,
 and pydantic's import alone would cost it more than a fifth of the floor

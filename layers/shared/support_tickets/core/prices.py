@@ -1,5 +1,6 @@
-"""List prices the usage object's cost estimate uses (``GET /usage``,
-``make usage``) and the benchmark prices its figures with: one copy.
+"""The list prices of the usage object's cost estimate and of the benchmark's figures: one copy.
+
+``GET /usage`` and ``make usage`` price with them, and so does the benchmark.
 
 us-east-1, on-demand, x86, the first pricing tier of each service, from the
 public price pages (not fetched live: check them before quoting a figure):

@@ -1,5 +1,6 @@
-"""A fixed number of items, each held by one holder until a time: the tenant's
-attempt leases (:meth:`DeliveryRecords.take_lease
+"""A fixed number of items, each held by one holder until a time.
+
+They are the tenant's attempt leases (:meth:`DeliveryRecords.take_lease
 <support_tickets.data.delivery_records.DeliveryRecords.take_lease>`) and a
 webhook's retry slots (:meth:`WebhookParking.take_slot
 <support_tickets.data.parking.WebhookParking.take_slot>`).

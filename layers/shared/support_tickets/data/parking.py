@@ -1,5 +1,6 @@
-"""A webhook's parking partition: what bounds its messages in the queue while
-its endpoint fails (the policy: :mod:`support_tickets.streams.webhook_parking`).
+"""A webhook's parking partition: what bounds its messages in the queue while its endpoint fails.
+
+The policy is :mod:`support_tickets.streams.webhook_parking`.
 
 All of it lives under ``TENANT#<t>|WEBHOOK#<w>#PARKED``
 (:func:`support_tickets.core.keys.webhook_parked_pk`), in the tenant's table,

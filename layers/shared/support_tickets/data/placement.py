@@ -1,5 +1,6 @@
-"""Where a tenant's data lives (the pool table or a table of its own), and what a
-move between the two means for every reader, writer and stream function.
+"""Where a tenant's data lives (the pool table or its own), and what a move between the two means.
+
+A move's meaning is given for every reader, writer and stream function.
 
 The tenant record (:class:`~support_tickets.data.tenant_registry.TenantConfig`,
 always in the pool table) is the router. Its placement fields:

@@ -1,5 +1,6 @@
-"""A tenant's usage counters of one UTC day, as the metering function keeps
-them (docs/usage.md, "Record shapes").
+"""A tenant's usage counters of one UTC day, as the metering function keeps them.
+
+Their shapes: docs/usage.md, "Record shapes".
 
 The counters of a day are spread over at most ``keys.USAGE_SLOTS`` items of
 the tenant's ``TENANT#<t>|USAGE`` partition (``<day>#<slot>``: a slot per

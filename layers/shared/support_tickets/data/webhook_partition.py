@@ -1,5 +1,6 @@
-"""The Query of a tenant's webhooks (``TENANT#<t>|WEBHOOKS``, the ``WEBHOOK#`` items,
-never its count item), as both of its readers make it: the management routes
+"""The Query of a tenant's webhooks, as both of its readers make it.
+
+It reads ``TENANT#<t>|WEBHOOKS``'s ``WEBHOOK#`` items, never its count item, for: the management routes
 (:mod:`support_tickets.data.webhook_repository`) and the delivery side
 (:mod:`support_tickets.data.delivery_records`), each projected to what it may read."""
 

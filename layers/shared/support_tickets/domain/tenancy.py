@@ -1,5 +1,6 @@
-"""The one way into a tenant's data for every domain operation: the caller's
-tenant's view of the table, refused for a suspended tenant.
+"""The one way into a tenant's data for every domain operation, refused for a suspended tenant.
+
+It is the caller's tenant's view of the table.
 
 Its own module so that each route's operations (tickets, webhooks) load only
 their own repositories on a cold start.

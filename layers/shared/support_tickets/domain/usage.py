@@ -1,5 +1,6 @@
-"""A tenant's usage and cost of one UTC day: API.md's usage object, from the
-metering function's counters (docs/usage.md).
+"""A tenant's usage and cost of one UTC day: API.md's usage object, from the metering function's counters.
+
+How each figure is measured: docs/usage.md.
 
 What is counted and priced (at :mod:`support_tickets.core.prices`):
 

@@ -1,5 +1,6 @@
-"""Webhook operations (tenant admins only): register, list, delete, rotate the
-secret, list a webhook's deliveries, redeliver one.
+"""Webhook operations (tenant admins only): register, list, delete, rotate, deliveries, redeliver.
+
+That is: register, list, delete, rotate the secret, list a webhook's deliveries, redeliver one.
 
 docs/webhooks.md is the design. Each operation starts at
 :func:`~support_tickets.domain.tenancy.table_for` (a suspended tenant is

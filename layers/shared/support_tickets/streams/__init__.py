@@ -1,1 +1,1 @@
-"""The stream functions: exactly-once aggregate counts and the audit trail, from the table's stream."""
+"""What the functions invoked by events rather than routes do with each batch they are given."""

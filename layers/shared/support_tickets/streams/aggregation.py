@@ -1,5 +1,6 @@
-"""Exactly-once ticket counts per (tenant, status), from the table's stream,
-with bookkeeping whose size never grows with a tenant's change rate.
+"""Exactly-once ticket counts per (tenant, status), from the table's stream.
+
+Its bookkeeping's size never grows with a tenant's change rate.
 
 The stream function turns each ticket-summary record into count changes
 (INSERT +1 to the new status, REMOVE -1 from the old one, MODIFY -1/+1 when

@@ -1,5 +1,6 @@
-"""Exactly-once usage counters per (tenant, UTC day), from the API functions'
-``"request handled"`` log lines, the authorizer's ``"usage"`` lines (one per
+"""Exactly-once usage counters per (tenant, UTC day), from the functions' usage log lines.
+
+They are the API functions' ``"request handled"`` log lines, the authorizer's ``"usage"`` lines (one per
 verified token: ``authorizer_invocations``, ``authorizer_mb_ms``, its DynamoDB
 units with the tenant's) and the stream functions' ``"usage"`` lines (one per
 tenant and invocation: ``stream_mb_ms``, their DynamoDB units with the

@@ -1,5 +1,4 @@
-"""What every stream function shares: its own AWS clients, and what it does
-with a poison record.
+"""What every stream function shares: its own AWS clients, and what it does with a poison record.
 
 The stream functions (the aggregator, the audit writer) run with their own
 execution role, never a tenant's: each role may write only its own items
