@@ -165,7 +165,7 @@ def build_document() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
-                    "description": "A Cognito user pool ID token (API Gateway's Cognito authorizer verifies it).",
+                    "description": "A Cognito user pool ID token (the API's Lambda TOKEN authorizer verifies it).",
                 }
             },
         },

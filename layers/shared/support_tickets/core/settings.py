@@ -34,8 +34,8 @@ class Settings:
     variable: :func:`variables`)."""
 
     table_name: str
-    # The app clients whose ID tokens the API accepts (comma-separated): API
-    # Gateway's Cognito authorizer checks neither the audience nor the token use.
+    # The app clients whose ID tokens the authorizer accepts (comma-separated): a
+    # token the pool issued to any other client is refused (support_tickets.auth.authorizer).
     allowed_client_ids: frozenset[str]
     # The Logins key of the user pool that issued the token (its ProviderName).
     user_pool_provider_name: str
