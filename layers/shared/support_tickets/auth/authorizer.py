@@ -87,7 +87,10 @@ second apart), a tenant moved to another cell and erased here, or a tenant
 offboarded (its key disabled and out of every plan) while an answer from before
 still lives. Each time the right thing for the client is to retry: the next
 answer is the truth (the new plan's, the new cell's, or the 403 of a suspended
-tenant or of one without a key).
+tenant or of one without a key). What a cell cannot tell apart is a tenant
+placed in another cell from one placed nowhere (never onboarded, or offboarded
+and erased): it reads its own table only, so both get the 503, the latter until
+its tokens expire.
 """
 
 from __future__ import annotations
