@@ -26,19 +26,22 @@ names it: a key adopted by name across stacks always carries another tenant id.
 Moving a key between plans (a tier change) removes it from its old plan before
 adding it to the new one: API Gateway refuses a key in two plans of the same
 stage. Between the two calls (well under a second) the tenant's requests are
-refused with 403 (``INVALID_API_KEY``); run again, the command finishes a move
-that was interrupted.
+refused with API Gateway's ``INVALID_API_KEY`` gateway response, which the
+template makes 503 ``TENANT_MOVING`` with ``Retry-After`` (a retry lands in the
+new plan); run again, the command finishes a move that was interrupted.
 
 **Offboarded tenants keep their key, as a tombstone** (:meth:`ApiKeys.retire`,
 ``make offboard``): tagged ``offboarded=<epoch seconds>`` (when the offboarding
 began), taken out of every usage plan and disabled (``enabled=false``: the
 API reference's ``ApiKey``, "whether the API Key can be used by callers"). A
 request whose key is disabled or in no usage plan of the stage gets API
-Gateway's ``INVALID_API_KEY`` gateway response (403), so no answer of the
-authorizer, even one still cached from before, can have a request metered or
-served under it (the local gateway refuses the same: ``local_stack.usage``);
-the authorizer itself denies a tenant whose record is SUSPENDED or gone (it
-then has no key to name) before any key matters.
+Gateway's ``INVALID_API_KEY`` gateway response (the template's 503
+``TENANT_MOVING``: retried once the authorizer's cached answer has gone, it meets
+the authorizer's own refusal), so no answer of the authorizer, even one still
+cached from before, can have a request metered or served under it (the local
+gateway refuses the same: ``local_stack.apigateway.usage_plans``); the
+authorizer itself denies a tenant whose record is SUSPENDED or gone (it then has
+no key to name) before any key matters.
 The tombstone keeps the tenant in the stack's directory (:meth:`ApiKeys.directory`:
 ``make usage`` bills what it used before it left) and its id taken: a
 tombstone is never adopted, placed or enabled again (:class:`KeyRetired`),

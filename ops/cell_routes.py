@@ -62,7 +62,7 @@ class RouteConflict(RuntimeError):
 
 
 def _checked_id(kind: str, value: str) -> str:
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise ValueError(f"not a {kind} id ([a-z0-9-], 1 to 63 characters): {value!r}")
     return value
 
@@ -84,9 +84,9 @@ def tenant_route(cell_id: str, epoch: int) -> str:
 
 def cell_origin(api_domain: str, stage: str) -> str:
     """A cell's entry: its API's regional domain and stage, as the router's origin."""
-    if not _API_DOMAIN.match(api_domain):
+    if not _API_DOMAIN.fullmatch(api_domain):
         raise ValueError(f"not a regional API Gateway domain: {api_domain!r}")
-    if not _STAGE.match(stage):
+    if not _STAGE.fullmatch(stage):
         raise ValueError(f"not a stage name: {stage!r}")
     return json.dumps({"domain": api_domain, "path": f"/{stage}"}, separators=(",", ":"))
 

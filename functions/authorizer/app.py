@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
+from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url, metered
 from support_tickets.auth.jwks import Jwks
 from support_tickets.core import metering
 from support_tickets.core.errors import Unauthorized
@@ -51,7 +51,9 @@ def authorizer() -> TenantAuthorizer:
         )
 
     # The pool table: the tenant records stay there whatever a tenant's placement (the authorizer routes nothing).
-    return TenantAuthorizer(verifier, settings.table_name, client, tenant_configs(), exchange.credentials)
+    return TenantAuthorizer(
+        verifier, settings.table_name, client, tenant_configs(), exchange.credentials, cell_id=settings.cell_id
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -65,12 +67,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         # runtime's one error record (JSON log format) is all it logs.
         raise Exception("Unauthorized") from None  # API Gateway's contract
     # A verified token's invocation is its tenant's (API Gateway caches the
-    # answer per token): one usage line, which the metering function counts.
-    logger.info(
-        metering.USAGE_MESSAGE,
-        extra={
-            CONTEXT_TENANT: answer["context"][CONTEXT_TENANT],
-            "usage": metering.invocation_fields("authorizer", context, metering.finish()),
-        },
-    )
+    # answer per token): one usage line, which the metering function counts;
+    # none for a tenant another cell holds (its usage is no item of this table).
+    if metered(answer):
+        logger.info(
+            metering.USAGE_MESSAGE,
+            extra={
+                CONTEXT_TENANT: answer["context"][CONTEXT_TENANT],
+                "usage": metering.invocation_fields("authorizer", context, metering.finish()),
+            },
+        )
     return answer

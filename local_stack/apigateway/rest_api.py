@@ -26,8 +26,10 @@ For each request, in API Gateway's order:
 4. **Usage plan** (:mod:`local_stack.apigateway.usage_plans`): the answer's
    ``usageIdentifierKey`` (``ApiKeySourceType: AUTHORIZER``) must be an
    enabled API key in one of the API's usage plans (else ``INVALID_API_KEY``,
-   403), within its plan's rate and burst (else ``THROTTLED``, 429) and its
-   daily quota (else ``QUOTA_EXCEEDED``, 429), each with ``Retry-After``.
+   the template's 503 ``TENANT_MOVING``: a cell's refusal of a tenant placed
+   elsewhere, support_tickets.auth.authorizer), within its plan's rate and burst
+   (else ``THROTTLED``, 429) and its daily quota (else ``QUOTA_EXCEEDED``, 429),
+   each with ``Retry-After``.
 5. **Lambda proxy**: a REST v1 event (:func:`stack_model.events.rest_event`)
    with the authorizer's context under ``requestContext.authorizer`` (strings,
    plus ``principalId`` and ``integrationLatency``, as API Gateway passes a

@@ -14,7 +14,8 @@ per second holding at most ``burstLimit``; a throttled request (429
 ``THROTTLED``) does not count against the quota; the ``DAY`` quota counts
 requests per key from 00:00 UTC, and once used up every request is a 429
 ``QUOTA_EXCEEDED`` until the next UTC day. A key that is unknown, disabled, or
-in no plan of the API is refused (403, ``INVALID_API_KEY``).
+in no plan of the API is refused (``INVALID_API_KEY``: 403 by default, the
+template's 503 ``TENANT_MOVING``).
 
 What is local only: the ``Retry-After`` values. API Gateway's gateway responses
 can carry only fixed header values (template.yaml), so a deployed stack sends

@@ -214,8 +214,10 @@ def test_gateway_responses_come_from_the_template() -> None:
     assert status == 429
     assert [value for name, value in headers if name == "Retry-After"] == ["4242"]
     assert b'"QUOTA_EXCEEDED"' in body
-    status, _, body = responses.render("INVALID_API_KEY", "Forbidden")
-    assert (status, b'"FORBIDDEN"' in body) == (403, True)
+    # A key in no plan: a tenant placed in another cell, or a key gone after the answer was cached.
+    status, headers, body = responses.render("INVALID_API_KEY", "Forbidden")
+    assert (status, b'"TENANT_MOVING"' in body) == (503, True)
+    assert ("Retry-After", "2") in headers
 
 
 def test_a_deny_names_its_reason_in_the_access_denied_body() -> None:

@@ -196,15 +196,16 @@ def test_offboarding_erases_the_tenant_and_nothing_of_its_neighbours(stack: Runn
     # And its neighbours are untouched, item for item
     for other in neighbours:
         assert tenant_data(stack, other) == before[other], other
-    # and a token its member still holds reaches nothing: its API key is a tombstone (403 at the gateway),
-    # tagged, disabled and in no plan through the emulator's API Gateway
+    # and a token its member still holds reaches nothing: its API key is a tombstone, tagged, disabled
+    # and in no plan through the emulator's API Gateway (INVALID_API_KEY at the gateway while the
+    # authorizer's answer from before is cached: 503 TENANT_MOVING, to retry; then the authorizer's 403)
     apigateway = stack.operator("apigateway")
     name = f"{stack.state['stack_name']}.{tenant}"
     (key,) = [item for item in apigateway.get_api_keys(nameQuery=name)["items"] if item["name"] == name]
     assert ("offboarded" in key["tags"], key["enabled"]) == (True, False)
     assert apigateway.get_usage_plans(keyId=key["id"])["items"] == []
     response = stack.request("GET", f"/tickets/{made['kept']}/history", token=made["member"])
-    assert (response.status, response.error_code) == (403, "FORBIDDEN")
+    assert (response.status, response.error_code) == (503, "TENANT_MOVING")
 
 
 def test_an_offboarded_tenants_record_refuses_tokens_issued_before_until_they_expire(stack: RunningStack) -> None:
@@ -217,7 +218,8 @@ def test_an_offboarded_tenants_record_refuses_tokens_issued_before_until_they_ex
     (record,) = tenant_data(stack, tenant)  # and its usage ledger, which stays
     assert (record["sk"]["S"], record["status"]["S"]) == ("CONFIG", "SUSPENDED")
     # a token its (deleted) member had is still a valid JWT for an hour: refused at the gateway, its API key
-    # disabled and in no plan (the functions' TENANT_SUSPENDED gate behind it: test_tenant_lifecycle.py)
+    # disabled and in no plan (503 TENANT_MOVING while the authorizer's answer from before is cached, the
+    # suspension's 403 after; the functions' TENANT_SUSPENDED gate behind it: test_tenant_lifecycle.py)
     response = stack.request("POST", "/tickets", token=made["member"], body={"title": "still here?"})
-    assert (response.status, response.error_code) == (403, "FORBIDDEN")
+    assert (response.status, response.error_code) == (503, "TENANT_MOVING")
     assert tenant_data(stack, tenant) == [record]

@@ -304,3 +304,129 @@ def test_a_verified_token_logs_one_usage_line_for_its_tenant_and_a_refused_one_n
     assert (read.tenant_id, read.kind, read.route) == ("acme", AUTHORIZER, "")
     # and the refused token wrote nothing of its own (the runtime logs its error, one record)
     assert [line["message"] for line in lines] == ["usage"]
+
+
+# ---------------------------------------------------------------- cells
+CELL = "cell-a"
+# The token exchange's calls (support_tickets.data.session): an allowed caller's only.
+EXCHANGE_CALLS = {"GetId", "GetCredentialsForIdentity"}
+
+
+def aws_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Every AWS call made from now on: (operation, the record it reads, for a GetItem)."""
+    calls: list[tuple[str, str]] = []
+    original = botocore.client.BaseClient._make_api_call  # type: ignore[attr-defined]
+
+    def recording(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        calls.append((operation, params.get("Key", {}).get("pk", {}).get("S", "")))
+        return original(self, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
+    return calls
+
+
+def arrange_record(client: Any, tenant: str, state: str) -> None:
+    if state == "present":
+        store(client, tenant, f"key-of-tenant-{tenant}-0123456789")
+    elif state == "suspended":
+        store_suspended(client, tenant, f"key-of-tenant-{tenant}-0123456789")
+    elif state == "no-key":
+        store(client, tenant, None)
+    else:
+        assert state == "absent"
+
+
+@pytest.mark.parametrize(("tenant", "neighbour"), [("1", "10"), ("10", "1")])
+@pytest.mark.parametrize(
+    ("cell", "record", "effect", "error_code"),
+    [
+        pytest.param(None, "present", "Allow", None, id="alone-present"),
+        pytest.param(None, "absent", "Deny", "FORBIDDEN", id="alone-absent"),
+        pytest.param(None, "suspended", "Deny", "TENANT_SUSPENDED", id="alone-suspended"),
+        pytest.param(None, "no-key", "Deny", "FORBIDDEN", id="alone-no-key"),
+        pytest.param(CELL, "present", "Allow", None, id="cell-present"),
+        # Placed elsewhere: allowed, with a key of no plan (INVALID_API_KEY: 503 TENANT_MOVING)
+        pytest.param(CELL, "absent", "Allow", "TENANT_MOVING", id="cell-absent"),
+        pytest.param(CELL, "suspended", "Deny", "TENANT_SUSPENDED", id="cell-suspended"),
+        pytest.param(CELL, "no-key", "Deny", "FORBIDDEN", id="cell-no-key"),
+    ],
+)
+def test_what_a_verified_caller_gets_alone_and_in_a_cell(
+    invoke: Invoke,
+    handler: Callable[..., Any],
+    records: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cell: str | None,
+    record: str,
+    effect: str,
+    error_code: str | None,
+    tenant: str,
+    neighbour: str,
+) -> None:
+    from support_tickets.auth.authorizer import MOVING_MESSAGE, NOT_PLACED_HERE_KEY
+
+    # Given: a stack alone or a cell, the caller's tenant in the given state and its neighbour
+    # (a prefix of it, or it a prefix of the neighbour) placed here with a key
+    if cell is not None:
+        monkeypatch.setenv("CELL_ID", cell)
+    arrange_record(records, tenant, record)
+    store(records, neighbour, f"key-of-tenant-{neighbour}-0123456789")
+    written = authorizer_log(handler, monkeypatch)
+    calls = aws_calls(monkeypatch)
+    # When the caller's verified token is authorized
+    answer = invoke(f"Bearer {USER_POOL.id_token(tenant, 'ada')}")
+    # Then: one decision for every route of the stage, from the caller's own record alone
+    (statement,) = answer["policyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Resource"]) == (effect, [METHOD_ARN.rsplit("/", 2)[0] + "/*/*"])
+    assert [pk for operation, pk in calls if operation == "GetItem"] == [f"TENANT#{tenant}|CONFIG"]
+    context = answer["context"]
+    assert (context["tenant_id"], context["username"]) == (tenant, "ada")
+    assert context.get("error_code") == error_code
+    served = effect == "Allow" and error_code is None
+    placed_elsewhere = error_code == "TENANT_MOVING"
+    # the tenant's own key when served; a key of no plan when placed elsewhere; none when denied
+    expected_key = {True: f"key-of-tenant-{tenant}-0123456789", False: None}[served]
+    assert answer.get("usageIdentifierKey") == (NOT_PLACED_HERE_KEY if placed_elsewhere else expected_key)
+    if placed_elsewhere:
+        assert context["error_message"] == MOVING_MESSAGE
+        assert "tier" not in context  # a record this cell does not have says nothing
+    # tenant credentials (a Cognito exchange) for a served caller only
+    assert ("access_key_id" in context) is served
+    assert bool({operation for operation, _ in calls} & EXCHANGE_CALLS) is served
+    # and its invocation is its tenant's usage here, unless the tenant is another cell's
+    usage = [line for line in map(json.loads, written.getvalue().splitlines()) if line["message"] == "usage"]
+    assert [line["tenant_id"] for line in usage] == ([] if placed_elsewhere else [tenant])
+
+
+@pytest.mark.parametrize("cell", [None, CELL], ids=["alone", "cell"])
+@pytest.mark.parametrize("record", ["present", "absent"])
+@pytest.mark.parametrize(
+    "make_token",
+    [
+        pytest.param(lambda: OTHER_POOL.sign(payload(**{"custom:tenant_id": "1"})), id="forged"),
+        pytest.param(
+            lambda: USER_POOL.sign(payload(exp=int(time.time()) - 1, **{"custom:tenant_id": "1"})), id="expired"
+        ),
+    ],
+)
+def test_a_bad_token_is_unauthorized_before_any_record_is_read(
+    invoke: Invoke,
+    records: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cell: str | None,
+    record: str,
+    make_token: Callable[[], str],
+) -> None:
+    """Whether its tenant exists here, elsewhere or nowhere, a token that fails verification is
+    a 401: a cell's 503 for a tenant it does not hold comes only after the token is verified,
+    or it would tell a stranger which tenants exist."""
+    if cell is not None:
+        monkeypatch.setenv("CELL_ID", cell)
+    arrange_record(records, "1", record)
+    calls = aws_calls(monkeypatch)
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        invoke(f"Bearer {make_token()}")
+    assert calls == []  # no record read, no Cognito call
+    # The control: a good token of the same tenant reads its record.
+    invoke(f"Bearer {USER_POOL.id_token('1', 'ada')}")
+    assert ("GetItem", "TENANT#1|CONFIG") in calls

@@ -168,6 +168,12 @@ def test_a_cells_origin_is_written_once_and_replaced_when_it_changes() -> None:
         lambda store: publish_cell_origin(store, ARN, "cell-a", DOMAIN + ".example.com", "v1"),
         lambda store: publish_cell_origin(store, ARN, "cell-a", DOMAIN, "v1/../admin"),
         lambda store: publish_cell_origin(store, ARN, "../cell", DOMAIN, "v1"),
+        # A trailing newline: Python's "$" matches before it, the router's (JavaScript's) does not.
+        lambda store: publish_tenant_route(store, ARN, "acme\n", "cell-a", 1),
+        lambda store: publish_tenant_route(store, ARN, "acme", "cell-a\n", 1),
+        lambda store: publish_cell_origin(store, ARN, "cell-a\n", DOMAIN, "v1"),
+        lambda store: publish_cell_origin(store, ARN, "cell-a", DOMAIN + "\n", "v1"),
+        lambda store: publish_cell_origin(store, ARN, "cell-a", DOMAIN, "v1\n"),
     ],
 )
 def test_nothing_the_router_would_refuse_is_written(write: Callable[[FakeStore], bool]) -> None:

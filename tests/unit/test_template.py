@@ -24,7 +24,8 @@ from stack_model.functions import function_specs
 from stack_model.isolation import with_tenant_isolation as with_tenant_isolation_mode
 from stack_model.isolation import write_variant
 from stack_model.template import TEMPLATE_PATH, load_template
-from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, caller_context
+from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, MOVING_MESSAGE, caller_context
+from support_tickets.core.errors import TenantMoving
 from support_tickets.core.identity import BEARER_HEADER, TENANT_CLAIM
 
 API_FUNCTIONS = {
@@ -220,7 +221,9 @@ def gateway_responses() -> dict[str, Any]:
         ("UNAUTHORIZED", 401, "UNAUTHORIZED", None),
         # the authorizer's Deny says which (FORBIDDEN or TENANT_SUSPENDED): test_access_denied_…
         ("ACCESS_DENIED", 403, f"$context.authorizer.{CONTEXT_ERROR_CODE}", None),
-        ("INVALID_API_KEY", 403, "FORBIDDEN", None),
+        # a key the authorizer named is in no plan of the stage: a tenant placed in another cell, or a
+        # key that went after the answer was cached (support_tickets.auth.authorizer): retry
+        ("INVALID_API_KEY", 503, "TENANT_MOVING", "'2'"),
         ("THROTTLED", 429, "THROTTLED", "'1'"),
         ("QUOTA_EXCEEDED", 429, "QUOTA_EXCEEDED", "'3600'"),
         ("AUTHORIZER_FAILURE", 503, "UNAVAILABLE", "'1'"),
@@ -255,6 +258,72 @@ def test_access_denied_takes_code_and_message_from_the_authorizers_deny() -> Non
             "code": f"$context.authorizer.{CONTEXT_ERROR_CODE}",
             "message": f"$context.authorizer.{CONTEXT_ERROR_MESSAGE}",
         }
+    }
+
+
+def test_every_method_requires_the_key_the_authorizer_names() -> None:
+    """What keeps a function from running for a request whose key is in no plan (a cell's
+    refusal, support_tickets.auth.authorizer): the operations' ``api_key`` requirement is
+    API Gateway's API key, and the key is the authorizer's, not the client's."""
+    assert rest_api_body()["securityDefinitions"]["api_key"] == {"type": "apiKey", "name": "x-api-key", "in": "header"}
+    (rest_api,) = resources("AWS::ApiGateway::RestApi").values()
+    assert rest_api["Properties"]["ApiKeySourceType"] == "AUTHORIZER"
+
+
+def test_a_key_in_no_plan_is_tenant_moving_as_the_authorizer_and_the_functions_say_it() -> None:
+    response = gateway_responses()["INVALID_API_KEY"]
+    assert json.loads(response["responseTemplates"]["application/json"]) == {
+        "error": {"code": TenantMoving.code, "message": MOVING_MESSAGE}
+    }
+    assert (int(response["statusCode"]), response["responseParameters"]["gatewayresponse.header.Retry-After"]) == (
+        TenantMoving.status,
+        f"'{TenantMoving.retry_after_seconds}'",
+    )
+
+
+@pytest.mark.parametrize(
+    "cell_id", ["", "cell-a", "1", "a" * 63, "a" * 64, "Cell-A", "cell_a", "cell a", "cell/a", "cell-a\n", "é"]
+)
+def test_a_cell_id_is_what_the_routers_store_and_the_authorizer_accept(cell_id: str) -> None:
+    from ops.cell_routes import cell_origin_key
+    from support_tickets.core.settings import ConfigurationError, Settings
+
+    parameter = translated()["Parameters"]["CellId"]
+    assert (parameter["Type"], parameter["Default"]) == ("String", "")  # alone unless told
+    # CloudFormation matches the whole value (Java's Pattern.matches)
+    accepted = re.fullmatch(parameter["AllowedPattern"], cell_id) is not None
+    environment = {
+        "TABLE_NAME": "SupportTicket",
+        "ALLOWED_CLIENT_IDS": "client",
+        "USER_POOL_PROVIDER_NAME": "cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+        "CELL_ID": cell_id,
+    }
+    try:
+        settings = Settings.from_environment(environment)
+    except ConfigurationError:
+        assert not accepted, cell_id
+    else:
+        assert accepted, cell_id
+        assert settings.cell_id == (cell_id or None)
+    if cell_id:
+        try:
+            cell_origin_key(cell_id)
+        except ValueError:
+            assert not accepted, cell_id
+        else:
+            assert accepted, cell_id
+
+
+def test_the_authorizer_alone_learns_the_cell_and_a_cell_says_its_id() -> None:
+    functions = resources("AWS::Lambda::Function")
+    assert functions["AuthorizerFunction"]["Properties"]["Environment"]["Variables"]["CELL_ID"] == {"Ref": "CellId"}
+    others = {name for name, function in functions.items() if "CELL_ID" in json.dumps(function)}
+    assert others == {"AuthorizerFunction"}
+    assert translated()["Conditions"]["IsCell"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "CellId"}, ""]}]}
+    assert translated()["Outputs"]["CellId"] | {"Description": None} == {
+        "Condition": "IsCell",
+        "Description": None,
+        "Value": {"Ref": "CellId"},
     }
 
 

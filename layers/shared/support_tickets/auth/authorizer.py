@@ -50,6 +50,47 @@ verified token at the stack's identity pool
 gateway endpoint, the only place ``TenantAccessRole``'s policy admits them.
 API Gateway caches them with the answer, so a cached token costs no Cognito
 call at all; a denied caller gets none.
+
+**A cell serves only the tenants placed in it.** With ``CELL_ID`` set
+(template.yaml's ``CellId``) the stack is one cell of several behind the edge
+router (router/edge_router.js), which picks a cell by the token's tenant claim
+without verifying it. A verified caller whose tenant has no record in this
+cell's table (never placed here, or moved away and erased) is refused with
+``503 TENANT_MOVING`` and ``Retry-After``. Only *after* the token is verified:
+a forged token is a 401 whether or not its tenant exists, or the 503 would tell
+a stranger which tenants do. Outside a cell, such a tenant is denied as before
+(``FORBIDDEN``: it has no key).
+
+A TOKEN authorizer has three answers of its own, and none of them is that: a
+Deny (``ACCESS_DENIED``, one status for every Deny: the 403 above), Unauthorized
+(401), or a failure (``AUTHORIZER_FAILURE``, 503 ``UNAVAILABLE``).
+So the refusal is an Allow that carries no tenant credentials (no Cognito
+exchange) and names :data:`NOT_PLACED_HERE_KEY`, the value of no API key, as its
+``usageIdentifierKey``. API Gateway compares the key with the keys of the
+stage's usage plans, finds none (``InvalidKeyParameter``) and answers its
+``INVALID_API_KEY`` gateway response before any integration runs; template.yaml
+makes that response ``503 TENANT_MOVING`` with ``Retry-After``. Every method
+requires an API key (tests/unit/test_template.py holds it), so no function runs
+for such a request; were one ever reached, a context without credentials is a
+401 there (:class:`support_tickets.core.identity.TenantCredentials`) and reads
+nothing. Nor is the invocation metered (:func:`metered`): it is no usage of a
+tenant this cell holds, and counting it would write that tenant's usage items
+into a table that does not own it.
+
+``INVALID_API_KEY`` means ``TENANT_MOVING`` in every stack, cell or not,
+because this authorizer names no other key than the one of a record of its own
+table (or :data:`NOT_PLACED_HERE_KEY`): API Gateway finding no plan for a key it
+named means the key went away after the answer was cached (up to
+``ReauthorizeEvery``). That is a tier change between its two calls (ops.api_keys
+takes the key out of the old plan, then puts it into the new one, well under a
+second apart), a tenant moved to another cell and erased here, or a tenant
+offboarded (its key disabled and out of every plan) while an answer from before
+still lives. Each time the right thing for the client is to retry: the next
+answer is the truth (the new plan's, the new cell's, or the 403 of a suspended
+tenant or of one without a key). What a cell cannot tell apart is a tenant
+placed in another cell from one placed nowhere (never onboarded, or offboarded
+and erased): it reads its own table only, so both get the 503, the latter until
+its tokens expire.
 """
 
 from __future__ import annotations
@@ -67,7 +108,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 
 from support_tickets.auth.jwks import InvalidToken, Jwks
-from support_tickets.core.errors import Forbidden, TenantSuspended, Unauthorized
+from support_tickets.core.errors import Forbidden, TenantMoving, TenantSuspended, Unauthorized
 from support_tickets.core.identity import (
     AUDIENCE_CLAIM,
     CONTEXT_GROUPS,
@@ -101,6 +142,12 @@ CONTEXT_TIER: Final = "tier"
 CONTEXT_ERROR_CODE: Final = "error_code"
 CONTEXT_ERROR_MESSAGE: Final = "error_message"
 NO_USAGE_PLAN_MESSAGE: Final = "This tenant has no usage plan; ask an operator to onboard it."
+# A cell's refusal of a tenant placed elsewhere, as usageIdentifierKey: API Gateway makes
+# every key of this stack (ops.api_keys) and no key's value is shorter than 20 characters
+# (CreateApiKey), so this is no key of any usage plan: API Gateway answers INVALID_API_KEY.
+NOT_PLACED_HERE_KEY: Final = "not-placed-here"
+# What template.yaml's INVALID_API_KEY gateway response says (and the refusal's context).
+MOVING_MESSAGE: Final = "This tenant is moving; retry in a few seconds."
 # Cognito user pool ids: <region>_<id>.
 _POOL_ID = re.compile(r"[\w-]+_[0-9a-zA-Z]+")
 
@@ -231,12 +278,15 @@ class TenantAuthorizer:
         client_factory: Callable[[], DynamoDBClient],
         records: TenantConfigCache,
         exchange: Callable[[IdToken], TenantCredentials],
+        *,
+        cell_id: str | None = None,
     ) -> None:
         self._verifier = verifier
         self._exchange = exchange
         self._table_name = table_name
         self._clients = _RoleClients(client_factory)
         self._records = records
+        self._cell_id = cell_id
 
     def record(self, tenant_id: str) -> TenantConfig:
         from support_tickets.data.table import TenantTable
@@ -246,7 +296,11 @@ class TenantAuthorizer:
     def authorize(self, event: APIGatewayAuthorizerTokenEvent) -> dict[str, Any]:
         verified = self._verifier.verify(event.authorization_token)
         record = self.record(verified.tenant_id)
-        arn = event.parsed_arn
+        if self._cell_id is not None and not record.stored:
+            # Placed in another cell, or in none: API Gateway refuses the key (INVALID_API_KEY).
+            context = caller_context(verified.claims)
+            context[CONTEXT_ERROR_CODE], context[CONTEXT_ERROR_MESSAGE] = TenantMoving.code, MOVING_MESSAGE
+            return _answer(event, verified, context, usage_identifier_key=NOT_PLACED_HERE_KEY, allow=True)
         refusal = _refusal(record)
         context = caller_context(verified.claims, record.tier)
         if refusal is not None:
@@ -254,24 +308,43 @@ class TenantAuthorizer:
         else:
             # Only an allowed caller gets credentials: a refused one costs no Cognito call.
             context.update(self._exchange(verified.token).as_context())
-        response = APIGatewayAuthorizerResponse(
-            principal_id=str(verified.claims[SUBJECT_CLAIM]),
-            # aws-cn and aws-us-gov too: a policy of another partition matches no method.
-            partition=arn.partition,
-            region=arn.region,
-            aws_account_id=arn.aws_account_id,
-            api_id=arn.api_id,
-            stage=arn.stage,
-            context=context,
-            # A refused request is neither metered nor counted against the tenant's quota.
-            usage_identifier_key=None if refusal is not None else record.api_key,
-        )
-        # Every method either way: API Gateway reuses a cached answer for every route the token calls.
-        if refusal is None:
-            response.allow_all_routes()
-        else:
-            response.deny_all_routes()
-        return response.asdict()
+        # A refused request is neither metered nor counted against the tenant's quota.
+        key = None if refusal is not None else record.api_key
+        return _answer(event, verified, context, usage_identifier_key=key, allow=refusal is None)
+
+
+def _answer(
+    event: APIGatewayAuthorizerTokenEvent,
+    verified: VerifiedToken,
+    context: dict[str, str],
+    *,
+    usage_identifier_key: str | None,
+    allow: bool,
+) -> dict[str, Any]:
+    arn = event.parsed_arn
+    response = APIGatewayAuthorizerResponse(
+        principal_id=str(verified.claims[SUBJECT_CLAIM]),
+        # aws-cn and aws-us-gov too: a policy of another partition matches no method.
+        partition=arn.partition,
+        region=arn.region,
+        aws_account_id=arn.aws_account_id,
+        api_id=arn.api_id,
+        stage=arn.stage,
+        context=context,
+        usage_identifier_key=usage_identifier_key,
+    )
+    # Every method either way: API Gateway reuses a cached answer for every route the token calls.
+    if allow:
+        response.allow_all_routes()
+    else:
+        response.deny_all_routes()
+    return response.asdict()
+
+
+def metered(answer: Mapping[str, Any]) -> bool:
+    """Whether an answer's invocation is usage of a tenant this stack holds: every
+    answer but a cell's refusal of a tenant placed elsewhere."""
+    return answer.get("usageIdentifierKey") != NOT_PLACED_HERE_KEY
 
 
 def _refusal(record: TenantConfig) -> tuple[str, str] | None:

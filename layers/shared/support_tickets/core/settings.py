@@ -26,6 +26,9 @@ _USER_POOL_PROVIDER = re.compile(r"cognito-idp\.[a-z0-9-]+\.amazonaws\.com(\.cn)
 
 # A KMS key's ARN: arn:<partition>:kms:<region>:<account>:key/<key id>.
 _KMS_KEY_ARN = re.compile(r"arn:aws[\w-]*:kms:[a-z0-9-]+:\d{12}:key/[\w-]+", re.ASCII)
+# A cell's id, written as a tenant id is: what the router's store (ops.cell_routes,
+# router/edge_router.js) and template.yaml's CellId accept.
+_CELL_ID = re.compile(r"[a-z0-9-]{1,63}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class Settings:
     # ...but never on these ports: the local stack's own listeners (its emulator, whose
     # /_local/ control endpoints move the whole stack, its endpoint listener, its API).
     webhook_local_stack_ports: frozenset[int] = frozenset()
+    # The cell this stack is (the authorizer's environment only): it serves only the
+    # tenants placed in it (support_tickets.auth.authorizer). None: a stack deployed alone.
+    cell_id: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
@@ -159,6 +165,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str | None], Any]]] = {
     "webhook_key_arn": ("WEBHOOK_KEY_ARN", _optional(_matching(_KMS_KEY_ARN))),
     "webhook_allow_local_http": ("WEBHOOK_ALLOW_LOCAL_HTTP", _optional(_boolean)),
     "webhook_local_stack_ports": ("WEBHOOK_LOCAL_STACK_PORTS", _optional(_ports)),
+    "cell_id": ("CELL_ID", _optional(_matching(_CELL_ID), empty_is_none=True)),
 }
 
 

@@ -148,6 +148,11 @@ class TenantConfig:
         return name
 
     @property
+    def stored(self) -> bool:
+        """Whether the table holds this record: a tenant without one reads as the defaults, version 0."""
+        return self.version > 0
+
+    @property
     def moving(self) -> bool:
         return self.move_phase is not None
 
