@@ -10,7 +10,7 @@ active tenant and function (per environment Lambda keeps), where without it
 the tenants share the function's warm ones.
 
 **Priced** (:func:`isolation_cost`): a new tenant environment costs Lambda's
-charge per environment created (by memory, :func:`support_tickets.core.prices.tenant_environment_usd`)
+charge per environment created (by memory, :func:`support_tickets.usage.prices.tenant_environment_usd`)
 plus its init, billed since 2025-08-01 as duration is
 (https://aws.amazon.com/blogs/compute/aws-lambda-standardizes-billing-for-init-phase/),
 at the function's cold start as the cold-start bench measured it (import, the
@@ -39,7 +39,7 @@ from bench.warm import progress
 from local_stack.lambda_.environments import FunctionEnvironments
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec
-from support_tickets.core import prices
+from support_tickets.usage import prices
 
 # Read routes: no data to set up, one request each (a missing ticket: 404 after its reads; an empty list).
 REQUESTS: dict[str, tuple[str, str, dict[str, str] | None, int]] = {
@@ -197,7 +197,7 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
     lines += [
         f"Price of a tenant environment: Lambda's charge per environment created "
         f"(${cost['environment_charge_per_gb_usd']} per GB of memory, x86, us-east-1: see "
-        "`support_tickets.core.prices`) plus its init, billed as duration (the cold-start table's median import). "
+        "`support_tickets.usage.prices`) plus its init, billed as duration (the cold-start table's median import). "
         f"A request's price: the pool's cost per million above. The mode costs more than {share} of a function's "
         f"bill past N active tenants, at {cost['requests_per_day']:,} requests a day to the function and each tenant "
         "creating k environments of it a day (k = 1: one stretch of activity a day; 24: Lambda reclaimed its idle "

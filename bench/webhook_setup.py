@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.stackproc import StackProcess
-from support_tickets.core.webhook_events import delivery_id, event_body
-from support_tickets.streams.webhook_fanout import message, message_group
+from support_tickets.webhooks.events import delivery_id, event_body
+from support_tickets.webhooks.fanout import message, message_group
 
 DELIVERY = "DeliverWebhookFunction"
 # The tier of the tenant whose endpoint hangs: the smallest bounds, the case.

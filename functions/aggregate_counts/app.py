@@ -34,7 +34,7 @@ from support_tickets.streams.aggregation import (
 )
 from support_tickets.streams.records import report_poison
 from support_tickets.streams.routing import SKIPPED_METRIC, StreamRouter
-from support_tickets.streams.usage import AGGREGATE_COUNTS, StreamInvocation, metered_invocation
+from support_tickets.usage.lines import AGGREGATE_COUNTS, StreamInvocation, metered_invocation
 
 logger = Logger()
 tracer = make_tracer()
@@ -63,7 +63,7 @@ def send_to_failure_queue(record: LedgerRecord) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = event.get("Records", [])
-    # One usage line per tenant of the batch: its units and its share (streams/usage.py).
+    # One usage line per tenant of the batch: its units and its share (usage/lines.py).
     with metered_invocation(logger, AGGREGATE_COUNTS, context, records) as invocation:
         return aggregate(records, invocation)
 
@@ -96,7 +96,7 @@ def aggregate(records: list[dict[str, Any]], invocation: StreamInvocation | None
     result = ledger.apply(readable)
     if invocation is not None:
         # The journaled prefix was applied by an earlier delivery: its share is the
-        # next record's tenant's, the one this redelivery is for (streams/usage.py).
+        # next record's tenant's, the one this redelivery is for (usage/lines.py).
         for index in range(result.skipped):
             invocation.found_applied(index)
     failed = [str(record["dynamodb"]["SequenceNumber"]) for record in records[result.applied :]]

@@ -18,13 +18,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url
 from support_tickets.auth.jwks import Jwks
-from support_tickets.core import metering
 from support_tickets.core.errors import Unauthorized
 from support_tickets.core.identity import CONTEXT_TENANT
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
 from support_tickets.data.session import BOTO_CONFIG, token_exchange
 from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.usage import meter
 
 logger = Logger()
 tracer = make_tracer()
@@ -56,7 +56,7 @@ def authorizer() -> TenantAuthorizer:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    metering.start()
+    meter.start()
     try:
         answer = authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
     except Unauthorized:
@@ -66,10 +66,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # A verified token's invocation is its tenant's (API Gateway caches the
     # answer per token): one usage line, which the metering function counts.
     logger.info(
-        metering.USAGE_MESSAGE,
+        meter.USAGE_MESSAGE,
         extra={
             CONTEXT_TENANT: answer["context"][CONTEXT_TENANT],
-            "usage": metering.invocation_fields("authorizer", context, metering.finish()),
+            "usage": meter.invocation_fields("authorizer", context, meter.finish()),
         },
     )
     return answer

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import DISABLED
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener
+from support_tickets.webhooks.events import DISABLED
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, all_items, webhook_key_arn
 
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:123456789012:webhook-events.fifo"

@@ -41,7 +41,7 @@ horizon (``REPLAY_HORIZON_SECONDS``, longer than the event source's
 
 Usage per tenant (docs/usage.md): every call asks for
 ``ReturnConsumedCapacity="TOTAL"``, and its units go to the tenants whose
-records caused it (:func:`support_tickets.streams.usage.add_shared`). DynamoDB
+records caused it (:func:`support_tickets.usage.lines.add_shared`). DynamoDB
 reports a transaction's units per table, not per item, so a chunk's are
 apportioned by its items: each count item (all alike: a count and a revision)
 is its tenant's, the journal (which lists every record of the chunk) is
@@ -49,7 +49,7 @@ shared by records per tenant. A journal's read and a carried-forward journal
 are shared by records per tenant of the records they are about, except that
 the records a redelivery finds applied (the journaled prefix of a delivery,
 :attr:`ApplyResult.skipped`) are charged to the tenant of the first record
-after them, the one the redelivery is for (``support_tickets.streams.usage``,
+after them, the one the redelivery is for (``support_tickets.usage.lines``,
 "Retries are charged to the record that caused them"); with no such record
 they stay their own. The reads are charged once :meth:`CountLedger.apply`
 knows which records were applied.
@@ -91,7 +91,7 @@ from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.streams.records import PoisonRecord, own_client, record_fields
 from support_tickets.streams.routing import DEDICATED_INFIX, StreamRouter, source_table
-from support_tickets.streams.usage import add_shared, payer_of
+from support_tickets.usage.lines import add_shared, payer_of
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord

@@ -13,7 +13,7 @@ its events and its endpoint do):
   :data:`RETRY_SLOTS` slots until it is due back (plus a margin); a single
   failing ticket holds one, and nothing else of the webhook waits for it.
 - **Parking**: a message that finds every slot held is taken out of the queue
-  into its webhook's lot (DynamoDB, :mod:`support_tickets.data.parking`), and
+  into its webhook's lot (DynamoDB, :mod:`support_tickets.webhooks.parking`), and
   from then on, while the lot holds anything, so is every new message of that
   webhook (not attempted: the lot is in events' order, and a ticket's events
   must go out in order). The delivery is shown ``PENDING``.
@@ -44,9 +44,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-from support_tickets.core.webhook_events import queue_message, read_queue_message
-from support_tickets.data.parking import MAX_RELEASE, ParkedMessage
-from support_tickets.streams.webhook_fanout import MAX_GROUP_ID_LENGTH, batches
+from support_tickets.webhooks.events import queue_message, read_queue_message
+from support_tickets.webhooks.fanout import MAX_GROUP_ID_LENGTH, batches
+from support_tickets.webhooks.parking import MAX_RELEASE, ParkedMessage
 
 # A webhook's messages that may wait in the queue at once (SQS FIFO: 120,000 in flight for
 # the whole queue, shared by every tenant).

@@ -14,11 +14,11 @@ pipeline"):
   already ``DELIVERED``.
 - The body is the event as it will be sent, byte for byte (the same bytes on
   every attempt, signed as they are), first member of one JSON object that
-  also carries the routing fields (:func:`~support_tickets.core.webhook_events.queue_message`):
+  also carries the routing fields (:func:`~support_tickets.webhooks.events.queue_message`):
   ``{"event":<event>,"tenant_id":…,"webhook_id":…,"delivery_id":…,"ticket_id":…,"redelivery":…}``.
   The event is UTF-8 JSON without ASCII escapes (an emoji costs its 4 bytes),
   never encoded a second time; only the characters SQS refuses are escaped
-  (:func:`~support_tickets.core.webhook_events.event_body`). A message is the
+  (:func:`~support_tickets.webhooks.events.event_body`). A message is the
   event plus about 200 bytes.
 
 Sizes (:func:`batches`): SQS takes a message of up to 1,048,576 bytes (1 MiB)
@@ -107,15 +107,12 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
-from support_tickets.core.webhook_events import (
-    NotAnEvent,
-    delivery_id,
-    event_body,
-    queue_message,
-    webhook_event,
-    webhook_type,
-)
-from support_tickets.data.delivery_records import (
+from support_tickets.data.table import OwnClient, TenantTable, error_code
+from support_tickets.streams.audit_events import AuditRecord
+from support_tickets.streams.audit_writer import audit_client
+from support_tickets.streams.records import PoisonRecord, own_client
+from support_tickets.streams.routing import RecordRoute
+from support_tickets.webhooks.delivery_records import (
     DELIVERY_RETENTION_SECONDS,
     FAILURE_REASON,
     REDELIVER_MARK,
@@ -124,11 +121,14 @@ from support_tickets.data.delivery_records import (
     Subscription,
     pending_redelivery,
 )
-from support_tickets.data.table import OwnClient, TenantTable, error_code
-from support_tickets.streams.audit_events import AuditRecord
-from support_tickets.streams.audit_writer import audit_client
-from support_tickets.streams.records import PoisonRecord, own_client
-from support_tickets.streams.routing import RecordRoute
+from support_tickets.webhooks.events import (
+    NotAnEvent,
+    delivery_id,
+    event_body,
+    queue_message,
+    webhook_event,
+    webhook_type,
+)
 
 # The function's Logger's child: JSON lines in its log group.
 logger = Logger(child=True)
@@ -155,7 +155,7 @@ def message_group(tenant_id: str, ticket_id: str, webhook_id: str) -> str:
 def message(
     *, tenant_id: str, webhook_id: str, delivery: str, ticket_id: str, body: str, redelivery: str | None = None
 ) -> str:
-    """The message body the delivery function reads (``webhook_delivery.DeliveryMessage``)."""
+    """The message body the delivery function reads (:class:`~support_tickets.webhooks.delivery.DeliveryMessage`)."""
     routing = {
         "tenant_id": tenant_id,
         "webhook_id": webhook_id,

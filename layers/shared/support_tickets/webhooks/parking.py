@@ -1,5 +1,5 @@
 """A webhook's parking partition: what bounds its messages in the queue while
-its endpoint fails (the policy: :mod:`support_tickets.streams.webhook_parking`).
+its endpoint fails (the policy: :mod:`support_tickets.webhooks.parking_policy`).
 
 All of it lives under ``TENANT#<t>|WEBHOOK#<w>#PARKED``
 (:func:`support_tickets.core.keys.webhook_parked_pk`), in the tenant's table,
@@ -42,8 +42,8 @@ from typing import Any, Final
 from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
-from support_tickets.data.expiring_slots import ExpiringSlots
 from support_tickets.data.table import TenantTable, error_code, from_item, to_item
+from support_tickets.webhooks.slots import ExpiringSlots
 
 SLOT_SK_PREFIX: Final = "SLOT#"
 RELEASED_SK_PREFIX: Final = "RELEASED#"

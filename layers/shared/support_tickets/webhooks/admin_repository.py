@@ -6,7 +6,7 @@ is race-safe: a create adds 1 to the count under the condition ``count <
 limit`` in the same transaction that puts the webhook, a delete takes 1 off in
 the transaction that deletes it. Both add 1 to the count item's ``version``:
 the audit writer reads it (strongly consistent) to know whether the webhooks it
-cached are still the tenant's (:mod:`support_tickets.streams.webhook_fanout`).
+cached are still the tenant's (:mod:`support_tickets.webhooks.fanout`).
 
 Secrets are stored only as KMS ciphertext (base64), encrypted with the
 caller's own tenant credentials under the encryption context
@@ -28,12 +28,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from support_tickets.core import keys
 from support_tickets.core.errors import Conflict, Forbidden, Throttled, TooManyWebhooks, Unavailable, WebhookNotFound
 from support_tickets.core.models import MalformedItem, Webhook
-from support_tickets.core.webhook_events import ACTIVE, DISABLED
+from support_tickets.webhooks.events import ACTIVE, DISABLED
 
 __all__ = ["ACTIVE", "DISABLED", "MAX_WEBHOOKS", "SecretSealer", "WebhookItem", "WebhookRepository", "webhook_of_row"]
 from support_tickets.data.session import THROTTLING_CODES
 from support_tickets.data.table import TenantTable, cancellation_codes, error_code, from_item, to_item
-from support_tickets.data.webhook_partition import webhooks_query
+from support_tickets.webhooks.partition import webhooks_query
 
 MAX_WEBHOOKS: Final = 10
 # What a list reads: never the secrets.

@@ -1,7 +1,7 @@
 """The Query of a tenant's webhooks (``TENANT#<t>|WEBHOOKS``, the ``WEBHOOK#`` items,
 never its count item), as both of its readers make it: the management routes
-(:mod:`support_tickets.data.webhook_repository`) and the delivery side
-(:mod:`support_tickets.data.delivery_records`), each projected to what it may read."""
+(:mod:`support_tickets.webhooks.admin_repository`) and the delivery side
+(:mod:`support_tickets.webhooks.delivery_records`), each projected to what it may read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A webhook's deliveries as its tenant's admins see them: the list, and redelivery.
 
 The records themselves, and why they are keyed as they are, are
-:mod:`support_tickets.data.delivery_records`'s. These reads and writes run with
+:mod:`support_tickets.webhooks.delivery_records`'s. These reads and writes run with
 the caller's own tenant credentials (the API functions).
 """
 
@@ -17,8 +17,8 @@ from support_tickets.core import keys
 from support_tickets.core.errors import DeliveryNotFound, WebhookNotFound
 from support_tickets.core.models import Delivery, DeliveryPage, MalformedItem
 from support_tickets.data.cursor import decode_cursor, encode_cursor, query_fingerprint
-from support_tickets.data.delivery_records import FAILURE_REASON, PENDING, REDELIVER_MARK, pending_redelivery
 from support_tickets.data.table import TenantTable, error_code, to_item
+from support_tickets.webhooks.delivery_records import FAILURE_REASON, PENDING, REDELIVER_MARK, pending_redelivery
 
 _PUBLIC: Final = (
     "delivery_id",

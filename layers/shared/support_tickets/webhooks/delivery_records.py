@@ -14,13 +14,13 @@ TTL (``expiration``). Writers:
   redelivery mark;
 - ``POST …/redeliver`` (the tenant's own credentials): sets
   ``redeliver_requested_at`` and nothing else
-  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`):
+  (:meth:`support_tickets.webhooks.delivery_repository.DeliveryRepository.request_redelivery`):
   ``TenantAccessRole`` may write no other attribute of a delivery record, so
   the status, attempts and event a tenant reads are the delivery function's
   alone. While the mark is set the delivery is shown ``PENDING``
   (:func:`pending_redelivery`). The audit-trail function's stream filter sees
   that change and puts the stored event on the queue again
-  (:mod:`support_tickets.streams.webhook_fanout`).
+  (:mod:`support_tickets.webhooks.fanout`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import ACTIVE, DISABLED
-from support_tickets.data.expiring_slots import ExpiringSlots
 from support_tickets.data.table import TenantTable, from_item, to_item
-from support_tickets.data.webhook_partition import webhooks_query
+from support_tickets.webhooks.events import ACTIVE, DISABLED
+from support_tickets.webhooks.partition import webhooks_query
+from support_tickets.webhooks.slots import ExpiringSlots
 
 PENDING: Final = "PENDING"
 DELIVERED: Final = "DELIVERED"
@@ -72,7 +72,7 @@ class Subscription:
 @dataclass(frozen=True, slots=True)
 class WebhooksVersion:
     """A tenant's webhook count item: how many webhooks, and a version that each
-    create and delete moves (:mod:`support_tickets.data.webhook_repository`)."""
+    create and delete moves (:mod:`support_tickets.webhooks.admin_repository`)."""
 
     count: int
     version: int
