@@ -430,8 +430,7 @@ def delivery_item(tenant_id: str, webhook_id: str) -> dict[str, Any]:
 def webhook_delivery_event() -> dict[str, Any]:
     """What Lambda's SQS event source hands the delivery function: one event
     (a created ticket) for one webhook, as the audit-trail function queued it."""
-    from support_tickets.webhooks.events import delivery_id, event_body
-    from support_tickets.webhooks.fanout import message, message_group
+    from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
 
     at = SAMPLE_EVENT_AT
     event_id = SAMPLE_EVENT_ID
@@ -449,7 +448,7 @@ def webhook_delivery_event() -> dict[str, Any]:
     }
     event = {"id": event_id, "type": "ticket.created", "timestamp": at, "tenant_id": TENANT, "data": data}
     delivery = delivery_id(at, event_id, WEBHOOK_ID)
-    body = message(
+    body = delivery_message(
         tenant_id=TENANT, webhook_id=WEBHOOK_ID, delivery=delivery, ticket_id=TICKET_ID, body=event_body(event)
     )
     return {

@@ -48,11 +48,8 @@ FEATURE_FOLDERS: Final = {
         "post": "core",
         "slots": "data",
         "delivery_records": "data",
-        "partition": "data",
         "admin_repository": "data",
-        "delivery_repository": "data",
         "parking": "data",
-        "parking_policy": "consumer",
         "operations": "domain",
         "fanout": "consumer",  # the audit-trail function's second job, on the table's stream
         "delivery": "consumer",  # the webhook queue's (SQS) consumer

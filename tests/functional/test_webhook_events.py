@@ -12,8 +12,8 @@ import boto3
 import pytest
 
 from support_tickets.webhooks.delivery_records import DeliveryRecords
-from support_tickets.webhooks.events import delivery_id, read_queue_message, retry_delay
-from support_tickets.webhooks.fanout import MAX_BATCH_BYTES, webhook_fanout
+from support_tickets.webhooks.events import MAX_BATCH_BYTES, delivery_id, read_queue_message, retry_delay
+from support_tickets.webhooks.fanout import webhook_fanout
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS

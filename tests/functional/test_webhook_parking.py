@@ -1,5 +1,5 @@
 """A failing webhook's messages in the queue are bounded: retry slots, then the
-lot, drained in each ticket's order (support_tickets.webhooks.parking_policy).
+lot, drained in each ticket's order (support_tickets.webhooks.parking).
 
 The delivery function in process over moto (table, KMS, SQS FIFO), a receiver on
 127.0.0.1 and the test's clock: :class:`ClockedSqs` holds a message whose
@@ -24,9 +24,8 @@ import pytest
 
 from support_tickets.core import keys
 from support_tickets.webhooks.delivery import LOT_FULL, MAX_RECEIVES, Deliverer, QueuedMessage
-from support_tickets.webhooks.events import delivery_id, event_body
-from support_tickets.webhooks.fanout import message, message_group
-from support_tickets.webhooks.parking_policy import PARKED_TOO_LONG, DrainToken
+from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
+from support_tickets.webhooks.parking import PARKED_TOO_LONG, DrainToken
 from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
@@ -126,7 +125,7 @@ class Events:
         self.bodies[event_id] = event_body(event)
         self.sqs.send_message(
             QueueUrl=WEBHOOK_QUEUE_URL,
-            MessageBody=message(
+            MessageBody=delivery_message(
                 tenant_id=self.tenant_id,
                 webhook_id=self.webhook_id,
                 delivery=delivery,

@@ -26,8 +26,8 @@ from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
 from support_tickets.domain.tenancy import table_for
 from support_tickets.webhooks import urls
-from support_tickets.webhooks.admin_repository import ACTIVE, SecretSealer, WebhookItem, WebhookRepository
-from support_tickets.webhooks.delivery_repository import DeliveryRepository
+from support_tickets.webhooks.admin_repository import DeliveryRepository, SecretSealer, WebhookItem, WebhookRepository
+from support_tickets.webhooks.events import ACTIVE
 from support_tickets.webhooks.urls import Resolver, check_webhook_url
 
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - the format's prefix, not a secret
