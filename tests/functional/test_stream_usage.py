@@ -28,6 +28,7 @@ from support_tickets.core.models import CreateTicketRequest
 from support_tickets.data.placement import MovePhase
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.streams import aggregation
 from support_tickets.streams.aggregation import CountLedger, ledger_record
 from support_tickets.streams.audit_writer import AuditWriter, audit_client
 from support_tickets.usage import meter
@@ -269,7 +270,6 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
 ) -> None:
     # Given the aggregator over a table that reports DynamoDB's units for its transactions
     aggregator = StreamHarness(env.dynamodb, env.streams, env.table_name)
-    module = sys.modules[aggregator.handler.__module__]
     table = MemoryTable()
     answered: list[Decimal] = []
     transact = table.transact_write_items
@@ -280,7 +280,7 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
         return answer
 
     monkeypatch.setattr(table, "transact_write_items", reporting)
-    monkeypatch.setattr(module, "aggregator_client", lambda: table)
+    monkeypatch.setattr(aggregation, "aggregator_client", lambda: table)
     # and a batch of 3 new tickets of tenant 1 and 1 of tenant 10
     _create(env.repo_for, "1", 3)
     _create(env.repo_for, "10", 1)

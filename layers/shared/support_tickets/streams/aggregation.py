@@ -77,6 +77,7 @@ recounts the counts of the table it moves a tenant to.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import Counter, defaultdict
@@ -85,17 +86,23 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
-from support_tickets.streams.records import PoisonRecord, own_client, record_fields
-from support_tickets.streams.routing import DEDICATED_INFIX, StreamRouter, source_table
+from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.streams.records import PoisonRecord, own_client, record_fields, report_poison
+from support_tickets.streams.routing import DEDICATED_INFIX, SKIPPED_METRIC, StreamRouter, source_table
 from support_tickets.usage.lines import add_shared, payer_of
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.utilities.batch import BatchProcessor
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from support_tickets.usage.lines import StreamInvocation
 
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = 4500
 MAX_TRANSACTION_ITEMS: Final = 100
@@ -492,3 +499,69 @@ def aggregator_client() -> DynamoDBClient:
     """The aggregator's own client (its execution role: aggregate items only)."""
     client: DynamoDBClient = own_client("dynamodb")
     return client
+
+
+def aggregate(
+    records: list[dict[str, Any]],
+    *,
+    processor: BatchProcessor,
+    logger: Logger,
+    metrics: Metrics,
+    invocation: StreamInvocation | None = None,
+) -> dict[str, Any]:
+    """The aggregator function's work on one batch (the handler gives it its Powertools
+    objects): each record read into count changes by Powertools' ``processor`` and
+    routed (:func:`routed`), the readable prefix applied by the :class:`CountLedger`
+    of the batch's table, exactly once; the records from the first one not applied on
+    reported as batch item failures, so that Lambda retries from there. A poison
+    record is reported (log, metric, the failure queue) and counts as done.
+    ``invocation``: the batch's usage lines, told which records an earlier delivery
+    applied (their share is the next record's tenant's, the one this redelivery is
+    for: :mod:`support_tickets.usage.lines`)."""
+    pool_table = os.environ["TABLE_NAME"]
+    table = batch_table(records, pool_table)
+    router = StreamRouter(pool_table, aggregator_client(), tenant_configs())
+
+    def read_record(record: DynamoDBRecord) -> LedgerRecord:
+        return routed(ledger_record_from_stream(record), record, router, table)
+
+    def send_to_failure_queue(record: LedgerRecord) -> None:
+        """A record that can never be counted: on record for an operator, then done
+        (a shard never stalls on it)."""
+        report_poison(
+            logger,
+            metrics,
+            reason=record.poison or "poison",
+            event_id=record.event_id,
+            sequence_number=record.sequence_number,
+            tenant_id=record.tenant_id,
+            default_function="AggregateCountsFunction",
+        )
+
+    with processor(records=records, handler=read_record):
+        outcomes = processor.process()
+    readable: list[LedgerRecord] = []
+    for outcome in outcomes:
+        if outcome[0] != "success":
+            break  # the ledger applies a prefix in order: stop at the first unreadable record
+        readable.append(outcome[1])
+    skipped = sum(record.skipped for record in readable)
+    if skipped:
+        logger.debug("records of a move skipped", extra={"skipped": skipped, "table": table})
+        metrics.add_metric(name=SKIPPED_METRIC, unit=MetricUnit.Count, value=skipped)
+    ledger = CountLedger(
+        table_name=table,
+        client=aggregator_client(),
+        on_poison=send_to_failure_queue,
+        replay_horizon_seconds=int(os.environ.get("REPLAY_HORIZON_SECONDS", str(DEFAULT_REPLAY_HORIZON_SECONDS))),
+    )
+    result = ledger.apply(readable)
+    if invocation is not None:
+        for index in range(result.skipped):
+            invocation.found_applied(index)
+    failed = [str(record["dynamodb"]["SequenceNumber"]) for record in records[result.applied :]]
+    metrics.add_metric(name="AggregateRecords", unit=MetricUnit.Count, value=len(records))
+    metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=result.count_writes)
+    if failed:
+        logger.warning("batch item failures", extra={"failed": len(failed), "applied": result.applied})
+    return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed]}
