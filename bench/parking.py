@@ -45,7 +45,7 @@ from stack_model.functions import FunctionSpec
 from support_tickets.core import keys
 from support_tickets.streams.records import own_client
 from support_tickets.usage import meter
-from support_tickets.webhooks.delivery import Deliverer, SecretOpener, tier_rates
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener, Sender, tier_rates
 from support_tickets.webhooks.urls import CheckedUrl
 
 # A whole run's phases (simulated seconds): 100 events healthy, then 600 failing, 6 times a
@@ -126,12 +126,14 @@ class Scene:
         self.deliverer = Deliverer(
             table_name=os.environ["TABLE_NAME"],
             dynamodb=own_client("dynamodb"),
-            secrets=SecretOpener(own_client("kms"), os.environ["WEBHOOK_KEY_ARN"]),
+            sender=Sender(
+                SecretOpener(own_client("kms"), os.environ["WEBHOOK_KEY_ARN"]),
+                allow_local_http=True,
+                post=self.endpoint,
+            ),
             sqs=self.queue,
             queue_url=self.queue_url,
             dead_letter_queue_url=dead_letters["QueueUrl"],
-            allow_local_http=True,
-            post=self.endpoint,
             clock=self.queue.clock,
             tier_rates=tier_rates(spec.environment.get("WEBHOOK_TIER_RATES", "")),
             tier_in_flight=tier_rates(spec.environment.get("WEBHOOK_TIER_IN_FLIGHT", "")),

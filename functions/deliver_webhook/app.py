@@ -23,7 +23,7 @@ from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.streams.records import own_client
-from support_tickets.webhooks.delivery import Deliverer, SecretOpener, tier_rates
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener, Sender, tier_rates
 from support_tickets.webhooks.metered_delivery import MeteredDeliverer, count_calls, metered_batch
 
 logger = Logger()
@@ -42,12 +42,14 @@ def deliverer() -> Deliverer:
         # The pool table, where the tenants' records are: each names the table of the tenant's webhooks.
         table_name=settings.table_name,
         dynamodb=own_client("dynamodb"),
-        secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),
+        sender=Sender(
+            secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),
+            allow_local_http=settings.webhook_allow_local_http,
+            local_stack_ports=settings.webhook_local_stack_ports,
+        ),
         sqs=count_calls(own_client("sqs"), "sqs"),
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
         dead_letter_queue_url=os.environ["WEBHOOK_DEAD_LETTER_QUEUE_URL"],
-        allow_local_http=settings.webhook_allow_local_http,
-        local_stack_ports=settings.webhook_local_stack_ports,
         tier_rates=tier_rates(os.environ.get("WEBHOOK_TIER_RATES", "")),
         tier_in_flight=tier_rates(os.environ.get("WEBHOOK_TIER_IN_FLIGHT", "")),
         tenant_configs=tenant_configs(),

@@ -272,6 +272,54 @@ class SecretOpener:
         return str(plaintext)
 
 
+@dataclass(frozen=True)
+class Sender:
+    """One attempt of a delivery over the network: the webhook's URL checked again (DNS
+    may have changed since it was registered), the event signed with the webhook's
+    secrets, the POST to the address the check resolved; one deadline for all of it."""
+
+    secrets: SecretOpener
+    allow_local_http: bool = False
+    # With allow_local_http: the local stack's own listeners, never a receiver.
+    local_stack_ports: frozenset[int] = frozenset()
+    resolve: Resolver = urls.system_resolver
+    post: Poster = pinned_post
+    timeout: float = DELIVERY_TIMEOUT_SECONDS
+
+    def send(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
+        """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
+        # One deadline for the whole attempt, the name's lookup included (getaddrinfo has no
+        # timeout of its own): the POST gets what the lookup and the signing left of it.
+        deadline = time.monotonic() + self.timeout
+        try:
+            checked = urls.check_webhook_url(
+                target.url,
+                resolve=self.resolve,
+                allow_local_http=self.allow_local_http,
+                local_stack_ports=self.local_stack_ports,
+                timeout=self.timeout,
+            )
+        except (InvalidWebhookUrl, urls.ResolutionTimedOut):
+            logger.warning(
+                "webhook URL refused at delivery",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
+            )
+            return None
+        signing = [self.secrets.open(message.tenant_id, message.webhook_id, target.secret)]
+        expires = target.previous_secret_expires_at
+        if target.previous_secret is not None and expires is not None and expires > _iso(now):
+            signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
+        headers = webhook_headers(message.event_id, int(now), message.body, signing)
+        try:
+            return self.post(checked, headers, message.body.encode(), deadline - time.monotonic())
+        except (http.client.HTTPException, OSError) as exc:
+            logger.info(
+                "webhook receiver did not answer",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
+            )
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedMessage:
     """What is read of an SQS record of Lambda's event."""
@@ -307,20 +355,16 @@ def _iso(epoch: float) -> str:
 
 @dataclass
 class Deliverer:
-    """Delivers one message (:meth:`deliver`) or one Lambda batch (:meth:`process_batch`)."""
+    """Delivers one message (:meth:`deliver`) or one Lambda batch (:meth:`process_batch`):
+    the tenant's records and bounds, the delivery records, retries and parking; each
+    attempt's exchange with the receiver is its :class:`Sender`'s."""
 
     table_name: str
     dynamodb: Any
-    secrets: SecretOpener
+    sender: Sender
     sqs: Any
     queue_url: str
     dead_letter_queue_url: str
-    allow_local_http: bool = False
-    # With allow_local_http: the local stack's own listeners, never a receiver.
-    local_stack_ports: frozenset[int] = frozenset()
-    resolve: Resolver = urls.system_resolver
-    post: Poster = pinned_post
-    timeout: float = DELIVERY_TIMEOUT_SECONDS
     clock: Callable[[], float] = time.time
     uniform: Callable[[], float] = random.random
     # Deliveries a tenant may start per second, by tier (None: unbounded).
@@ -448,7 +492,7 @@ class Deliverer:
                 return self._hand_back(repository, message, queued, delay=delay, reason=held.reason, now=now)
             return self._give_up_held(repository, message, queued, now)
         try:
-            status_code = self._attempt(message, target, now)
+            status_code = self.sender.send(message, target, now)
         finally:
             if lease is not None:
                 repository.release_lease(lease, holder)
@@ -799,39 +843,6 @@ class Deliverer:
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
         raise RetryLater(f"{reason}: in {delay} s")
-
-    def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
-        """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
-        # One deadline for the whole attempt, the name's lookup included (getaddrinfo has no
-        # timeout of its own): the POST gets what the lookup and the signing left of it.
-        deadline = time.monotonic() + self.timeout
-        try:
-            checked = urls.check_webhook_url(
-                target.url,
-                resolve=self.resolve,
-                allow_local_http=self.allow_local_http,
-                local_stack_ports=self.local_stack_ports,
-                timeout=self.timeout,
-            )
-        except (InvalidWebhookUrl, urls.ResolutionTimedOut):
-            logger.warning(
-                "webhook URL refused at delivery",
-                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
-            )
-            return None
-        signing = [self.secrets.open(message.tenant_id, message.webhook_id, target.secret)]
-        expires = target.previous_secret_expires_at
-        if target.previous_secret is not None and expires is not None and expires > _iso(now):
-            signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
-        headers = webhook_headers(message.event_id, int(now), message.body, signing)
-        try:
-            return self.post(checked, headers, message.body.encode(), deadline - time.monotonic())
-        except (http.client.HTTPException, OSError) as exc:
-            logger.info(
-                "webhook receiver did not answer",
-                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
-            )
-            return None
 
     def _record(
         self,
