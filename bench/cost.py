@@ -1,7 +1,7 @@
 """Cost per million requests, from the measured calls, capacity units and
 durations, at published us-east-1 on-demand prices.
 
-The prices are :mod:`support_tickets.core.prices` (with where they come from;
+The prices are :mod:`support_tickets.usage.prices` (with where they come from;
 not fetched live: check the pages before quoting a figure). Durations are this
 machine's, against the local emulator, so the Lambda line is indicative;
 the request, API Gateway and DynamoDB lines do not depend on the machine.
@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from stack_model.functions import FunctionSpec
-from support_tickets.core import prices
+from support_tickets.usage import prices
 
 # The list prices live in the layer (the API prices usage with them): one copy.
 PRICES: dict[str, Any] = {

@@ -10,7 +10,7 @@ active tenant and function (per environment Lambda keeps), where without it
 the tenants share the function's warm ones.
 
 **Priced** (:func:`isolation_cost`): a new tenant environment costs Lambda's
-charge per environment created (by memory, :func:`support_tickets.core.prices.tenant_environment_usd`)
+charge per environment created (by memory, :func:`support_tickets.usage.prices.tenant_environment_usd`)
 plus its init, billed since 2025-08-01 as duration is
 (https://aws.amazon.com/blogs/compute/aws-lambda-standardizes-billing-for-init-phase/),
 at the function's cold start as the cold-start bench measured it (import, the
@@ -39,7 +39,7 @@ from bench.warm import progress
 from local_stack.lambda_.environments import FunctionEnvironments
 from stack_model.events import rest_event, with_token
 from stack_model.functions import FunctionSpec
-from support_tickets.core import prices
+from support_tickets.usage import prices
 
 # Read routes: no data to set up, one request each (a missing ticket: 404 after its reads; an empty list).
 REQUESTS: dict[str, tuple[str, str, dict[str, str] | None, int]] = {

@@ -48,7 +48,7 @@ from bench.warm import progress, quiet_stdout
 from local_stack.lambda_.runtime import LambdaContext, environment
 from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
-from support_tickets.core import prices
+from support_tickets.usage import prices
 
 METERING = "MeteringFunction"
 # The routes the warm overhead is measured on: a GetItem read and a PutItem write.
@@ -60,22 +60,22 @@ LOG_INGESTION_PER_GB_USD = Decimal("0.50")  # https://aws.amazon.com/cloudwatch/
 def metering_off() -> Iterator[None]:
     """The request path without its metering: no ReturnConsumedCapacity, no usage fields."""
     from support_tickets.api import resolver
-    from support_tickets.core import metering
+    from support_tickets.usage import meter
 
-    operations, fields = metering.METERED_OPERATIONS, resolver.usage_fields
-    metering.METERED_OPERATIONS = frozenset()  # type: ignore[misc]
+    operations, fields = meter.METERED_OPERATIONS, resolver.usage_fields
+    meter.METERED_OPERATIONS = frozenset()  # type: ignore[misc]
     resolver.usage_fields = lambda *args: {}
     try:
         yield
     finally:
-        metering.METERED_OPERATIONS = operations  # type: ignore[misc]
+        meter.METERED_OPERATIONS = operations  # type: ignore[misc]
         resolver.usage_fields = fields
 
 
 def usage_line_bytes() -> dict[str, int]:
     """A ``"request handled"`` line's bytes as the resolver's logger writes it, with and without its usage."""
     from support_tickets.api.resolver import REQUEST_OUTCOME_MESSAGE, logger, usage_fields
-    from support_tickets.core.metering import Consumed
+    from support_tickets.usage.meter import Consumed
 
     context = LambdaContext(function_name="GetTicketSummaryFunction", memory_limit_in_mb=512, timeout_s=10)
     event = {"httpMethod": "GET", "resource": "/tickets/{ticket_id}/summary"}

@@ -42,10 +42,11 @@ from bench.webhook_setup import DELIVERY, HANGING_TIER, queue_entry, register
 from local_stack.lambda_.runtime import environment
 from local_stack.running_stack import local_admin
 from stack_model.functions import FunctionSpec
-from support_tickets.core import keys, metering
-from support_tickets.core.webhook_urls import CheckedUrl
+from support_tickets.core import keys
 from support_tickets.streams.records import own_client
-from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener, tier_rates
+from support_tickets.usage import meter
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener, Sender, tier_rates
+from support_tickets.webhooks.urls import CheckedUrl
 
 # A whole run's phases (simulated seconds): 100 events healthy, then 600 failing, 6 times a
 # webhook's slots (each message costs the emulator ~20 calls of ~20 ms here: ~10 minutes);
@@ -125,12 +126,14 @@ class Scene:
         self.deliverer = Deliverer(
             table_name=os.environ["TABLE_NAME"],
             dynamodb=own_client("dynamodb"),
-            secrets=SecretOpener(own_client("kms"), os.environ["WEBHOOK_KEY_ARN"]),
+            sender=Sender(
+                SecretOpener(own_client("kms"), os.environ["WEBHOOK_KEY_ARN"]),
+                allow_local_http=True,
+                post=self.endpoint,
+            ),
             sqs=self.queue,
             queue_url=self.queue_url,
             dead_letter_queue_url=dead_letters["QueueUrl"],
-            allow_local_http=True,
-            post=self.endpoint,
             clock=self.queue.clock,
             tier_rates=tier_rates(spec.environment.get("WEBHOOK_TIER_RATES", "")),
             tier_in_flight=tier_rates(spec.environment.get("WEBHOOK_TIER_IN_FLIGHT", "")),
@@ -188,7 +191,7 @@ class Scene:
         return int(item["parked"]["N"]) if item and "parked" in item else 0
 
 
-def _units(consumed: metering.Consumed, events: int) -> dict[str, float]:
+def _units(consumed: meter.Consumed, events: int) -> dict[str, float]:
     events = max(events, 1)
     return {
         "dynamodb_calls_per_event": round(consumed.calls / events, 2),
@@ -217,11 +220,11 @@ def run_parking(stack: StackProcess, specs: dict[str, FunctionSpec], *, quick: b
             progress(f"webhooks: parking, {phase} endpoint ({seconds} simulated s)")
             scene.endpoint.status = status
             sent_before, in_flight_before = len(scene.sent), len(scene.in_flight)
-            metering.start()
+            meter.start()
             for _ in range(seconds):
                 scene.queue_events(rate)
                 scene.second()
-            consumed = metering.finish()
+            consumed = meter.finish()
             events = len(scene.sent) - sent_before
             phases[phase] = {
                 "seconds": seconds,
@@ -233,7 +236,7 @@ def run_parking(stack: StackProcess, specs: dict[str, FunctionSpec], *, quick: b
         progress("webhooks: parking, the endpoint answers again: until the lot is drained")
         scene.endpoint.status = 204
         sent_before, in_flight_before = len(scene.sent), len(scene.in_flight)
-        metering.start()
+        meter.start()
         drained_after: int | None = None
         parked_at_recovery = scene.lot_size(operator, table)
         recovered_at = scene.queue.now
@@ -247,7 +250,7 @@ def run_parking(stack: StackProcess, specs: dict[str, FunctionSpec], *, quick: b
                 and set(scene.endpoint.delivered) >= set(scene.sent)
             ):
                 break
-        consumed = metering.finish()
+        consumed = meter.finish()
         phases["recovering"] = {
             "events": len(scene.sent) - sent_before,
             "parked_at_start": parked_at_recovery,

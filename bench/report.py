@@ -686,7 +686,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
     prices = results["cost"]["prices"]
     lines += [
         "",
-        f"How: the list prices of `support_tickets.core.prices` ({prices['region']}, {prices['as_of']}; not "
+        f"How: the list prices of `support_tickets.usage.prices` ({prices['region']}, {prices['as_of']}; not "
         f"fetched live), memory {results['cost']['memory_mb']} MB from template.yaml, duration the warm median "
         "above billed per whole ms: indicative only.",
         "",

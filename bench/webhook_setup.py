@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bench.stackproc import StackProcess
-from support_tickets.core.webhook_events import delivery_id, event_body
-from support_tickets.streams.webhook_fanout import message, message_group
+from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
 
 DELIVERY = "DeliverWebhookFunction"
 # The tier of the tenant whose endpoint hangs: the smallest bounds, the case.
@@ -55,7 +54,7 @@ def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
     }
     delivery = delivery_id(at, event_id, webhook_id)
     return {
-        "MessageBody": message(
+        "MessageBody": delivery_message(
             tenant_id=tenant, webhook_id=webhook_id, delivery=delivery, ticket_id=ticket_id, body=event_body(event)
         ),
         "MessageGroupId": message_group(tenant, ticket_id, webhook_id),

@@ -18,7 +18,7 @@ its receiver (docs/webhooks.md).
   function: the local stack's pollers, whose polling intervals are not
   Lambda's). Measured alone, in the rounds of the next-but-one item.
 - **Cost per million deliveries**, from the measured warm duration and units
-  at the list prices of :mod:`support_tickets.core.prices`, for a first
+  at the list prices of :mod:`support_tickets.usage.prices`, for a first
   attempt that succeeds; the assumptions are written into the results.
 - **A neighbour's hanging endpoint** (:func:`run_hang`): tenant B's delays in
   rounds: alone (its changes through the API as above, then its events queued
@@ -55,7 +55,7 @@ its receiver (docs/webhooks.md).
   no timing).
 - **What a new webhook's freshness costs** (:func:`run_freshness`): the
   audit-trail function's :meth:`WebhookFanout.subscriptions
-  <support_tickets.streams.webhook_fanout.WebhookFanout.subscriptions>`, in this
+  <support_tickets.webhooks.fanout.WebhookFanout.subscriptions>`, in this
   process with its role, as each batch of stream records first calls it for a
   tenant: one consistent GetItem of the tenant's webhook count item, plus a
   consistent Query when its version moved. Its calls and read units (the
@@ -98,10 +98,11 @@ from local_stack.running_stack import control_call, local_admin
 from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
 from stack_model.template import resources
-from support_tickets.core import keys, prices
+from support_tickets.core import keys
 from support_tickets.streams.records import own_client
-from support_tickets.streams.webhook_delivery import THROTTLED_MAX_DELAY_SECONDS, tier_rates
-from support_tickets.streams.webhook_fanout import WebhookFanout, start_batch
+from support_tickets.usage import prices
+from support_tickets.webhooks.delivery import THROTTLED_MAX_DELAY_SECONDS, tier_rates
+from support_tickets.webhooks.fanout import WebhookFanout, start_batch
 
 AUDIT_TRAIL = "AuditTrailFunction"
 WEBHOOK_QUEUE = "WebhookEventsQueue"
@@ -123,7 +124,7 @@ EVENT_SPACING_S = 2.0
 # backlog would outgrow what the local stack's one emulator process serves here (HANG_NOTE).
 A_BURST_S = 12
 # B's events start once every message of A's burst waits out the longest deferral: a message
-# over A's bounds comes back after 2, 4, 8, 16, 32, then 60 s at a time (webhook_delivery's
+# over A's bounds comes back after 2, 4, 8, 16, 32, then 60 s at a time (webhooks.delivery's
 # bound delays), so 62 s after the burst. Before that the burst's receives (up to ~10 a second)
 # load the one emulator process B's deliveries share here (HANG_NOTE).
 A_BACKLOG_STEADY_S = sum(min(2**receives, THROTTLED_MAX_DELAY_SECONDS) for receives in range(1, 6))

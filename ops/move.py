@@ -103,7 +103,7 @@ trailing copy writes after it matches none of the stream functions' filters
   its tier's rate once more.
 
 A webhook's parking partition (its parked messages, their circuit and the
-retry slots: :mod:`support_tickets.data.parking`) is copied and synced like the
+retry slots: :mod:`support_tickets.webhooks.parking`) is copied and synced like the
 webhooks: the delivery function writes it only while the tenant's writes are
 not paused, and its drain holds while they are.
 

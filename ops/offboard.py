@@ -62,7 +62,7 @@ a one-line error and exit status 1, with nothing written:
    a redrive from its failure queue); a tenant without a record would be
    ACTIVE by default, such a token could write again, and such a delivery
    would be counted after the tenant left (the marked record makes the
-   metering function skip it: ``support_tickets.streams.metering``). Run the command again
+   metering function skip it: ``support_tickets.usage.metering``). Run the command again
    after that time (it says when): it makes a last pass and deletes the
    record, and the check runs again with only the usage ledger excepted. The
    tenant is then gone; its ledger stays.

@@ -385,7 +385,7 @@ SAMPLE_EVENT_AT = "2026-11-21T10:00:00.000Z"
 
 
 def sample_delivery_id(webhook_id: str = WEBHOOK_ID) -> str:
-    from support_tickets.core.webhook_events import delivery_id
+    from support_tickets.webhooks.events import delivery_id
 
     return delivery_id(SAMPLE_EVENT_AT, SAMPLE_EVENT_ID, webhook_id)
 
@@ -394,8 +394,8 @@ def delivery_item(tenant_id: str, webhook_id: str) -> dict[str, Any]:
     """A delivery record (DynamoDB JSON) of a ticket.created event to ``webhook_id``,
     FAILED after one 500: what the redeliver route's tests and sample event act on."""
     from support_tickets.core import keys
-    from support_tickets.core.webhook_events import event_body
     from support_tickets.data.table import to_item
+    from support_tickets.webhooks.events import event_body
 
     delivery = sample_delivery_id(webhook_id)
     event = {
@@ -430,8 +430,7 @@ def delivery_item(tenant_id: str, webhook_id: str) -> dict[str, Any]:
 def webhook_delivery_event() -> dict[str, Any]:
     """What Lambda's SQS event source hands the delivery function: one event
     (a created ticket) for one webhook, as the audit-trail function queued it."""
-    from support_tickets.core.webhook_events import delivery_id, event_body
-    from support_tickets.streams.webhook_fanout import message, message_group
+    from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
 
     at = SAMPLE_EVENT_AT
     event_id = SAMPLE_EVENT_ID
@@ -449,7 +448,7 @@ def webhook_delivery_event() -> dict[str, Any]:
     }
     event = {"id": event_id, "type": "ticket.created", "timestamp": at, "tenant_id": TENANT, "data": data}
     delivery = delivery_id(at, event_id, WEBHOOK_ID)
-    body = message(
+    body = delivery_message(
         tenant_id=TENANT, webhook_id=WEBHOOK_ID, delivery=delivery, ticket_id=TICKET_ID, body=event_body(event)
     )
     return {

@@ -44,8 +44,8 @@ from support_tickets.core.errors import ApiError
 from support_tickets.core.models import UsageResponse
 from support_tickets.data.table import OwnClient, TenantTable, from_item
 from support_tickets.data.tenant_registry import TenantConfig, read_tenant_config
-from support_tickets.data.usage_repository import read_day
-from support_tickets.domain.usage import own_table_windows, parse_day, usage_object
+from support_tickets.usage.counters import read_day
+from support_tickets.usage.report import own_table_windows, parse_day, usage_object
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -62,7 +62,7 @@ from support_tickets.domain.tenancy import table_for
 from support_tickets.streams.aggregation import aggregator_client
 from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import failure_queue_client
-from support_tickets.streams.webhook_fanout import webhook_fanout
+from support_tickets.webhooks.fanout import webhook_fanout
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

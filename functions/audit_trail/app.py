@@ -8,7 +8,7 @@ never those of an item an offboarding erases. Powertools' BatchProcessor runs
 each record on its own: the record becomes at most one event, written with a
 condition keyed by the record (``support_tickets.streams.audit_events``), so a
 redelivered record writes nothing again and records need no order; then the
-event goes to each subscribed webhook (``support_tickets.streams.webhook_fanout``,
+event goes to each subscribed webhook (``support_tickets.webhooks.fanout``,
 deduplicated by the queue). A record that fails (throttling, the queue...) is
 reported in ``batchItemFailures``; Lambda retries from the first one reported,
 and the records after it that were written are found written. A poison record
@@ -39,8 +39,8 @@ from support_tickets.streams.audit_writer import audit_client, audit_writer
 from support_tickets.streams.records import PoisonRecord, record_fields, report_poison
 from support_tickets.streams.routing import SKIPPED_METRIC, RecordRoute, StreamRouter
 from support_tickets.streams.ticket_deletions import finish_pass, is_tombstone_record, tombstone_owner
-from support_tickets.streams.usage import AUDIT_TRAIL, StreamInvocation, metered_invocation
-from support_tickets.streams.webhook_fanout import (
+from support_tickets.usage.lines import AUDIT_TRAIL, StreamInvocation, metered_invocation
+from support_tickets.webhooks.fanout import (
     delivery_record_tenant,
     is_delivery_record,
     publish_record,
@@ -152,7 +152,7 @@ def record_handler(
     metrics.add_metric(name="WebhookMessagesQueued", unit=MetricUnit.Count, value=queued)
     if invocation is not None and audited.event is not None and written == 0:
         # Its event was written by an earlier delivery: this is a retry Lambda made
-        # for another record (streams/usage.py charges it to that record's tenant).
+        # for another record (usage/lines.py charges it to that record's tenant).
         invocation.found_applied(index, since=before)
 
 

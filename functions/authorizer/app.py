@@ -19,13 +19,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.auth.authorizer import TenantAuthorizer, TokenVerifier, issuer, jwks_url, metered
 from support_tickets.auth.jwks import Jwks
-from support_tickets.core import metering
 from support_tickets.core.errors import Unauthorized
 from support_tickets.core.identity import CONTEXT_TENANT
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
 from support_tickets.data.session import BOTO_CONFIG, token_exchange
 from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.usage import meter
 
 logger = Logger()
 tracer = make_tracer()
@@ -59,7 +59,7 @@ def authorizer() -> TenantAuthorizer:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    metering.start()
+    meter.start()
     try:
         answer = authorizer().authorize(APIGatewayAuthorizerTokenEvent(event))
     except Unauthorized:
@@ -71,10 +71,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # none for a tenant another cell holds (its usage is no item of this table).
     if metered(answer):
         logger.info(
-            metering.USAGE_MESSAGE,
+            meter.USAGE_MESSAGE,
             extra={
                 CONTEXT_TENANT: answer["context"][CONTEXT_TENANT],
-                "usage": metering.invocation_fields("authorizer", context, metering.finish()),
+                "usage": meter.invocation_fields("authorizer", context, meter.finish()),
             },
         )
     return answer

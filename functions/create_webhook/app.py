@@ -13,8 +13,8 @@ from support_tickets.api.resolver import create_app, current_caller, handle, log
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidWebhookUrl, TenantMoving, TooManyWebhooks
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest
-from support_tickets.core.webhook_urls import ResolutionTimedOut
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
+from support_tickets.webhooks.urls import ResolutionTimedOut
 
 app = create_app(RouteInput(body=CreateWebhookRequest))
 
@@ -33,7 +33,7 @@ app = create_app(RouteInput(body=CreateWebhookRequest))
 )
 @tracer.capture_method
 def create_webhook() -> Response[CreatedWebhook]:
-    webhook = webhooks.create_webhook(current_caller(app), app.checked_input.body)
+    webhook = operations.create_webhook(current_caller(app), app.checked_input.body)
     metrics.add_metric(name="WebhookCreated", unit=MetricUnit.Count, value=1)
     return Response(status_code=201, content_type=content_types.APPLICATION_JSON, body=webhook)
 

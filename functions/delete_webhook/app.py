@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.core.errors import TenantMoving, WebhookNotFound
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
 
 app = create_app(not_found=WebhookNotFound)
 
@@ -21,7 +21,7 @@ app = create_app(not_found=WebhookNotFound)
 )
 @tracer.capture_method
 def delete_webhook(webhook_id: str) -> Response[None]:
-    webhooks.delete_webhook(current_caller(app), webhook_id)
+    operations.delete_webhook(current_caller(app), webhook_id)
     metrics.add_metric(name="WebhookDeleted", unit=MetricUnit.Count, value=1)
     return Response(status_code=204)
 

@@ -1,6 +1,5 @@
-"""WebhookEventsQueue (SQS FIFO) → the tenants' endpoints: signed POSTs, retried with backoff, recorded.
-
-The logic is ``support_tickets.streams.webhook_delivery``.
+"""WebhookEventsQueue (SQS FIFO) → the tenants' endpoints: signed POSTs, retried
+with backoff, recorded (``support_tickets.webhooks.delivery``).
 
 Runs outside the VPC (it must reach the internet) with its own role, the only
 principal that may decrypt webhook secrets. The event source reports batch
@@ -9,7 +8,7 @@ delay before it is reported.
 
 Each invocation logs one ``"usage"`` line per tenant of its batch (its
 attempts, deliveries, SQS and KMS calls, DynamoDB units and share of the
-invocation: ``support_tickets.streams.webhook_usage``), which the metering
+invocation: ``support_tickets.webhooks.metered_delivery``), which the metering
 function folds into the tenant's usage.
 """
 
@@ -24,8 +23,8 @@ from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
 from support_tickets.data.tenant_registry import tenant_configs
 from support_tickets.streams.records import own_client
-from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener, tier_rates
-from support_tickets.streams.webhook_usage import MeteredDeliverer, count_calls, metered_batch
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener, Sender, tier_rates
+from support_tickets.webhooks.metered_delivery import MeteredDeliverer, count_calls, metered_batch
 
 logger = Logger()
 tracer = make_tracer()
@@ -38,17 +37,19 @@ def deliverer() -> Deliverer:
     settings = get_settings()
     if settings.webhook_key_arn is None:
         raise RuntimeError("WEBHOOK_KEY_ARN is required")
-    # Metered: each tenant's share of the invocation in its usage line (webhook_usage).
+    # Metered: each tenant's share of the invocation in its usage line (webhooks.metered_delivery).
     return MeteredDeliverer(
         # The pool table, where the tenants' records are: each names the table of the tenant's webhooks.
         table_name=settings.table_name,
         dynamodb=own_client("dynamodb"),
-        secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),
+        sender=Sender(
+            secrets=SecretOpener(count_calls(own_client("kms"), "kms"), settings.webhook_key_arn),
+            allow_local_http=settings.webhook_allow_local_http,
+            local_stack_ports=settings.webhook_local_stack_ports,
+        ),
         sqs=count_calls(own_client("sqs"), "sqs"),
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
         dead_letter_queue_url=os.environ["WEBHOOK_DEAD_LETTER_QUEUE_URL"],
-        allow_local_http=settings.webhook_allow_local_http,
-        local_stack_ports=settings.webhook_local_stack_ports,
         tier_rates=tier_rates(os.environ.get("WEBHOOK_TIER_RATES", "")),
         tier_in_flight=tier_rates(os.environ.get("WEBHOOK_TIER_IN_FLIGHT", "")),
         tenant_configs=tenant_configs(),

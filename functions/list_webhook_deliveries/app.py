@@ -10,7 +10,7 @@ from support_tickets.api.resolver import create_app, current_caller, handle, log
 from support_tickets.api.validation import RouteInput
 from support_tickets.core.errors import InvalidCursor, WebhookNotFound
 from support_tickets.core.models import DeliveryPage
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
 
 app = create_app(RouteInput(query=PAGE), not_found=WebhookNotFound)
 
@@ -27,7 +27,7 @@ app = create_app(RouteInput(query=PAGE), not_found=WebhookNotFound)
 @tracer.capture_method
 def list_webhook_deliveries(webhook_id: str) -> DeliveryPage:
     query = app.checked_input.query
-    return webhooks.list_deliveries(current_caller(app), webhook_id, query["limit"], query["cursor"])
+    return operations.list_deliveries(current_caller(app), webhook_id, query["limit"], query["cursor"])
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.core.models import WebhookPage
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
 
 app = create_app()
 
@@ -19,7 +19,7 @@ app = create_app()
 )
 @tracer.capture_method
 def list_webhooks() -> WebhookPage:
-    return webhooks.list_webhooks(current_caller(app))
+    return operations.list_webhooks(current_caller(app))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)

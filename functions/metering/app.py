@@ -4,7 +4,7 @@ Each API function's log group sends its ``"request handled"`` lines here
 (template.yaml: a subscription filter per log group). The delivery is read
 into usage lines, grouped by (tenant, day) and applied one transaction per
 group with a delivery journal, so that Lambda's retries of the same delivery
-count nothing twice: see ``support_tickets.streams.metering``.
+count nothing twice: see ``support_tickets.usage.metering``.
 
 Malformed lines are counted (``UsageLinesMalformed``) and logged with their
 reason, never their content, and the rest of the delivery is counted. A group
@@ -23,7 +23,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.core.tracing import make_tracer
-from support_tickets.streams.metering import (
+from support_tickets.usage.metering import (
     DEFAULT_REPLAY_HORIZON_SECONDS,
     UsageLedger,
     metering_client,

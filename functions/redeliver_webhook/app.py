@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.core import keys
 from support_tickets.core.errors import ApiError, DeliveryNotFound, TenantMoving, WebhookNotFound
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
 
 
 def _not_found(path: Mapping[str, str]) -> ApiError:
@@ -32,7 +32,7 @@ app = create_app(not_found=_not_found)
 )
 @tracer.capture_method
 def redeliver_webhook(webhook_id: str, delivery_id: str) -> Response[None]:
-    webhooks.redeliver(current_caller(app), webhook_id, delivery_id)
+    operations.redeliver(current_caller(app), webhook_id, delivery_id)
     metrics.add_metric(name="WebhookRedeliveryRequested", unit=MetricUnit.Count, value=1)
     return Response(status_code=202)
 

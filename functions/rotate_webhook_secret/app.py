@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from support_tickets.api.resolver import create_app, current_caller, handle, logger, metrics, openapi_responses, tracer
 from support_tickets.core.errors import TenantMoving, WebhookNotFound
 from support_tickets.core.models import RotatedSecret
-from support_tickets.domain import webhooks
+from support_tickets.webhooks import operations
 
 app = create_app(not_found=WebhookNotFound)
 
@@ -25,7 +25,7 @@ app = create_app(not_found=WebhookNotFound)
 )
 @tracer.capture_method
 def rotate_webhook_secret(webhook_id: str) -> RotatedSecret:
-    rotated = webhooks.rotate_secret(current_caller(app), webhook_id)
+    rotated = operations.rotate_secret(current_caller(app), webhook_id)
     metrics.add_metric(name="WebhookSecretRotated", unit=MetricUnit.Count, value=1)
     return rotated
 

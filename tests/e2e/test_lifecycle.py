@@ -16,7 +16,7 @@ import pytest
 
 from ops.routes import api_routes
 from ops.tenant_data import ledger_partitions
-from support_tickets.data.usage_repository import read_day
+from support_tickets.usage.counters import read_day
 from tests.e2e.conftest import (
     TENANT_CONFIG_TTL_SECONDS,
     Caller,

@@ -14,8 +14,8 @@ from stack_model.roles import function_role
 from support_tickets.core import keys
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
-from support_tickets.data.usage_repository import read_day
-from support_tickets.streams.metering import UsageLedger, read_delivery
+from support_tickets.usage.counters import read_day
+from support_tickets.usage.metering import UsageLedger, read_delivery
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.e2e.test_isolation import assert_denied, client_with, role_credentials
 

@@ -14,7 +14,7 @@ from typing import Any
 from ops import usage as ops_usage
 from stack_model.capacity import TableShape, item_size
 from support_tickets.core import keys
-from support_tickets.data.usage_repository import read_day
+from support_tickets.usage.counters import read_day
 from tests.e2e.conftest import STATE_FILE, Caller, RunningStack, server_log
 
 DESCRIPTION_BYTES = 9000  # a ticket of about 9.1 KB: 10 write units, 3 x 4 KB to read

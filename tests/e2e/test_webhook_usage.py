@@ -9,7 +9,7 @@ import time
 from decimal import Decimal
 
 from stack_model.functions import function_specs
-from support_tickets.data.usage_repository import read_day
+from support_tickets.usage.counters import read_day
 from tests.e2e.conftest import RunningStack, new_tenant_id
 from tests.functional.test_webhook_usage import ALL_TYPES, receiver
 

@@ -14,8 +14,8 @@ import boto3
 import pytest
 
 from local_stack.running_stack import OPERATOR_CREDENTIALS
-from support_tickets.core import webhook_urls
 from support_tickets.data.tenant_registry import TIERS
+from support_tickets.webhooks import urls
 from tests.conftest import REGION, all_items, random_tenant_id
 from tests.functional.api_harness import Api, User
 from tests.functional.stream_harness import StreamHarness
@@ -53,7 +53,7 @@ PUBLIC_ADDRESS = "93.184.215.14"
 def local_receivers(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Webhooks may target the suites' receivers on 127.0.0.1 (``usefixtures`` in their modules)."""
     monkeypatch.setenv("WEBHOOK_ALLOW_LOCAL_HTTP", "true")
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: [PUBLIC_ADDRESS])
+    monkeypatch.setattr(urls, "system_resolver", lambda host, port: [PUBLIC_ADDRESS])
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from typing import TYPE_CHECKING, Any, cast
 
 import boto3
@@ -21,6 +20,7 @@ from support_tickets.core.models import CreateTicketRequest
 from support_tickets.data.comment_repository import CommentRepository
 from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.domain.tickets import create_ticket
+from support_tickets.streams import aggregation
 from support_tickets.streams.aggregation import (
     CountLedger,
     LedgerRecord,
@@ -206,22 +206,22 @@ def test_the_same_start_with_newer_records_appended_counts_each_once(
 
 @pytest.fixture
 def failing(harness: StreamHarness, monkeypatch: pytest.MonkeyPatch) -> FailingTransactions:
+    # After the harness: the client is the aggregator's in its mocked AWS.
     wrapper = FailingTransactions(aggregator_client())
-    monkeypatch.setattr(sys.modules[harness.handler.__module__], "aggregator_client", lambda: wrapper)
+    monkeypatch.setattr(aggregation, "aggregator_client", lambda: wrapper)
     return wrapper
 
 
-def small_chunks(monkeypatch: pytest.MonkeyPatch, harness: StreamHarness, items: int) -> None:
+def small_chunks(monkeypatch: pytest.MonkeyPatch, items: int) -> None:
     """Chunks of at most ``items - 1`` count items, so that a batch takes several transactions."""
-    module = sys.modules[harness.handler.__module__]
-    real = module.CountLedger
-    monkeypatch.setattr(module, "CountLedger", lambda **kwargs: real(**kwargs, max_transaction_items=items))
+    real = aggregation.CountLedger
+    monkeypatch.setattr(aggregation, "CountLedger", lambda **kwargs: real(**kwargs, max_transaction_items=items))
 
 
 def test_a_failed_chunk_is_reported_from_its_first_record_and_the_retry_counts_once(
     repo_for: RepoFactory, harness: StreamHarness, failing: FailingTransactions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    small_chunks(monkeypatch, harness, items=2)  # one count item per transaction
+    small_chunks(monkeypatch, items=2)  # one count item per transaction
     repos = [repo_for(random_tenant_id()) for _ in range(3)]
     for repo in repos:
         create(repo)
@@ -245,7 +245,7 @@ def test_bisected_halves_after_a_crash_that_came_after_writes_committed(
     monkeypatch: pytest.MonkeyPatch,
     crash_after: int,
 ) -> None:
-    small_chunks(monkeypatch, harness, items=3)
+    small_chunks(monkeypatch, items=3)
     repos = [repo_for(random_tenant_id()) for _ in range(3)]
     for repo in repos:
         ids = [create(repo) for _ in range(2)]

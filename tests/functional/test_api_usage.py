@@ -18,8 +18,8 @@ import pytest
 from local_stack.local_values import offline_values
 from stack_model.dedicated import dedicated_values
 from stack_model.dedicated import table_definition as dedicated_table_definition
-from support_tickets.core import prices
 from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.usage import prices
 from tests.conftest import all_items, instant_tenant_admin
 from tests.functional.api_harness import Api, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from support_tickets.core import keys, webhook_urls
+from support_tickets.core import keys
+from support_tickets.webhooks import urls
 from tests.conftest import FRESH_AWS, REGION, all_items, webhook_key_arn
 from tests.functional.api_harness import Api, ApiResponse, User, assert_error
 from tests.functional.conftest import TENANT_PAIRS
@@ -32,7 +33,7 @@ BODY = {"url": "https://hooks.example.com/in", "events": ["ticket.created", "com
 @pytest.fixture(autouse=True)
 def webhook_key(aws: None, monkeypatch: pytest.MonkeyPatch) -> str:
     """The stack's webhook key in moto (named in WEBHOOK_KEY_ARN by the ``aws`` fixture); DNS stubbed."""
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: [PUBLIC])
+    monkeypatch.setattr(urls, "system_resolver", lambda host, port: [PUBLIC])
     return webhook_key_arn()
 
 
@@ -104,7 +105,7 @@ def test_refused_urls_are_400_and_store_nothing(
 def test_a_name_resolving_to_a_private_address_is_refused(
     api: Api, admin: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(webhook_urls, "system_resolver", lambda host, port: ["10.0.0.7"])
+    monkeypatch.setattr(urls, "system_resolver", lambda host, port: ["10.0.0.7"])
     assert_error(create(api, admin), 400, "INVALID_WEBHOOK_URL")
 
 
@@ -118,8 +119,8 @@ def test_a_lookup_that_hangs_answers_503_within_the_registrations_bound_and_stor
         release.wait(10)
         return [PUBLIC]
 
-    monkeypatch.setattr(webhook_urls, "system_resolver", hanging)
-    monkeypatch.setattr(webhook_urls, "REGISTRATION_RESOLVE_SECONDS", 0.05)
+    monkeypatch.setattr(urls, "system_resolver", hanging)
+    monkeypatch.setattr(urls, "REGISTRATION_RESOLVE_SECONDS", 0.05)
     try:
         response = create(api, admin)
     finally:

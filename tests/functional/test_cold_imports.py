@@ -19,6 +19,7 @@ import pytest
 
 from stack_model.functions import FunctionSpec, function_specs
 from stack_model.template import PROJECT_ROOT
+from tests.layers import modules_of
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 LAYER_DIR = BUILD_DIR / "SharedLayer" / "python"
@@ -43,11 +44,10 @@ NEVER = (
     "pydantic_core",
 )
 # The API's machinery, which neither the authorizer nor a stream function runs:
-# Powertools' REST resolver, our API layer.
+# Powertools' REST resolver, our API and domain layers (tests/layers.py), the API's models.
 API_ONLY = (
     "aws_lambda_powertools.event_handler",
-    "support_tickets.api",
-    "support_tickets.domain",
+    *modules_of("api", "domain"),
     "support_tickets.core.models",
 )
 # Repositories an API function loads only when its operation runs (each route uses one).

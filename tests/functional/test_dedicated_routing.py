@@ -43,12 +43,12 @@ from stack_model.template import REGION, table_definition
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
-from support_tickets.core.webhook_urls import CheckedUrl
 from support_tickets.data.placement import MovePhase, Placement
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
 from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.domain.tenancy import table_for
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import WEBHOOK_QUEUE_URL, all_items, caller_for
 from tests.functional.api_harness import ROUTES, Api, User, aws_calls, sample_request
 from tests.functional.conftest import PUBLIC_ADDRESS

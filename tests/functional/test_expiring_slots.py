@@ -13,9 +13,9 @@ import boto3
 import pytest
 
 from support_tickets.core import keys
-from support_tickets.data.expiring_slots import ExpiringSlots, first_slot
-from support_tickets.data.parking import SLOT_SK_PREFIX, WebhookParking
 from support_tickets.data.table import OwnClient, TenantTable
+from support_tickets.webhooks.parking import SLOT_SK_PREFIX, WebhookParking
+from support_tickets.webhooks.slots import ExpiringSlots, first_slot
 from tests.conftest import REGION
 
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ from stack_model.functions import function_specs, load_handler
 from support_tickets.core import keys
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
-from support_tickets.data.usage_repository import read_day
-from support_tickets.streams import metering
-from support_tickets.streams.metering import (
+from support_tickets.usage import metering
+from support_tickets.usage.counters import read_day
+from support_tickets.usage.metering import (
     DEFAULT_REPLAY_HORIZON_SECONDS,
     MalformedDelivery,
     read_delivery,

@@ -42,7 +42,7 @@ from stack_model.dedicated import table_definition as dedicated_table_definition
 from stack_model.template import ACCOUNT_ID, REGION
 from support_tickets.core import keys
 from support_tickets.data.tenant_registry import tenant_configs
-from support_tickets.domain.usage import own_table_windows
+from support_tickets.usage.report import own_table_windows
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import STACK_NAME, local_state_file, stack_usage_plans

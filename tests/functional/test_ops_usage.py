@@ -16,7 +16,7 @@ import pytest
 from ops import usage as ops_usage
 from ops.api_keys import ApiKeys
 from support_tickets.core import keys
-from support_tickets.domain.usage import usage_object
+from support_tickets.usage.report import usage_object
 from tests.conftest import instant_tenant_admin
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The stream functions' usage lines (support_tickets.streams.usage): per
+"""The stream functions' usage lines (support_tickets.usage.lines): per
 invocation, one line per tenant of the batch, with the DynamoDB units its
 records caused and its share of the invocation's duration; nothing of one
 tenant on another's line (``1`` and ``10``), and the shares of an amount add
@@ -23,14 +23,16 @@ from local_stack.event_sources.stream_poller import StreamPoller
 from local_stack.event_sources.stream_sources import stream_source
 from local_stack.lambda_.runtime import LambdaContext
 from stack_model import dedicated
-from support_tickets.core import keys, metering
+from support_tickets.core import keys
 from support_tickets.core.models import CreateTicketRequest
 from support_tickets.data.placement import MovePhase
 from support_tickets.data.table import to_item
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.streams import aggregation
 from support_tickets.streams.aggregation import CountLedger, ledger_record
 from support_tickets.streams.audit_writer import AuditWriter, audit_client
-from support_tickets.streams.usage import (
+from support_tickets.usage import meter
+from support_tickets.usage.lines import (
     AGGREGATE_COUNTS,
     AUDIT_TRAIL,
     DURATION_QUANTUM,
@@ -75,8 +77,8 @@ def test_shares_are_multiples_of_the_quantum_and_add_up_exactly(quanta: int, wei
 
 def test_usage_lines_share_the_duration_by_records_and_keep_units_apart() -> None:
     consumed = {
-        "1": metering.Consumed(Decimal("1.5"), Decimal(4), 3),
-        "10": metering.Consumed(Decimal("0.5"), Decimal(2), 1),
+        "1": meter.Consumed(Decimal("1.5"), Decimal(4), 3),
+        "10": meter.Consumed(Decimal("0.5"), Decimal(2), 1),
     }
     context = LambdaContext("AuditTrailFunction", memory_limit_in_mb=256)
     lines = usage_lines(AUDIT_TRAIL, context, {"1": 2, "10": 1}, consumed, 10.0)
@@ -112,21 +114,21 @@ def test_a_chunks_units_go_to_its_tenants_by_items_the_journal_by_records() -> N
     table = MemoryTable()
     ledger = CountLedger("t", table, on_poison=lambda record: None)  # type: ignore[arg-type]
     records = [_insert("e1", "1", "a"), _insert("e2", "10", "b"), _insert("e3", "1", "c"), _insert("e4", "1", "d")]
-    metering.start()
+    meter.start()
     ledger.apply(records)
-    units = metering.METER.by_tenant()
+    units = meter.METER.by_tenant()
     # Then tenant 1 has its count item and 3/4 of the journal: 6 WRU x (4 + 3) / 12
-    assert units["1"] == metering.Consumed(Decimal(0), Decimal("3.5"), 1)
+    assert units["1"] == meter.Consumed(Decimal(0), Decimal("3.5"), 1)
     # and tenant 10 its count item and 1/4 of the journal: 6 x (4 + 1) / 12
-    assert units["10"] == metering.Consumed(Decimal(0), Decimal("2.5"), 1)
-    assert metering.finish().write_units == Decimal(6)
+    assert units["10"] == meter.Consumed(Decimal(0), Decimal("2.5"), 1)
+    assert meter.finish().write_units == Decimal(6)
     # When the same delivery comes again: the cancelled transaction reports no units,
     # the journal's read (1 RRU, strongly consistent) is shared by records
-    metering.start()
+    meter.start()
     ledger.apply(records)
-    again = metering.METER.by_tenant()
-    assert again["1"] == metering.Consumed(Decimal("0.75"), Decimal(0), 1)
-    assert again["10"] == metering.Consumed(Decimal("0.25"), Decimal(0), 1)
+    again = meter.METER.by_tenant()
+    assert again["1"] == meter.Consumed(Decimal("0.75"), Decimal(0), 1)
+    assert again["10"] == meter.Consumed(Decimal("0.25"), Decimal(0), 1)
 
 
 # ---------------------------------------------------------------- the handlers
@@ -268,7 +270,6 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
 ) -> None:
     # Given the aggregator over a table that reports DynamoDB's units for its transactions
     aggregator = StreamHarness(env.dynamodb, env.streams, env.table_name)
-    module = sys.modules[aggregator.handler.__module__]
     table = MemoryTable()
     answered: list[Decimal] = []
     transact = table.transact_write_items
@@ -279,7 +280,7 @@ def test_the_aggregators_lines_share_its_units_and_add_up_to_what_dynamodb_answe
         return answer
 
     monkeypatch.setattr(table, "transact_write_items", reporting)
-    monkeypatch.setattr(module, "aggregator_client", lambda: table)
+    monkeypatch.setattr(aggregation, "aggregator_client", lambda: table)
     # and a batch of 3 new tickets of tenant 1 and 1 of tenant 10
     _create(env.repo_for, "1", 3)
     _create(env.repo_for, "10", 1)
@@ -322,23 +323,23 @@ def test_an_invocation_moves_the_units_of_records_handled_again_exactly() -> Non
         for n, tenant in enumerate(["1", "10", "1"])
     ]
     invocation = StreamInvocation.of(records)
-    metering.start()
-    metering.METER.add_units(Decimal("0.5"), Decimal(2), "1")
-    metering.METER.add_units(Decimal(0), Decimal(1), "10")
+    meter.start()
+    meter.METER.add_units(Decimal("0.5"), Decimal(2), "1")
+    meter.METER.add_units(Decimal(0), Decimal(1), "10")
     index = invocation.index_of("2")
     before = invocation.units_so_far(index)
-    metering.METER.add_units(Decimal("0.5"), Decimal(1), "1", calls=2)
+    meter.METER.add_units(Decimal("0.5"), Decimal(1), "1", calls=2)
     invocation.found_applied(index, since=before)
-    consumed = metering.METER.by_tenant()
+    consumed = meter.METER.by_tenant()
     charged = invocation.charged_units(consumed)
     # Then 1's first record (the earliest not applied) carries them; nothing is lost or made up
     assert invocation.payer() == "1"
     assert charged == consumed  # 1 pays for its own record handled again: nothing moves
     invocation = StreamInvocation.of(records)
-    invocation.found_applied(0, since=metering.NOTHING)  # 1's first record applied before, all of it
+    invocation.found_applied(0, since=meter.NOTHING)  # 1's first record applied before, all of it
     charged = invocation.charged_units(consumed)
-    assert charged["10"] == metering.Consumed(Decimal(1), Decimal(4), 4)
-    assert charged["1"] == metering.Consumed(Decimal(0), Decimal(0), 0)
+    assert charged["10"] == meter.Consumed(Decimal(1), Decimal(4), 4)
+    assert charged["1"] == meter.Consumed(Decimal(0), Decimal(0), 0)
     # and the duration is shared by the records each is charged for, exactly
     lines = usage_lines(
         AUDIT_TRAIL, None, Counter({"1": 2, "10": 1}), charged, 10.0, charged=invocation.charged_records()
@@ -356,19 +357,19 @@ def test_a_redelivery_of_a_journaled_prefix_charges_its_journal_read_to_the_next
     ledger.apply(first)
     # When Lambda sends them again followed by a new record of tenant 10 (what a bisected
     # half does after the function failed on 10's record)
-    metering.start()
+    meter.start()
     result = ledger.apply([*first, _insert("e3", "10", "c")])
     # Then the journal read that found them is 10's (1 RRU), as are the read at 10's record
     # (which finds none) and 10's own transaction
     assert result.skipped == 2
-    units = metering.METER.by_tenant()
+    units = meter.METER.by_tenant()
     assert set(units) == {"10"}
     assert units["10"].read_units == 2
     assert units["10"].calls == 3
     # and a redelivery of applied records only stays their own (no record it is for)
-    metering.start()
+    meter.start()
     ledger.apply(first)
-    assert set(metering.METER.by_tenant()) == {"1"}
+    assert set(meter.METER.by_tenant()) == {"1"}
 
 
 class _Clock:
@@ -410,7 +411,7 @@ def test_a_failing_record_carries_the_retries_of_the_neighbours_lambda_sends_aga
     # advances 1 ms per record handled, and tenant 10's records always failing
     failing, neighbour, before_it = "10", "1", random_tenant_id()
     clock = _Clock()
-    monkeypatch.setattr(metering, "time", clock)
+    monkeypatch.setattr(meter, "time", clock)
     handler = stream_handler("AuditTrailFunction")
     module = sys.modules[handler.__module__]
     client = _AuditClientFailing(audit_client(), clock, failing)

@@ -16,7 +16,7 @@ from unittest import mock
 import botocore.client
 import pytest
 
-from support_tickets.core import metering
+from support_tickets.usage import meter
 from tests.conftest import SHARED_AWS
 from tests.functional.api_harness import ROUTES, Api, User, aws_fails, client_error, new_subject, sample_request
 
@@ -133,16 +133,16 @@ def test_requests_do_not_carry_units_over(
 def test_units_are_split_into_reads_and_writes_exactly() -> None:
     # DynamoDB's own split when it gives one, else by the operation; lists summed.
     zero = Decimal(0)
-    assert metering.split_units("query", {"CapacityUnits": 1.5}) == (Decimal("1.5"), zero)
-    assert metering.split_units("put_item", {"CapacityUnits": 3.0}) == (zero, Decimal(3))
-    assert metering.split_units(
+    assert meter.split_units("query", {"CapacityUnits": 1.5}) == (Decimal("1.5"), zero)
+    assert meter.split_units("put_item", {"CapacityUnits": 3.0}) == (zero, Decimal(3))
+    assert meter.split_units(
         "transact_write_items", [{"CapacityUnits": 4.0, "WriteCapacityUnits": 4.0}, {"CapacityUnits": 2.0}]
     ) == (zero, Decimal(6))
-    assert metering.split_units("get_item", None) == (zero, zero)
-    meter = metering.RequestMeter()
+    assert meter.split_units("get_item", None) == (zero, zero)
+    request_meter = meter.RequestMeter()
     for _ in range(10):
-        meter.add("get_item", {"ConsumedCapacity": {"CapacityUnits": 0.1}})
-    assert meter.current().read_units == Decimal(1)  # exact: no float drift
+        request_meter.add("get_item", {"ConsumedCapacity": {"CapacityUnits": 0.1}})
+    assert request_meter.current().read_units == Decimal(1)  # exact: no float drift
 
 
 @pytest.mark.parametrize("route", ["create", "webhook_create"])

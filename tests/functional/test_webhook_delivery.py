@@ -19,10 +19,10 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from local_stack.lambda_.runtime import LambdaContext
 from stack_model.template import template
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import RETRY_WINDOW_SECONDS, event_body, queue_message, read_queue_message
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import HELD_TOO_LONG, MAX_RECEIVES, MAX_VISIBILITY_SECONDS, QueuedMessage
-from support_tickets.streams.webhook_post import pinned_post
+from support_tickets.webhooks.delivery import HELD_TOO_LONG, MAX_RECEIVES, MAX_VISIBILITY_SECONDS, QueuedMessage
+from support_tickets.webhooks.events import RETRY_WINDOW_SECONDS, event_body, queue_message, read_queue_message
+from support_tickets.webhooks.post import pinned_post
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import PUBLIC_ADDRESS, TENANT_PAIRS

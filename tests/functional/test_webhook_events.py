@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from support_tickets.core.webhook_events import delivery_id, read_queue_message, retry_delay
-from support_tickets.data.delivery_records import DeliveryRecords
-from support_tickets.streams import webhook_fanout
+from support_tickets.webhooks.delivery_records import DeliveryRecords
+from support_tickets.webhooks.events import MAX_BATCH_BYTES, delivery_id, read_queue_message, retry_delay
+from support_tickets.webhooks.fanout import webhook_fanout
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
@@ -194,7 +194,7 @@ def test_a_failure_to_queue_fails_the_record_and_its_retry_queues_it(
     register(api, "acme", ALL_TYPES)
     api.new_ticket(User("acme", "alice"))
     records = audit_stream.new_records()
-    fanout = webhook_fanout.webhook_fanout()
+    fanout = webhook_fanout()
     real_sqs = fanout.sqs
 
     class Refusing:
@@ -224,11 +224,11 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
 
 
 def test_queue_url_comes_from_the_environment() -> None:
-    assert webhook_fanout.webhook_fanout().queue_url == WEBHOOK_QUEUE_URL
+    assert webhook_fanout().queue_url == WEBHOOK_QUEUE_URL
 
 
 def test_tier_rates_are_read_from_the_functions_setting() -> None:
-    from support_tickets.streams.webhook_delivery import tier_rates
+    from support_tickets.webhooks.delivery import tier_rates
 
     assert tier_rates("basic=5,standard=25,premium=100") == {"basic": 5, "standard": 25, "premium": 100}
     assert tier_rates("") is None
@@ -270,7 +270,7 @@ def test_a_large_event_reaches_every_webhook_in_batches_sqs_takes(api: Api, audi
         assert EMOJI * 10_000 in message["body"]  # not escaped, not encoded twice
         assert len(message["body"].encode()) < 160_000  # ~4 bytes an emoji, 3 a CJK character, thrice
     # (10 messages of ~130 KB: more than one SendMessageBatch of 1 MiB)
-    assert sum(len(message["body"].encode()) for message in found) > webhook_fanout.MAX_BATCH_BYTES
+    assert sum(len(message["body"].encode()) for message in found) > MAX_BATCH_BYTES
 
 
 def test_characters_sqs_refuses_are_escaped_in_the_event(api: Api, audit_stream: StreamHarness) -> None:

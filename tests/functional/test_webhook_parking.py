@@ -1,5 +1,5 @@
 """A failing webhook's messages in the queue are bounded: retry slots, then the
-lot, drained in each ticket's order (support_tickets.streams.webhook_parking).
+lot, drained in each ticket's order (support_tickets.webhooks.parking).
 
 The delivery function in process over moto (table, KMS, SQS FIFO), a receiver on
 127.0.0.1 (the tenant tests: endpoints in process, :class:`Endpoints`) and the
@@ -25,11 +25,10 @@ import boto3
 import pytest
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import delivery_id, event_body
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import LOT_FULL, MAX_RECEIVES, Deliverer, QueuedMessage
-from support_tickets.streams.webhook_fanout import message, message_group
-from support_tickets.streams.webhook_parking import PARKED_TOO_LONG, DrainToken
+from support_tickets.webhooks.delivery import LOT_FULL, MAX_RECEIVES, Deliverer, QueuedMessage
+from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
+from support_tickets.webhooks.parking import PARKED_TOO_LONG, DrainToken
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL, all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
@@ -135,7 +134,7 @@ class Events:
         self.bodies[event_id] = event_body(event)
         self.sqs.send_message(
             QueueUrl=WEBHOOK_QUEUE_URL,
-            MessageBody=message(
+            MessageBody=delivery_message(
                 tenant_id=self.tenant_id,
                 webhook_id=self.webhook_id,
                 delivery=delivery,
@@ -551,8 +550,8 @@ def test_past_its_lots_cap_a_delivery_is_failed_visible_and_redeliverable_and_th
 def test_the_lots_byte_cap_refuses_a_message_that_would_pass_it_and_a_release_gives_its_bytes_back(
     table_name: str,
 ) -> None:
-    from support_tickets.data.parking import LotFull, ParkedMessage, WebhookParking
     from support_tickets.data.table import OwnClient, TenantTable
+    from support_tickets.webhooks.parking import LotFull, ParkedMessage, WebhookParking
 
     parking = WebhookParking(TenantTable("1", table_name, OwnClient(boto3.client("dynamodb", region_name=REGION))), "w")
     first, second = (ParkedMessage(f"d{n}", "中" * 1_000, "g", f"x{n}", 100.0) for n in (1, 2))

@@ -1,4 +1,4 @@
-"""One webhook POST (:mod:`support_tickets.streams.webhook_post`) against real
+"""One webhook POST (:mod:`support_tickets.webhooks.post`) against real
 receivers on 127.0.0.1: the timeout bounds the whole attempt, however slowly a
 receiver trickles its answer; nothing of the body is read; and over HTTPS the
 pinned address is dialled while the certificate is checked against the URL's
@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_post import (
+from support_tickets.webhooks.post import (
     MAX_RESPONSE_HEAD_BYTES,
     DeliveryTimeout,
     ResponseHeadTooLarge,
     pinned_post,
 )
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.functional.webhook_harness import HEAD, Pki, receivers, trickling
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_urls import CheckedUrl
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.stream_harness import StreamHarness

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.data.delivery_records import DeliveryRecords
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantStatus
-from support_tickets.streams.webhook_delivery import LEASE_SECONDS
+from support_tickets.webhooks.delivery import LEASE_SECONDS
+from support_tickets.webhooks.delivery_records import DeliveryRecords
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import PUBLIC_ADDRESS

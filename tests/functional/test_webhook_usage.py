@@ -21,9 +21,10 @@ from aws_lambda_powertools import Logger
 from botocore import xform_name
 
 from local_stack.lambda_.runtime import LambdaContext
-from support_tickets.core import keys, metering
-from support_tickets.streams import webhook_usage
-from support_tickets.streams.webhook_usage import METER, TenantTotals, usage_lines
+from support_tickets.core import keys
+from support_tickets.usage import meter
+from support_tickets.webhooks import metered_delivery
+from support_tickets.webhooks.metered_delivery import METER, TenantTotals, usage_lines
 from tests.conftest import all_items
 from tests.functional.api_harness import Api, User
 from tests.functional.conftest import TENANT_PAIRS
@@ -117,7 +118,7 @@ def test_each_tenant_is_billed_its_own_deliveries_share_of_the_invocation(
     # and each tenant's units are exactly what DynamoDB answered to the calls on its keys
     expected: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0), Decimal(0)])
     for operation, params, response in seen:
-        read, write = metering.response_units(xform_name(operation), response)
+        read, write = meter.response_units(xform_name(operation), response)
         mine = expected[tenant_of_call(params)]
         mine[0] += read
         mine[1] += write
@@ -149,7 +150,7 @@ def test_shares_are_exact_and_nobodys_share_is_no_line() -> None:
     totals = {
         "1": TenantTotals(messages=2, elapsed_ns=700_000_000),
         "10": TenantTotals(messages=1, elapsed_ns=300_000_000),
-        webhook_usage.NOBODY: TenantTotals(messages=1, elapsed_ns=100_000_000),
+        metered_delivery.NOBODY: TenantTotals(messages=1, elapsed_ns=100_000_000),
     }
     lines = usage_lines(LambdaContext("DeliverWebhookFunction"), totals, {}, 1000.2)
     # The billed 1,001 ms shared 7:3:1, nobody's share on no line; one invocation, the largest's
@@ -160,7 +161,7 @@ def test_shares_are_exact_and_nobodys_share_is_no_line() -> None:
 
 def failing_batch() -> None:
     """An invocation whose batch fails after one of acme's messages made an attempt."""
-    with webhook_usage.metered_batch(Logger(), LambdaContext("DeliverWebhookFunction")):
+    with metered_delivery.metered_batch(Logger(), LambdaContext("DeliverWebhookFunction")):
         with METER.message() as usage:
             usage.tenant_id = "acme"
             usage.attempts = 1
@@ -188,7 +189,7 @@ def test_each_tenant_pays_the_storage_of_the_delivery_records_its_messages_creat
     """Before: a tenant's delivery records (its events, kept 30 days) were billed as writes and
     never as storage. A record created is its size (event plus overhead, in KB rounded up) for
     its 30 days, on its tenant's line alone; a retry rewrites it and adds nothing."""
-    from support_tickets.streams.webhook_usage import RECORD_DAYS, RECORD_OVERHEAD_BYTES
+    from support_tickets.webhooks.metered_delivery import RECORD_DAYS, RECORD_OVERHEAD_BYTES
 
     with receiver(status=503) as failing_url, receiver() as answering_url:
         register(api, tenant, failing_url)

@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import DISABLED
-from support_tickets.core.webhook_urls import CheckedUrl
-from support_tickets.streams.webhook_delivery import Deliverer, SecretOpener
+from support_tickets.webhooks.delivery import Deliverer, SecretOpener, Sender
+from support_tickets.webhooks.events import DISABLED
+from support_tickets.webhooks.urls import CheckedUrl
 from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL, all_items, webhook_key_arn
 
 QUEUE_ARN = f"arn:aws:sqs:{REGION}:123456789012:webhook-events.fifo"
@@ -198,20 +198,25 @@ def deliverer(
     resolve: Callable[[str, int], list[str]] | None = None,
     **options: Any,
 ) -> Deliverer:
-    """The delivery function's deliverer over moto (local http receivers allowed)."""
+    """The delivery function's deliverer over moto (local http receivers allowed); ``post``
+    among ``options`` is its sender's, the others the deliverer's."""
     extra: dict[str, Any] = {"resolve": resolve} if resolve is not None else {}
+    if "post" in options:
+        extra["post"] = options.pop("post")
     return Deliverer(
         table_name=table_name,
         dynamodb=boto3.client("dynamodb", region_name=REGION),
-        secrets=SecretOpener(boto3.client("kms", region_name=REGION), webhook_key_arn()),
+        sender=Sender(
+            SecretOpener(boto3.client("kms", region_name=REGION), webhook_key_arn()),
+            allow_local_http=True,
+            timeout=timeout,
+            **extra,
+        ),
         sqs=sqs if sqs is not None else RecordingSqs(),
         queue_url=WEBHOOK_QUEUE_URL,
         dead_letter_queue_url=WEBHOOK_DEAD_LETTER_QUEUE_URL,
-        allow_local_http=True,
-        timeout=timeout,
         clock=clock,
         uniform=lambda: 0.5,
-        **extra,
         **options,
     )
 

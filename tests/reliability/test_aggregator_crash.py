@@ -12,7 +12,6 @@ batch response at all and bisects."""
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from local_stack.event_sources.stream_sources import stream_source
 from local_stack.lambda_.runtime import LambdaContext
 from support_tickets.core.keys import TicketStatus
 from support_tickets.core.models import CreateTicketRequest
+from support_tickets.streams import aggregation
 from support_tickets.streams.aggregation import aggregator_client
 from tests.conftest import REGION, RepoFactory, random_tenant_id
 from tests.functional.stream_harness import StreamHarness, aggregator
@@ -77,11 +77,10 @@ def test_crashes_after_partial_writes_then_lambda_retries_counts_stay_exact(
     rng = random.Random(SEED)
     handler = aggregator()
     writes = CrashingWrites(aggregator_client(), random.Random(SEED + 1))
-    module = sys.modules[handler.__module__]
-    monkeypatch.setattr(module, "aggregator_client", lambda: writes)
+    monkeypatch.setattr(aggregation, "aggregator_client", lambda: writes)
     # Transactions of at most 2 count items: an invocation writes several, so it can die between them.
-    ledger = module.CountLedger
-    monkeypatch.setattr(module, "CountLedger", lambda **kwargs: ledger(**kwargs, max_transaction_items=3))
+    ledger = aggregation.CountLedger
+    monkeypatch.setattr(aggregation, "CountLedger", lambda **kwargs: ledger(**kwargs, max_transaction_items=3))
     invocations: list[int] = []
 
     def invoke(event: dict[str, Any]) -> Any:

@@ -285,7 +285,7 @@ def authorizer_log(handler: Callable[..., Any], monkeypatch: pytest.MonkeyPatch)
 def test_a_verified_token_logs_one_usage_line_for_its_tenant_and_a_refused_one_none(
     invoke: Invoke, handler: Callable[..., Any], records: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from support_tickets.streams.metering import AUTHORIZER, usage_line
+    from support_tickets.usage.metering import AUTHORIZER, usage_line
 
     store(records, "acme", "acme-key-0123456789012345")
     written = authorizer_log(handler, monkeypatch)

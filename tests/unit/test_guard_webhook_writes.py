@@ -19,11 +19,10 @@ import pytest
 from local_stack.iam.dynamodb_authorization import authorize_dynamodb
 from local_stack.iam.sessions import Session
 from support_tickets.core import keys
-from support_tickets.data.delivery_records import REDELIVER_MARK
-from support_tickets.data.delivery_repository import DeliveryRepository
-from support_tickets.data.parking import ParkedMessage, WebhookParking
 from support_tickets.data.table import TenantTable
-from support_tickets.data.webhook_repository import WebhookItem, WebhookRepository
+from support_tickets.webhooks.admin_repository import DeliveryRepository, WebhookItem, WebhookRepository
+from support_tickets.webhooks.delivery_records import REDELIVER_MARK
+from support_tickets.webhooks.parking import ParkedMessage, WebhookParking
 from tests.unit.test_guard_attributes import REGION, TABLES, explicitly_denied, refusal
 from tests.unit.test_guard_policy import ROLES
 

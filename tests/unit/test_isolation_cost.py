@@ -12,7 +12,7 @@ import pytest
 
 from bench.isolation import ENVIRONMENTS_PER_TENANT_DAY, REQUESTS_PER_DAY, isolation_cost, isolation_markdown
 from stack_model.functions import function_specs
-from support_tickets.core import prices
+from support_tickets.usage import prices
 
 
 def test_the_environment_charge_is_the_price_pages_example() -> None:

@@ -20,7 +20,7 @@ from local_stack.event_sources.log_subscriptions import (
     subscriptions_from_template,
 )
 from stack_model.api import integrations
-from support_tickets.streams.metering import decode_payload, read_delivery
+from support_tickets.usage.metering import decode_payload, read_delivery
 
 HANDLED = json.dumps(
     {

@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 from support_tickets.api.resolver import REQUEST_OUTCOME_MESSAGE
-from support_tickets.core import keys, metering
-from support_tickets.streams.metering import INVOCATION_MESSAGE, USAGE_MESSAGE
+from support_tickets.core import keys
+from support_tickets.usage import meter
+from support_tickets.usage.metering import INVOCATION_MESSAGE, USAGE_MESSAGE
 from tests.unit.test_template import (
     API_FUNCTIONS,
     ITEM_ACTIONS,
@@ -51,7 +52,7 @@ def test_every_api_functions_log_group_sends_its_usage_lines_to_the_metering_fun
         assert terms == {'$.message = "request handled"', '$.message = "usage"'}, group
     # The lines the functions write are the lines the metering function reads.
     assert USAGE_MESSAGE == REQUEST_OUTCOME_MESSAGE == "request handled"
-    assert INVOCATION_MESSAGE == metering.USAGE_MESSAGE == "usage"
+    assert INVOCATION_MESSAGE == meter.USAGE_MESSAGE == "usage"
 
 
 def test_logs_may_invoke_it_from_the_subscribed_log_groups_only() -> None:

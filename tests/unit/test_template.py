@@ -826,7 +826,7 @@ def test_a_tenants_attempts_in_flight_are_a_bounded_share_of_the_delivery_pool()
     """Every tier has an in-flight bound below the event source's MaximumConcurrency, and a
     lease lives as long as the function may run (no attempt outlives its lease)."""
     from support_tickets.data.tenant_registry import TIERS
-    from support_tickets.streams.webhook_delivery import LEASE_SECONDS, tier_rates
+    from support_tickets.webhooks.delivery import LEASE_SECONDS, tier_rates
 
     function = resources("AWS::Lambda::Function")["DeliverWebhookFunction"]["Properties"]
     bounds = tier_rates(function["Environment"]["Variables"]["WEBHOOK_TIER_IN_FLIGHT"])

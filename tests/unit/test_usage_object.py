@@ -1,6 +1,6 @@
-"""The usage object of API.md from a day's counters (support_tickets.domain.usage):
+"""The usage object of API.md from a day's counters (support_tickets.usage.report):
 prices, the requested day's checks, when a day is final, and the sums of a
-day's slots (support_tickets.data.usage_repository)."""
+day's slots (support_tickets.usage.counters)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 
 from bench.cost import PRICES
 from stack_model.dedicated import dedicated_resources
-from support_tickets.core import prices
 from support_tickets.core.errors import ValidationFailed
 from support_tickets.data.tenant_registry import TenantConfig
-from support_tickets.data.usage_repository import add_counters
-from support_tickets.domain.usage import (
+from support_tickets.usage import prices
+from support_tickets.usage.counters import add_counters
+from support_tickets.usage.report import (
     KEY_ROTATION_PERIOD_SECONDS,
     is_final,
     own_table_windows,

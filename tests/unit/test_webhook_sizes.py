@@ -29,11 +29,10 @@ import pytest
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
-from support_tickets.core.webhook_events import delivery_id, event_body, webhook_event
-from support_tickets.data.delivery_records import MAX_STORED_EVENT_BYTES
-from support_tickets.data.parking import ParkedMessage
-from support_tickets.streams import webhook_fanout
-from support_tickets.streams.webhook_parking import released_entries
+from support_tickets.webhooks import events
+from support_tickets.webhooks.delivery_records import MAX_STORED_EVENT_BYTES
+from support_tickets.webhooks.events import delivery_id, event_body, webhook_event
+from support_tickets.webhooks.parking import ParkedMessage, released_entries
 
 TENANT: Final = "t" * 63
 TICKET: Final = "T" * 64
@@ -87,7 +86,7 @@ def entries(body: str) -> list[dict[str, Any]]:
     return [
         {
             "Id": str(index),
-            "MessageBody": webhook_fanout.message(
+            "MessageBody": events.delivery_message(
                 tenant_id=TENANT,
                 webhook_id=webhook,
                 delivery=delivery_id("2026-11-21T10:00:00.000Z", "e" * 40, webhook),
@@ -95,7 +94,7 @@ def entries(body: str) -> list[dict[str, Any]]:
                 body=body,
                 redelivery="2026-11-21T10:00:00.000Z",
             ),
-            "MessageGroupId": webhook_fanout.message_group(TENANT, TICKET, webhook),
+            "MessageGroupId": events.message_group(TENANT, TICKET, webhook),
             "MessageDeduplicationId": delivery_id("2026-11-21T10:00:00.000Z", "e" * 40, webhook),
         }
         for index, webhook in enumerate(WEBHOOKS)
@@ -133,14 +132,14 @@ def test_the_largest_event_fits_sqs_dynamodb_and_lambda(char: str) -> None:
         ],
         1.8e9,
     )
-    largest = max(webhook_fanout.message_size(entry) for entry in [*queued, released])
+    largest = max(events.message_size(entry) for entry in [*queued, released])
     assert largest <= SQS_FORMER_MAXIMUM
-    assert webhook_fanout.MAX_MESSAGE_BYTES <= SQS_MAXIMUM
-    batches = webhook_fanout.batches(queued)
+    assert events.MAX_MESSAGE_BYTES <= SQS_MAXIMUM
+    batches = events.batches(queued)
     assert [entry for batch in batches for entry in batch] == queued
     for batch in batches:
-        assert len(batch) <= webhook_fanout.MAX_BATCH_ENTRIES
-        assert sum(webhook_fanout.message_size(entry) for entry in batch) <= SQS_MAXIMUM
+        assert len(batch) <= events.MAX_BATCH_ENTRIES
+        assert sum(events.message_size(entry) for entry in batch) <= SQS_MAXIMUM
     # DynamoDB: the delivery record (every attribute any writer sets) and the parked message
     record = {
         "pk": keys.webhook_deliveries_pk(TENANT, WEBHOOKS[0]),

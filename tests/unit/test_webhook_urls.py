@@ -1,4 +1,4 @@
-"""Which URLs a webhook may point at (support_tickets.core.webhook_urls): every
+"""Which URLs a webhook may point at (support_tickets.webhooks.urls): every
 kind of local or private target refused, in every spelling; no network (the
 resolver is a stub)."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from stack_model.template import PROJECT_ROOT
 from support_tickets.core.errors import InvalidWebhookUrl
-from support_tickets.core.webhook_urls import SPECIAL_PURPOSE, ResolutionTimedOut, check_webhook_url, special_range
+from support_tickets.webhooks.urls import SPECIAL_PURPOSE, ResolutionTimedOut, check_webhook_url, special_range
 
 PUBLIC = "93.184.215.14"
 

@@ -8,7 +8,7 @@ from support_tickets.api.validation import Parameter
 from support_tickets.core.keys import RESOLVER_PATTERN, TicketStatus
 from support_tickets.core.models import STATUS_SCHEMA
 from support_tickets.domain.tickets import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-from support_tickets.domain.usage import DAY_PATTERN
+from support_tickets.usage.report import DAY_PATTERN
 
 LIMIT: Final = Parameter(
     "limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": DEFAULT_PAGE_SIZE}

@@ -45,7 +45,6 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from support_tickets.api.validation import CheckedInput, RouteInput, read_input
-from support_tickets.core import metering
 from support_tickets.core.errors import (
     ApiError,
     Forbidden,
@@ -63,6 +62,7 @@ from support_tickets.core.identity import Caller, caller_from_event
 from support_tickets.core.models import ErrorResponse
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
+from support_tickets.usage import meter
 
 logger = Logger()
 tracer = make_tracer()
@@ -222,11 +222,11 @@ def _body_size(event: Mapping[str, Any]) -> int:
     return len(body.encode("utf-8"))
 
 
-def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: metering.Consumed) -> dict[str, Any]:
+def usage_fields(event: Mapping[str, Any], context: LambdaContext, consumed: meter.Consumed) -> dict[str, Any]:
     """The request's usage, as its ``"request handled"`` line carries it (docs/usage.md)."""
     return {
         "route": f"{event.get('httpMethod')} {event.get('resource')}",
-        **metering.consumed_fields(context, consumed),
+        **meter.consumed_fields(context, consumed),
     }
 
 
@@ -247,7 +247,7 @@ def _check_environment_tenant(caller: Caller, context: LambdaContext) -> None:
 
 def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
-    metering.start()
+    meter.start()
     # Too large is the answer whoever calls (413 before 401), but the caller is
     # still read first: a request the authorizer let through is its tenant's,
     # refused or not (API Gateway and Lambda bill it), so its line is logged below.
@@ -284,6 +284,6 @@ def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[
                 "method": event.get("httpMethod"),
                 "resource": event.get("resource"),
                 "status": status,
-                "usage": usage_fields(event, context, metering.finish()),
+                "usage": usage_fields(event, context, meter.finish()),
             },
         )

@@ -30,7 +30,7 @@ contains ``|HISTORY#`` or ``|AUDIT#`` (ticket ids and tenant ids can hold
 neither ``|`` nor ``#``), which is what
 lets IAM confine the audit writer to them with ``dynamodb:LeadingKeys``.
 
-Usage (written from the API functions' log lines, :mod:`support_tickets.streams.metering`):
+Usage (written from the API functions' log lines, :mod:`support_tickets.usage.metering`):
 counters under ``TENANT#<t>|USAGE`` (sort key ``<YYYY-MM-DD>#<slot>``) and the
 metering function's delivery journal under ``TENANT#<t>|USAGE#JOURNAL``. No
 other partition key ends in ``|USAGE`` or ``|USAGE#JOURNAL``: the part after a
@@ -438,7 +438,7 @@ def is_valid_delivery_id(delivery_id: str) -> bool:
 
 def webhook_deliveries_pk(tenant_id: str, webhook_id: str) -> str:
     """A webhook's delivery records (sort key ``DELIVERY#<delivery id>``; delivery
-    ids sort by their event's time: :func:`support_tickets.core.webhook_events.delivery_id`)."""
+    ids sort by their event's time: :func:`support_tickets.webhooks.events.delivery_id`)."""
     if not is_valid_webhook_id(webhook_id):
         raise ValueError("invalid webhook id")
     return f"{tenant_prefix(tenant_id)}WEBHOOK#{webhook_id}#DELIVERIES"
@@ -450,7 +450,7 @@ def webhook_rate_pk(tenant_id: str) -> str:
 
 
 # A tenant's attempt leases (its bound on deliveries in flight) share the rate counters' partition:
-# LEASE#<n> (support_tickets.data.expiring_slots).
+# LEASE#<n> (support_tickets.webhooks.slots).
 WEBHOOK_LEASE_SK_PREFIX: Final = "LEASE#"
 
 

@@ -278,7 +278,7 @@ UsageCost = TypedDict(
     },
 )
 UsageCost.__doc__ = (
-    "Estimated cost in USD at documented list prices (support_tickets.core.prices); `webhooks`: the "
+    "Estimated cost in USD at documented list prices (support_tickets.usage.prices); `webhooks`: the "
     "delivery function's Lambda cost and its SQS and KMS requests (its DynamoDB units are in `dynamodb`); "
     "`dedicated`, for a tenant placed in a table of its own: the day's share of its own key (docs/usage.md)."
 )

@@ -14,7 +14,7 @@ transaction conflict ``Conflict`` (409), and credentials that expired under a
 cached client are renewed once and the call retried (nothing was executed:
 DynamoDB authenticates before it acts). It is also where a request's DynamoDB
 units are measured: every call asks for ``ReturnConsumedCapacity`` and adds
-the answer to the request's meter (:mod:`support_tickets.core.metering`).
+the answer to the request's meter (:mod:`support_tickets.usage.meter`).
 
 Only GetItem, Query, PutItem, UpdateItem, DeleteItem, BatchWriteItem and
 TransactWriteItems are used: never Scan, never a filter expression.
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from support_tickets.core import keys, metering
+from support_tickets.core import keys
 from support_tickets.core.errors import (
     Conflict,
     Forbidden,
@@ -60,6 +60,7 @@ from support_tickets.core.errors import (
 )
 from support_tickets.data.placement import MovePhase
 from support_tickets.data.session import EXPIRED_CREDENTIALS_CODES, THROTTLING_CODES
+from support_tickets.usage import meter
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -219,7 +220,7 @@ class TenantTable:
     def call(self, operation: str, **kwargs: Any) -> Any:
         if operation in WRITE_OPERATIONS and (self.writes_paused or self.marks_writes or self.fence is not None):
             return self._moving_write(operation, kwargs)
-        if operation in metering.METERED_OPERATIONS:
+        if operation in meter.METERED_OPERATIONS:
             # Table and index units, counted for the request's usage line (docs/usage.md).
             kwargs.setdefault("ReturnConsumedCapacity", "TOTAL")
         for attempt in (1, 2):
@@ -240,7 +241,7 @@ class TenantTable:
                 raise mapped from exc
             except BotoCoreError as exc:
                 raise Unavailable() from exc
-            metering.add(operation, response, self.tenant_id)
+            meter.add(operation, response, self.tenant_id)
             return response
         raise Unavailable()  # pragma: no cover - the loop returns or raises
 

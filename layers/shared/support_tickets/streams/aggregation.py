@@ -42,7 +42,7 @@ horizon (``REPLAY_HORIZON_SECONDS``, longer than the event source's
 
 Usage per tenant (docs/usage.md): every call asks for
 ``ReturnConsumedCapacity="TOTAL"``, and its units go to the tenants whose
-records caused it (:func:`support_tickets.streams.usage.add_shared`). DynamoDB
+records caused it (:func:`support_tickets.usage.lines.add_shared`). DynamoDB
 reports a transaction's units per table, not per item, so a chunk's are
 apportioned by its items: each count item (all alike: a count and a revision)
 is its tenant's, the journal (which lists every record of the chunk) is
@@ -50,7 +50,7 @@ shared by records per tenant. A journal's read and a carried-forward journal
 are shared by records per tenant of the records they are about, except that
 the records a redelivery finds applied (the journaled prefix of a delivery,
 :attr:`ApplyResult.skipped`) are charged to the tenant of the first record
-after them, the one the redelivery is for (``support_tickets.streams.usage``,
+after them, the one the redelivery is for (``support_tickets.usage.lines``,
 "Retries are charged to the record that caused them"); with no such record
 they stay their own. The reads are charged once :meth:`CountLedger.apply`
 knows which records were applied.
@@ -78,6 +78,7 @@ recounts the counts of the table it moves a tenant to.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import Counter, defaultdict
@@ -86,17 +87,23 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
-from support_tickets.streams.records import PoisonRecord, own_client, record_fields
-from support_tickets.streams.routing import DEDICATED_INFIX, StreamRouter, source_table
-from support_tickets.streams.usage import add_shared, payer_of
+from support_tickets.data.tenant_registry import tenant_configs
+from support_tickets.streams.records import PoisonRecord, own_client, record_fields, report_poison
+from support_tickets.streams.routing import DEDICATED_INFIX, SKIPPED_METRIC, StreamRouter, source_table
+from support_tickets.usage.lines import add_shared, payer_of
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.utilities.batch import BatchProcessor
     from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from support_tickets.usage.lines import StreamInvocation
 
 DEFAULT_REPLAY_HORIZON_SECONDS: Final = 4500
 MAX_TRANSACTION_ITEMS: Final = 100
@@ -493,3 +500,69 @@ def aggregator_client() -> DynamoDBClient:
     """The aggregator's own client (its execution role: aggregate items only)."""
     client: DynamoDBClient = own_client("dynamodb")
     return client
+
+
+def aggregate(
+    records: list[dict[str, Any]],
+    *,
+    processor: BatchProcessor,
+    logger: Logger,
+    metrics: Metrics,
+    invocation: StreamInvocation | None = None,
+) -> dict[str, Any]:
+    """The aggregator function's work on one batch (the handler gives it its Powertools
+    objects): each record read into count changes by Powertools' ``processor`` and
+    routed (:func:`routed`), the readable prefix applied by the :class:`CountLedger`
+    of the batch's table, exactly once; the records from the first one not applied on
+    reported as batch item failures, so that Lambda retries from there. A poison
+    record is reported (log, metric, the failure queue) and counts as done.
+    ``invocation``: the batch's usage lines, told which records an earlier delivery
+    applied (their share is the next record's tenant's, the one this redelivery is
+    for: :mod:`support_tickets.usage.lines`)."""
+    pool_table = os.environ["TABLE_NAME"]
+    table = batch_table(records, pool_table)
+    router = StreamRouter(pool_table, aggregator_client(), tenant_configs())
+
+    def read_record(record: DynamoDBRecord) -> LedgerRecord:
+        return routed(ledger_record_from_stream(record), record, router, table)
+
+    def send_to_failure_queue(record: LedgerRecord) -> None:
+        """A record that can never be counted: on record for an operator, then done
+        (a shard never stalls on it)."""
+        report_poison(
+            logger,
+            metrics,
+            reason=record.poison or "poison",
+            event_id=record.event_id,
+            sequence_number=record.sequence_number,
+            tenant_id=record.tenant_id,
+            default_function="AggregateCountsFunction",
+        )
+
+    with processor(records=records, handler=read_record):
+        outcomes = processor.process()
+    readable: list[LedgerRecord] = []
+    for outcome in outcomes:
+        if outcome[0] != "success":
+            break  # the ledger applies a prefix in order: stop at the first unreadable record
+        readable.append(outcome[1])
+    skipped = sum(record.skipped for record in readable)
+    if skipped:
+        logger.debug("records of a move skipped", extra={"skipped": skipped, "table": table})
+        metrics.add_metric(name=SKIPPED_METRIC, unit=MetricUnit.Count, value=skipped)
+    ledger = CountLedger(
+        table_name=table,
+        client=aggregator_client(),
+        on_poison=send_to_failure_queue,
+        replay_horizon_seconds=int(os.environ.get("REPLAY_HORIZON_SECONDS", str(DEFAULT_REPLAY_HORIZON_SECONDS))),
+    )
+    result = ledger.apply(readable)
+    if invocation is not None:
+        for index in range(result.skipped):
+            invocation.found_applied(index)
+    failed = [str(record["dynamodb"]["SequenceNumber"]) for record in records[result.applied :]]
+    metrics.add_metric(name="AggregateRecords", unit=MetricUnit.Count, value=len(records))
+    metrics.add_metric(name="AggregateWrites", unit=MetricUnit.Count, value=result.count_writes)
+    if failed:
+        logger.warning("batch item failures", extra={"failed": len(failed), "applied": result.applied})
+    return {"batchItemFailures": [{"itemIdentifier": sequence} for sequence in failed]}

@@ -14,16 +14,17 @@ pipeline"):
   already ``DELIVERED``.
 - The body is the event as it will be sent, byte for byte (the same bytes on
   every attempt, signed as they are), first member of one JSON object that
-  also carries the routing fields (:func:`~support_tickets.core.webhook_events.queue_message`):
+  also carries the routing fields (:func:`~support_tickets.webhooks.events.queue_message`):
   ``{"event":<event>,"tenant_id":…,"webhook_id":…,"delivery_id":…,"ticket_id":…,"redelivery":…}``.
   The event is UTF-8 JSON without ASCII escapes (an emoji costs its 4 bytes),
   never encoded a second time; only the characters SQS refuses are escaped
-  (:func:`~support_tickets.core.webhook_events.event_body`). A message is the
+  (:func:`~support_tickets.webhooks.events.event_body`). A message is the
   event plus about 200 bytes.
 
-Sizes (:func:`batches`): SQS takes a message of up to 1,048,576 bytes (1 MiB)
-and a ``SendMessageBatch`` whose messages add up to 1 MiB, counted in UTF-8
-bytes of the body plus message attributes (none here)
+Sizes (:func:`~support_tickets.webhooks.events.batches`): SQS takes a message
+of up to 1,048,576 bytes (1 MiB) and a ``SendMessageBatch`` whose messages add
+up to 1 MiB, counted in UTF-8 bytes of the body plus message attributes (none
+here)
 (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html;
 the maximum was 256 KiB until 2025, and the template sets the queues'
 ``MaximumMessageSize`` to 1 MiB rather than rely on a default). An event's
@@ -91,13 +92,12 @@ table the stream record came from, beside its audit event.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Final
@@ -107,15 +107,12 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
-from support_tickets.core.webhook_events import (
-    NotAnEvent,
-    delivery_id,
-    event_body,
-    queue_message,
-    webhook_event,
-    webhook_type,
-)
-from support_tickets.data.delivery_records import (
+from support_tickets.data.table import OwnClient, TenantTable, error_code
+from support_tickets.streams.audit_events import AuditRecord
+from support_tickets.streams.audit_writer import audit_client
+from support_tickets.streams.records import PoisonRecord, own_client
+from support_tickets.streams.routing import RecordRoute
+from support_tickets.webhooks.delivery_records import (
     DELIVERY_RETENTION_SECONDS,
     FAILURE_REASON,
     REDELIVER_MARK,
@@ -124,69 +121,24 @@ from support_tickets.data.delivery_records import (
     Subscription,
     pending_redelivery,
 )
-from support_tickets.data.table import OwnClient, TenantTable, error_code
-from support_tickets.streams.audit_events import AuditRecord
-from support_tickets.streams.audit_writer import audit_client
-from support_tickets.streams.records import PoisonRecord, own_client
-from support_tickets.streams.routing import RecordRoute
+from support_tickets.webhooks.events import (
+    MAX_MESSAGE_BYTES,
+    NotAnEvent,
+    batches,
+    delivery_id,
+    delivery_message,
+    event_body,
+    message_group,
+    message_size,
+    webhook_event,
+    webhook_type,
+)
 
 # The function's Logger's child: JSON lines in its log group.
 logger = Logger(child=True)
 
 SUBSCRIPTIONS_TTL_SECONDS: Final = 30.0
 MAX_CACHED_TENANTS: Final = 4096
-MAX_GROUP_ID_LENGTH: Final = 128
-# SQS's bounds (module docstring): a message, a batch's messages added up, a batch's entries.
-MAX_MESSAGE_BYTES: Final = 1_048_576
-MAX_BATCH_BYTES: Final = 1_048_576
-MAX_BATCH_ENTRIES: Final = 10
-
-
-def message_group(tenant_id: str, ticket_id: str, webhook_id: str) -> str:
-    """``<tenant>#<ticket>#<webhook>``; past SQS's 128 characters, the ticket and
-    webhook ids are digested (the tenant stays readable)."""
-    group = f"{tenant_id}#{ticket_id}#{webhook_id}"
-    if len(group) <= MAX_GROUP_ID_LENGTH:
-        return group
-    digest = hashlib.sha256(f"{ticket_id}\x1f{webhook_id}".encode()).hexdigest()[:40]
-    return f"{tenant_id}#{digest}"
-
-
-def message(
-    *, tenant_id: str, webhook_id: str, delivery: str, ticket_id: str, body: str, redelivery: str | None = None
-) -> str:
-    """The message body the delivery function reads (``webhook_delivery.DeliveryMessage``)."""
-    routing = {
-        "tenant_id": tenant_id,
-        "webhook_id": webhook_id,
-        "delivery_id": delivery,
-        "ticket_id": ticket_id,
-        "redelivery": redelivery,
-    }
-    return queue_message(body, routing)
-
-
-def message_size(entry: Mapping[str, Any]) -> int:
-    """An entry's size as SQS counts it: its body in UTF-8 (no message attributes)."""
-    return len(str(entry["MessageBody"]).encode("utf-8", "surrogatepass"))
-
-
-def batches(entries: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """``entries`` in order, in batches of at most :data:`MAX_BATCH_ENTRIES` whose sizes add
-    up to at most :data:`MAX_BATCH_BYTES` (an entry over it alone in its batch, for SQS to judge)."""
-    found: list[list[dict[str, Any]]] = []
-    current: list[dict[str, Any]] = []
-    size = 0
-    for entry in entries:
-        entry_size = message_size(entry)
-        if current and (len(current) == MAX_BATCH_ENTRIES or size + entry_size > MAX_BATCH_BYTES):
-            found.append(current)
-            current, size = [], 0
-        current.append(entry)
-        size += entry_size
-    if current:
-        found.append(current)
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +235,7 @@ class WebhookFanout:
             entries.append(
                 {
                     "Id": str(index),
-                    "MessageBody": message(
+                    "MessageBody": delivery_message(
                         tenant_id=tenant_id,
                         webhook_id=webhook_id,
                         delivery=delivery,
@@ -344,7 +296,7 @@ class WebhookFanout:
             [
                 {
                     "Id": "0",
-                    "MessageBody": message(
+                    "MessageBody": delivery_message(
                         tenant_id=tenant_id,
                         webhook_id=webhook_id,
                         delivery=str(delivery),
@@ -396,7 +348,7 @@ class WebhookFanout:
         DeliveryRecords(table).record_refusal(refusal)
 
     def _send(self, entries: list[dict[str, Any]]) -> list[Refused]:
-        """Queue ``entries`` in batches that SQS takes (:func:`batches`); the entries it
+        """Queue ``entries`` in batches that SQS takes (``events.batches``); the entries it
         refused for good. Raises :class:`WebhookQueueError` when some could not be
         queued for now (after the refusals are known: the caller records them first
         only if nothing is transient; a retry of the record sees them again)."""

@@ -4,6 +4,9 @@
   event (API.md's ``{"id", "type", "timestamp", "tenant_id", "data"}``),
   built from the stream record's images. Its id is the audit event's id (the
   stream record's), so a redelivered record makes the same event.
+- :func:`event_body`, :func:`queue_message` and :func:`delivery_message`: the
+  event's bytes and the webhook queue's messages, with :func:`message_group`
+  and :func:`batches` (SQS's bounds);
 - :func:`delivery_id`: one per (event, webhook), the same on every retry of
   that pair, sorting by the event's time.
 - :func:`retry_delay`: exponential backoff with jitter.
@@ -145,6 +148,62 @@ def read_queue_message(raw: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
     if not isinstance(event, dict) or not isinstance(routing, dict) or "event" in routing:
         raise ValueError("not a webhook queue message")
     return raw[head.end() : end], event, routing
+
+
+# SQS's bounds (support_tickets.webhooks.fanout's docstring, "Sizes"): a message group id,
+# a message, a batch's messages added up, a batch's entries.
+MAX_GROUP_ID_LENGTH: Final = 128
+MAX_MESSAGE_BYTES: Final = 1_048_576
+MAX_BATCH_BYTES: Final = 1_048_576
+MAX_BATCH_ENTRIES: Final = 10
+
+
+def delivery_message(
+    *, tenant_id: str, webhook_id: str, delivery: str, ticket_id: str, body: str, redelivery: str | None = None
+) -> str:
+    """The queue message of one delivery, as the delivery function reads it
+    (:class:`~support_tickets.webhooks.delivery.DeliveryMessage`)."""
+    routing = {
+        "tenant_id": tenant_id,
+        "webhook_id": webhook_id,
+        "delivery_id": delivery,
+        "ticket_id": ticket_id,
+        "redelivery": redelivery,
+    }
+    return queue_message(body, routing)
+
+
+def message_group(tenant_id: str, ticket_id: str, webhook_id: str) -> str:
+    """``<tenant>#<ticket>#<webhook>``; past SQS's 128 characters, the ticket and
+    webhook ids are digested (the tenant stays readable)."""
+    group = f"{tenant_id}#{ticket_id}#{webhook_id}"
+    if len(group) <= MAX_GROUP_ID_LENGTH:
+        return group
+    digest = hashlib.sha256(f"{ticket_id}\x1f{webhook_id}".encode()).hexdigest()[:40]
+    return f"{tenant_id}#{digest}"
+
+
+def message_size(entry: Mapping[str, Any]) -> int:
+    """An entry's size as SQS counts it: its body in UTF-8 (no message attributes)."""
+    return len(str(entry["MessageBody"]).encode("utf-8", "surrogatepass"))
+
+
+def batches(entries: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``entries`` in order, in batches of at most :data:`MAX_BATCH_ENTRIES` whose sizes add
+    up to at most :data:`MAX_BATCH_BYTES` (an entry over it alone in its batch, for SQS to judge)."""
+    found: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        entry_size = message_size(entry)
+        if current and (len(current) == MAX_BATCH_ENTRIES or size + entry_size > MAX_BATCH_BYTES):
+            found.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += entry_size
+    if current:
+        found.append(current)
+    return found
 
 
 def delivery_id(event_time: str, event_id: str, webhook_id: str) -> str:

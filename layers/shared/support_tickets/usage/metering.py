@@ -7,7 +7,7 @@ tenant and invocation: ``stream_mb_ms``, their DynamoDB units with the
 tenant's; no invocation: a shared invocation is no tenant's whole one) and
 the delivery function's ``"usage"`` lines (one per tenant and invocation:
 ``webhook_*`` counters, its DynamoDB units with the tenant's;
-:mod:`support_tickets.streams.webhook_usage`) (docs/usage.md).
+:mod:`support_tickets.webhooks.metered_delivery`) (docs/usage.md).
 
 A CloudWatch Logs subscription filter delivers the matching lines of one log
 stream (one execution environment) to the metering function: ``awslogs.data``
@@ -92,12 +92,12 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from support_tickets.core import keys
-from support_tickets.core.metering import USAGE_MESSAGE as USAGE_LINE_MESSAGE
-from support_tickets.data import usage_repository as names
 from support_tickets.data.tenant_registry import OFFBOARDING_SINCE
-from support_tickets.data.usage_repository import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
 from support_tickets.streams.records import own_client
-from support_tickets.streams.usage import DELIVER_WEBHOOK, STREAM_FUNCTIONS
+from support_tickets.usage import counters
+from support_tickets.usage.counters import REPLAY_HORIZON_SECONDS, REQUESTS_PREFIX
+from support_tickets.usage.lines import DELIVER_WEBHOOK, STREAM_FUNCTIONS
+from support_tickets.usage.meter import USAGE_MESSAGE as USAGE_LINE_MESSAGE
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -357,23 +357,23 @@ class Totals:
         """Attribute name -> amount to ``ADD`` (the item's attributes); the
         authorizer's and the stream functions' only when the group has their lines."""
         made: dict[str, Decimal | int] = {
-            names.REQUESTS: self.requests,
+            counters.REQUESTS: self.requests,
             **{f"{REQUESTS_PREFIX}{route}": count for route, count in sorted(self.by_route.items())},
-            names.READ_UNITS: self.read_units,
-            names.WRITE_UNITS: self.write_units,
-            names.DYNAMODB_CALLS: self.dynamodb_calls,
-            names.DURATION_MS: self.duration_ms,
-            names.MB_MS: self.mb_ms,
+            counters.READ_UNITS: self.read_units,
+            counters.WRITE_UNITS: self.write_units,
+            counters.DYNAMODB_CALLS: self.dynamodb_calls,
+            counters.DURATION_MS: self.duration_ms,
+            counters.MB_MS: self.mb_ms,
         }
         if self.authorizer_invocations:
-            made[names.AUTHORIZER_INVOCATIONS] = self.authorizer_invocations
-            made[names.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
+            made[counters.AUTHORIZER_INVOCATIONS] = self.authorizer_invocations
+            made[counters.AUTHORIZER_MB_MS] = self.authorizer_mb_ms
         if self.stream_lines:
-            made[names.STREAM_MB_MS] = self.stream_mb_ms
+            made[counters.STREAM_MB_MS] = self.stream_mb_ms
         if self.webhook_lines:
-            made[names.WEBHOOK_MB_MS] = self.webhook_mb_ms
+            made[counters.WEBHOOK_MB_MS] = self.webhook_mb_ms
             for name in WEBHOOK_COUNTS:
-                made[names.WEBHOOK_PREFIX + name] = self.webhook_counts[name]
+                made[counters.WEBHOOK_PREFIX + name] = self.webhook_counts[name]
         return made
 
 

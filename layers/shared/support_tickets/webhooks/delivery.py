@@ -2,17 +2,17 @@
 
 The function reads ``WebhookEventsQueue`` (FIFO) through Lambda's SQS event
 source with ``ReportBatchItemFailures``. A message is one event for one webhook
-(:mod:`support_tickets.streams.webhook_fanout`). For each:
+(:mod:`support_tickets.webhooks.fanout`). For each:
 
 1. the webhook is read again (consistent ``GetItem`` under the tenant's
    prefix, taken from the message): deleted, ``DISABLED`` or no longer
    subscribed to the type → the message is dropped; a delivery already
    ``DELIVERED`` is not sent again unless this is a redelivery;
-2. its URL is checked again (:func:`support_tickets.core.webhook_urls.check_webhook_url`:
+2. its URL is checked again (:func:`support_tickets.webhooks.urls.check_webhook_url`:
    DNS may have changed) and the POST goes to the address that check
    resolved (pinned: no second lookup), with TLS verified against the URL's
    host name, within one 10 s deadline for the whole exchange
-   (:mod:`support_tickets.streams.webhook_post`); no redirect is followed (a
+   (:mod:`support_tickets.webhooks.post`); no redirect is followed (a
    3xx is a failed attempt);
 3. the secret(s) are decrypted with KMS under ``{"tenant_id", "webhook_id"}``:
    only this function's role may, and a ciphertext copied into another
@@ -21,9 +21,9 @@ source with ``ReportBatchItemFailures``. A message is one event for one webhook
 4. the outcome is recorded on the delivery record: a 2xx within the timeout
    is ``DELIVERED``; a 410 disables the webhook (``FAILED``); anything else
    (3xx, 4xx, 5xx, a timeout, a refused URL) is retried after
-   :func:`~support_tickets.core.webhook_events.retry_delay` (the message's
+   :func:`~support_tickets.webhooks.events.retry_delay` (the message's
    visibility is changed, then it is reported as a batch item failure), until
-   :data:`~support_tickets.core.webhook_events.RETRY_WINDOW_SECONDS` have passed since the
+   :data:`~support_tickets.webhooks.events.RETRY_WINDOW_SECONDS` have passed since the
    message was sent; then the delivery is ``FAILED`` and the message goes to
    the dead-letter queue.
 
@@ -57,7 +57,7 @@ per container, like every function's) decides first: an offboarded tenant's
 messages are dropped, nothing written (its data is being erased); a
 suspended tenant's are held: no attempt, the delivery shown ``PENDING``, the
 message back in 1, 2, 4 … 30 minutes, until a reactivation lets it go (or
-:data:`~support_tickets.core.webhook_events.RETRY_WINDOW_SECONDS` after it
+:data:`~support_tickets.webhooks.events.RETRY_WINDOW_SECONDS` after it
 was sent, when it is ``FAILED`` and dead-lettered like any other).
 
 The record (always in the pool table) also names the tenant's table
@@ -92,20 +92,13 @@ from typing import Any, Final, NoReturn, Protocol
 
 from aws_lambda_powertools import Logger
 
-from support_tickets.core import keys, webhook_urls
+from support_tickets.core import keys
 from support_tickets.core.errors import InvalidWebhookUrl
-from support_tickets.core.webhook_events import (
-    ACTIVE,
-    EVENT_TYPES,
-    JITTER,
-    RETRY_WINDOW_SECONDS,
-    queue_message,
-    read_queue_message,
-    retry_delay,
-    webhook_headers,
-)
-from support_tickets.core.webhook_urls import CheckedUrl, Resolver
-from support_tickets.data.delivery_records import (
+from support_tickets.data.placement import MovePhase, data_table, writes_paused
+from support_tickets.data.table import MoveFence, OwnClient, TenantTable
+from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
+from support_tickets.webhooks import urls
+from support_tickets.webhooks.delivery_records import (
     DELIVERED,
     DELIVERY_RETENTION_SECONDS,
     FAILED,
@@ -114,31 +107,37 @@ from support_tickets.data.delivery_records import (
     DeliveryRecords,
     DeliveryTarget,
 )
-from support_tickets.data.parking import (
+from support_tickets.webhooks.events import (
+    ACTIVE,
+    EVENT_TYPES,
+    JITTER,
+    RETRY_WINDOW_SECONDS,
+    batches,
+    queue_message,
+    read_queue_message,
+    retry_delay,
+    webhook_headers,
+)
+from support_tickets.webhooks.parking import (
+    FIRST_COOLDOWN_SECONDS,
     MAX_PARKED_BYTES,
     MAX_PARKED_MESSAGES,
     MAX_RELEASE,
-    Circuit,
-    LotFull,
-    ParkedMessage,
-    WebhookParking,
-)
-from support_tickets.data.placement import MovePhase, data_table, writes_paused
-from support_tickets.data.table import MoveFence, OwnClient, TenantTable
-from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
-from support_tickets.streams.webhook_parking import (
-    FIRST_COOLDOWN_SECONDS,
     PARKED_TOO_LONG,
     RETRY_SLOTS,
     SLOT_MARGIN_SECONDS,
     TOKEN_STALE_SECONDS,
+    Circuit,
     DrainToken,
-    batches,
+    LotFull,
+    ParkedMessage,
+    WebhookParking,
     next_cooldown,
     release_size,
     released_entries,
 )
-from support_tickets.streams.webhook_post import pinned_post
+from support_tickets.webhooks.post import pinned_post
+from support_tickets.webhooks.urls import CheckedUrl, Resolver
 
 # The function's Logger's child: JSON lines with the extras, in its log group.
 logger = Logger(child=True)
@@ -273,6 +272,54 @@ class SecretOpener:
         return str(plaintext)
 
 
+@dataclass(frozen=True)
+class Sender:
+    """One attempt of a delivery over the network: the webhook's URL checked again (DNS
+    may have changed since it was registered), the event signed with the webhook's
+    secrets, the POST to the address the check resolved; one deadline for all of it."""
+
+    secrets: SecretOpener
+    allow_local_http: bool = False
+    # With allow_local_http: the local stack's own listeners, never a receiver.
+    local_stack_ports: frozenset[int] = frozenset()
+    resolve: Resolver = urls.system_resolver
+    post: Poster = pinned_post
+    timeout: float = DELIVERY_TIMEOUT_SECONDS
+
+    def send(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
+        """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
+        # One deadline for the whole attempt, the name's lookup included (getaddrinfo has no
+        # timeout of its own): the POST gets what the lookup and the signing left of it.
+        deadline = time.monotonic() + self.timeout
+        try:
+            checked = urls.check_webhook_url(
+                target.url,
+                resolve=self.resolve,
+                allow_local_http=self.allow_local_http,
+                local_stack_ports=self.local_stack_ports,
+                timeout=self.timeout,
+            )
+        except (InvalidWebhookUrl, urls.ResolutionTimedOut):
+            logger.warning(
+                "webhook URL refused at delivery",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
+            )
+            return None
+        signing = [self.secrets.open(message.tenant_id, message.webhook_id, target.secret)]
+        expires = target.previous_secret_expires_at
+        if target.previous_secret is not None and expires is not None and expires > _iso(now):
+            signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
+        headers = webhook_headers(message.event_id, int(now), message.body, signing)
+        try:
+            return self.post(checked, headers, message.body.encode(), deadline - time.monotonic())
+        except (http.client.HTTPException, OSError) as exc:
+            logger.info(
+                "webhook receiver did not answer",
+                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
+            )
+            return None
+
+
 @dataclass(frozen=True, slots=True)
 class QueuedMessage:
     """What is read of an SQS record of Lambda's event."""
@@ -308,20 +355,16 @@ def _iso(epoch: float) -> str:
 
 @dataclass
 class Deliverer:
-    """Delivers one message (:meth:`deliver`) or one Lambda batch (:meth:`process_batch`)."""
+    """Delivers one message (:meth:`deliver`) or one Lambda batch (:meth:`process_batch`):
+    the tenant's records and bounds, the delivery records, retries and parking; each
+    attempt's exchange with the receiver is its :class:`Sender`'s."""
 
     table_name: str
     dynamodb: Any
-    secrets: SecretOpener
+    sender: Sender
     sqs: Any
     queue_url: str
     dead_letter_queue_url: str
-    allow_local_http: bool = False
-    # With allow_local_http: the local stack's own listeners, never a receiver.
-    local_stack_ports: frozenset[int] = frozenset()
-    resolve: Resolver = webhook_urls.system_resolver
-    post: Poster = pinned_post
-    timeout: float = DELIVERY_TIMEOUT_SECONDS
     clock: Callable[[], float] = time.time
     uniform: Callable[[], float] = random.random
     # Deliveries a tenant may start per second, by tier (None: unbounded).
@@ -329,9 +372,9 @@ class Deliverer:
     # Attempts a tenant may have in flight at once, by tier (None: unbounded).
     tier_in_flight: Mapping[str, int] | None = None
     lease_seconds: float = LEASE_SECONDS
-    # A webhook's messages that may wait in the queue at once (webhook_parking).
+    # A webhook's messages that may wait in the queue at once (webhooks.parking).
     retry_slots: int = RETRY_SLOTS
-    # The most a webhook's lot may hold (data.parking): past it, a delivery is FAILED, redeliverable.
+    # The most a webhook's lot may hold (webhooks.parking): past it, a delivery is FAILED, redeliverable.
     max_parked: int = MAX_PARKED_MESSAGES
     max_parked_bytes: int = MAX_PARKED_BYTES
     tenant_configs: TenantConfigCache = field(default_factory=lambda: TenantConfigCache(30.0))
@@ -449,7 +492,7 @@ class Deliverer:
                 return self._hand_back(repository, message, queued, delay=delay, reason=held.reason, now=now)
             return self._give_up_held(repository, message, queued, now)
         try:
-            status_code = self._attempt(message, target, now)
+            status_code = self.sender.send(message, target, now)
         finally:
             if lease is not None:
                 repository.release_lease(lease, holder)
@@ -800,39 +843,6 @@ class Deliverer:
             QueueUrl=self.queue_url, ReceiptHandle=queued.receipt_handle, VisibilityTimeout=delay
         )
         raise RetryLater(f"{reason}: in {delay} s")
-
-    def _attempt(self, message: DeliveryMessage, target: DeliveryTarget, now: float) -> int | None:
-        """The receiver's status code; ``None`` when nothing was answered (refused URL, network, timeout)."""
-        # One deadline for the whole attempt, the name's lookup included (getaddrinfo has no
-        # timeout of its own): the POST gets what the lookup and the signing left of it.
-        deadline = time.monotonic() + self.timeout
-        try:
-            checked = webhook_urls.check_webhook_url(
-                target.url,
-                resolve=self.resolve,
-                allow_local_http=self.allow_local_http,
-                local_stack_ports=self.local_stack_ports,
-                timeout=self.timeout,
-            )
-        except (InvalidWebhookUrl, webhook_urls.ResolutionTimedOut):
-            logger.warning(
-                "webhook URL refused at delivery",
-                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id},
-            )
-            return None
-        signing = [self.secrets.open(message.tenant_id, message.webhook_id, target.secret)]
-        expires = target.previous_secret_expires_at
-        if target.previous_secret is not None and expires is not None and expires > _iso(now):
-            signing.append(self.secrets.open(message.tenant_id, message.webhook_id, target.previous_secret))
-        headers = webhook_headers(message.event_id, int(now), message.body, signing)
-        try:
-            return self.post(checked, headers, message.body.encode(), deadline - time.monotonic())
-        except (http.client.HTTPException, OSError) as exc:
-            logger.info(
-                "webhook receiver did not answer",
-                extra={"tenant_id": message.tenant_id, "webhook_id": message.webhook_id, "error": type(exc).__name__},
-            )
-            return None
 
     def _record(
         self,

@@ -14,26 +14,26 @@ TTL (``expiration``). Writers:
   redelivery mark;
 - ``POST …/redeliver`` (the tenant's own credentials): sets
   ``redeliver_requested_at`` and nothing else
-  (:meth:`support_tickets.data.delivery_repository.DeliveryRepository.request_redelivery`):
+  (:meth:`support_tickets.webhooks.admin_repository.DeliveryRepository.request_redelivery`):
   ``TenantAccessRole`` may write no other attribute of a delivery record, so
   the status, attempts and event a tenant reads are the delivery function's
   alone. While the mark is set the delivery is shown ``PENDING``
   (:func:`pending_redelivery`). The audit-trail function's stream filter sees
   that change and puts the stored event on the queue again
-  (:mod:`support_tickets.streams.webhook_fanout`).
+  (:mod:`support_tickets.webhooks.fanout`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from support_tickets.core import keys
-from support_tickets.core.webhook_events import ACTIVE, DISABLED
-from support_tickets.data.expiring_slots import ExpiringSlots
 from support_tickets.data.table import TenantTable, from_item, to_item
-from support_tickets.data.webhook_partition import webhooks_query
+from support_tickets.webhooks.events import ACTIVE, DISABLED
+from support_tickets.webhooks.slots import ExpiringSlots
 
 PENDING: Final = "PENDING"
 DELIVERED: Final = "DELIVERED"
@@ -57,6 +57,22 @@ def pending_redelivery(mark: object) -> str | None:
     return mark if isinstance(mark, str) and _MARK.fullmatch(mark) else None
 
 
+def webhooks_query(table: TenantTable, attributes: Sequence[str]) -> dict[str, Any]:
+    """One Query of ``table``'s tenant's webhooks (``TENANT#<t>|WEBHOOKS``, the ``WEBHOOK#``
+    items, never its count item), projected to ``attributes`` (all aliased): the one both
+    sides make, each projected to what it may read (the admins' list: never a secret)."""
+    return {
+        "TableName": table.table_name,
+        "KeyConditionExpression": "pk = :pk AND begins_with(sk, :webhook)",
+        "ExpressionAttributeValues": {
+            ":pk": {"S": keys.webhooks_pk(table.tenant_id)},
+            ":webhook": {"S": keys.WEBHOOK_SK_PREFIX},
+        },
+        "ProjectionExpression": ", ".join(f"#{name}" for name in attributes),
+        "ExpressionAttributeNames": {f"#{name}": name for name in attributes},
+    }
+
+
 class MalformedWebhook(ValueError):
     """A stored webhook without its url, events or secret."""
 
@@ -72,7 +88,7 @@ class Subscription:
 @dataclass(frozen=True, slots=True)
 class WebhooksVersion:
     """A tenant's webhook count item: how many webhooks, and a version that each
-    create and delete moves (:mod:`support_tickets.data.webhook_repository`)."""
+    create and delete moves (:mod:`support_tickets.webhooks.admin_repository`)."""
 
     count: int
     version: int

@@ -1,9 +1,9 @@
 """A fixed number of items, each held by one holder until a time.
 
 They are the tenant's attempt leases (:meth:`DeliveryRecords.take_lease
-<support_tickets.data.delivery_records.DeliveryRecords.take_lease>`) and a
+<support_tickets.webhooks.delivery_records.DeliveryRecords.take_lease>`) and a
 webhook's retry slots (:meth:`WebhookParking.take_slot
-<support_tickets.data.parking.WebhookParking.take_slot>`).
+<support_tickets.webhooks.parking.WebhookParking.take_slot>`).
 
 Slot ``n`` is the item ``<prefix><n>`` of one partition, with ``held_until``
 (epoch seconds) and ``holder``. A slot is free when never taken, given back, or

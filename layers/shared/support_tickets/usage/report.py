@@ -2,7 +2,7 @@
 
 How each figure is measured: docs/usage.md.
 
-What is counted and priced (at :mod:`support_tickets.core.prices`):
+What is counted and priced (at :mod:`support_tickets.usage.prices`):
 
 - **API Gateway**: one request per ``"request handled"`` line, that is every
   request that reached an API function with the tenant's verified token (its
@@ -43,7 +43,7 @@ the event source's receives and deletes of webhook messages, the VPC
 endpoints' hours.
 
 A day is **final** once it ended more than the replay horizon ago
-(:data:`~support_tickets.data.usage_repository.REPLAY_HORIZON_SECONDS`, 24 h):
+(:data:`~support_tickets.usage.counters.REPLAY_HORIZON_SECONDS`, 24 h):
 CloudWatch Logs delivers within seconds to minutes, Lambda retries an
 asynchronous delivery for at most 6 h, and a delivery kept in the failure
 queue is redriven within the horizon, so no line of the day arrives after it.
@@ -63,16 +63,15 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
 
-from support_tickets.core import prices
 from support_tickets.core.errors import ValidationFailed
 from support_tickets.core.identity import Caller
 from support_tickets.core.models import UsageCost, UsageResponse
 from support_tickets.core.settings import get_settings
-from support_tickets.data import usage_repository as counters
 from support_tickets.data.placement import PlacedRecord, Placement
 from support_tickets.data.tenant_registry import tenant_configs
-from support_tickets.data.usage_repository import UsageRepository
 from support_tickets.domain.tenancy import table_for
+from support_tickets.usage import counters, prices
+from support_tickets.usage.counters import UsageRepository
 
 # No usage line can predate the metering (and Lambda's JSON log format, which
 # it reads, dates from late 2023): an earlier day is a mistake, not a question.

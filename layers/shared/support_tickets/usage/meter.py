@@ -17,7 +17,7 @@ The meter also keeps the units per tenant (each :class:`TenantTable` call
 names its tenant; shared calls are apportioned by :func:`add_units`): an API
 request has one tenant, but a stream function's invocation holds the records
 of several, and its usage lines are per tenant
-(:mod:`support_tickets.streams.usage`).
+(:mod:`support_tickets.usage.lines`).
 """
 
 from __future__ import annotations

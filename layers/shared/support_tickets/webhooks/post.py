@@ -1,6 +1,6 @@
 """One webhook POST, to a pinned address, within one deadline (docs/webhooks.md, "URLs").
 
-:func:`pinned_post` connects to the address :func:`support_tickets.core.webhook_urls.check_webhook_url`
+:func:`pinned_post` connects to the address :func:`support_tickets.webhooks.urls.check_webhook_url`
 resolved (never a second DNS lookup), verifies TLS against the URL's host name
 (SNI and the certificate's names, with the system's trust store), sends the
 request and reads the status line and headers, and **all of it** must finish
@@ -35,7 +35,7 @@ from functools import cache
 from typing import Final
 from urllib.parse import urlsplit
 
-from support_tickets.core.webhook_urls import CheckedUrl
+from support_tickets.webhooks.urls import CheckedUrl
 
 # What is read of a response: its status line and headers, at most this much.
 MAX_RESPONSE_HEAD_BYTES: Final = 64 * 1024

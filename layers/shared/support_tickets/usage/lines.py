@@ -2,7 +2,7 @@
 
 An invocation of a stream function (the aggregator, the audit writer) holds
 the records of several tenants. Each tenant present in the batch gets one
-``"usage"`` line (:data:`support_tickets.core.metering.USAGE_MESSAGE`, the
+``"usage"`` line (:data:`support_tickets.usage.meter.USAGE_MESSAGE`, the
 message the metering function's subscription filter selects), carrying:
 
 - ``records``: how many of the batch's records are the tenant's (the tenant of
@@ -61,8 +61,9 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from support_tickets.core import keys, metering
+from support_tickets.core import keys
 from support_tickets.core.identity import CONTEXT_TENANT
+from support_tickets.usage import meter
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
 AGGREGATE_COUNTS: Final = "aggregate_counts"
 AUDIT_TRAIL: Final = "audit_trail"
 STREAM_FUNCTIONS: Final = frozenset({AGGREGATE_COUNTS, AUDIT_TRAIL})
-# The delivery function's lines (support_tickets.streams.webhook_usage; named here so the
+# The delivery function's lines (support_tickets.webhooks.metered_delivery; named here so the
 # metering function need not import the delivery code).
 DELIVER_WEBHOOK: Final = "deliver_webhook"
 # Units are shared to a millionth (the metering function reads at most 6 fraction
@@ -103,10 +104,10 @@ def apportion(total: Decimal, weights: Mapping[str, int], quantum: Decimal = UNI
 def add_shared(operation: str, response: Any, weights: Mapping[str, int]) -> None:
     """Count a call shared by several tenants' records: its units apportioned by
     ``weights``, and one call on each tenant's account."""
-    read, write = metering.response_units(operation, response)
+    read, write = meter.response_units(operation, response)
     reads, writes = apportion(read, weights), apportion(write, weights)
     for tenant in sorted({tenant for tenant, weight in weights.items() if weight > 0}):
-        metering.METER.add_units(reads.get(tenant, metering.ZERO), writes.get(tenant, metering.ZERO), tenant)
+        meter.METER.add_units(reads.get(tenant, meter.ZERO), writes.get(tenant, meter.ZERO), tenant)
 
 
 def tenant_of_record(record: Mapping[str, Any]) -> str | None:
@@ -151,12 +152,12 @@ def charged_records(tenants: Sequence[str | None], applied_before: Collection[in
     return charged
 
 
-def _minus(a: metering.Consumed, b: metering.Consumed) -> metering.Consumed:
-    return metering.Consumed(a.read_units - b.read_units, a.write_units - b.write_units, a.calls - b.calls)
+def _minus(a: meter.Consumed, b: meter.Consumed) -> meter.Consumed:
+    return meter.Consumed(a.read_units - b.read_units, a.write_units - b.write_units, a.calls - b.calls)
 
 
-def _plus(a: metering.Consumed, b: metering.Consumed) -> metering.Consumed:
-    return metering.Consumed(a.read_units + b.read_units, a.write_units + b.write_units, a.calls + b.calls)
+def _plus(a: meter.Consumed, b: meter.Consumed) -> meter.Consumed:
+    return meter.Consumed(a.read_units + b.read_units, a.write_units + b.write_units, a.calls + b.calls)
 
 
 @dataclass
@@ -167,7 +168,7 @@ class StreamInvocation:
     tenants: list[str | None]
     sequence_numbers: dict[str, int] = field(default_factory=dict)
     applied_before: set[int] = field(default_factory=set)
-    _again: dict[int, metering.Consumed] = field(default_factory=dict)
+    _again: dict[int, meter.Consumed] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: Iterable[Any]) -> StreamInvocation:
@@ -184,13 +185,13 @@ class StreamInvocation:
     def index_of(self, sequence_number: str | None) -> int | None:
         return None if sequence_number is None else self.sequence_numbers.get(sequence_number)
 
-    def units_so_far(self, index: int | None) -> metering.Consumed:
+    def units_so_far(self, index: int | None) -> meter.Consumed:
         """What the record's tenant has consumed so far in this invocation (to
         measure one record's handling: before and after)."""
         tenant = self.tenants[index] if index is not None else None
-        return metering.METER.by_tenant().get(tenant, metering.NOTHING) if tenant else metering.NOTHING
+        return meter.METER.by_tenant().get(tenant, meter.NOTHING) if tenant else meter.NOTHING
 
-    def found_applied(self, index: int | None, since: metering.Consumed | None = None) -> None:
+    def found_applied(self, index: int | None, since: meter.Consumed | None = None) -> None:
         """Record ``index`` was found already applied (its work done by an earlier
         delivery); ``since``: its tenant's units before it was handled, when the
         units of handling it again are its own to move (the audit writer's)."""
@@ -206,7 +207,7 @@ class StreamInvocation:
     def charged_records(self) -> Counter[str]:
         return charged_records(self.tenants, self.applied_before)
 
-    def charged_units(self, consumed: Mapping[str, metering.Consumed]) -> dict[str, metering.Consumed]:
+    def charged_units(self, consumed: Mapping[str, meter.Consumed]) -> dict[str, meter.Consumed]:
         """``consumed`` (per tenant) with the units of records handled again moved to the payer."""
         charged = dict(consumed)
         payer = self.payer()
@@ -216,8 +217,8 @@ class StreamInvocation:
             tenant = self.tenants[index]
             if tenant is None or tenant == payer:
                 continue
-            charged[tenant] = _minus(charged.get(tenant, metering.NOTHING), units)
-            charged[payer] = _plus(charged.get(payer, metering.NOTHING), units)
+            charged[tenant] = _minus(charged.get(tenant, meter.NOTHING), units)
+            charged[payer] = _plus(charged.get(payer, meter.NOTHING), units)
         return charged
 
 
@@ -225,7 +226,7 @@ def usage_lines(
     function: str,
     context: Any,
     records: Mapping[str, int],
-    consumed: Mapping[str, metering.Consumed],
+    consumed: Mapping[str, meter.Consumed],
     elapsed_ms: float,
     *,
     charged: Mapping[str, int] | None = None,
@@ -242,19 +243,19 @@ def usage_lines(
             function,
             context,
             {"records": records.get(tenant, 0)},
-            consumed.get(tenant, metering.NOTHING),
-            shares.get(tenant, metering.ZERO),
+            consumed.get(tenant, meter.NOTHING),
+            shares.get(tenant, meter.ZERO),
         )
         for tenant in tenants
     }
 
 
 def usage_line(
-    function: str, context: Any, counts: Mapping[str, int], units: metering.Consumed, duration_ms: Decimal
+    function: str, context: Any, counts: Mapping[str, int], units: meter.Consumed, duration_ms: Decimal
 ) -> dict[str, Any]:
     """One tenant's ``usage`` fields of one invocation, whichever function logs it (the
     stream functions here, the delivery function in
-    :mod:`support_tickets.streams.webhook_usage`): the function and the request, the
+    :mod:`support_tickets.webhooks.metered_delivery`): the function and the request, the
     function's own ``counts``, the DynamoDB units and calls, the tenant's share of the
     duration and the function's memory size (the metering function makes them MB x ms)."""
     return {
@@ -270,10 +271,10 @@ def usage_line(
 
 
 def log_usage_lines(logger: Logger, lines: Mapping[str, Mapping[str, Any]]) -> None:
-    """One :data:`~support_tickets.core.metering.USAGE_MESSAGE` line per tenant (the
+    """One :data:`~support_tickets.usage.meter.USAGE_MESSAGE` line per tenant (the
     message the metering function's subscription filter selects), under its tenant."""
     for tenant, usage in lines.items():
-        logger.info(metering.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
+        logger.info(meter.USAGE_MESSAGE, extra={CONTEXT_TENANT: tenant, "usage": usage})
 
 
 @contextmanager
@@ -283,15 +284,15 @@ def metered_invocation(
     """Meter the block (one invocation of a stream function over ``records``)
     and log its usage lines, one per tenant, when it ends, also when it fails.
     The block marks the records it finds already applied on the invocation it gets."""
-    metering.start()
+    meter.start()
     records = list(records)
     tenants = records_by_tenant(records)
     invocation = StreamInvocation.of(records)
     try:
         yield invocation
     finally:
-        elapsed_ms = metering.finish().elapsed_ms
-        consumed = invocation.charged_units(metering.METER.by_tenant())
+        elapsed_ms = meter.finish().elapsed_ms
+        consumed = invocation.charged_units(meter.METER.by_tenant())
         log_usage_lines(
             logger, usage_lines(function, context, tenants, consumed, elapsed_ms, charged=invocation.charged_records())
         )

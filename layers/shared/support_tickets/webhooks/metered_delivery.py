@@ -4,7 +4,7 @@ An invocation of the delivery function holds a batch of ``WebhookEventsQueue``
 messages of several tenants (Lambda's FIFO batches mix message groups), run in
 parallel threads. Each tenant with a message in the batch (or DynamoDB units
 on its account) gets one ``"usage"`` line
-(:data:`support_tickets.core.metering.USAGE_MESSAGE`) carrying:
+(:data:`support_tickets.usage.meter.USAGE_MESSAGE`) carrying:
 
 - ``messages``: the batch's messages of the tenant (a message whose body names
   no valid tenant, a poison message, is nobody's);
@@ -35,7 +35,7 @@ on its account) gets one ``"usage"`` line
   its messages took in its own thread (``perf_counter_ns`` around
   :meth:`Deliverer.deliver`): messages run in parallel, so their times add
   up to more than the invocation; their ratios share it, exactly
-  (:func:`support_tickets.streams.usage.apportion`, largest remainder, a
+  (:func:`support_tickets.usage.lines.apportion`, largest remainder, a
   multiple of 0.001 ms each, the shares adding up to the duration). A poison
   message's share is nobody's;
 - ``invocations``: 0 or 1. The invocation itself is apportioned like its
@@ -46,7 +46,7 @@ on its account) gets one ``"usage"`` line
 The lines are written in a ``finally``: a failed invocation is billed too (and
 the messages it returns to the queue are received, and billed, again).
 
-Hooks, kept out of :mod:`support_tickets.streams.webhook_delivery`:
+Hooks, kept out of :mod:`support_tickets.webhooks.delivery`:
 :class:`MeteredDeliverer` (a :class:`Deliverer` whose :meth:`deliver` runs in
 a message scope and whose delivery records count attempts), :func:`count_calls`
 (botocore's ``after-call`` event on the function's SQS and KMS clients) and
@@ -64,19 +64,19 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from support_tickets.core import metering
-from support_tickets.core.webhook_events import RETRY_WINDOW_SECONDS
-from support_tickets.data.delivery_records import (
+from support_tickets.data.tenant_registry import TenantConfig
+from support_tickets.usage import meter
+from support_tickets.usage.lines import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion, log_usage_lines, usage_line
+from support_tickets.webhooks.delivery import Deliverer, QueuedMessage
+from support_tickets.webhooks.delivery_records import (
     DELIVERED,
     DELIVERY_RETENTION_SECONDS,
     FAILED,
     Attempt,
     DeliveryRecords,
 )
-from support_tickets.data.parking import ParkedMessage
-from support_tickets.data.tenant_registry import TenantConfig
-from support_tickets.streams.usage import DELIVER_WEBHOOK, DURATION_QUANTUM, apportion, log_usage_lines, usage_line
-from support_tickets.streams.webhook_delivery import Deliverer, QueuedMessage
+from support_tickets.webhooks.events import RETRY_WINDOW_SECONDS
+from support_tickets.webhooks.parking import ParkedMessage
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -268,7 +268,7 @@ def billed_ms(elapsed_ms: float) -> Decimal:
 
 
 def usage_lines(
-    context: Any, totals: dict[str, TenantTotals], consumed: dict[str, metering.Consumed], elapsed_ms: float
+    context: Any, totals: dict[str, TenantTotals], consumed: dict[str, meter.Consumed], elapsed_ms: float
 ) -> dict[str, dict[str, Any]]:
     """Each tenant's usage fields of one invocation (tenant -> the line's ``usage``)."""
     weights = {tenant: max(total.elapsed_ns // 1000, 1) for tenant, total in totals.items()}
@@ -286,8 +286,8 @@ def usage_lines(
             "kms_requests": total.kms_requests,
             "stored_kb_days": total.stored_kb_days,
         }
-        units = consumed.get(tenant, metering.NOTHING)
-        lines[tenant] = usage_line(DELIVER_WEBHOOK, context, counts, units, durations.get(tenant, metering.ZERO))
+        units = consumed.get(tenant, meter.NOTHING)
+        lines[tenant] = usage_line(DELIVER_WEBHOOK, context, counts, units, durations.get(tenant, meter.ZERO))
     return lines
 
 
@@ -295,10 +295,10 @@ def usage_lines(
 def metered_batch(logger: Logger, context: Any) -> Iterator[None]:
     """Meter the block (one invocation of the delivery function) and log its usage
     lines, one per tenant, when it ends, also when it fails."""
-    metering.start()
+    meter.start()
     METER.start()
     try:
         yield
     finally:
-        elapsed_ms = metering.finish().elapsed_ms
-        log_usage_lines(logger, usage_lines(context, METER.totals(), metering.METER.by_tenant(), elapsed_ms))
+        elapsed_ms = meter.finish().elapsed_ms
+        log_usage_lines(logger, usage_lines(context, METER.totals(), meter.METER.by_tenant(), elapsed_ms))

@@ -17,18 +17,19 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from support_tickets.core import keys, webhook_urls
+from support_tickets.core import keys
 from support_tickets.core.errors import ApiError, DeliveryNotFound, TenantMoving, WebhookNotFound
 from support_tickets.core.identity import Caller
 from support_tickets.core.ids import new_id
 from support_tickets.core.models import CreatedWebhook, CreateWebhookRequest, DeliveryPage, RotatedSecret, WebhookPage
 from support_tickets.core.settings import get_settings
-from support_tickets.core.webhook_urls import Resolver, check_webhook_url
-from support_tickets.data.delivery_repository import DeliveryRepository
 from support_tickets.data.session import tenant_clients
 from support_tickets.data.table import TenantTable
-from support_tickets.data.webhook_repository import ACTIVE, SecretSealer, WebhookItem, WebhookRepository
 from support_tickets.domain.tenancy import table_for
+from support_tickets.webhooks import urls
+from support_tickets.webhooks.admin_repository import DeliveryRepository, SecretSealer, WebhookItem, WebhookRepository
+from support_tickets.webhooks.events import ACTIVE
+from support_tickets.webhooks.urls import Resolver, check_webhook_url
 
 SECRET_PREFIX: Final = "whsec_"  # noqa: S105 - the format's prefix, not a secret
 SECRET_BYTES: Final = 32
@@ -72,10 +73,10 @@ def create_webhook(caller: Caller, request: CreateWebhookRequest, resolve: Resol
     # A host that does not resolve within the bound is 503 UNAVAILABLE (retry later), not a 400.
     check_webhook_url(
         request.url,
-        resolve=resolve or webhook_urls.system_resolver,
+        resolve=resolve or urls.system_resolver,
         allow_local_http=settings.webhook_allow_local_http,
         local_stack_ports=settings.webhook_local_stack_ports,
-        timeout=webhook_urls.REGISTRATION_RESOLVE_SECONDS,
+        timeout=urls.REGISTRATION_RESOLVE_SECONDS,
     )
     webhook_id = new_id()
     secret = new_secret()

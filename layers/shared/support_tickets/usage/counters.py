@@ -7,7 +7,7 @@ the tenant's ``TENANT#<t>|USAGE`` partition (``<day>#<slot>``: a slot per
 execution environment's log stream, so that a busy tenant's deliveries do not
 contend on one item). One Query (``begins_with(sk, "<day>#")``) reads them and
 their number attributes are summed. The attribute names are defined here, for
-the writer (:mod:`support_tickets.streams.metering`) and the readers alike.
+the writer (:mod:`support_tickets.usage.metering`) and the readers alike.
 
 Reads are strongly consistent: a usage figure just after a delivery was
 applied includes it.
@@ -42,7 +42,7 @@ AUTHORIZER_MB_MS: Final = "authorizer_mb_ms"
 # units join read_units / write_units). No invocations: an invocation shared by
 # several tenants' records is no tenant's whole one (docs/usage.md).
 STREAM_MB_MS: Final = "stream_mb_ms"
-# The delivery function's work for the tenant's webhooks (its lines: support_tickets.streams.webhook_usage):
+# The delivery function's work for the tenant's webhooks (its lines: support_tickets.webhooks.metered_delivery):
 # its share of the invocations' MB x ms, and webhook_<count> for invocations, attempts,
 # deliveries, sqs_requests and kms_requests (its DynamoDB units join read_units / write_units).
 WEBHOOK_PREFIX: Final = "webhook_"
