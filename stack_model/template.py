@@ -179,8 +179,8 @@ class Values:
         return "Condition" not in resource or self.condition(resource["Condition"])
 
     def condition(self, name: str) -> bool:
-        """A condition of the template with these values (``Fn::Equals`` and
-        ``Fn::Not``: the condition functions the template uses)."""
+        """A condition of the template with these values (``Fn::Equals``,
+        ``Fn::Not`` and ``Fn::Or``: the condition functions the template uses)."""
         return self._holds(translated()["Conditions"][name])
 
     def _holds(self, condition: Mapping[str, Any]) -> bool:
@@ -190,6 +190,8 @@ class Values:
         if set(condition) == {"Fn::Not"}:
             (negated,) = condition["Fn::Not"]
             return not self._holds(negated)
+        if set(condition) == {"Fn::Or"}:
+            return any(self._holds(alternative) for alternative in condition["Fn::Or"])
         if set(condition) == {"Condition"}:
             return self.condition(condition["Condition"])
         raise UnresolvedIntrinsic(f"condition {condition!r}")
