@@ -92,7 +92,7 @@ def with_conditions(translation: Mapping[str, Any], conditions: Mapping[str, boo
             return evaluated(if_true if conditions[name] else if_false)
         return {key: evaluated(item) for key, item in value.items()}
 
-    result = evaluated(dict(translation))
+    result: dict[str, Any] = evaluated(dict(translation))
     for section in ("Resources", "Outputs"):
         for name, entry in list(result.get(section, {}).items()):
             if entry.get("Condition") in conditions:
