@@ -79,6 +79,11 @@ def command_line() -> argparse.ArgumentParser:
         help="a template parameter, as sam deploy --parameter-overrides (e.g. BasicRateLimit=2); repeatable",
     )
     serve.add_argument(
+        "--user-pool-url",
+        help="the emulator holding the shared user pool that --parameter UserPoolId= and UserPoolClientId= name "
+        "(a cell's: docs/cells.md); default: the stack's own pool",
+    )
+    serve.add_argument(
         "--tenant-isolation",
         action="store_true",
         help="run the template's tenant isolation variant (make build TENANT_ISOLATION=1): every API function "
@@ -169,7 +174,7 @@ def _running_state(state_dir: Path) -> dict[str, Any]:
 
 def _local_pool(state: dict[str, Any]) -> UserPool:
     return UserPool(
-        cognito=operator_client(state["emulator_url"], "cognito-idp", state["region"]),
+        cognito=operator_client(state.get("user_pool_url", state["emulator_url"]), "cognito-idp", state["region"]),
         pool_id=state["user_pool_id"],
         client_id=state["user_pool_client_id"],
         admin_group=state["admin_group"],
@@ -192,6 +197,7 @@ def _serve(args: argparse.Namespace) -> int:
         env_endpoint=args.env_endpoint,
         seed=not args.no_seed,
         parameters=_parameters(args.parameter),
+        user_pool_url=args.user_pool_url,
         tenant_isolation=args.tenant_isolation,
         authorizer_cache_seconds=args.authorizer_cache_seconds,
         usage_plan_refresh_seconds=args.usage_plan_refresh_seconds,

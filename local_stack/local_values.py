@@ -75,11 +75,13 @@ def queue_name(logical_id: str, props: Mapping[str, Any]) -> str:
     return f"{logical_id}.fifo" if str(props.get("FifoQueue", "")).lower() == "true" else logical_id
 
 
-def offline_values(*, user_pool_id: str, client_id: str, identity_pool_id: str) -> Values:
+def offline_values(
+    *, user_pool_id: str, client_id: str, identity_pool_id: str, parameters: Mapping[str, str] | None = None
+) -> Values:
     """Every value the roles and the identity pool name, as the emulator's
-    account would have them: for reading the template's policies and pools
-    without an emulator."""
-    values = local_values()
+    account would have them (the template's ``parameters`` overriding its
+    defaults): for reading the template's policies and pools without an emulator."""
+    values = local_values(parameters)
     ((table, _),) = resources("AWS::DynamoDB::Table").items()
     table_arn = f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{values.ref(table)}"
     values.add(table, values.ref(table), Arn=table_arn, StreamArn=f"{table_arn}/stream/{OFFLINE_STREAM_LABEL}")

@@ -66,6 +66,7 @@ from local_stack.running_stack import (
     OPERATOR_CREDENTIALS,
     REGION,
     STATE_FILE,
+    emulator_client,
     read_state,
     write_json,
 )
@@ -224,6 +225,9 @@ class StackOptions:
     # Template parameters, as `sam deploy --parameter-overrides` gives them
     # (e.g. smaller tiers for the tests); the defaults otherwise.
     parameters: dict[str, str] = field(default_factory=dict)
+    # The emulator holding the shared user pool the parameters UserPoolId and UserPoolClientId
+    # name (a cell's): its users and tokens are that pool's. None: the stack's own pool.
+    user_pool_url: str | None = None
     # The template's tenant isolation variant (stack_model.isolation): every API
     # function's execution environments one tenant's, the gateway naming the tenant.
     tenant_isolation: bool = False
@@ -249,6 +253,7 @@ class LocalStack:
             control=self._control,
             endpoint_port=self.options.vpc_endpoint_port,
             capacity_model=self.options.capacity_model,
+            user_pool_url=self.options.user_pool_url,
         )
         self.provisioned: Provisioned | None = None
         self.runtime: FunctionRuntime | None = None
@@ -520,8 +525,13 @@ class LocalStack:
 
     def user_pool(self) -> UserPool:
         assert self.provisioned is not None
+        cognito = (
+            emulator_client(self.options.user_pool_url, "cognito-idp")
+            if self.options.user_pool_url
+            else self.emulator.client("cognito-idp")
+        )
         return UserPool(
-            cognito=self.emulator.client("cognito-idp"),
+            cognito=cognito,
             pool_id=self.provisioned.user_pool_id,
             client_id=self.provisioned.user_pool_client_id,
             admin_group=self.provisioned.admin_group,
@@ -586,7 +596,9 @@ class LocalStack:
 
     def state(self) -> dict[str, Any]:
         assert self.provisioned is not None
-        return {
+        # Where the shared user pool is (make token's users), for a stack that has none of its own.
+        shared_pool = {"user_pool_url": self.options.user_pool_url} if self.options.user_pool_url else {}
+        return shared_pool | {
             "pid": os.getpid(),
             "api_url": self.api_url,
             "emulator_url": self.emulator.url,

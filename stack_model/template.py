@@ -76,6 +76,32 @@ def translated(tenant_isolation: bool = False) -> dict[str, Any]:
     return result
 
 
+def with_conditions(translation: Mapping[str, Any], conditions: Mapping[str, bool]) -> dict[str, Any]:
+    """A translated template as deployed where each of ``conditions`` has its
+    value: a resource or output under a false one left out, ``Condition`` keys
+    of true ones dropped, each ``Fn::If`` on one replaced by its branch (the
+    others stay as written). With ``{"OwnUserPool": True}``, a stack alone."""
+
+    def evaluated(value: Any) -> Any:
+        if isinstance(value, list):
+            return [evaluated(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"Fn::If"} and value["Fn::If"][0] in conditions:
+            name, if_true, if_false = value["Fn::If"]
+            return evaluated(if_true if conditions[name] else if_false)
+        return {key: evaluated(item) for key, item in value.items()}
+
+    result: dict[str, Any] = evaluated(dict(translation))
+    for section in ("Resources", "Outputs"):
+        for name, entry in list(result.get(section, {}).items()):
+            if entry.get("Condition") in conditions:
+                if conditions[entry.pop("Condition")]:
+                    continue
+                del result[section][name]
+    return result
+
+
 def code_path(location: Mapping[str, Any]) -> Path:
     """The project directory of a translated ``Code`` or ``Content``."""
     if location.get("S3Bucket") != CODE_BUCKET:
@@ -179,8 +205,8 @@ class Values:
         return "Condition" not in resource or self.condition(resource["Condition"])
 
     def condition(self, name: str) -> bool:
-        """A condition of the template with these values (``Fn::Equals`` and
-        ``Fn::Not``: the condition functions the template uses)."""
+        """A condition of the template with these values (``Fn::Equals``,
+        ``Fn::Not`` and ``Fn::Or``: the condition functions the template uses)."""
         return self._holds(translated()["Conditions"][name])
 
     def _holds(self, condition: Mapping[str, Any]) -> bool:
@@ -190,6 +216,8 @@ class Values:
         if set(condition) == {"Fn::Not"}:
             (negated,) = condition["Fn::Not"]
             return not self._holds(negated)
+        if set(condition) == {"Fn::Or"}:
+            return any(self._holds(alternative) for alternative in condition["Fn::Or"])
         if set(condition) == {"Condition"}:
             return self.condition(condition["Condition"])
         raise UnresolvedIntrinsic(f"condition {condition!r}")

@@ -45,12 +45,15 @@ import functools
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
 
+from botocore.exceptions import ClientError
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet, RSAKey
@@ -357,14 +360,53 @@ def user_pool_provider(name: str, client_id: str, *, server_side_check: bool = T
     return Provider(name, client_id, keys, user_is_current if server_side_check else None)
 
 
+def remote_user_pool_provider(name: str, client_id: str, *, endpoint_url: str) -> Provider:
+    """A provider backed by the user pool another emulator holds (``endpoint_url``:
+    a cell's shared pool, whose template parameters name it): its JWKS read from
+    that emulator at each exchange; the user must exist there, be enabled and be
+    the token's ``sub``. A global sign-out there is not seen here (its time is
+    that emulator's own)."""
+    from local_stack.running_stack import emulator_client
+
+    pool_id = name.rsplit("/", 1)[1]
+
+    def keys() -> KeySet | None:
+        try:
+            with urllib.request.urlopen(f"{endpoint_url}/{pool_id}/.well-known/jwks.json", timeout=5) as answer:  # noqa: S310 - the local emulator's URL
+                return KeySet.import_key_set(json.load(answer))
+        except urllib.error.HTTPError:
+            return None
+
+    def user_is_current(claims: Mapping[str, Any]) -> bool:
+        try:
+            user = emulator_client(endpoint_url, "cognito-idp").admin_get_user(
+                UserPoolId=pool_id, Username=str(claims.get("cognito:username"))
+            )
+        except ClientError:
+            return False
+        attributes = {attribute["Name"]: attribute["Value"] for attribute in user.get("UserAttributes", [])}
+        return bool(user.get("Enabled")) and attributes.get("sub") == claims.get("sub")
+
+    return Provider(name, client_id, keys, user_is_current)
+
+
 def in_process(
-    identity_pool_id: str, user_pool_id: str, client_id: str, jwks: Mapping[str, Any], region: str = "us-east-1"
+    identity_pool_id: str,
+    user_pool_id: str,
+    client_id: str,
+    jwks: Mapping[str, Any],
+    region: str = "us-east-1",
+    *,
+    parameters: Mapping[str, str] | None = None,
 ) -> LocalIdentityPool:
     """The template's identity pool for in-process tests (``mock_aws``, no
     emulator, no user pool): tokens of ``user_pool_id`` and ``client_id``
     signed by a key of ``jwks`` (the test's own), with the template's role,
-    trust policy and principal tags. No server-side check: there are no users."""
-    values = offline_values(user_pool_id=user_pool_id, client_id=client_id, identity_pool_id=identity_pool_id)
+    trust policy and principal tags, read with the template's ``parameters``. No
+    server-side check: there are no users."""
+    values = offline_values(
+        user_pool_id=user_pool_id, client_id=client_id, identity_pool_id=identity_pool_id, parameters=parameters
+    )
     if region != REGION:
         raise ValueError(f"the template is read for {REGION}")
     keys = KeySet.import_key_set(jwks)  # type: ignore[arg-type]

@@ -42,10 +42,13 @@ requests to the main listener carry none, like requests from anywhere but the VP
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -82,6 +85,7 @@ from stack_model.template import (
     table_arguments,
     table_definition,
     table_protections,
+    translated,
 )
 from support_tickets.core.identity import ADMIN_GROUP
 
@@ -97,6 +101,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("local_stack.emulator")
 
+# Where a user pool publishes its keys, after /<pool id>.
+JWKS_PATH = "/.well-known/jwks.json"
 # KMS's JSON protocol target prefix (X-Amz-Target: TrentService.Encrypt).
 KMS_TARGET_PREFIX = "TrentService."
 
@@ -242,8 +248,12 @@ class Emulator:
         endpoint_port: int = 0,
         *,
         capacity_model: bool = True,
+        user_pool_url: str | None = None,
     ) -> None:
         self._host = host
+        # The emulator holding the user pool the template's UserPoolId names (a cell's shared
+        # pool): its JWKS is served from there, its tokens exchanged for this stack's credentials.
+        self._user_pool_url = user_pool_url.rstrip("/") if user_pool_url else None
         self._capacity_model = capacity_model
         self._port = port
         self._endpoint_port = endpoint_port
@@ -298,6 +308,8 @@ class Emulator:
         self._endpoint_thread.start()
 
     def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if self._user_pool_url is not None and environ.get("PATH_INFO", "").endswith(JWKS_PATH):
+            return self._shared_pool_jwks(environ, start_response)
         if self._control is not None:
             handled = self._control(environ, start_response)
             if handled is not None:
@@ -312,6 +324,18 @@ class Emulator:
         if self.on_queue_write is not None and target in QUEUE_WRITES:
             self.on_queue_write()
         return answer
+
+    def _shared_pool_jwks(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """``/<pool id>/.well-known/jwks.json`` of the shared pool, as its emulator serves it
+        (this one holds no pool: the authorizer reads the keys where it reads everything)."""
+        url = f"{self._user_pool_url}{environ.get('PATH_INFO', '')}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 - the local emulator's URL
+                status, body = f"{answer.status} OK", answer.read()
+        except urllib.error.HTTPError as refused:
+            status, body = f"{refused.code} {refused.reason}", refused.read()
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def _endpoint_app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """The stack's VPC endpoints: DynamoDB (the gateway endpoint) and KMS
@@ -443,19 +467,20 @@ class Emulator:
                     values.add(logical_id, ref, **attributes)
         roles = roles_from_template(values)
         self.guard.roles = roles
-        self.guard.identity_pool = identity_pool.from_template(values, roles, identity_pool.user_pool_provider)
+        self.guard.identity_pool = identity_pool.from_template(values, roles, self._user_pool_provider(values))
         ((table, _),) = resources("AWS::DynamoDB::Table").items()
-        ((user_pool, _),) = resources("AWS::Cognito::UserPool").items()
-        ((client, _),) = resources("AWS::Cognito::UserPoolClient").items()
         ((pool, _),) = resources("AWS::Cognito::IdentityPool").items()
+        # The stack's own pool or the shared one its parameters name, as its outputs say.
+        outputs = translated()["Outputs"]
+        (provider_name,) = self.guard.identity_pool.providers
         queues = {name: (values.ref(name), values.get_att(f"{name}.Arn")) for name in resources("AWS::SQS::Queue")}
         self.provisioned = Provisioned(
             table_name=values.ref(table),
             table_arn=values.get_att(f"{table}.Arn"),
             stream_arn=values.get_att(f"{table}.StreamArn"),
-            user_pool_id=values.ref(user_pool),
-            user_pool_client_id=values.ref(client),
-            user_pool_provider_name=values.get_att(f"{user_pool}.ProviderName"),
+            user_pool_id=str(values.resolve(outputs["UserPoolId"]["Value"])),
+            user_pool_client_id=str(values.resolve(outputs["UserPoolClientId"]["Value"])),
+            user_pool_provider_name=provider_name,
             identity_pool_id=values.ref(pool),
             admin_group=ADMIN_GROUP,
             failure_queue_url=queues["AggregateCountsFailureQueue"][0],
@@ -466,6 +491,15 @@ class Emulator:
             queues=queues,
         )
         return self.provisioned
+
+    def _user_pool_provider(self, values: Values) -> Callable[[str, str], identity_pool.Provider]:
+        """Who stands for the pool the identity pool trusts: the stack's own user pool
+        (this emulator's), or the shared one its parameters name (another emulator's)."""
+        if all(values.holds(resource) for resource in resources("AWS::Cognito::UserPool").values()):
+            return identity_pool.user_pool_provider
+        if self._user_pool_url is None:
+            raise ValueError("UserPoolId names a shared user pool: give the emulator that holds it (--user-pool-url)")
+        return functools.partial(identity_pool.remote_user_pool_provider, endpoint_url=self._user_pool_url)
 
     def deploy_dedicated(self, tenant_id: str) -> DedicatedTable:
         """The tenant's dedicated table, made from ``templates/dedicated-table.yaml``

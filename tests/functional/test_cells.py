@@ -9,7 +9,8 @@ Tenants ``1`` and ``10`` (each a prefix of the other), both users of the shared 
 router sending both here: the one placed in the cell is served, the other gets 503
 ``TENANT_MOVING`` with ``Retry-After`` and no function runs nor any Cognito exchange; a
 forged token of the placed one is a 401. Alone (no ``CellId``), a tenant without a record
-keeps its 403. (What the authorizer decides for each record: tests/unit/test_authorizer.py.)"""
+keeps its 403. A cell deployed with the control plane's pool (UserPoolId, UserPoolClientId) takes that
+pool's tokens only. (What the authorizer decides for each record: tests/unit/test_authorizer.py.)"""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from local_stack.apigateway.rest_api import (
     routes_from_specs,
 )
 from local_stack.apigateway.usage_plans import KeyDirectory, UsageMeter
+from local_stack.cognito import identity_pool
 from local_stack.cognito import user_pool as cognito
 from local_stack.cognito.identity_pool import SigningUserPool
 from local_stack.lambda_.runtime import LambdaContext
@@ -44,7 +46,15 @@ from support_tickets.auth import jwks
 from support_tickets.auth.authorizer import MOVING_MESSAGE
 from support_tickets.core.errors import TenantMoving
 from support_tickets.core.settings import get_settings
-from tests.conftest import REGION, SIGNING_KEY, all_items, tenant_claims, token_for_claims
+from tests.conftest import (
+    IDENTITY_POOL_ID,
+    REGION,
+    SIGNING_KEY,
+    USER_POOL_ID,
+    all_items,
+    tenant_claims,
+    token_for_claims,
+)
 from tests.functional.conftest import STACK_NAME, TENANT_PAIRS, stack_usage_plans
 
 if TYPE_CHECKING:
@@ -54,6 +64,8 @@ CELL = "cell-a"
 # A Cognito exchange (support_tickets.data.session): tenant credentials, for a served caller only.
 EXCHANGE_CALLS = frozenset({"GetId", "GetCredentialsForIdentity"})
 A_FORGER = SigningUserPool("us-east-1_EXAMPLE", SAMPLE_CLIENT_ID, REGION)  # the pool's name, another key
+# templates/control-plane.yaml's pool, which a cell names by its UserPoolId and UserPoolClientId parameters.
+CONTROL_PLANE_POOL = SigningUserPool("us-east-1_Shared9", "sharedclient0", REGION)
 
 
 @cache
@@ -242,3 +254,50 @@ def test_a_key_gone_from_its_plan_after_the_answer_was_cached_is_tenant_moving(
     status, headers, body = stack.request("GET", "/tickets", token("1"))
     assert (status, body["error"]["code"], headers["Retry-After"]) == (503, "TENANT_MOVING", "2")
     assert stack.invoked == [("ListTicketsFunction", "1")]
+
+
+@pytest.mark.parametrize(("placed", "elsewhere"), TENANT_PAIRS)
+def test_a_cell_of_the_shared_pool_accepts_that_pools_tokens_and_refuses_another_pools(
+    start: Callable[..., Stack],
+    onboard: Callable[[str], None],
+    aws: identity_pool.LocalIdentityPool,
+    monkeypatch: pytest.MonkeyPatch,
+    placed: str,
+    elsewhere: str,
+) -> None:
+    # Given: a cell deployed with the control plane's pool (its identity pool and functions as the
+    # template reads them with those parameters), the tenant placed in it
+    parameters = {
+        "CellId": CELL,
+        "UserPoolId": CONTROL_PLANE_POOL.user_pool_id,
+        "UserPoolClientId": CONTROL_PLANE_POOL.client_id,
+    }
+    environment = function_specs(local_values(parameters))[authorizer_spec().function_logical_id].environment
+    for name in ("USER_POOL_PROVIDER_NAME", "ALLOWED_CLIENT_IDS"):
+        monkeypatch.setenv(name, environment[name])
+    published = {pool.user_pool_id: cognito.public_jwks(pool.key) for pool in (CONTROL_PLANE_POOL, A_FORGER)}
+    published[USER_POOL_ID] = cognito.public_jwks(SIGNING_KEY)
+    monkeypatch.setattr(jwks, "fetch_json", lambda url: published[url.split("/")[-3]])
+    trusted = identity_pool.in_process(
+        IDENTITY_POOL_ID,
+        CONTROL_PLANE_POOL.user_pool_id,
+        CONTROL_PLANE_POOL.client_id,
+        cognito.public_jwks(CONTROL_PLANE_POOL.key),
+        parameters=parameters,
+    )
+    assert set(trusted.providers) == {CONTROL_PLANE_POOL.provider_name}
+    identity_pool.register(trusted)
+    try:
+        onboard(placed)
+        cell = start(**parameters)
+        # When its users call, Then the placed tenant is served and the other sent back to the router
+        status, _, body = cell.request("GET", "/tickets", CONTROL_PLANE_POOL.id_token(placed, "ada"))
+        assert (status, body) == (200, {"items": [], "next_cursor": None})
+        assert cell.request("GET", "/tickets", CONTROL_PLANE_POOL.id_token(elsewhere, "bob"))[0] == 503
+        # And a token of another pool (a stack's own, valid there) is a 401, whatever its tenant
+        for tenant in (placed, elsewhere):
+            status, _, body = cell.request("GET", "/tickets", token(tenant))
+            assert (status, body["error"]["code"]) == (401, "UNAUTHORIZED")
+        assert cell.invoked == [("ListTicketsFunction", placed)]
+    finally:
+        identity_pool.register(aws)

@@ -23,7 +23,7 @@ from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
 from stack_model.functions import function_specs
 from stack_model.isolation import with_tenant_isolation as with_tenant_isolation_mode
 from stack_model.isolation import write_variant
-from stack_model.template import TEMPLATE_PATH, load_template
+from stack_model.template import TEMPLATE_PATH, load_template, with_conditions
 from support_tickets.auth.authorizer import CONTEXT_ERROR_CODE, CONTEXT_ERROR_MESSAGE, MOVING_MESSAGE, caller_context
 from support_tickets.core.errors import TenantMoving
 from support_tickets.core.identity import BEARER_HEADER, TENANT_CLAIM
@@ -77,13 +77,17 @@ ITEM_ACTIONS = {
 }
 
 
+# The condition that gives a stack its own user pool (both UserPoolId and UserPoolClientId empty).
+OWN_USER_POOL = "OwnUserPool"
+
+
 class NoManagedPolicies:
     def load(self) -> dict[str, str]:
         return {}
 
 
 @cache
-def translated(tenant_isolation: bool = False) -> dict[str, Any]:
+def as_submitted(tenant_isolation: bool = False) -> dict[str, Any]:
     """The template (or its tenant isolation variant) as `sam deploy` would submit it (code already uploaded)."""
     template = with_tenant_isolation_mode(load_template()) if tenant_isolation else copy.deepcopy(load_template())
     for resource in template["Resources"].values():
@@ -93,6 +97,12 @@ def translated(tenant_isolation: bool = False) -> dict[str, Any]:
                 props[uri] = "s3://bucket/key.zip"
     translated_template: dict[str, Any] = transform(template, {}, NoManagedPolicies())
     return translated_template
+
+
+@cache
+def translated(tenant_isolation: bool = False) -> dict[str, Any]:
+    """What a stack deployed alone makes of it (its own user pool: tests/unit/test_template_user_pool.py)."""
+    return with_conditions(as_submitted(tenant_isolation), {OWN_USER_POOL: True})
 
 
 def resources(kind: str, tenant_isolation: bool = False) -> dict[str, dict[str, Any]]:
