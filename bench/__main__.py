@@ -54,9 +54,9 @@ METHOD = (
     "loopback). Warm requests, the aggregator and the webhook functions run in-process: the real handlers, with "
     "the function's template environment, its role's credentials and real ID tokens of the local user pool, every "
     "AWS call a real HTTP request to the emulator, counted with botocore's `before-call` hooks. The naive design "
-    "(`bench/naive.py`, never in production code) shares handlers, events, data and emulator and differs only in "
-    "the credentials the domain layer gets. Cold starts are fresh interpreters over the `sam build` output. The "
-    "emulator's latencies are not AWS's: quote the ratios and counts, not the milliseconds."
+    "(`bench/naive.py`, never in production code) differs only in the credentials the domain layer gets. Cold "
+    "starts are fresh interpreters over the `sam build` output. The emulator's latencies are not AWS's: quote "
+    "ratios and counts, not milliseconds."
 )
 
 AGGREGATION_NOTE = (

@@ -247,9 +247,9 @@ def simulate(mix: Mix) -> dict[str, Any]:
     steady_hours = mix.hours - 1
     rows = {}
     for design, label in (
-        ("ours", "ours: the authorizer exchanges on every invocation, behind API Gateway's 300 s cache"),
-        ("kept", "the authorizer keeping credentials per token (no revocation for up to ~55 min)"),
-        ("functions", "every API function container keeping credentials per token"),
+        ("ours", "ours: an exchange per authorizer invocation"),
+        ("kept", "the authorizer keeps credentials per token (revocation up to ~55 min late)"),
+        ("functions", "each API function container keeps them per token"),
         ("before", "per tenant (AssumeRole)"),
     ):
         calls = sum(total[design].values())

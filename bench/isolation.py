@@ -217,8 +217,8 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
         f"How: {tenants} each call the function twice, interleaved, with the mode on and off. An environment costs "
         f"Lambda's charge (${cost['environment_charge_per_gb_usd']} per GB) plus its init billed as duration; N is "
         f"the active tenants past which the mode costs over {share} of the function's bill at "
-        f"{cost['requests_per_day']:,} requests a day, each tenant creating k environments a day (24: Lambda "
-        "reclaiming idle ones hourly, which it does not document).",
+        f"{cost['requests_per_day']:,} requests a day, each tenant creating k environments a day (24: idle ones "
+        "reclaimed hourly, which Lambda does not document).",
         "",
     ]
     return lines

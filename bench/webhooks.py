@@ -878,11 +878,11 @@ DELIVERY_NOTE = (
 )
 
 HANG_NOTE = (
-    "How: B's endpoint answers at once; A's never answers, so each attempt holds an invocation for the whole 10 s. "
-    "A's events are queued at its tier's rate for 12 s, then one whenever it holds fewer attempts than its bound; "
-    "B's start once A holds its bound. Rounds alternate B alone and B beside A, the pool drained between blocks, "
-    "from the queue rather than B's API (the one emulator process cannot carry A's traffic through the stream "
-    "too: `bench/webhooks.py`). Compare the conditions, not the milliseconds."
+    "How: B's endpoint answers at once; A's never does, so each attempt holds an invocation the whole 10 s. A's "
+    "events are queued at its tier's rate for 12 s, then one whenever it holds fewer attempts than its bound; B's "
+    "start once A holds its bound. Rounds alternate B alone and B beside A, the pool drained between blocks, B's "
+    "events queued directly (one emulator process cannot also carry A's traffic through the stream: "
+    "`bench/webhooks.py`). Compare the conditions, not the milliseconds."
 )
 
 
