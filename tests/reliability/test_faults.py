@@ -92,10 +92,11 @@ def create_with_key(api: Api, user: User, key: str = "key-1") -> ApiResponse:
 def test_an_idempotent_create_whose_ticket_write_is_throttled_is_429_and_leaves_no_record(
     api: Api, user: User, snapshot: Snapshot, wire: WireFaults, backoff: list[float]
 ) -> None:
-    # Given the idempotency record's PutItem goes through, and the ticket's is throttled
+    # Given the idempotency record's PutItem goes through, and the ticket's write is throttled
+    # (one TransactWriteItems: the ticket's put and its record's completion)
     api.new_ticket(user)  # warm credentials
     before = snapshot()
-    wire.fail("dynamodb", THROTTLING, operations={"PutItem"}, times=3, skip=1)
+    wire.fail("dynamodb", THROTTLING, operations={"TransactWriteItems"}, times=3)
     # Then 429, and the in-progress idempotency record was removed again
     assert_error(create_with_key(api, user), 429, "THROTTLED")
     assert snapshot() == before

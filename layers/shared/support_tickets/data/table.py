@@ -423,12 +423,6 @@ class TenantTable:
             raise Throttled() from exc
         raise Conflict() from exc
 
-    def idempotency_client(self) -> DynamoDBClient:
-        """The client Powertools' idempotency layer stores its records with: its
-        calls go through :meth:`call` too (429 on throttling, renewal of expired
-        credentials), the mapped error as the wrapped exception's cause."""
-        return cast("DynamoDBClient", _TableClient(self))
-
 
 @dataclass(frozen=True, slots=True)
 class OwnClient:
@@ -445,25 +439,104 @@ class OwnClient:
         return
 
 
-@dataclass(frozen=True, slots=True)
-class _TableClient:
-    """The four DynamoDB calls Powertools' idempotency layer makes, through
-    :meth:`TenantTable.call` (conditional-check failures still reach it as the
-    ``ClientError`` it handles)."""
+# The table's key attributes, which Powertools' idempotency layer is told to use for its records.
+IDEMPOTENCY_KEY_ATTRIBUTES: Final = ("pk", "sk")
+
+
+@dataclass(slots=True)
+class IdempotencyStore:
+    """The DynamoDB client Powertools' idempotency layer keeps one request's
+    record with: its four calls go through :meth:`TenantTable.call` (429 on
+    throttling, renewal of expired credentials, the move fence; the mapped
+    error as the wrapped exception's cause, a failed condition the
+    ``ClientError`` Powertools handles).
+
+    Powertools puts the record in progress before the create runs and completes
+    it (``save_success``) after the create returned. An invocation killed
+    between the two (Lambda's timeout) would leave a ticket whose record is
+    still in progress, set to expire at the invocation's deadline; API Gateway
+    answers 502/504 only after that deadline, so the client's retry with the
+    same key (API.md) would find the record expired and create a second
+    ticket. So the store keeps the record this request put (``claimed``, the
+    item as Powertools put it), and the create completes that very record in
+    the transaction that puts the ticket (:meth:`completion`): a ticket never
+    exists without the record that names it. Powertools' own completion
+    afterwards writes the same again."""
 
     table: TenantTable
+    claimed: dict[str, Any] | None = None
 
     def get_item(self, **kwargs: Any) -> Any:
         return self.table.call("get_item", **kwargs)
 
     def put_item(self, **kwargs: Any) -> Any:
-        return self.table.call("put_item", **kwargs)
+        response = self.table.call("put_item", **kwargs)
+        self.claimed = dict(kwargs["Item"])
+        return response
 
     def update_item(self, **kwargs: Any) -> Any:
         return self.table.call("update_item", **kwargs)
 
     def delete_item(self, **kwargs: Any) -> Any:
-        return self.table.call("delete_item", **kwargs)
+        """Powertools' clean-up after a create that raised: the record goes only
+        while it is still the in-progress one this request put. A create whose
+        transaction landed but was never answered (a read timeout: 503, "may
+        have been applied") completed it, and that record names a ticket that
+        exists: it stays, and the client's retry answers that ticket. So does a
+        record another request took over once this one's in-progress expiry passed."""
+        if self.claimed is None or kwargs.get("Key") != self._key():
+            return self.table.call("delete_item", **kwargs)
+        condition, names, values = self._as_claimed()
+        self.table.call_if(
+            "delete_item",
+            **kwargs,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        return {}
+
+    def completion(self, attributes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """The ``TransactWriteItems`` action that sets ``attributes`` (DynamoDB
+        values by name) on the record this request put, on condition that it is
+        still exactly as put: in progress, with this request's expiries and hash.
+        Once its in-progress expiry passed, another request with the same key may
+        have taken it over; then nothing of the transaction is written."""
+        if self.claimed is None:
+            raise RuntimeError("no idempotency record was put for this request")
+        condition, names, values = self._as_claimed()
+        assignments = []
+        for number, (name, value) in enumerate(attributes.items()):
+            names[f"#set{number}"] = name
+            values[f":set{number}"] = dict(value)
+            assignments.append(f"#set{number} = :set{number}")
+        return {
+            "Update": {
+                "TableName": self.table.table_name,
+                "Key": self._key(),
+                "UpdateExpression": "SET " + ", ".join(assignments),
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _key(self) -> dict[str, Any]:
+        claimed = self.claimed or {}
+        return {name: claimed[name] for name in IDEMPOTENCY_KEY_ATTRIBUTES if name in claimed}
+
+    def _as_claimed(self) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """A condition that holds while the stored record is the one this
+        request put (every attribute but its key as put), with its names and values."""
+        claimed = self.claimed or {}
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        checks: list[str] = []
+        for number, name in enumerate(sorted(set(claimed) - set(IDEMPOTENCY_KEY_ATTRIBUTES))):
+            names[f"#claimed{number}"] = name
+            values[f":claimed{number}"] = claimed[name]
+            checks.append(f"#claimed{number} = :claimed{number}")
+        return " AND ".join(checks), names, values
 
 
 def _api_error(exc: ClientError) -> Exception | None:

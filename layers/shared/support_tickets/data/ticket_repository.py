@@ -66,6 +66,8 @@ MIN_SKIPPED_ROWS: Final = 16
 MAX_QUERY_PAGES: Final = 16
 
 ConfigProvider = Callable[[TenantTable], TenantConfig]
+# The write that completes a create's idempotency record, given the new ticket's id.
+RecordCompletion = Callable[[str], Mapping[str, Any]]
 ForeignRowHook = Callable[[Mapping[str, Any]], None]
 
 
@@ -260,7 +262,13 @@ class TicketRepository:
         return keys.ticket_tenant_status(self.tenant_id, status, ticket_id, self.config(self.table).shards)
 
     # ------------------------------------------------------------ one ticket
-    def create_ticket(self, request: CreateTicketRequest, created_by: str) -> Ticket:
+    def create_ticket(
+        self, request: CreateTicketRequest, created_by: str, completes: RecordCompletion | None = None
+    ) -> Ticket:
+        """A new ticket, OPEN, by ``created_by``. ``completes``: the write that
+        completes the request's idempotency record with the new ticket's id
+        (given that id), made in one transaction with the ticket's put
+        (:meth:`_put_recorded`)."""
         now = utc_now_iso()
         ticket_id = new_id()
         item = TicketItem(
@@ -278,6 +286,9 @@ class TicketRepository:
             updated_by=created_by,
         )
         stored = to_item(item.stored())
+        if completes is not None:
+            self._put_recorded(stored, completes(ticket_id))
+            return item.ticket()
         try:
             self.table.call(
                 "put_item",
@@ -292,6 +303,33 @@ class TicketRepository:
             if error_code(exc) != "ConditionalCheckFailedException" or not _is_own_write(exc, stored):
                 raise
         return item.ticket()
+
+    def _put_recorded(self, stored: Mapping[str, Any], completion: Mapping[str, Any]) -> None:
+        """The ticket's put and the completion of its idempotency record, all or
+        nothing: a ticket never exists without the record that names it, so an
+        invocation killed after this write (or whose answer to it was lost) left
+        a record that answers the client's retry with this ticket
+        (:class:`~support_tickets.data.table.IdempotencyStore`). During a move's copy the
+        fence adds the ticket's mark and its check to the same transaction."""
+        put = {
+            "Put": {
+                "TableName": self.table_name,
+                "Item": dict(stored),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        try:
+            # The token makes botocore's retry of a transaction whose answer was lost
+            # a no-op in DynamoDB (for 10 minutes), instead of a failed condition.
+            self.table.call("transact_write_items", TransactItems=[put, dict(completion)], ClientRequestToken=new_id())
+        except ClientError as exc:
+            if error_code(exc) != "TransactionCanceledException":
+                raise
+            if cancellation_codes(exc)[1:2] == ["ConditionalCheckFailed"]:
+                # The record is no longer the in-progress one this request put: its in-progress
+                # expiry passed and another request with the key took it over. Nothing was written.
+                raise Conflict("A request with this Idempotency-Key is still in progress.") from exc
+            self.table.raise_for_cancellation(exc)
 
     def get_ticket_summary(self, ticket_id: str) -> Ticket:
         response = self.table.call(

@@ -13,10 +13,11 @@ container within ``TENANT_CONFIG_TTL_SECONDS`` (30 s).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from support_tickets.core.digits import DIGITS
 from support_tickets.core.errors import ApiError, Conflict, Unavailable, ValidationFailed
@@ -35,12 +36,14 @@ from support_tickets.core.models import (
     TicketWithComments,
     UpdateTicketRequest,
 )
-from support_tickets.data.table import TenantTable
+from support_tickets.data.table import IdempotencyStore, TenantTable
 from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.domain.tenancy import table_for  # every operation starts there
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
     from aws_lambda_powertools.utilities.typing import LambdaContext
+    from mypy_boto3_dynamodb import DynamoDBClient
 
     from support_tickets.data.audit_repository import AuditRepository
     from support_tickets.data.comment_repository import CommentRepository
@@ -78,7 +81,13 @@ def create_ticket(
     Powertools' hash of it (``payload_validation_jmespath``). The record lives
     under one of the tenant's ``TENANT#<t>|IDEMPOTENCY#<n>`` partitions (by user
     and key) and is written through the tenant-scoped client, so keys never
-    collide across tenants and a busy tenant's records spread over many keys."""
+    collide across tenants and a busy tenant's records spread over many keys.
+
+    The ticket's put completes the record in the same transaction
+    (:class:`~support_tickets.data.table.IdempotencyStore`): an invocation killed after
+    it, or whose answer to it was lost, leaves the record that answers the
+    client's retry (API.md: 502/504 and 503 ``UNAVAILABLE``, "retry it with the
+    same ``Idempotency-Key``") with that ticket, never a second one."""
     repository = repository_for(caller)
     if idempotency_key is None:
         return repository.create_ticket(request, created_by=caller.username)
@@ -86,51 +95,54 @@ def create_ticket(
         raise ValidationFailed(details=[{"field": "Idempotency-Key", "message": "1-255 printable ASCII characters"}])
     # Powertools' idempotency is imported here, not at module level: only this
     # route needs it, and it is off the cold-start path of the other eight.
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
+    from aws_lambda_powertools.shared.json_encoder import Encoder
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
         IdempotencyAlreadyInProgressError,
         IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
     )
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
     from aws_lambda_powertools.utilities.idempotency.serialization.custom_dict import CustomDictSerializer
 
+    store = IdempotencyStore(repository.table)
     persistence = DynamoDBPersistenceLayer(
         table_name=repository.table_name,
         key_attr="pk",
         sort_key_attr="sk",
         static_pk_value=idempotency_pk(caller.tenant_id, f"{caller.username}\x1f{idempotency_key}"),
-        boto3_client=repository.table.idempotency_client(),
+        boto3_client=cast("DynamoDBClient", store),
     )
-    config = IdempotencyConfig(
-        event_key_jmespath="[user, key]",
-        payload_validation_jmespath="request",
-        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
-    )
+    config = idempotency_config()
     if lambda_context is not None:
         # Lets an in-progress record expire with the invocation that wrote it.
         config.register_lambda_context(lambda_context)
+    # Records written before they kept only the id held the whole ticket: its id is read all the same.
+    serializer = CustomDictSerializer(to_dict=lambda ticket_id: {"ticket_id": ticket_id}, from_dict=_ticket_id)
+
+    def completed(ticket_id: str) -> dict[str, Any]:
+        """The record completed with the ticket's id, as Powertools' ``save_success`` writes it."""
+        response = json.dumps(serializer.to_dict(ticket_id), cls=Encoder, sort_keys=True)
+        return store.completion(
+            {
+                persistence.status_attr: {"S": STATUS_CONSTANTS["COMPLETED"]},
+                persistence.data_attr: {"S": response},
+            }
+        )
 
     @idempotent_function(  # type: ignore[untyped-decorator]
         data_keyword_argument="payload",
         persistence_store=persistence,
         config=config,
-        # Records written before they kept only the id held the whole ticket: its id is read all the same.
-        output_serializer=CustomDictSerializer(
-            to_dict=lambda ticket_id: {"ticket_id": ticket_id}, from_dict=_ticket_id
-        ),
+        output_serializer=serializer,
     )
     def create_once(payload: dict[str, Any]) -> str:
-        created.append(repository.create_ticket(request, created_by=caller.username))
+        created.append(repository.create_ticket(request, created_by=caller.username, completes=completed))
         return created[-1].ticket_id
 
     created: list[Ticket] = []
-    payload = {"user": caller.username, "key": idempotency_key, "request": asdict(request)}
     try:
-        ticket_id: str = create_once(payload=payload)
+        ticket_id: str = create_once(payload=idempotency_payload(caller.username, idempotency_key, request))
     except IdempotencyValidationError as exc:
         raise Conflict("This Idempotency-Key was already used with a different body.") from exc
     except IdempotencyAlreadyInProgressError as exc:
@@ -143,6 +155,24 @@ def create_ticket(
         return created[-1]
     # A replay: answer what a read would (the ticket may have changed, or be gone: 404).
     return repository.get_ticket_summary(ticket_id)
+
+
+def idempotency_config() -> IdempotencyConfig:
+    """How Powertools reads an idempotent create's payload
+    (:func:`idempotency_payload`): the user and the key name the record, the
+    request is kept as a hash, to tell a retry from another body."""
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    return IdempotencyConfig(
+        event_key_jmespath="[user, key]",
+        payload_validation_jmespath="request",
+        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
+    )
+
+
+def idempotency_payload(username: str, idempotency_key: str, request: CreateTicketRequest) -> dict[str, Any]:
+    """What Powertools hashes of an idempotent create (:func:`idempotency_config`)."""
+    return {"user": username, "key": idempotency_key, "request": asdict(request)}
 
 
 def _ticket_id(stored: dict[str, Any]) -> str:
