@@ -52,16 +52,13 @@ from pathlib import Path
 import pytest
 
 from stack_model.template import PROJECT_ROOT
+from tests.doc_pages import PAGES, blocks
 from tests.e2e.conftest import RunningStack
 
 # About 20 commands, each a Python start (make token, make tenant...): a minute and more of a
 # loaded 2-core machine's wall clock, where the suite's default is 300 s for any test.
 pytestmark = pytest.mark.timeout(900)
 
-PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
-NOT_RUN = re.compile(r"<!-- not run by tests/e2e/test_doc_commands\.py: (\S.*?) -->")
-FENCE = re.compile(r"^```(\S*)")
-SHELLS = {"bash", "sh", "shell"}
 DOC_API_PORT = 3000
 PAGE_TIMEOUT_S = 300
 # Each curl's final status line, appended to $DOCS_STATUSES; failures still fail the page.
@@ -86,33 +83,6 @@ wait_for_port() {
   return 1
 }
 """
-
-
-@dataclass(frozen=True)
-class Block:
-    page: Path
-    line: int  # of its opening fence
-    text: str
-    not_run: str | None  # why, when it cannot run here
-
-
-def blocks(page: Path) -> list[Block]:
-    """The page's shell blocks, each with the reason it is not run, if its previous line gives one."""
-    found: list[Block] = []
-    lines = page.read_text(encoding="utf-8").splitlines()
-    index = 0
-    while index < len(lines):
-        fence = FENCE.match(lines[index])
-        if not fence:
-            index += 1
-            continue
-        end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
-        if fence[1] in SHELLS:
-            marker = NOT_RUN.search(lines[index - 1]) if index else None
-            text = "\n".join(lines[index + 1 : end])
-            found.append(Block(page, index + 1, text, marker[1] if marker else None))
-        index = end + 1
-    return found
 
 
 def commands(text: str) -> list[str]:
@@ -263,14 +233,3 @@ def test_every_pages_command_lines_run_as_written(stack: RunningStack, tmp_path:
     finally:
         delete_webhooks(stack, "acme", "ada")
     assert failures == [], "\n\n".join(failures) + f"\n({time.monotonic() - started:.1f} s)"
-
-
-def test_every_block_that_is_not_run_says_why() -> None:
-    """A marker names a reason; a block without one is run (a new page's lines included)."""
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        markers = re.findall(r"<!-- not run by tests/e2e/test_doc_commands\.py:(.*?)-->", text)
-        assert all(reason.strip() for reason in markers), page
-        assert len(markers) == sum(block.not_run is not None for block in blocks(page)), (
-            f"{page.name}: a marker that is not on the line before a shell block"
-        )

@@ -81,7 +81,7 @@ def test_the_pool_signs_with_a_key_of_this_start_not_motos_public_one(stack: Run
 
 
 # A forged claim (expiry, issuer, audience, token use) can't be signed with the
-# pool's key from outside the stack: tests/e2e/test_gateway_routing.py checks
+# pool's key from outside the stack: tests/unit/test_gateway_routing.py checks
 # the authorizer on each claim with a key of its own; here, real tokens.
 @pytest.mark.parametrize(
     "make_token",

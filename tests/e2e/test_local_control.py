@@ -1,4 +1,5 @@
-"""The local stack's control endpoints (``/_local/...`` on the emulator's port)
+"""The local stack's control endpoints (``/_local/...`` on the emulator's port):
+the queues' drain says what it did and their clock moves as asked; and they
 are the stack's tools' alone: a request without the stack's control token is
 refused, a webhook can't be registered at any of the stack's own ports, and one
 stored with such a URL (registered before the refusal existed) is refused at
@@ -26,6 +27,14 @@ def control_status(url: str, headers: dict[str, str]) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def test_the_stack_drains_its_queues_and_moves_their_clock(stack: RunningStack) -> None:
+    drained = stack.drain_queues(timeout=10)
+    assert drained["drained"] is True
+    assert set(drained) == {"drained", "invocations", "deleted", "failed_invocations"}
+    before = stack.advance_queue_clock(0)
+    assert stack.advance_queue_clock(5) == before + 5
 
 
 def test_a_control_call_without_the_stacks_token_is_refused(stack: RunningStack) -> None:

@@ -14,7 +14,7 @@ number) formats. The last three could be expressed in the document; 400 is docum
 ``unsupported_method`` (ST204, "an undeclared method must get a 405") is left out too:
 API Gateway answers a method no resource declares as it answers an unknown path (its
 ``MISSING_AUTHENTICATION_TOKEN`` gateway response), which the contract makes 404
-``NOT_FOUND`` (API.md); tests/e2e/test_gateway_routing.py checks that answer.
+``NOT_FOUND`` (API.md); tests/unit/test_gateway_routing.py checks that answer.
 """
 
 from __future__ import annotations

@@ -34,7 +34,6 @@ from local_stack.event_sources.stream_sources import stream_functions
 from local_stack.stack import FunctionRuntime, lambda_environment
 from stack_model.functions import FunctionSpec
 from stack_model.template import REGION
-from tests.e2e.conftest import RunningStack
 
 pytestmark = pytest.mark.shared_aws
 
@@ -527,12 +526,3 @@ def test_filter_criteria_drop_messages_no_pattern_matches(sqs: Any, poll: Callab
     assert poller.wait_drained(timeout=10)
     assert function.bodies == [json.dumps({"type": "ticket.created"})]
     assert counts(sqs, url) == (0, 0)
-
-
-# ---------------------------------------------------------------- the stack's controls
-def test_the_stack_drains_its_queues_and_moves_their_clock(stack: RunningStack) -> None:
-    drained = stack.drain_queues(timeout=10)
-    assert drained["drained"] is True
-    assert set(drained) == {"drained", "invocations", "deleted", "failed_invocations"}
-    before = stack.advance_queue_clock(0)
-    assert stack.advance_queue_clock(5) == before + 5

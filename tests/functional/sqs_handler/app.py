@@ -1,5 +1,5 @@
 """A test-only SQS-triggered function for the local stack's SQS event source
-(tests/e2e/test_sqs_poller.py): it hangs on a batch whose first body is
+(tests/functional/test_sqs_poller.py): it hangs on a batch whose first body is
 ``hang`` (until its Timeout kills the environment) and answers every other
 batch with an empty partial batch response. It reaches no AWS service."""
 

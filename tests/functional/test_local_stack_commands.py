@@ -1,0 +1,76 @@
+"""The local stack's commands where no local stack runs: ``make token``
+without ``make dev`` says so; ``make onboard STACK=`` finds a deployed stack by
+its outputs (moto's CloudFormation, Cognito, DynamoDB and API Gateway stand in
+for AWS) and creates the users, the tenant record and its API key there. The
+commands run in-process (their ``main(argv)``); with a running stack:
+tests/e2e/test_cli.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local_stack.__main__ import main
+from stack_model.template import table_definition
+from tests.e2e.conftest import run_main
+
+
+def test_token_without_a_running_stack_says_so(tmp_path: Path) -> None:
+    result = run_main("local_stack", "--state-dir", str(tmp_path), "token", "--tenant", "acme", "--user", "alice")
+    assert result.returncode == 1
+    assert "make dev" in result.stderr
+
+
+def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    # moto's CloudFormation and Cognito stand in for AWS; the command uses the
+    # default credential chain and region, as it would against a real account.
+    with mock_aws():
+        cognito = boto3.client("cognito-idp", region_name="eu-west-1")
+        pool_id = cognito.create_user_pool(PoolName="p")["UserPool"]["Id"]
+        cognito.create_group(UserPoolId=pool_id, GroupName="admin")
+        dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
+        dynamodb.create_table(**table_definition())
+        apigateway = boto3.client("apigateway", region_name="eu-west-1")
+        plans = {tier: apigateway.create_usage_plan(name=tier)["id"] for tier in ("basic", "standard", "premium")}
+        template = {
+            "Resources": {"Queue": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {
+                "UserPoolId": {"Value": pool_id},
+                "TableName": {"Value": table_definition()["TableName"]},
+                **{f"UsagePlanId{tier.capitalize()}": {"Value": plan} for tier, plan in plans.items()},
+            },
+        }
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="support-tickets", TemplateBody=json.dumps(template)
+        )
+
+        code = main(["onboard", "--tenant", "initech", "--users", "peter", "--admins", "bill",
+                     "--stack", "support-tickets", "--region", "eu-west-1"])  # fmt: skip
+
+        assert code == 0
+        out = capsys.readouterr().out
+        assert f"user pool {pool_id}" in out
+        assert out.count("temporary password") == 2
+        peter = cognito.admin_get_user(UserPoolId=pool_id, Username="peter")
+        assert {"Name": "custom:tenant_id", "Value": "initech"} in peter["UserAttributes"]
+        assert peter["UserStatus"] == "FORCE_CHANGE_PASSWORD"
+        groups = cognito.admin_list_groups_for_user(UserPoolId=pool_id, Username="bill")["Groups"]
+        assert [group["GroupName"] for group in groups] == ["admin"]
+        # And the tenant got its record, with the defaults
+        record = dynamodb.get_item(
+            TableName=table_definition()["TableName"],
+            Key={"pk": {"S": "TENANT#initech|CONFIG"}, "sk": {"S": "CONFIG"}},
+        )["Item"]
+        assert (record["shards"]["N"], record["tier"]["S"], record["status"]["S"]) == ("1", "basic", "ACTIVE")
+        assert "1 shard(s), tier basic, ACTIVE" in out
+        # and its API key, in the basic plan, named in the record for the authorizer
+        (key,) = apigateway.get_api_keys(nameQuery="support-tickets.initech", includeValues=True)["items"]
+        assert (record["api_key_id"]["S"], record["api_key"]["S"]) == (key["id"], key["value"])
+        assert [plan["id"] for plan in apigateway.get_usage_plans(keyId=key["id"])["items"]] == [plans["basic"]]
+        assert (
+            main(["onboard", "--tenant", "initech", "--users", "x", "--stack", "missing", "--region", "eu-west-1"]) != 0
+        )
