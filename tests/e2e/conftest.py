@@ -195,6 +195,19 @@ def http(
     return Response(status, {k.lower(): v for k, v in response_headers.items()}, parsed, payload)
 
 
+def delete_webhooks(stack: RunningStack, tenant: str, admin: str) -> None:
+    """Every webhook of ``tenant`` deleted, with the token of its admin ``admin``. A
+    webhook whose receiver does not answer (stopped, or never there) has its
+    deliveries retried with backoff for the rest of the session: each attempt an
+    invocation of the delivery function, a delivery record and a usage line (a
+    session stack left with a dozen of them spent a seventh of a core on them).
+    A deleted webhook's pending deliveries are dropped at their next receive."""
+    token = stack.token(tenant, admin, admin=True)
+    listed = stack.request("GET", "/webhooks", token=token)
+    for webhook in (listed.body or {}).get("items", []):
+        stack.request("DELETE", f"/webhooks/{webhook['webhook_id']}", token=token)
+
+
 def python_module(module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``python -m <module> <args>`` as a developer runs it from the project
     (the layer and the project importable, no AWS credentials of yours)."""

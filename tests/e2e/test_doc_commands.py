@@ -53,7 +53,7 @@ import pytest
 
 from stack_model.template import PROJECT_ROOT
 from tests.doc_pages import PAGES, blocks
-from tests.e2e.conftest import RunningStack
+from tests.e2e.conftest import RunningStack, delete_webhooks
 
 # About 20 commands, each a Python start (make token, make tenant...): a minute and more of a
 # loaded 2-core machine's wall clock, where the suite's default is 300 s for any test.
@@ -216,14 +216,6 @@ def run_page(page: Path, stack: RunningStack, workdir: Path, already_run: set[st
     )
 
 
-def delete_webhooks(stack: RunningStack, tenant: str, admin: str) -> None:
-    """The pages register webhooks to receivers that stop with their page: none left to retry."""
-    token = stack.token(tenant, admin, admin=True)
-    listed = stack.request("GET", "/webhooks", token=token)
-    for webhook in (listed.body or {}).get("items", []):
-        stack.request("DELETE", f"/webhooks/{webhook['webhook_id']}", token=token)
-
-
 def test_every_pages_command_lines_run_as_written(stack: RunningStack, tmp_path: Path) -> None:
     workdir = project_links(tmp_path / "project", stack.state_dir)
     started = time.monotonic()
@@ -231,5 +223,6 @@ def test_every_pages_command_lines_run_as_written(stack: RunningStack, tmp_path:
     try:
         failures = [failure for page in PAGES if (failure := run_page(page, stack, workdir, already_run))]
     finally:
+        # The pages register webhooks to receivers that stop with their page: none left to retry.
         delete_webhooks(stack, "acme", "ada")
     assert failures == [], "\n\n".join(failures) + f"\n({time.monotonic() - started:.1f} s)"
