@@ -40,13 +40,19 @@ def command(stack: RunningStack, module: str, *args: str, process: bool = False)
 
 
 def tenant_items(stack: RunningStack, tenant: str) -> list[dict[str, Any]]:
-    """Every item of a tenant (a Scan, as an assertion only: no command scans)."""
+    """Every item of a tenant (a Scan, as an assertion only: no command scans), filtered
+    on its prefix in the emulator: the session's table holds every other test's items
+    too, and only the tenant's cross the wire."""
     dynamodb = stack.operator("dynamodb")
     items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": stack.state["table_name"]}
+    kwargs: dict[str, Any] = {
+        "TableName": stack.state["table_name"],
+        "FilterExpression": "begins_with(pk, :prefix)",
+        "ExpressionAttributeValues": {":prefix": {"S": f"TENANT#{tenant}|"}},
+    }
     while True:
         page = dynamodb.scan(**kwargs)
-        items.extend(item for item in page["Items"] if item["pk"]["S"].startswith(f"TENANT#{tenant}|"))
+        items.extend(page["Items"])
         if "LastEvaluatedKey" not in page:
             return sorted(items, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
