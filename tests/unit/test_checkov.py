@@ -1,5 +1,5 @@
-"""checkov's scan of template.yaml (and of a dedicated tenant's table's template,
-templates/dedicated-table.yaml, in the same run) is clean: each finding is fixed in the
+"""checkov's scan of template.yaml (and, in the same run, of a dedicated tenant's table's
+template and the cells' control plane, templates/) is clean: each finding is fixed in the
 template or suppressed on its resource (``Metadata: checkov: skip``) with the
 reason it does not apply, or, for a check that applies to no function of the
 template, once for the whole scan in .checkov.yaml (``skip-check``), its reason
@@ -17,12 +17,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from stack_model.dedicated import DEDICATED_TEMPLATE_PATH
 from stack_model.template import TEMPLATE_PATH, load_template
 from tests.unit.test_template import with_tenant_isolation
 
 ROOT = TEMPLATE_PATH.parent
 CONFIG = ROOT / ".checkov.yaml"
+CONTROL_PLANE_PATH = ROOT / "templates" / "control-plane.yaml"
 
 
 def checkov() -> str:
@@ -59,11 +62,20 @@ def scan(*templates: Path) -> dict[str, Any]:
     return report
 
 
-def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> None:
-    # With tenant isolation off (the template) and on (a copy whose default is
-    # PER_TENANT), and the dedicated table's: one run, checkov's start-up is most of its time.
-    templates = (TEMPLATE_PATH, with_tenant_isolation(tmp_path))
-    report = scan(*templates, DEDICATED_TEMPLATE_PATH)
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One checkov run over every template the project deploys: checkov's start-up is most of its time.
+    template.yaml with tenant isolation off (the template) and on (a copy whose default is
+    PER_TENANT), the dedicated table's and the control plane's."""
+    return scan(*product_templates(tmp_path_factory.mktemp("checkov")), DEDICATED_TEMPLATE_PATH, CONTROL_PLANE_PATH)
+
+
+def product_templates(directory: Path) -> tuple[Path, Path]:
+    return TEMPLATE_PATH, with_tenant_isolation(directory)
+
+
+def test_checkov_finds_nothing_unsuppressed_in_the_template(report: dict[str, Any], tmp_path: Path) -> None:
+    templates = product_templates(tmp_path)
     summary = report["summary"]
     failures = [
         f"{check['file_path']} {check['check_id']} {check['resource']}: {check['check_name']}"
@@ -73,7 +85,10 @@ def test_checkov_finds_nothing_unsuppressed_in_the_template(tmp_path: Path) -> N
     assert summary["parsing_errors"] == 0
     # It read every whole template (SAM resources included), not an empty or partial one.
     dedicated = load_template(DEDICATED_TEMPLATE_PATH)["Resources"]
-    assert summary["resource_count"] == len(templates) * len(load_template()["Resources"]) + len(dedicated)
+    control_plane = load_template(CONTROL_PLANE_PATH)["Resources"]
+    assert summary["resource_count"] == len(templates) * len(load_template()["Resources"]) + len(dedicated) + len(
+        control_plane
+    )
     assert summary["passed"] > 0
     for template in templates:
         skipped = {
@@ -119,3 +134,34 @@ def suppressions() -> set[tuple[str, str]]:
             assert len(skip["comment"]) > 20, f"{name} {skip['id']}: say why it does not apply"
             found.add((skip["id"], name))
     return found
+
+
+def control_plane_suppressions() -> set[tuple[str, str]]:
+    """Every suppression in the control plane's template, each with its reason."""
+    found = set()
+    for name, declared in load_template(CONTROL_PLANE_PATH)["Resources"].items():
+        for skip in declared.get("Metadata", {}).get("checkov", {}).get("skip", []):
+            assert len(skip["comment"]) > 20, f"{name} {skip['id']}: say why it does not apply"
+            found.add((skip["id"], name))
+    return found
+
+
+def test_checkov_finds_nothing_unsuppressed_in_the_control_plane(report: dict[str, Any]) -> None:
+    def of_the_control_plane(kind: str) -> list[dict[str, Any]]:
+        return [
+            check for check in report["results"][kind] if check["file_path"].endswith(f"/{CONTROL_PLANE_PATH.name}")
+        ]
+
+    failures = [
+        f"{check['check_id']} {check['resource']}: {check['check_name']}"
+        for check in of_the_control_plane("failed_checks")
+    ]
+    assert failures == [], "\n".join(failures)
+    skipped = {
+        (check["check_id"], check["resource"].split(".", 1)[1]) for check in of_the_control_plane("skipped_checks")
+    }
+    assert skipped == control_plane_suppressions()
+    # Every suppression is of a check that ran (none left over from another checkov).
+    ran = {check["check_id"] for kind in ("passed_checks", "skipped_checks") for check in of_the_control_plane(kind)}
+    assert {check_id for check_id, _ in control_plane_suppressions()} <= ran
+    assert of_the_control_plane("passed_checks")
