@@ -56,6 +56,8 @@ FAILING_S = 120
 QUICK_HEALTHY_S = 1
 QUICK_FAILING_S = 2
 QUICK_SLOTS = 2
+# The quick run's events a second: past its 2 slots within its failing seconds, at half the cost.
+QUICK_EVENTS_PER_SECOND = 2
 # The recovery's cap: a run that drains nothing in this long is stuck, not slow.
 RECOVERY_CAP_S = 4 * 3600
 BATCH = 10
@@ -211,7 +213,8 @@ def run_parking(stack: StackProcess, specs: dict[str, FunctionSpec], *, quick: b
     webhook_id = register(stack, admin, tenant, "http://127.0.0.1:9/parking-bench")
     table = str(stack.state["table_name"])
     operator = stack.operator("dynamodb")
-    rate = int((tier_rates(spec.environment.get("WEBHOOK_TIER_RATES", "")) or {})[HANGING_TIER])
+    tier_rate = int((tier_rates(spec.environment.get("WEBHOOK_TIER_RATES", "")) or {})[HANGING_TIER])
+    rate = min(tier_rate, QUICK_EVENTS_PER_SECOND) if quick else tier_rate
     options = {"retry_slots": QUICK_SLOTS} if quick else {}
     phases: dict[str, Any] = {}
     with environment(stack.function_environment(spec)):
