@@ -191,3 +191,105 @@ def aggregation_cost(aggregation: dict[str, Any], memory_mb: int) -> dict[str, A
         )
         made[design] = {name: round(value * batches / 1e6, 4) for name, value in per_batch.items()}
     return made
+
+
+# The router's list prices (us-east-1, https://aws.amazon.com/cloudfront/pricing/): HTTPS requests
+# to North America and Europe ($0.0100 per 10,000), CloudFront Functions invocations, data from the
+# edge to the origin; and CloudFront KeyValueStore reads from a function, read from summaries of
+# that page, not from the page itself (check it before quoting a figure). The distribution, the
+# function and the store cost nothing while no request comes.
+ROUTER_PRICES: dict[str, float] = {
+    "cloudfront_https_per_million_requests_usd": 1.00,
+    "cloudfront_function_per_million_invocations_usd": 0.10,
+    "keyvaluestore_per_million_reads_usd": 0.03,
+    "cloudfront_to_origin_per_gb_usd": 0.02,
+}
+# What each routed request reads (router/edge_router.js): tenant/<t>, then cell/<c>.
+ROUTER_READS_PER_REQUEST = 2
+# A dashboard beyond an account's first three, a month (https://aws.amazon.com/cloudwatch/pricing/).
+DASHBOARD_PER_MONTH_USD = 3.00
+# Quotas the cells share (per account and Region unless said): a KeyValueStore's 5 MB and one store
+# per function (CloudFront's quotas page); Metrics Insights alarms, 200 per Region (CloudWatch's
+# "Metrics Insights quotas"); the identity pools' GetCredentialsForIdentity, 200 a second
+# (Cognito's quotas page, measured against in this file's credentials section).
+KEYVALUESTORE_BYTES = 5 * 1024 * 1024
+METRICS_INSIGHTS_ALARMS_PER_REGION = 200
+TENANT_ID_MAX = 63
+
+
+def _metrics_insights(alarm: dict[str, Any]) -> bool:
+    return any("SELECT" in str(metric.get("Expression", "")) for metric in alarm["Properties"].get("Metrics", ()))
+
+
+def cells_cost(template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What cells add: a cell's fixed monthly cost (template.yaml's resources that bill while
+    idle: the perimeter's interface endpoint, its customer managed keys by the key's year, its
+    alarms by the metrics each reads, its dashboard), the router's cost per million requests,
+    and how far the quotas the cells share carry them. A Metrics Insights alarm is priced by the
+    functions its query reads (one metric each): our reading of CloudWatch's page, an upper bound."""
+    from stack_model.functions import function_specs
+    from stack_model.template import load_template
+
+    template = template or load_template()
+    resources = list(template["Resources"].values())
+    perimeter = perimeter_fixed_cost(template)["designs"][0]["usd_per_month"]
+    keys = [resource for resource in resources if resource["Type"] == "AWS::KMS::Key"]
+    rotating = sum(bool(key["Properties"].get("EnableKeyRotation")) for key in keys)
+    alarms = [resource for resource in resources if resource["Type"] == "AWS::CloudWatch::Alarm"]
+    insights = sum(_metrics_insights(alarm) for alarm in alarms)
+    functions = len(function_specs())
+    alarm_metrics = sum(
+        functions
+        if _metrics_insights(alarm)
+        else sum("MetricStat" in metric for metric in alarm["Properties"].get("Metrics", ())) or 1
+        for alarm in alarms
+    )
+    dashboards = sum(resource["Type"] == "AWS::CloudWatch::Dashboard" for resource in resources)
+    fixed = perimeter + alarm_metrics * ALARM_METRIC_PER_MONTH_USD + dashboards * DASHBOARD_PER_MONTH_USD
+    years = [
+        {
+            "year": year,
+            "usd_per_month": round(
+                fixed
+                + len(keys) * float(prices.KMS_KEY_PER_MONTH_USD)
+                + rotating * rotations * float(prices.KMS_ROTATION_PER_MONTH_USD),
+                2,
+            ),
+        }
+        for year, rotations in (("first", 0), ("second", 1), ("third and later", prices.KMS_BILLED_ROTATIONS))
+    ]
+    router = ROUTER_PRICES
+    per_million = (
+        router["cloudfront_https_per_million_requests_usd"]
+        + router["cloudfront_function_per_million_invocations_usd"]
+        + ROUTER_READS_PER_REQUEST * router["keyvaluestore_per_million_reads_usd"]
+    )
+    # A tenant's entry at its longest: the key and the value the operator's commands write.
+    entry = len(f"tenant/{'t' * TENANT_ID_MAX}") + len('{"cell":"' + "c" * TENANT_ID_MAX + '","epoch":9999999999}')
+    return {
+        "region": PRICES["region"],
+        "cell": {
+            "perimeter_usd_per_month": perimeter,
+            "keys": len(keys),
+            "rotating_keys": rotating,
+            "alarms": len(alarms),
+            "metrics_insights_alarms": insights,
+            "alarm_metrics": alarm_metrics,
+            "dashboards": dashboards,
+            "years": years,
+        },
+        "router": {
+            "prices": dict(router),
+            "reads_per_request": ROUTER_READS_PER_REQUEST,
+            "usd_per_million_requests": round(per_million, 2),
+            "api_gateway_usd_per_million_requests": PRICES["api_gateway_rest_per_million_usd"],
+            "upload_usd_per_gb": router["cloudfront_to_origin_per_gb_usd"],
+        },
+        "quotas": {
+            "tenants_per_store_at_longest_ids": KEYVALUESTORE_BYTES // entry,
+            "entry_bytes_at_longest_ids": entry,
+            "cells_per_account_region_by_metrics_insights_alarms": (
+                METRICS_INSIGHTS_ALARMS_PER_REGION // max(insights, 1)
+            ),
+        },
+    }

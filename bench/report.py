@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.authorizer import markdown as authorizer_markdown
 from bench.charts import CHART_TITLES
-from bench.cost import dedicated_fixed_cost, perimeter_fixed_cost
+from bench.cost import cells_cost, dedicated_fixed_cost, perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
 from bench.isolation import isolation_markdown
 from bench.move import move_markdown
@@ -431,7 +431,7 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "then choose the tenant).",
         "",
     ]
-    return lines + perimeter_markdown() + dedicated_markdown()
+    return lines + perimeter_markdown() + dedicated_markdown() + cells_markdown()
 
 
 def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
@@ -487,6 +487,33 @@ def perimeter_markdown() -> list[str]:
         "",
         f"How: from `template.yaml`'s resources ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
         "public price pages): what the stack costs whether or not anyone calls it.",
+        "",
+    ]
+    return lines
+
+
+def cells_markdown() -> list[str]:
+    """What cells add: a cell's fixed monthly cost, the router's per request, the shared quotas."""
+    figures = cells_cost()
+    cell, router, quotas = figures["cell"], figures["router"], figures["quotas"]
+    lines = [
+        "## Cells: a cell's fixed monthly cost, the router's cost per request",
+        "",
+        "| | USD |",
+        "|---|---:|",
+        *(f"| a cell, a month, its keys' {row['year']} year | {row['usd_per_month']:.2f} |" for row in cell["years"]),
+        f"| the router, per million requests | {router['usd_per_million_requests']:.2f} |",
+        f"| (API Gateway, per million requests) | {router['api_gateway_usd_per_million_requests']:.2f} |",
+        "",
+        f"How: from `template.yaml`'s resources and list prices ({figures['region']}): the perimeter's interface "
+        f"endpoint (${cell['perimeter_usd_per_month']:.2f}), {cell['keys']} customer managed keys, {cell['alarms']} "
+        f"alarms reading {cell['alarm_metrics']} metrics ({cell['metrics_insights_alarms']} Metrics Insights alarms "
+        f"priced by the functions they read: an upper bound) and {cell['dashboards']} dashboard; the rest is paid "
+        f"per request. The router: CloudFront's HTTPS request, its function and {router['reads_per_request']} "
+        f"KeyValueStore reads, plus ${router['upload_usd_per_gb']:.2f} a GB of request bodies. Shared quotas: a "
+        f"store holds {quotas['tenants_per_store_at_longest_ids']:,} tenants at the longest ids; cells sharing an "
+        f"account and Region: {quotas['cells_per_account_region_by_metrics_insights_alarms']} by Metrics Insights "
+        "alarms, and one identity-pool exchange rate (above): give each cell an account. Latency is not measured here.",
         "",
     ]
     return lines
