@@ -8,6 +8,7 @@ tests/e2e/test_cli.py."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import boto3
@@ -118,3 +119,19 @@ def test_every_other_serve_option_reaches_each_cell_as_given() -> None:
         "2",
     ]
     assert cell_options(command_line().parse_args(["serve", "--cells", "2"])) == []
+
+
+def test_a_set_of_cells_is_refused_where_a_stack_runs_and_touches_nothing_of_it(tmp_path: Path) -> None:
+    from local_stack.cells import CellSet, CellSetOptions
+
+    # Given a running stack's state file (its process: this one, alive) and a store beside it
+    running = {"pid": os.getpid(), "api_url": "http://127.0.0.1:3000"}
+    (tmp_path / "stack.json").write_text(json.dumps(running))
+    (tmp_path / "router-store.json").write_text("{}")
+    (tmp_path / "cells").mkdir()
+    before = sorted(path.name for path in tmp_path.iterdir())
+    # When a set of cells starts there, Then it is refused, and leaves everything as it was
+    with pytest.raises(RuntimeError, match=rf"already running \(pid {os.getpid()}, http://127.0.0.1:3000\)"):
+        CellSet(CellSetOptions(cells=2, port=0, state_dir=tmp_path)).start()
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+    assert json.loads((tmp_path / "stack.json").read_text()) == running
