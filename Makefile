@@ -43,7 +43,7 @@ export PYTHONPATH := $(CURDIR)/layers/shared:$(CURDIR)
 takes = $(foreach name,$(2),$(eval override $(name) := $$(value $(name)))$(eval $(1): export $(name) := $$($(name))))
 
 .PHONY: help venv dev token events test test-deep test-fast lint lint-code format typecheck build validate deploy delete \
-        bench reconcile onboard tenant dedicated export usage offboard openapi docs integration oracle checkov clean
+        bench reconcile onboard cells tenant dedicated export usage offboard openapi docs integration oracle checkov clean
 
 $(call takes,help,PORT)
 help: ## list the targets
@@ -77,9 +77,10 @@ $(CHECKOV): requirements-checkov.txt $(STAMP)
 checkov: $(CHECKOV) ## install checkov into .venv-checkov (from requirements-checkov.txt)
 
 # ARGS: split into words by ops.shell_args (shlex: quotes group, nothing is expanded).
-$(call takes,dev,PORT ARGS)
-dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT), no AWS, no Docker: make dev [PORT=<n>] [ARGS="<serve options>", e.g. ARGS=--tenant-isolation]; Ctrl-C stops it and forgets its data and tokens
-	$(PY) -m ops.shell_args $(PY) -m local_stack serve --port="$$PORT"
+# CELLS: unset or 1, one stack (no --cells at all); otherwise that many cells behind the router.
+$(call takes,dev,PORT ARGS CELLS)
+dev: $(STAMP) ## run the whole API on http://127.0.0.1:$(PORT), no AWS, no Docker: make dev [PORT=<n>] [CELLS=<2-8>] [ARGS="<serve options>", e.g. ARGS=--tenant-isolation]; Ctrl-C stops it and forgets its data and tokens
+	$(PY) -m ops.shell_args $(PY) -m local_stack serve --port="$$PORT" $(if $(CELLS),$(if $(filter 1,$(CELLS)),,--cells="$$CELLS"),)
 
 $(call takes,token,TENANT USER)
 token: $(STAMP) ## print an ID token: make token TENANT=<t> USER=<u> [ADMIN=1]
@@ -93,6 +94,10 @@ $(call takes,onboard,TENANT USERS ADMINS STACK REGION)
 onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
 	@$(PY) -m local_stack onboard --tenant="$$TENANT" --users="$$USERS" $(if $(ADMINS),--admins="$$ADMINS",) \
 	  $(if $(STACK),--stack="$$STACK",) $(if $(REGION),--region="$$REGION",)
+
+$(call takes,cells,DAY)
+cells: $(STAMP) ## with make dev CELLS=<n>: each cell's tenants, usage of the day and room: make cells [DAY=YYYY-MM-DD]
+	@$(PY) -m ops.cells --local $(if $(DAY),--day="$$DAY",)
 
 $(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK REGION)
 tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>]] [STACK=<stack> [REGION=<r>]]

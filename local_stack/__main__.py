@@ -1,6 +1,8 @@
 """``python -m local_stack <command>``: the local stack's command line.
 
-- ``serve``: the whole system (``make dev``); Ctrl-C stops it.
+- ``serve``: the whole system (``make dev``); Ctrl-C stops it. ``--cells <n>``:
+  n cells, their control plane and the router on the one port
+  (``make dev CELLS=<n>``, :mod:`local_stack.cells`).
 - ``token``: an ID token for a tenant user of the running stack (``make token``).
 - ``onboard``: create a tenant's users and admins, in the running local stack
   or in a deployed stack's user pool (``make onboard``).
@@ -21,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -35,21 +37,36 @@ from local_stack.running_stack import (
     EVENTS_DIR,
     STATE_FILE,
     control_call,
+    local_admin,
     operator_client,
     read_state,
 )
+from ops.cells import CellsError
 from ops.stack_target import TargetError, api_keys_target, dynamodb_target
 from ops.tenants import TenantRecordError
-from ops.users import UserPool, UserPoolError, ensure_user, id_token, onboard, validate_username
+from ops.users import (
+    UserPool,
+    UserPoolError,
+    ensure_user,
+    id_token,
+    onboard,
+    refuse_taken,
+    validate_username,
+)
 
 if TYPE_CHECKING:
+    from local_stack.cells import CellSet
     from local_stack.stack import LocalStack
     from ops.tenants import TenantAdmin
+    from ops.users import Outcome
     from stack_model.functions import FunctionSpec
     from support_tickets.core.identity import TenantCredentials
+    from support_tickets.data.tenant_registry import TenantConfig
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
 
 EXIT_USAGE = 2
+# The state file's key of a set of cells (make dev CELLS=<n>): cell id -> its state directory.
+CELLS_KEY = "cells"
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -71,6 +88,11 @@ def command_line() -> argparse.ArgumentParser:
     )
     serve.add_argument("--env-endpoint", help="AWS_ENDPOINT_OVERRIDE written to env.json (default: the emulator's URL)")
     serve.add_argument("--no-seed", action="store_true", help="don't create the demo tenants")
+    serve.add_argument(
+        "--cells",
+        metavar="N",
+        help="run N cells (2 to 8), their control plane and the router on the port (docs/cells.md)",
+    )
     serve.add_argument(
         "--parameter",
         action="append",
@@ -154,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         TenantRecordError,
         NotRunning,
         TargetError,
+        CellsError,
         ClientError,
         BotoCoreError,
     ) as exc:
@@ -181,12 +204,37 @@ def _local_pool(state: dict[str, Any]) -> UserPool:
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from local_stack.stack import LocalStack, StackOptions
-
+def _logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     for noisy in ("werkzeug", "botocore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _stop_on_signals() -> threading.Event:
+    """Set by Ctrl-C (SIGINT) or SIGTERM."""
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    return stopping
+
+
+def _wait_for(stopping: threading.Event) -> None:
+    # Wake up regularly: the kernel may deliver SIGINT to a server thread, and
+    # Python runs signal handlers only when the main thread runs bytecode.
+    while not stopping.wait(0.2):
+        pass
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from local_stack.stack import LocalStack, StackOptions
+
+    if args.cells is not None:
+        return _serve_cells(args)
+    _logging()
     options = StackOptions(
         host=args.host,
         port=args.port,
@@ -206,13 +254,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.queue_concurrency is not None:
         options.queue_concurrency = args.queue_concurrency
-    stopping = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    stopping = _stop_on_signals()
     stack = LocalStack(options)
     try:
         stack.start()
@@ -225,13 +267,94 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         sys.stdout.write(quickstart(stack, args.state_dir))
         sys.stdout.flush()
-        # Wake up regularly: the kernel may deliver SIGINT to a server thread, and
-        # Python runs signal handlers only when the main thread runs bytecode.
-        while not stopping.wait(0.2):
-            pass
+        _wait_for(stopping)
     finally:
         logging.getLogger("local_stack").info("stopping")
         stack.stop()
+    return 0
+
+
+# What a set of cells decides for each of its cells (the rest of serve's options reach every cell).
+CELL_PARAMETERS = ("CellId", "UserPoolId", "UserPoolClientId")
+# serve's options that name one stack's own ports or pool: not for a set of cells.
+SINGLE_STACK_OPTIONS = ("user_pool_url", "env_endpoint", "emulator_port", "vpc_endpoint_port")
+# serve's options passed on to every cell as given: (attribute, option, takes a value).
+CELL_OPTIONS = (
+    ("tenant_isolation", "--tenant-isolation", False),
+    ("no_capacity_model", "--no-capacity-model", False),
+    ("authorizer_cache_seconds", "--authorizer-cache-seconds", True),
+    ("usage_plan_refresh_seconds", "--usage-plan-refresh-seconds", True),
+    ("environments_per_function", "--environments-per-function", True),
+    ("queue_concurrency", "--queue-concurrency", True),
+)
+
+
+def cells_count(value: str) -> int:
+    """``--cells``' value: how many cells, 2 to 8 (:class:`ValueError` otherwise)."""
+    from local_stack.cells import MAX_CELLS, MIN_CELLS
+
+    count = int(value) if value.isascii() and value.isdigit() else 0
+    if not MIN_CELLS <= count <= MAX_CELLS:
+        raise ValueError(f"--cells takes {MIN_CELLS} to {MAX_CELLS} (cells), not {value!r}")
+    return count
+
+
+def cell_options(args: argparse.Namespace) -> list[str]:
+    """The serve options of ``args`` that every cell gets as given."""
+    defaults = command_line().parse_args(["serve"])
+    found: list[str] = []
+    for attribute, option, takes_value in CELL_OPTIONS:
+        value = getattr(args, attribute)
+        if value != getattr(defaults, attribute):
+            found += [option, str(value)] if takes_value else [option]
+    return found
+
+
+def _serve_cells(args: argparse.Namespace) -> int:
+    from local_stack.cells import CellFailed, CellSet, CellSetOptions
+
+    try:
+        count = cells_count(args.cells)
+        parameters = _parameters(args.parameter)
+        defaults = command_line().parse_args(["serve"])
+        refused = [
+            f"--{name.replace('_', '-')}"
+            for name in SINGLE_STACK_OPTIONS
+            if getattr(args, name) != getattr(defaults, name)
+        ]
+        refused += [f"--parameter {name}=" for name in CELL_PARAMETERS if name in parameters]
+        if refused:
+            raise ValueError(f"{', '.join(refused)}: the set of cells decides it for each cell, not with --cells")
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    _logging()
+    stopping = _stop_on_signals()
+    options = CellSetOptions(
+        cells=count,
+        host=args.host,
+        port=args.port,
+        state_dir=args.state_dir,
+        seed=not args.no_seed,
+        parameters=parameters,
+        cell_options=cell_options(args),
+    )
+    cells = CellSet(options)
+    try:
+        cells.start()
+    except OSError as exc:
+        sys.stderr.write(f"error: cannot listen on {args.host}:{args.port} ({exc}); try PORT=<another> make dev\n")
+        return 1
+    except (RuntimeError, ValueError, CellFailed) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    try:
+        sys.stdout.write(cells_quickstart(cells))
+        sys.stdout.flush()
+        _wait_for(stopping)
+    finally:
+        logging.getLogger("local_stack").info("stopping")
+        cells.stop()
     return 0
 
 
@@ -264,24 +387,9 @@ def tenant_isolation_line(specs: Iterable[FunctionSpec]) -> str:
     )
 
 
-def quickstart(stack: LocalStack, state_dir: Path) -> str:
-    api = stack.api_url
-    specs = stack.runtime.specs.values() if stack.runtime is not None else ()
-    tenants = stack.options.demo_tenants if stack.options.seed else {}
-    demo = ", ".join(f"{tenant} (user {user}, admin {admin})" for tenant, (user, admin) in tenants.items())
-    tenant, (user, admin) = next(iter(tenants.items()), ("acme", ("alice", "ada")))
-    env_file = state_dir / ENV_FILE
-    if env_file.is_relative_to(Path.cwd()):
-        env_file = env_file.relative_to(Path.cwd())
-    return f"""
-Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
-  AWS emulator {stack.emulator.url} (moto + IAM guard, identity pool)
-  {tenant_isolation_line(specs)}
-  sam local invoke <Function> -e {env_file.parent / EVENTS_DIR}/<file>.json --env-vars {env_file}
-    (docs/local-stack.md: "sam local invoke against the local stack"; make events: new tokens)
-  demo tenants: {demo or "none (--no-seed)"}
-
-Try it (in another terminal):
+def try_it(api: str, tenant: str, user: str, admin: str) -> str:
+    """The banner's walkthrough: a token, a ticket created and listed, the aggregates."""
+    return f"""Try it (in another terminal):
   TOKEN=$(make -s token TENANT={tenant} USER={user})
   curl -s -X POST {api}/tickets -H "Authorization: Bearer $TOKEN" \\
        -H 'Content-Type: application/json' -d '{{"title": "Printer on fire"}}'
@@ -293,21 +401,99 @@ Ctrl-C stops everything.
 """
 
 
-def _token(args: argparse.Namespace) -> int:
-    from local_stack.running_stack import local_admin
+def _shown(path: Path) -> Path:
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
+
+def quickstart(stack: LocalStack, state_dir: Path) -> str:
+    api = stack.api_url
+    specs = stack.runtime.specs.values() if stack.runtime is not None else ()
+    tenants = stack.options.demo_tenants if stack.options.seed else {}
+    demo = ", ".join(f"{tenant} (user {user}, admin {admin})" for tenant, (user, admin) in tenants.items())
+    tenant, (user, admin) = next(iter(tenants.items()), ("acme", ("alice", "ada")))
+    env_file = _shown(state_dir / ENV_FILE)
+    return f"""
+Support tickets API on {api}  (template.yaml; no AWS account, no Docker)
+  AWS emulator {stack.emulator.url} (moto + IAM guard, identity pool)
+  {tenant_isolation_line(specs)}
+  sam local invoke <Function> -e {env_file.parent / EVENTS_DIR}/<file>.json --env-vars {env_file}
+    (docs/local-stack.md: "sam local invoke against the local stack"; make events: new tokens)
+  demo tenants: {demo or "none (--no-seed)"}
+
+{try_it(api, tenant, user, admin)}"""
+
+
+def cells_quickstart(cells: CellSet) -> str:
+    """The banner of ``make dev CELLS=<n>``: the router's URL, the cells, where each demo tenant is."""
+    api = cells.api_url
+    tenants = cells.options.demo_tenants if cells.options.seed else {}
+    lines = [
+        f"  {cell.cell_id}  {cell.api_url}  ({_shown(cell.state_dir)}; "
+        f"tenants: {', '.join(t for t, c in cells.placed.items() if c == cell.cell_id) or 'none yet'})"
+        for cell in cells.cells
+    ]
+    demo = ", ".join(
+        f"{tenant} in {cells.placed[tenant]} (user {user}, admin {admin})"
+        for tenant, (user, admin) in tenants.items()
+        if tenant in cells.placed
+    )
+    tenant, (user, admin) = next(
+        ((t, users) for t, users in tenants.items() if t in cells.placed), ("acme", ("alice", "ada"))
+    )
+    assert cells.control is not None
+    cell_lines = "\n".join(lines)
+    return f"""
+Support tickets API on {api}  ({len(cells.cells)} cells behind the router; no AWS account, no Docker)
+  router: router/edge_router.js (the control plane's CloudFront function) run by router/local_router.cjs
+  control plane {cells.control.url} (the shared user pool, the directory)
+{cell_lines}
+  demo tenants: {demo or "none (--no-seed)"}
+  make cells: each cell's tenants, usage and room; make token and make onboard place a new tenant
+    in the cell with the most room (docs/cells.md)
+
+{try_it(api, tenant, user, admin)}"""
+
+
+def _token(args: argparse.Namespace) -> int:
     validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
     validate_username(args.user)
     state = _running_state(args.state_dir)
     pool = _local_pool(state)
+
     # A tenant that has no record or API key yet gets them, as `make onboard` does
     # (and an offboarded one is refused before any user is made).
-    admin = local_admin(state)
-    admin.onboardable(args.tenant)
-    ensure_user(pool, args.user, args.tenant, admin=args.admin)
-    admin.ensure(args.tenant)
+    def onboard_in(cell_state: dict[str, Any]) -> None:
+        admin = local_admin(cell_state)
+        admin.onboardable(args.tenant)
+        ensure_user(pool, args.user, args.tenant, admin=args.admin)
+        admin.ensure(args.tenant)
+
+    if CELLS_KEY in state:
+        refuse_taken(pool, args.tenant, [args.user])
+        _in_its_cell(state, args.tenant, onboard_in)
+    else:
+        onboard_in(state)
     sys.stdout.write(id_token(pool, args.user) + "\n")
     return 0
+
+
+def _in_its_cell[Onboarded](
+    state: dict[str, Any], tenant_id: str, onboard: Callable[[dict[str, Any]], Onboarded]
+) -> tuple[str, Onboarded]:
+    """With cells (``make dev CELLS=<n>``): the tenant onboarded in the cell the
+    directory places it in, or placed first in the cell with the most room
+    (:func:`ops.cells.place_new`: the directory, then the cell, then the router's store).
+    ``onboard`` gets that cell's state."""
+    from ops.cells import local_directory, local_routes, place_new
+
+    def in_cell(cell_id: str) -> Onboarded:
+        cell_state = read_state(Path(state[CELLS_KEY][cell_id]))
+        if cell_state is None:
+            raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
+        return onboard(cell_state)
+
+    placed, result = place_new(local_directory(state), local_routes(state), tenant_id, in_cell)
+    return placed.cell, result
 
 
 def _events(args: argparse.Namespace) -> int:
@@ -338,16 +524,27 @@ def _onboard(args: argparse.Namespace) -> int:
     validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
     for username in [*users, *admins]:
         validate_username(username)
-    if args.stack:
+    state = None if args.stack else _running_state(args.state_dir)
+    if state is None:
         pool = _deployed_pool(args.stack, args.region)
         where = f"stack {args.stack}"
     else:
-        pool = _local_pool(_running_state(args.state_dir))
+        pool = _local_pool(state)
         where = "the local stack"
-    admin = _tenant_admin(args)
-    admin.onboardable(args.tenant)  # a tenant being or once offboarded: refused before any user is made
-    outcomes = onboard(pool, args.tenant, users, admins)
-    record = admin.ensure(args.tenant)
+
+    def onboard_with(admin: TenantAdmin) -> tuple[list[Outcome], TenantConfig]:
+        admin.onboardable(args.tenant)  # a tenant being or once offboarded: refused before any user is made
+        outcomes = onboard(pool, args.tenant, users, admins)
+        return outcomes, admin.ensure(args.tenant)
+
+    if state is not None and CELLS_KEY in state:
+        refuse_taken(pool, args.tenant, [*users, *admins])
+        cell, (outcomes, record) = _in_its_cell(
+            state, args.tenant, lambda cell_state: onboard_with(local_admin(cell_state))
+        )
+        where = f"cell {cell} of the local set"
+    else:
+        outcomes, record = onboard_with(_tenant_admin(args))
     sys.stdout.write(f"tenant {args.tenant} in {where} (user pool {pool.pool_id}):\n")
     sys.stdout.write(
         f"  record: {record.shards} shard(s), tier {record.tier}, {record.status.value}, API key {record.api_key_id}\n"

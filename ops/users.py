@@ -96,18 +96,25 @@ def ensure_user(pool: UserPool, username: str, tenant_id: str, *, admin: bool = 
     return Outcome(username, tenant_id, admin, created=current is None, temporary_password=temporary)
 
 
+def refuse_taken(pool: UserPool, tenant_id: str, usernames: list[str]) -> None:
+    """:class:`UserPoolError` if there is no name, a name is not a valid user name,
+    or is a user of another tenant. Reads only: what a command checks before it
+    writes anything."""
+    if not usernames:
+        raise UserPoolError("name at least one user or admin")
+    for username in usernames:
+        validate_username(username)
+        current = tenant_of(pool, username)
+        if current is not None and current != tenant_id:
+            raise UserPoolError(f"user {username!r} already exists in another tenant")
+
+
 def onboard(pool: UserPool, tenant_id: str, users: list[str], admins: list[str]) -> list[Outcome]:
     """Create a tenant's users and admins. Everything is checked before anything
     is created, so a name taken by another tenant changes nothing."""
     validate_tenant_id(tenant_id)
     wanted = dict.fromkeys(users, False) | dict.fromkeys(admins, True)
-    if not wanted:
-        raise UserPoolError("name at least one user or admin")
-    for username in wanted:
-        validate_username(username)
-        current = tenant_of(pool, username)
-        if current is not None and current != tenant_id:
-            raise UserPoolError(f"user {username!r} already exists in another tenant")
+    refuse_taken(pool, tenant_id, list(wanted))
     return [ensure_user(pool, username, tenant_id, admin=admin) for username, admin in wanted.items()]
 
 

@@ -75,6 +75,13 @@ from local_stack.local_values import (
     queue_name,
 )
 from local_stack.running_stack import OPERATOR_CREDENTIALS, REGION, emulator_client
+from stack_model.control_plane import (
+    LOCAL_KINDS,
+    LOCAL_STACK_NAME,
+    control_plane_resources,
+    control_plane_template,
+    control_plane_values,
+)
 from stack_model.dedicated import dedicated_resources, dedicated_values
 from stack_model.roles import RoleDefinition, roles_from_template
 from stack_model.template import (
@@ -165,6 +172,17 @@ class Provisioned:
         """The URL of the template's queue with this ARN."""
         (url,) = [url for url, queue_arn in self.queues.values() if queue_arn == arn]
         return url
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """What the cells' control plane's emulator holds, as its stack's outputs name it."""
+
+    user_pool_id: str
+    user_pool_client_id: str
+    user_pool_provider_name: str
+    admin_group: str
+    directory_table: str
 
 
 @dataclass(frozen=True)
@@ -491,6 +509,38 @@ class Emulator:
             queues=queues,
         )
         return self.provisioned
+
+    def provision_control_plane(self, stack_name: str = LOCAL_STACK_NAME) -> ControlPlane:
+        """What ``make dev CELLS=<n>``'s control plane holds, each made from its
+        definition in ``templates/control-plane.yaml`` by the makers :meth:`provision`
+        uses (the shared user pool is template.yaml's, setting for setting:
+        tests/unit/test_control_plane_template.py): the user pool, its app client
+        and admin group, and the directory table. Its outputs name them."""
+        assert self.guard is not None, "start() first"
+        values = control_plane_values(stack_name)
+        makers: dict[str, Callable[[str, dict[str, Any]], tuple[str, dict[str, str]]]] = {
+            "AWS::Cognito::UserPool": self._make_user_pool,
+            "AWS::Cognito::UserPoolClient": self._make_user_pool_client,
+            "AWS::Cognito::UserPoolGroup": self._make_group,
+            "AWS::DynamoDB::Table": self._make_table,
+        }
+        for kind in LOCAL_KINDS:
+            for logical_id, resource in control_plane_resources(kind).items():
+                ref, attributes = makers[kind](logical_id, values.resolve(resource["Properties"]))
+                values.add(logical_id, ref, **attributes)
+        outputs = control_plane_template()["Outputs"]
+
+        def output(name: str) -> str:
+            return str(values.resolve(outputs[name]["Value"]))
+
+        ((group, _),) = control_plane_resources("AWS::Cognito::UserPoolGroup").items()
+        return ControlPlane(
+            user_pool_id=output("UserPoolId"),
+            user_pool_client_id=output("UserPoolClientId"),
+            user_pool_provider_name=output("UserPoolProviderName"),
+            admin_group=values.ref(group),
+            directory_table=output("DirectoryTableName"),
+        )
 
     def _user_pool_provider(self, values: Values) -> Callable[[str, str], identity_pool.Provider]:
         """Who stands for the pool the identity pool trusts: the stack's own user pool

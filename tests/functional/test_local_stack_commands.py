@@ -8,6 +8,7 @@ tests/e2e/test_cli.py."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import boto3
@@ -74,3 +75,63 @@ def test_onboard_a_deployed_stack_found_by_its_outputs(capsys: pytest.CaptureFix
         assert (
             main(["onboard", "--tenant", "initech", "--users", "x", "--stack", "missing", "--region", "eu-west-1"]) != 0
         )
+
+
+@pytest.mark.parametrize("count", ["1", "9", "0", "two", "2.5", "-2", "", "٣"])
+def test_serve_cells_outside_2_to_8_is_a_one_line_usage_error_before_anything_starts(
+    tmp_path: Path, count: str
+) -> None:
+    result = run_main("local_stack", "--state-dir", str(tmp_path), "serve", "--port", "0", "--cells", count)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"error: --cells takes 2 to 8 (cells), not {count!r}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--parameter", "CellId=cell-z"], "--parameter CellId="),
+        (["--parameter", "UserPoolId=us-east-1_x", "--parameter", "UserPoolClientId=c"], "--parameter UserPoolId="),
+        (["--user-pool-url", "http://127.0.0.1:1"], "--user-pool-url"),
+        (["--emulator-port", "4566"], "--emulator-port"),
+    ],
+)
+def test_serve_cells_refuses_what_the_set_decides_for_each_cell(tmp_path: Path, options: list[str], named: str) -> None:
+    result = run_main("local_stack", "--state-dir", str(tmp_path), "serve", "--port", "0", "--cells", "2", *options)
+    assert (result.returncode, result.stdout) == (2, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: "), line
+    assert named in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_other_serve_option_reaches_each_cell_as_given() -> None:
+    from local_stack.__main__ import cell_options, command_line
+
+    given = command_line().parse_args(
+        ["serve", "--cells", "2", "--tenant-isolation", "--authorizer-cache-seconds", "0", "--queue-concurrency", "2"]
+    )
+    assert cell_options(given) == [
+        "--tenant-isolation",
+        "--authorizer-cache-seconds",
+        "0.0",
+        "--queue-concurrency",
+        "2",
+    ]
+    assert cell_options(command_line().parse_args(["serve", "--cells", "2"])) == []
+
+
+def test_a_set_of_cells_is_refused_where_a_stack_runs_and_touches_nothing_of_it(tmp_path: Path) -> None:
+    from local_stack.cells import CellSet, CellSetOptions
+
+    # Given a running stack's state file (its process: this one, alive) and a store beside it
+    running = {"pid": os.getpid(), "api_url": "http://127.0.0.1:3000"}
+    (tmp_path / "stack.json").write_text(json.dumps(running))
+    (tmp_path / "router-store.json").write_text("{}")
+    (tmp_path / "cells").mkdir()
+    before = sorted(path.name for path in tmp_path.iterdir())
+    # When a set of cells starts there, Then it is refused, and leaves everything as it was
+    with pytest.raises(RuntimeError, match=rf"already running \(pid {os.getpid()}, http://127.0.0.1:3000\)"):
+        CellSet(CellSetOptions(cells=2, port=0, state_dir=tmp_path)).start()
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+    assert json.loads((tmp_path / "stack.json").read_text()) == running

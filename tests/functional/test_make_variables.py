@@ -175,6 +175,17 @@ def test_args_split_like_shell_words_and_nothing_in_them_runs(target: str, tmp_p
     assert command[: -len(words)] == expected[target]
 
 
+@pytest.mark.parametrize(("cells", "added"), [(None, []), ("1", []), ("2", ["--cells=2"])])
+def test_dev_is_one_stack_unless_cells_asks_for_several(
+    cells: str | None, added: list[str], tmp_path: Path, bin_dir: Path
+) -> None:
+    record = tmp_path / "record"
+    variables = [] if cells is None else [f"CELLS={cells}"]
+    result = make("dev", f"BIN={bin_dir}", "STAMP=", *variables, env=environment() | {"RECORD": str(record)})
+    assert result.returncode == 0, result.stderr
+    assert recorded(record)[-1] == ["python", "-m", "local_stack", "serve", "--port=3000", *added]
+
+
 def test_args_that_do_not_split_are_a_one_line_error(tmp_path: Path, bin_dir: Path) -> None:
     record = tmp_path / "record"
     result = make(

@@ -1,7 +1,7 @@
 """Inside ``local_stack``, the packages (one per AWS service it stands in for)
 import one way only, lazy imports included:
 
-    __main__ -> stack -> emulator -> iam.guard -> cognito -> iam, apigateway, lambda_, event_sources
+    __main__ -> cells -> stack -> emulator -> iam.guard -> cognito -> iam, apigateway, lambda_, event_sources
              -> local_values, running_stack, wsgi
 
 A module may import its own package and the groups below it, never a sibling
@@ -33,7 +33,8 @@ RANKS = {
     "local_stack.iam.guard": 3,
     "local_stack.emulator": 4,
     "local_stack.stack": 5,
-    "local_stack.__main__": 6,
+    "local_stack.cells": 6,
+    "local_stack.__main__": 7,
 }
 
 

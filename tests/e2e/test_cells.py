@@ -1,0 +1,249 @@
+"""``make dev CELLS=2`` end to end: ``python -m local_stack serve --cells 2`` as a
+developer runs it (a real process, on a free port), once for the module: the
+control plane, two cells on its user pool, and the router on the one port.
+
+New tenants are placed where there is most room, so tenants ``1`` and ``10`` (one id
+a prefix of the other) land in different cells, both ways; through the router each
+creates and reads its tickets, served by its own cell. A route that is stale or
+forged (the store sending a tenant to the other cell) is answered 503
+``TENANT_MOVING`` with ``Retry-After`` by that cell, which serves nothing of it.
+``make cells`` lists both cells with their tenants. Ctrl-C leaves no process, port
+or state file behind (the last test: the module's tests run in file order)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops.cells import Directory, Placement, local_directory, local_routes
+from ops.local_control import control_call
+from support_tickets.auth.authorizer import MOVING_MESSAGE
+from tests.e2e.conftest import (
+    BACKGROUND_PK_MARKS,
+    STATE_FILE,
+    Response,
+    RunningStack,
+    http,
+    new_tenant_id,
+    run_main,
+    server_log,
+    start_stack,
+    stop_stack,
+)
+from tests.e2e.test_cli import port_open, wait_for_port
+
+CELLS = ("cell-a", "cell-b")
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(tmp_path_factory.mktemp("cells"), "--cells", "2")
+    wait_for_port(int(running.api_url.rsplit(":", 1)[1]), running.process)
+    try:
+        yield running
+    finally:
+        stop_stack(running)
+
+
+def cell_state(cells: RunningStack, cell_id: str) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads((Path(cells.state["cells"][cell_id]) / STATE_FILE).read_text())
+    return state
+
+
+def token(cells: RunningStack, tenant: str, user: str) -> str:
+    """``make token``: placed first if the tenant is new."""
+    result = run_main("local_stack", "--state-dir", str(cells.state_dir), "token", "--tenant", tenant, "--user", user)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def directory(cells: RunningStack) -> Directory:
+    return local_directory(cells.state)
+
+
+def other(cell_id: str) -> str:
+    (found,) = [cell for cell in CELLS if cell != cell_id]
+    return found
+
+
+def assert_moving(response: Response) -> None:
+    assert response.status == 503, response.body
+    assert response.body == {"error": {"code": "TENANT_MOVING", "message": MOVING_MESSAGE}}
+    assert response.headers["retry-after"] == "2"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    tenant_id: str
+    cell: str
+    token: str
+
+
+@pytest.fixture(scope="module")
+def placed(cells: RunningStack) -> list[Tenant]:
+    """Two pairs of new tenants, each pair's ids one a prefix of the other, placed by
+    ``make token`` with the cells' room equal: the first of a pair takes cell-a (a tie:
+    the lowest id), the second cell-b; the second pair the other way round."""
+    shorter = new_tenant_id()
+    longer = new_tenant_id() + "0"
+    found: list[Tenant] = []
+    for tenant in (shorter, shorter + "0", longer, longer.removesuffix("0")):
+        rooms = {cell.cell_id: cell.room for cell in directory(cells).cells()}
+        assert len(set(rooms.values())) == 1 or len(found) % 2 == 1, rooms  # each pair starts on a tie
+        minted = token(cells, tenant, f"u-{tenant}")
+        where = directory(cells).placement(tenant)
+        assert where is not None
+        found.append(Tenant(tenant, where.cell, minted))
+    return found
+
+
+def test_the_demo_tenants_are_one_per_cell_and_the_state_file_is_a_stacks(cells: RunningStack) -> None:
+    state = cells.state
+    assert sorted(state["cells"]) == list(CELLS)
+    assert [(p.cell, p.epoch) for p in map(directory(cells).placement, ("acme", "globex")) if p] == [
+        ("cell-a", 1),
+        ("cell-b", 1),
+    ]
+    default = cell_state(cells, "cell-a")
+    # What only makes sense for one cell is the default cell's; the pool is the control plane's
+    for key in ("emulator_url", "table_name", "usage_plan_ids", "control_url", "identity_pool_id"):
+        assert state[key] == default[key], key
+    assert state["user_pool_url"] == state["control_plane_url"] == default["user_pool_url"]
+    assert state["user_pool_id"] == default["user_pool_id"] == cell_state(cells, "cell-b")["user_pool_id"]
+    assert state["api_url"] not in (default["api_url"], cell_state(cells, "cell-b")["api_url"])
+    log = server_log(cells)
+    assert f"Support tickets API on {state['api_url']}  (2 cells behind the router" in log
+    assert "demo tenants: acme in cell-a (user alice, admin ada), globex in cell-b (user bob, admin bea)" in log
+    assert f"curl -s {state['api_url']}/tickets" in log
+
+
+def test_tenants_1_and_10_are_placed_in_different_cells_both_ways_and_each_is_served_by_its_own(
+    cells: RunningStack, placed: list[Tenant]
+) -> None:
+    first, first_longer, second_longer, second = placed
+    assert (first.cell, first_longer.cell) == ("cell-a", "cell-b")
+    assert (second_longer.cell, second.cell) == ("cell-a", "cell-b")
+    routes = local_routes(cells.state)
+    for tenant in placed:
+        # the store routes it where the directory places it
+        assert json.loads(routes.client.get_key(KvsARN=routes.kvs_arn, Key=f"tenant/{tenant.tenant_id}")["Value"]) == {
+            "cell": tenant.cell,
+            "epoch": 1,
+        }
+        # Through the router it creates and reads its tickets
+        created = http(
+            "POST", f"{cells.api_url}/tickets", token=tenant.token, body={"title": f"from {tenant.tenant_id}"}
+        )
+        assert created.status == 201, created.body
+        listed = http("GET", f"{cells.api_url}/tickets", token=tenant.token)
+        assert [item["ticket_id"] for item in listed.body["items"]] == [created.body["ticket_id"]]
+        # served by its own cell, which holds it; the other cell refuses it
+        own = http("GET", f"{cell_state(cells, tenant.cell)['api_url']}/tickets", token=tenant.token)
+        assert [item["ticket_id"] for item in own.body["items"]] == [created.body["ticket_id"]]
+        assert_moving(http("GET", f"{cell_state(cells, other(tenant.cell))['api_url']}/tickets", token=tenant.token))
+
+
+def test_a_stale_route_is_answered_by_that_cell_with_503_and_never_served(
+    cells: RunningStack, placed: list[Tenant]
+) -> None:
+    tenant = placed[0]
+    wrong = other(tenant.cell)
+    wrong_state = cell_state(cells, wrong)
+    routes = local_routes(cells.state)
+
+    def fingerprint() -> dict[str, Any]:
+        query = "&".join(f"skip_pk_containing={mark}" for mark in BACKGROUND_PK_MARKS)
+        return control_call(wrong_state, f"table/fingerprint?{query}", timeout=60, method="GET")
+
+    # Given the store sends the tenant to the other cell (a forged entry, or one not yet
+    # rewritten after a move), the directory unchanged
+    routes.publish(Placement(tenant.tenant_id, wrong, 2))
+    before = fingerprint()
+    # When it writes and reads through the router
+    written = http("POST", f"{cells.api_url}/tickets", token=tenant.token, body={"title": "to the wrong cell?"})
+    read = http("GET", f"{cells.api_url}/tickets", token=tenant.token)
+    # Then that cell answers 503 TENANT_MOVING with Retry-After, and writes nothing
+    assert_moving(written)
+    assert_moving(read)
+    assert fingerprint() == before
+    assert re.search(rf"\[{wrong}\] .*local_stack\.gateway: POST /tickets 503", server_log(cells))
+    # And once the route is right again (a later epoch), its own cell serves it, as before
+    routes.publish(Placement(tenant.tenant_id, tenant.cell, 3))
+    listed = http("GET", f"{cells.api_url}/tickets", token=tenant.token)
+    assert listed.status == 200, listed.body
+    assert [item["title"] for item in listed.body["items"]] == [f"from {tenant.tenant_id}"]
+
+
+def test_make_cells_lists_each_cell_with_its_tenants_and_room(cells: RunningStack, placed: list[Tenant]) -> None:
+    result = run_main("ops.cells", "--local", "--local-state", str(cells.state_dir / STATE_FILE))
+    assert result.returncode == 0, result.stderr
+    sections = re.split(r"^(?=cell-[ab]: )", result.stdout, flags=re.MULTILINE)
+    listed = {section.split(":", 1)[0]: section for section in sections if section}
+    assert sorted(listed) == list(CELLS)
+    expected = {"cell-a": ["acme"], "cell-b": ["globex"]}
+    for tenant in placed:
+        expected[tenant.cell].append(tenant.tenant_id)
+    for cell_id, tenants in expected.items():
+        section = listed[cell_id]
+        assert section.startswith(f"{cell_id}: {len(tenants)} tenant(s), room {1000 - len(tenants)} of 1000"), section
+        rows = [line.split() for line in section.splitlines()[2 : 2 + len(tenants)]]
+        assert sorted(row[0] for row in rows) == sorted(tenants), section
+        assert all(row[1:4] == ["basic", "pool", "epoch"] for row in rows), section
+        assert "usage of " in section
+
+
+def test_ctrl_c_leaves_nothing_behind(cells: RunningStack) -> None:
+    """(A second set on the same state directory is refused: tests/functional/test_local_stack_commands.py.)"""
+    state = cells.state
+    urls = [state["api_url"], state["control_plane_url"]]
+    for cell_id in CELLS:
+        urls += [cell_state(cells, cell_id)["api_url"], cell_state(cells, cell_id)["emulator_url"]]
+    processes = descendants(cells.process.pid)
+    commands = [command.split(b"\0") for command in processes.values()]
+    assert sum(b"router/local_router.cjs" in part for command in commands for part in command) == 1
+    assert sorted(command[command.index(b"--state-dir") + 1] for command in commands if b"--state-dir" in command) == [
+        state["cells"][cell_id].encode() for cell_id in CELLS
+    ]
+    # When the developer presses Ctrl-C
+    code = stop_stack(cells)
+    # Then everything stopped: exit 0, no process of the set left, no port open, no state file
+    assert code == 0, server_log(cells)
+    assert [pid for pid, command in processes.items() if still_running(pid, command)] == []
+    assert [url for url in urls if port_open(url)] == []
+    assert sorted(path.name for path in cells.state_dir.iterdir()) == ["serve.log"]
+
+
+def descendants(parent: int) -> dict[int, bytes]:
+    """Every process under ``parent`` (its children, theirs...), with its command line, from /proc."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found: dict[int, bytes] = {}
+    pending = list(children.get(parent, []))
+    while pending:
+        pid = pending.pop()
+        found[pid] = commands.get(pid, b"")
+        pending += children.get(pid, [])
+    return found
+
+
+def still_running(pid: int, command: bytes) -> bool:
+    """Whether ``pid`` still runs ``command`` (not a number reused by another program)."""
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes() == command
+    except OSError:
+        return False
