@@ -38,6 +38,7 @@ from bench.isolation import DEFAULT_SHARE, isolation_cost, run_isolation
 from bench.metering import run_metering
 from bench.move import run_move
 from bench.report import goals, machine, markdown
+from bench.router import run_router
 from bench.routes import SETUP_RETRIES
 from bench.stackproc import StackProcess, stack_process
 from bench.warm import progress, run_warm
@@ -327,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         # In memory, after the local stack has stopped: it needs no emulator.
         phase("partition heat")
         results["heat"] = run_heat(fraction=args.heat_fraction)
+        results["router"] = run_router(requests=200, warmup=20) if args.quick else run_router()
         memory = specs[AGGREGATOR].memory_mb
         results["cost"] = {
             "prices": PRICES,

@@ -211,9 +211,11 @@ DASHBOARD_PER_MONTH_USD = 3.00
 # Quotas the cells share (per account and Region unless said): a KeyValueStore's 5 MB and one store
 # per function (CloudFront's quotas page); Metrics Insights alarms, 200 per Region (CloudWatch's
 # "Metrics Insights quotas"); the identity pools' GetCredentialsForIdentity, 200 a second
-# (Cognito's quotas page, measured against in this file's credentials section).
+# (Cognito's quotas page, measured against in results.md's credentials section).
 KEYVALUESTORE_BYTES = 5 * 1024 * 1024
 METRICS_INSIGHTS_ALARMS_PER_REGION = 200
+# API Gateway's API keys, per account and Region, not adjustable (docs/operations.md, "Quotas").
+API_KEYS_PER_ACCOUNT_REGION = 10_000
 TENANT_ID_MAX = 63
 
 
@@ -288,6 +290,7 @@ def cells_cost(template: dict[str, Any] | None = None) -> dict[str, Any]:
         "quotas": {
             "tenants_per_store_at_longest_ids": KEYVALUESTORE_BYTES // entry,
             "entry_bytes_at_longest_ids": entry,
+            "api_keys_per_account_region": API_KEYS_PER_ACCOUNT_REGION,
             "cells_per_account_region_by_metrics_insights_alarms": (
                 METRICS_INSIGHTS_ALARMS_PER_REGION // max(insights, 1)
             ),

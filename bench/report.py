@@ -431,7 +431,7 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "then choose the tenant).",
         "",
     ]
-    return lines + perimeter_markdown() + dedicated_markdown() + cells_markdown()
+    return lines + perimeter_markdown() + dedicated_markdown()
 
 
 def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> list[str]:
@@ -492,9 +492,10 @@ def perimeter_markdown() -> list[str]:
     return lines
 
 
-def cells_markdown() -> list[str]:
+def cells_markdown(results: dict[str, Any]) -> list[str]:
     """What cells add: a cell's fixed monthly cost, the router's per request, the shared quotas."""
     figures = cells_cost()
+    timed = results.get("router")
     cell, router, quotas = figures["cell"], figures["router"], figures["quotas"]
     lines = [
         "## Cells: a cell's fixed monthly cost, the router's cost per request",
@@ -512,10 +513,20 @@ def cells_markdown() -> list[str]:
         f"per request. The router: CloudFront's HTTPS request, its function and {router['reads_per_request']} "
         f"KeyValueStore reads, plus ${router['upload_usd_per_gb']:.2f} a GB of request bodies. Shared quotas: a "
         f"store holds {quotas['tenants_per_store_at_longest_ids']:,} tenants at the longest ids; cells sharing an "
-        f"account and Region: {quotas['cells_per_account_region_by_metrics_insights_alarms']} by Metrics Insights "
-        "alarms, and one identity-pool exchange rate (above): give each cell an account. Latency is not measured here.",
+        f"account and Region share its {quotas['api_keys_per_account_region']:,} API keys (one a tenant), its "
+        "identity-pool exchange rate (above) and its Metrics Insights alarms (at most "
+        f"{quotas['cells_per_account_region_by_metrics_insights_alarms']} cells): give each cell an account.",
         "",
     ]
+    if timed is not None:
+        work = timed["function_us"]
+        lines += [
+            f"The router's function does {work['median']:.1f} µs of work a routed request (p95 {work['p95']:.1f}; "
+            f"{work['n']:,} requests, a store of {timed['tenants']:,} tenants, Node {timed['node']}, "
+            "`python -m bench.router`). CloudFront runs it on its own runtime; the hop its edge adds in front "
+            "of a cell's API is not measurable here.",
+            "",
+        ]
     return lines
 
 
@@ -615,7 +626,10 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         f"against the local stack. Capacity units: {ASSUMPTIONS}; identical for both designs.",
         "",
     ]
-    lines += credentials_markdown(results["credentials"]) if "credentials" in results else []
+    lines += [
+        *(credentials_markdown(results["credentials"]) if "credentials" in results else []),
+        *cells_markdown(results),
+    ]
     lines += callers_markdown(results["callers"], results.get("callers_before")) if "callers" in results else []
     lines += authorizer_markdown(results["authorizer"]) if "authorizer" in results else []
     cold = results.get("cold")

@@ -265,3 +265,11 @@ def test_the_quick_run_has_the_hang_section_with_its_counts(results: dict[str, A
     assert "### Another tenant's delay while one tenant's endpoint hangs" in markdown(results)
     # No goal is judged on a quick run's delays.
     assert not any(goal["goal"].startswith("webhooks:") for goal in results["goals"])
+
+
+def test_the_quick_run_times_the_edge_routers_work_per_request(results: dict[str, Any]) -> None:
+    router = results["router"]
+    # Every timed request was routed (run_router refuses a run where one was not).
+    assert router["function_us"]["n"] == 200
+    assert 0 < router["function_us"]["min"] <= router["function_us"]["median"]
+    assert "µs of work a routed request" in markdown(results)
