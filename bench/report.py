@@ -702,9 +702,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         f"ours/naive throughput: **{aggregation['ours_over_naive_records_per_second']:.1f}x**. Ours per batch: "
         f"{'/'.join(str(int(v)) for v in aggregation['ours']['count_items_per_batch'])} count writes and "
         f"{'/'.join(str(int(v)) for v in aggregation['ours']['journal_items_per_batch'])} journal item(s), "
-        f"{aggregation['ours']['items_written_per_record']:.3f} items written per record; largest items kept: "
-        f"count item {aggregation['ours']['largest_item_bytes']['count_item']:,} bytes, journal "
-        f"{aggregation['ours']['largest_item_bytes']['journal']:,} bytes.",
+        f"{aggregation['ours']['items_written_per_record']:.3f} items written per record.",
         "",
         aggregation["note"],
         "",
