@@ -1,6 +1,6 @@
-"""DELETE /webhooks/{webhook_id}: remove a webhook; nothing more is delivered to it.
+"""DELETE /webhooks/{webhook_id}: remove a webhook.
 
-Tenant admins only."""
+Nothing more is delivered to it. Tenant admins only."""
 
 from typing import Any
 

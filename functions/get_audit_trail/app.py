@@ -1,6 +1,6 @@
-"""GET /audit: the tenant's audit trail of a time window, newest first, paged.
+"""GET /audit: the tenant's audit trail.
 
-Tenant admins only."""
+One time window of it, newest first, paged. Tenant admins only."""
 
 from typing import Any
 
