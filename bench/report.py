@@ -439,8 +439,7 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "",
         "How: a virtual clock (`bench/credentials.py`): API Gateway's 300 s authorizer cache in front of warm "
         "authorizer containers running the production `TokenExchange`, against a Cognito stub that counts calls. "
-        "The other rows keep credentials per token, or assume the role per tenant (the function, not IAM, would "
-        "then choose the tenant).",
+        "Per tenant (AssumeRole), the function, not IAM, would choose the tenant.",
         "",
     ]
     return lines + perimeter_markdown() + dedicated_markdown() + cells_markdown()
@@ -497,7 +496,7 @@ def perimeter_markdown() -> list[str]:
     lines += [
         "",
         f"How: from `template.yaml`'s resources ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
-        "public price pages): what the stack costs whether or not anyone calls it.",
+        "public price pages).",
         "",
     ]
     return lines

@@ -1,6 +1,6 @@
-"""GET /webhooks/{webhook_id}/deliveries: a webhook's recent deliveries, newest first, paged.
+"""GET /webhooks/{webhook_id}/deliveries: a webhook's recent deliveries.
 
-Tenant admins only."""
+Newest first, paged. Tenant admins only."""
 
 from typing import Any
 
