@@ -209,7 +209,7 @@ def isolation_markdown(isolation: dict[str, Any]) -> list[str]:
         lines += [
             f"A tenant environment costs what {_span(ratios, '{:.0f}')} of its function's requests cost the whole "
             f"pool (its init {_span(init_shares, '{:.0%}')} of that): the mode stays cheap while each tenant's "
-            "environments serve many requests, and costs most for many tenants that call seldom.",
+            "environments serve many requests.",
             "",
         ]
     tenants = f"{measured['tenants']} tenants" if measured else "tenants"

@@ -377,7 +377,7 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
             "",
             (
                 "What the mover's final check found after each move (the erase also takes the counts and the "
-                "aggregator's journals, which the mover recounts in the new table instead of copying them):"
+                "aggregator's journals, recounted in the new table, not copied):"
             ),
             "",
         ]

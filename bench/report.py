@@ -224,18 +224,18 @@ def metering_markdown(metering: dict[str, Any]) -> list[str]:
         f"lines of {delivered['tenants_per_delivery']} tenants each: {_ms(delivered['duration_ms'])} ms per delivery "
         f"(p50 / p95), {delivered['wru_per_delivery']:g} WRU per delivery.",
         "",
-        "How: the overhead is requests interleaved between the shipped path and the same path with the metering off "
-        "(no `ReturnConsumedCapacity`, no usage fields), against a local stack started with `--no-capacity-model` "
+        "How: requests interleaved between the shipped path and the same path with the metering off (no "
+        "`ReturnConsumedCapacity`, no usage fields), against a local stack started with `--no-capacity-model` "
         "(moto's constant `ConsumedCapacity`, as fast as none, as DynamoDB's); the goal is judged on the function's "
-        "own CPU time, what Lambda bills. A delivery's writes are a transaction per tenant of a journal item, a "
-        "counter update and a check of the tenant record.",
+        "own CPU time, what Lambda bills. A delivery writes, per tenant, a transaction of a journal item, a counter "
+        "update and a check of the tenant record.",
         "",
     ]
 
 
 def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
     """A webhook delivery's cost and a ticket change's delay to its receiver (docs/webhooks.md)."""
-    warm, cost, delay = webhooks["warm"], webhooks["cost_per_million_deliveries"], webhooks["delay_ms"]
+    warm, cost = webhooks["warm"], webhooks["cost_per_million_deliveries"]
     assumed = cost["assumptions"]
     when = webhooks.get("machine")
     calls = ", ".join(f"{count:g} {call}" for call, count in warm["calls_per_delivery"].items())
@@ -256,10 +256,7 @@ def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
         "",
         f"The delivery function ({warm['memory_mb']} MB), warm, one message per invocation, {warm['deliveries']} "
         f"deliveries to a receiver on 127.0.0.1: {_ms(warm['duration_ms'])} ms (p50 / p95), per delivery {calls}; "
-        f"{warm['rru_per_delivery']:g} RRU and {warm['wru_per_delivery']:g} WRU. From a ticket change's API "
-        f"response to its event at the receiver ({webhooks['changes']} tickets created one at a time, alone): "
-        f"**p50 {delay['p50']:,.0f} ms, p99 {delay['p99']:,.0f} ms** (min {delay['min']:,.0f}, max "
-        f"{delay['max']:,.0f}).",
+        f"{warm['rru_per_delivery']:g} RRU and {warm['wru_per_delivery']:g} WRU. {_change_delay(webhooks)}",
         "",
         webhooks["note"],
         "",
@@ -267,6 +264,21 @@ def webhooks_markdown(webhooks: dict[str, Any]) -> list[str]:
         *(hang_markdown(webhooks["hang"], when) if "hang" in webhooks else []),
         *(parking_markdown(webhooks["parking"]) if "parking" in webhooks else []),
     ]
+
+
+def _change_delay(webhooks: dict[str, Any]) -> str:
+    """A ticket change's delay to its receiver, unless the hang section's first row shows the same figures."""
+    if "hang" in webhooks and not webhooks["hang"]["quick"]:
+        return (
+            "From a ticket change's API response to its event at the receiver: "
+            "[below](#another-tenants-delay-while-one-tenants-endpoint-hangs), B alone."
+        )
+    delay = webhooks["delay_ms"]
+    return (
+        f"From a ticket change's API response to its event at the receiver ({webhooks['changes']} tickets created "
+        f"one at a time, alone): **p50 {delay['p50']:,.0f} ms, p99 {delay['p99']:,.0f} ms** (min "
+        f"{delay['min']:,.0f}, max {delay['max']:,.0f})."
+    )
 
 
 def parking_markdown(parking: dict[str, Any]) -> list[str]:
@@ -427,8 +439,7 @@ def credentials_markdown(credentials: dict[str, Any]) -> list[str]:
         "",
         "How: a virtual clock (`bench/credentials.py`): API Gateway's 300 s authorizer cache in front of warm "
         "authorizer containers running the production `TokenExchange`, against a Cognito stub that counts calls. "
-        "The other rows keep credentials per token, or assume the role per tenant (the function, not IAM, would "
-        "then choose the tenant).",
+        "Per tenant (AssumeRole), the function, not IAM, would choose the tenant.",
         "",
     ]
     return lines + perimeter_markdown() + dedicated_markdown()
@@ -466,8 +477,7 @@ def callers_markdown(callers: dict[str, Any], before: dict[str, Any] | None) -> 
         "",
         "How: `bench/callers.py`, the handler in this process with Lambda's 1,024 file descriptors and connections "
         "kept alive as AWS keeps them (`bench/keepalive.py`); each caller a new credential set of the identity pool, "
-        "a first request then a repeat. The design before kept a DynamoDB client per credential set "
-        "(`bench/callers_before.json`).",
+        "a first request then a repeat. The design before: `bench/callers_before.json`.",
         "",
     ]
 
@@ -486,7 +496,7 @@ def perimeter_markdown() -> list[str]:
     lines += [
         "",
         f"How: from `template.yaml`'s resources ({fixed['region']}, {fixed['hours_per_month']} hours a month, "
-        "public price pages): what the stack costs whether or not anyone calls it.",
+        "public price pages).",
         "",
     ]
     return lines
@@ -592,8 +602,8 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         "",
         f"Measured {where['date_utc']} on {where['cpu']} (`nproc` = {where['nproc']}), Python {where['python']}, "
         f"{where['platform']}, with `{where['command']}` (it writes `bench/results.json` and this file); a section "
-        "measured on its own says when. Under each section's tables, how it is measured; "
-        "[the whole method](#how-it-is-measured) is at the end.",
+        "measured on its own says when. Each section's method is under its tables, "
+        "[the whole method](#how-it-is-measured) at the end.",
         "",
         *goals_markdown(results["goals"]),
     ]
@@ -705,9 +715,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         f"ours/naive throughput: **{aggregation['ours_over_naive_records_per_second']:.1f}x**. Ours per batch: "
         f"{'/'.join(str(int(v)) for v in aggregation['ours']['count_items_per_batch'])} count writes and "
         f"{'/'.join(str(int(v)) for v in aggregation['ours']['journal_items_per_batch'])} journal item(s), "
-        f"{aggregation['ours']['items_written_per_record']:.3f} items written per record; largest items kept: "
-        f"count item {aggregation['ours']['largest_item_bytes']['count_item']:,} bytes, journal "
-        f"{aggregation['ours']['largest_item_bytes']['journal']:,} bytes.",
+        f"{aggregation['ours']['items_written_per_record']:.3f} items written per record.",
         "",
         aggregation["note"],
         "",

@@ -1,4 +1,6 @@
-"""POST /tickets: create a ticket (idempotent with an ``Idempotency-Key`` header)."""
+"""POST /tickets: create a ticket.
+
+Idempotent with an ``Idempotency-Key`` header."""
 
 from typing import Any
 

@@ -1,6 +1,6 @@
-"""POST /webhooks: register an endpoint for the tenant's ticket events (tenant admins).
+"""POST /webhooks: register an endpoint for the tenant's ticket events.
 
-The answer is the only time the webhook's signing secret is shown."""
+Tenant admins only. The answer is the only time the webhook's signing secret is shown."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""DELETE /tickets/{ticket_id}: remove a ticket and its comments (tenant admins)."""
+"""DELETE /tickets/{ticket_id}: remove a ticket and its comments.
+
+Tenant admins only."""
 
 from typing import Any
 

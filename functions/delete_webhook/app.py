@@ -1,4 +1,6 @@
-"""DELETE /webhooks/{webhook_id}: remove a webhook; nothing more is delivered to it (tenant admins)."""
+"""DELETE /webhooks/{webhook_id}: remove a webhook.
+
+Nothing more is delivered to it. Tenant admins only."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""GET /aggregates: ticket counts per status for the caller's tenant (admins)."""
+"""GET /aggregates: ticket counts per status for the caller's tenant.
+
+Tenant admins only."""
 
 from typing import Any
 

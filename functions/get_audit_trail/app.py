@@ -1,4 +1,6 @@
-"""GET /audit: the tenant's audit trail of a time window, newest first, paged (admins)."""
+"""GET /audit: the tenant's audit trail.
+
+One time window of it, newest first, paged. Tenant admins only."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""GET /tickets/{ticket_id}: the ticket with its comments, oldest first, paged."""
+"""GET /tickets/{ticket_id}: the ticket with its comments.
+
+Its comments come oldest first, paged."""
 
 from typing import Any
 

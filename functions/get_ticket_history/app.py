@@ -1,4 +1,6 @@
-"""GET /tickets/{ticket_id}/history: who changed the ticket, and how, oldest first, paged."""
+"""GET /tickets/{ticket_id}/history: the ticket's history.
+
+Who changed the ticket, and how, oldest first, paged."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""GET /usage: what the caller's tenant consumed and cost on one UTC day (admins)."""
+"""GET /usage: what the caller's tenant consumed and cost on one UTC day.
+
+Tenant admins only."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""GET /tickets: list tickets by status (default OPEN), optionally for one resolver."""
+"""GET /tickets: list tickets by status.
+
+OPEN by default, optionally for one resolver."""
 
 from typing import Any
 

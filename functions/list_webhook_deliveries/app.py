@@ -1,4 +1,6 @@
-"""GET /webhooks/{webhook_id}/deliveries: a webhook's recent deliveries, newest first, paged (tenant admins)."""
+"""GET /webhooks/{webhook_id}/deliveries: a webhook's recent deliveries.
+
+Newest first, paged. Tenant admins only."""
 
 from typing import Any
 

@@ -1,4 +1,6 @@
-"""GET /webhooks: the tenant's webhooks, without their secrets (tenant admins)."""
+"""GET /webhooks: the tenant's webhooks, without their secrets.
+
+Tenant admins only."""
 
 from typing import Any
 

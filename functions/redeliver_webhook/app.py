@@ -1,6 +1,6 @@
-"""POST /webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver: send that event again (tenant admins).
+"""POST /webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver: send that event again.
 
-The event goes to the webhook again with the same id and body."""
+Tenant admins only. The event goes to the webhook again with the same id and body."""
 
 from collections.abc import Mapping
 from typing import Any

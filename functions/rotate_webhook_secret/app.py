@@ -1,6 +1,6 @@
-"""POST /webhooks/{webhook_id}/secret: a new signing secret, shown once (tenant admins).
+"""POST /webhooks/{webhook_id}/secret: a new signing secret, shown once.
 
-The previous one still signs for 24 hours."""
+Tenant admins only. The previous one still signs for 24 hours."""
 
 from typing import Any
 

@@ -1,1 +1,1 @@
-"""The HTTP edge of the REST functions: the Powertools resolver and the one exception-to-response table."""
+"""The HTTP edge of the REST functions."""

@@ -1,4 +1,4 @@
-"""The API's Lambda authorizer (TOKEN): who is calling, and which tenant's usage plan.
+"""The Lambda authorizer: who is calling, and which tenant's usage plan.
 
 API Gateway calls it with the request's ``Authorization`` header before any
 function runs, and caches its answer per header value for the template's

@@ -1,1 +1,1 @@
-"""Foundations every other folder may import: errors, keys, models, settings; it imports none of them."""
+"""Foundations every other folder may import; it imports none of them."""

@@ -1,4 +1,4 @@
-"""Who is calling, from the context the API's Lambda authorizer returned.
+"""Who is calling, from the authorizer's context.
 
 The authorizer (:mod:`support_tickets.auth.authorizer`) verified the request's ID
 token (signature, issuer, app client, token use, expiry) before any function

@@ -1,4 +1,4 @@
-"""Time-ordered identifiers, so that ticket ids sort by creation time.
+"""Time-ordered identifiers: ticket ids sort by creation time.
 
 The ULID layout: 48-bit milliseconds + 80 random bits, Crockford base32, 26 characters."""
 

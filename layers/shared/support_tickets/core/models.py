@@ -1,4 +1,4 @@
-"""The API's request and response shapes, and the stored item shapes of the single-table model.
+"""The API's request and response shapes, and the table's item shapes.
 
 The API's shapes also generate docs/openapi.json.
 

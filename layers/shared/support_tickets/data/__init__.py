@@ -1,1 +1,1 @@
-"""Data access: a tenant's view of the table, credentials bound to the caller's token, one repository per entity."""
+"""Data access: a tenant's view of its table, one repository per entity."""

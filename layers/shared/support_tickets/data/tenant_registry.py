@@ -1,4 +1,4 @@
-"""The tenant record: a tenant's shard count, tier, status and API key, read with a short cache.
+"""The tenant record (shard count, tier, status, API key), read with a short cache.
 
 One item per tenant, ``TENANT#<t>|CONFIG`` / ``CONFIG``. Operators write it
 (``make tenant``, ``make onboard``; ``ops.tenants``); tenant credentials may read

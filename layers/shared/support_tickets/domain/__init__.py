@@ -1,1 +1,1 @@
-"""What each route does, for a caller: the domain operations the handlers call."""
+"""What each route does, for a caller."""

@@ -1,1 +1,1 @@
-"""What the functions invoked by events rather than routes do with each batch they are given."""
+"""What the functions that events invoke do with each batch."""

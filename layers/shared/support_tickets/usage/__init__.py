@@ -1,1 +1,1 @@
-"""Usage and cost per tenant: the meter, the usage lines, the metering function, counters, prices, the report."""
+"""Usage and cost per tenant, from the request's meter to the report."""

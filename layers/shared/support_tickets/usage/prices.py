@@ -1,4 +1,4 @@
-"""The list prices of the usage object's cost estimate and of the benchmark's figures: one copy.
+"""The list prices of the usage object and the benchmark, in one copy.
 
 ``GET /usage`` and ``make usage`` price with them, and so does the benchmark.
 

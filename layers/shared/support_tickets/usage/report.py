@@ -1,4 +1,4 @@
-"""A tenant's usage and cost of one UTC day: API.md's usage object, from the metering function's counters.
+"""API.md's usage object: a tenant's UTC day, from the metering function's counters.
 
 How each figure is measured: docs/usage.md.
 
