@@ -372,6 +372,20 @@ def usage_sk(day: str, slot: int) -> str:
     return f"{day}#{slot}"
 
 
+def moved_usage_sk(sort_key: str, from_cell: str) -> str | None:
+    """Where a counter item of a cell's ledger goes in another cell's when its
+    tenant moves there (``ops.cell_move``): ``<day>#<slot>``, the cell's own,
+    gets ``#<cell>`` (never the new cell's own item of that day and slot; a
+    day's readers sum whatever follows ``<day>#``); one that names a cell
+    already keeps its key; anything else of the partition: ``None``, no counter."""
+    day, _, rest = sort_key.partition("#")
+    if not rest or not _DAY.fullmatch(day):
+        return None
+    if not _TENANT_ID.fullmatch(from_cell):
+        raise ValueError("invalid cell id")
+    return f"{sort_key}#{from_cell}" if is_digits(rest) else sort_key
+
+
 def usage_day_prefix(day: str) -> str:
     """What every counter item of ``day`` starts with (``begins_with`` on the sort key)."""
     if not _DAY.fullmatch(day):

@@ -1,0 +1,301 @@
+"""A tenant moved to another cell online (``ops.cell_move``) over moto, two cells
+that share nothing (tests/functional/cell_harness.py), with the fake clock of
+the move tests: tenants ``1`` and ``10`` in different cells, each moved both
+ways (pool to pool, pool to dedicated, dedicated to pool), the other beside
+it. Every item it carries is in the new cell item for item (its webhook
+secret resealed under the new cell's key, which alone opens it), its counts
+exact, its usage ledger, record, tier and API key (in the new cell's plan)
+there, nothing of it left in the old cell, the directory and the router
+naming the new cell; the move counts, audits and announces nothing. Writes
+during the copy reach the new cell; one that lands after the switch is
+refused, not lost. Killed at every step, a move resumes; before its flip it
+rolls back."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import moto.core.responses
+import moto.dynamodb.models.table
+import pytest
+from botocore.exceptions import ClientError
+
+from ops.move import STALE_SECONDS, MoveError
+from support_tickets.core import keys
+from support_tickets.data.placement import MovePhase
+from support_tickets.data.tenant_registry import CELL_FIELDS
+from tests.conftest import REGION, WEBHOOK_QUEUE_URL
+from tests.depth import DEEP
+from tests.functional.api_harness import Api, User
+from tests.functional.cell_harness import (
+    CELL_A,
+    CELL_B,
+    USAGE_DAY,
+    USAGE_SLOT,
+    Cells,
+    Populated,
+    without_secrets,
+)
+from tests.functional.move_harness import FakeClock, HeldWrite, Stop, copied_items, counts_in, kill_at, recounted
+from tests.functional.webhook_harness import receive
+from tests.unit.test_cell_routes import epoch
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+@pytest.fixture
+def cells(aws: None, api: Api, dynamodb: DynamoDBClient, monkeypatch: pytest.MonkeyPatch) -> Cells:
+    clock = FakeClock()
+    monkeypatch.setattr(moto.core.responses, "utcnow", clock.utc)  # the Date header
+    monkeypatch.setattr(moto.dynamodb.models.table, "utcnow", clock.utc)  # stream records' creation time
+    return Cells(api, dynamodb, clock)
+
+
+def data_table(cells: Cells, cell: str, tenant: str) -> str:
+    record = cells.admin(cell).record(tenant)
+    return record.table or cells.stacks[cell].table
+
+
+def opened(cells: Cells, cell: str, tenant: str, webhook: str, sealed: str) -> str:
+    """A sealed secret opened with ``cell``'s key under the webhook's context (KMS refuses otherwise)."""
+    kms = boto3.client("kms", region_name=REGION)
+    context = {"tenant_id": tenant, "webhook_id": webhook}
+    blob = base64.b64decode(sealed)
+    answer = kms.decrypt(KeyId=cells.stacks[cell].key_arn, CiphertextBlob=blob, EncryptionContext=context)
+    assert answer["KeyId"] == cells.stacks[cell].key_arn
+    return str(answer["Plaintext"].decode())
+
+
+def assert_moved(
+    cells: Cells, tenant: str, source: str, dest: str, original: list[dict[str, Any]], made: Populated
+) -> None:
+    """Everything of ``tenant`` is in ``dest`` as it was in ``source``, nothing of it in ``source``."""
+    dynamodb = cells.dynamodb
+    table = data_table(cells, dest, tenant)
+    moved = copied_items(dynamodb, table, tenant)
+    assert without_secrets(moved) == without_secrets(original)
+    # Its webhook's secret: sealed under the new cell's key (and context), the same secret
+    (hook,) = [item for item in moved if item["sk"]["S"] == keys.WEBHOOK_SK_PREFIX + made.webhook]
+    assert opened(cells, dest, tenant, made.webhook, hook["secret"]["S"]) == made.secret
+    with pytest.raises(ClientError):
+        opened(cells, source, tenant, made.webhook, hook["secret"]["S"])
+    with pytest.raises(ClientError):
+        opened(cells, dest, tenant, "another", hook["secret"]["S"])
+    assert counts_in(dynamodb, table, tenant) == recounted(dynamodb, table, tenant)
+    # Its usage ledger, each item of the old cell's under its key plus the cell
+    ledger = {item["sk"]["S"]: item for item in cells.items(dest, tenant) if item["pk"]["S"] == keys.usage_pk(tenant)}
+    own = keys.usage_sk(USAGE_DAY, USAGE_SLOT)
+    assert {own + f"#{CELL_A}", own + f"#{CELL_B}"} & set(ledger)
+    # Its record: placed, served, no cell field left; its key in the new cell's plan of its tier, the old one gone
+    record = cells.admin(dest).record(tenant)
+    assert not {name for name in CELL_FIELDS if getattr(record, name) is not None}
+    assert not record.moving
+    assert record.api_key_id is not None
+    assert cells.keys(dest).plans_of(record.api_key_id) == {cells.stacks[dest].plans[record.tier]}
+    assert cells.keys(source).find(tenant) is None
+    # Nothing of it in the old cell: no record, no ledger, no item in any table
+    assert cells.items(source, tenant) == []
+    assert not cells.admin(source).record(tenant).stored
+    # The directory and the router name the new cell
+    assert cells.directory.cell_of(tenant) == dest
+    assert json.loads(cells.routes.items[f"tenant/{tenant}"])["cell"] == dest
+
+
+def test_tenants_move_between_cells_both_ways_with_everything_of_their_own(cells: Cells) -> None:
+    """``1`` (cell A, pool) moves to cell B's pool beside ``10``; ``10`` then moves
+    to a table of its own in cell A; then back to cell B's pool beside ``1``."""
+    one, ten = cells.populate("1", CELL_A), cells.populate("10", CELL_B)
+    boto3.client("sqs", region_name=REGION).purge_queue(QueueUrl=WEBHOOK_QUEUE_URL)  # populate's own events
+    audit_before = {cell: cells.items(cell, t) for cell, t in ((CELL_A, "1"), (CELL_B, "10"))}
+    counts = {"1": counts_in(cells.dynamodb, cells.stacks[CELL_A].table, "1")}
+    counts["10"] = counts_in(cells.dynamodb, cells.stacks[CELL_B].table, "10")
+    original = {"1": copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")}
+    original["10"] = copied_items(cells.dynamodb, cells.stacks[CELL_B].table, "10")
+    beside = copied_items(cells.dynamodb, cells.stacks[CELL_B].table, "10")
+    member, neighbour = User("1", "alice-1"), User("10", "alice-10")
+    seen: dict[str, tuple[int, int]] = {}
+
+    def probe(step: str) -> None:
+        """Each cell's functions, reading and writing, while the move runs."""
+        if step == "switching":  # what the old cell holds once it no longer changes
+            original["1"] = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
+        if step in ("copied", "flipped"):
+            for cell in (CELL_A, CELL_B):
+                with cells.in_cell(cell):
+                    read = cells.api.get(member, one.tickets[1]).status
+                    seen[f"{step} {cell}"] = (read, cells.api.update(member, one.tickets[1], {"title": step}).status)
+            with cells.in_cell(CELL_B):
+                assert cells.api.list_tickets(neighbour).status == 200
+
+    outcome = cells.move("1", CELL_B, checkpoint=probe)
+
+    assert seen == {
+        "copied cell-a": (200, 200),  # still A's: served (its write fenced, and carried over)
+        "copied cell-b": (503, 503),  # arriving: B's copy is incomplete
+        "flipped cell-a": (503, 503),  # moved out: A's data stops at the switch
+        "flipped cell-b": (200, 503),  # flipped: reads served, writes wait
+    }
+    assert "for answers the new cell's authorizer cached" in cells.log.getvalue()
+    assert outcome.record.placement == "pool"
+    assert outcome.pause_seconds is not None
+    assert outcome.strays == 0
+    assert_moved(cells, "1", CELL_A, CELL_B, original["1"], one)
+    assert counts_in(cells.dynamodb, cells.stacks[CELL_B].table, "1") == counts["1"]
+    assert copied_items(cells.dynamodb, cells.stacks[CELL_B].table, "10") == beside
+    assert epoch(cells.routes, "1") == 1
+    # The new cell serves it: its tickets, and a retried create with the same Idempotency-Key answers the same ticket
+    with cells.in_cell(CELL_B):
+        assert cells.api.get(member, one.tickets[0]).body["ticket"]["status"] == "CLOSED"
+        again = cells.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "k"})
+        assert (again.status, again.body["ticket_id"]) == (201, one.idempotent_ticket)
+
+    cells.move("10", CELL_A, placement="dedicated")
+
+    assert cells.admin(CELL_A).record("10").table == cells.stacks[CELL_A].dedicated_table("10")
+    assert_moved(cells, "10", CELL_B, CELL_A, original["10"], ten)
+    assert counts_in(cells.dynamodb, cells.stacks[CELL_A].dedicated_table("10"), "10") == counts["10"]
+
+    back = cells.move("10", CELL_B, placement="pool")
+
+    assert back.record.placement == "pool"
+    assert_moved(cells, "10", CELL_A, CELL_B, original["10"], ten)
+    assert epoch(cells.routes, "10") == 2
+    assert "delete-stack --stack-name <stack>-tenant-10" in cells.log.getvalue()  # its emptied table in cell A
+    # The moves' own writes, through every table's stream functions: nothing counted, audited or announced
+    cells.deliver_streams()
+    for tenant in ("1", "10"):
+        assert counts_in(cells.dynamodb, cells.stacks[CELL_B].table, tenant) == counts[tenant]
+        audit = [item for item in cells.items(CELL_B, tenant) if "#AUDIT#" in item["pk"]["S"]]
+        was = [item for cell_items in audit_before.values() for item in cell_items if "#AUDIT#" in item["pk"]["S"]]
+        assert len(audit) == len([item for item in was if item["pk"]["S"].startswith(f"TENANT#{tenant}|")])
+    assert receive() == []
+    # Its webhook's secret was never written in clear (nor logged by the mover)
+    dumped = json.dumps([item for cell in (CELL_A, CELL_B) for item in cells.items(cell, "1")])
+    for made in (one, ten):
+        assert made.secret not in dumped
+        assert made.secret.removeprefix("whsec_") not in dumped
+        assert made.secret not in cells.log.getvalue()
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")] if DEEP else [("1", "10")])
+def test_a_write_made_during_the_copy_that_lands_after_the_switch_is_refused_not_lost(
+    cells: Cells, moving: str, beside: str
+) -> None:
+    """A PATCH whose function read A's record during the copy, its DynamoDB write
+    landing after the mover switched: refused (503), nothing written in either
+    cell, the ticket as it was; the tenant beside it untouched."""
+    made = cells.populate(moving, CELL_A)
+    cells.populate(beside, CELL_A)
+    others = cells.items(CELL_A, beside)
+    member = User(moving, f"alice-{moving}")
+    with cells.in_cell(CELL_A):
+        original = cells.api.get(member, made.tickets[0]).body
+
+    def patch() -> Any:
+        with cells.in_cell(CELL_A):
+            return cells.api.update(member, made.tickets[0], {"title": "written during the copy"})
+
+    write = HeldWrite(patch)
+
+    def during(step: str) -> None:
+        if step == "copied":
+            write.start()  # its function read A's record (COPYING): its write is on its way, not landed
+        if step == "switching":
+            write.release()
+
+    with write.holding():
+        cells.move(moving, CELL_B, checkpoint=during)
+
+    (answer,) = write.answers
+    assert (answer.status, answer.error_code) == (503, "TENANT_MOVING")
+    with cells.in_cell(CELL_B):
+        assert cells.api.get(member, made.tickets[0]).body == original
+    assert cells.items(CELL_A, moving) == []
+    assert cells.items(CELL_A, beside) == others
+
+
+CELL_STEPS = [
+    "arriving",
+    "announced",
+    "copied",
+    "switching",
+    "synced",
+    "arrived",
+    "flipped",
+    "erasing",
+    "drained",
+    "erased",
+    "left",
+]
+
+
+def test_a_move_between_cells_killed_at_every_step_resumes_each_time_with_nothing_lost(cells: Cells) -> None:
+    """Killed at each step in turn (run again once its record went stale); a write
+    between two runs before the switch is carried; past the flip, asking for the
+    old cell is refused; the last run finishes with nothing lost and nothing left."""
+    made = cells.populate("1", CELL_A)
+    cells.populate("10", CELL_A)
+    others = cells.items(CELL_A, "10")
+    member = User("1", "alice-1")
+    expected: list[dict[str, Any]] = []
+    for step in CELL_STEPS:
+        with pytest.raises(Stop):
+            cells.move("1", CELL_B, checkpoint=kill_at(step))
+        if step == "copied":  # still COPYING: the next run copies again and carries it
+            with cells.in_cell(CELL_A):
+                assert cells.api.update(member, made.tickets[1], {"status": "IN_PROGRESS"}).ok
+            cells.deliver_streams()
+        if step in ("arriving", "announced", "copied", "switching", "synced"):
+            expected = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
+        with pytest.raises(MoveError, match="is running"):
+            cells.move("1", CELL_B)
+        cells.clock.now += STALE_SECONDS + 1
+        if step in ("arrived", "flipped", "erasing"):
+            with pytest.raises(MoveError, match=r"past its switch|moved to cell"):
+                cells.move("1", CELL_A)
+    outcome = cells.move("1", CELL_B)
+
+    assert not outcome.record.moving
+    assert_moved(cells, "1", CELL_A, CELL_B, expected, made)
+    assert cells.items(CELL_A, "10") == others
+
+
+def test_a_move_between_cells_rolls_back_until_its_flip(cells: Cells) -> None:
+    """Stopped in SWITCHING: ``CELL=`` the tenant's cell rolls it back (A's writes
+    open, B's copy, ledger, record and key gone); a rollback stopped half way is
+    still a move, to roll back or finish."""
+    made = cells.populate("1", CELL_A)
+    before = cells.items(CELL_A, "1")
+    with pytest.raises(Stop):
+        cells.move("1", CELL_B, checkpoint=kill_at("synced"))
+    assert cells.admin(CELL_A).record("1").move_phase == MovePhase.SWITCHING
+    assert cells.admin(CELL_B).record("1").cell_phase == "ARRIVING"
+    cells.clock.now += STALE_SECONDS + 1
+
+    outcome = cells.move("1", CELL_A)
+
+    assert (outcome.record.placement, outcome.record.moving, outcome.record.moving_to) == ("pool", False, None)
+    config = keys.tenant_config_key("1")["pk"]["S"]
+    assert [item for item in cells.items(CELL_A, "1") if item["pk"]["S"] != config] == [
+        item for item in before if item["pk"]["S"] != config
+    ]
+    assert cells.items(CELL_B, "1") == []
+    assert cells.keys(CELL_B).find("1") is None
+    assert cells.keys(CELL_A).find("1") is not None
+    assert cells.directory.moving_to == {}
+    with cells.in_cell(CELL_A):
+        assert cells.api.update(User("1", "alice-1"), made.tickets[0], {"title": "back"}).ok
+
+    # Stopped between B's record and A's: the tenant's cell cleans B; or the move goes on
+    with pytest.raises(Stop):
+        cells.move("1", CELL_B, checkpoint=kill_at("arriving"))
+    assert cells.admin(CELL_B).record("1").cell_phase == "ARRIVING"
+    cells.move("1", CELL_A)
+    assert cells.items(CELL_B, "1") == []
+    expected = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
+    cells.move("1", CELL_B)
+    assert_moved(cells, "1", CELL_A, CELL_B, expected, made)
