@@ -45,9 +45,14 @@ outside the table. Its steps, from cell A to cell B:
    fields are cleared.
 
 **Outside the table.** Webhook secrets are KMS ciphertext under the cell's
-own key: each item written into B is decrypted with A's key and encrypted
-with B's in memory, under the same encryption context (``tenant_id``,
-``webhook_id``), never written or logged in clear (:meth:`CellMover.carried`).
+own key: each item written into B carries A's ciphertext re-encrypted under
+B's key with the same encryption context (``tenant_id``, ``webhook_id``),
+by KMS's ``ReEncrypt`` (:meth:`CellMover.carried`): the secret is in clear
+inside KMS only, never in the mover's memory, an item or a log (the key
+policy denies ``kms:Decrypt`` to all but the delivery role, operators
+included; the operator needs ``kms:ReEncryptFrom`` on A's key and
+``kms:ReEncryptTo`` on B's, which B's key policy grants when the cells are
+in different accounts).
 The usage ledger (A's pool, ``TENANT#<t>|USAGE``) is copied into B's pool at
 the switch and at each trailing pass, each of A's counter items under its
 sort key plus ``#<A>`` (B's own items for the same day and slot, B's
@@ -97,9 +102,12 @@ from ops.move import (
 from ops.tenant_data import keys_under_prefix
 from stack_model.template import template
 from support_tickets.core import keys
+from support_tickets.data.audit_items import iso_time
 from support_tickets.data.placement import CellPhase, MovePhase, Placement, data_table
 from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.data.tenant_registry import TenantConfig
+from support_tickets.webhooks.delivery_records import PENDING, REDELIVER_MARK
+from support_tickets.webhooks.events import RETRY_WINDOW_SECONDS
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -454,31 +462,112 @@ class CellMover(Mover):
         return any(table == cell.table(table.tenant_id) for cell in self.cells.values())
 
     def carried(self, table: TenantTable, item: dict[str, Any]) -> dict[str, Any]:
-        """A webhook's secrets written into B: decrypted with A's key, encrypted with
-        B's, in memory, under the same context (``tenant_id``, ``webhook_id``)."""
+        """A webhook's secrets written into B: A's key's ciphertext re-encrypted under
+        B's key, the same context (``tenant_id``, ``webhook_id``), by KMS itself
+        (``ReEncrypt``: the secret is in clear inside KMS only; the keys' policy
+        lets no operator ``Decrypt``)."""
         pk, sk = str(item["pk"]["S"]), str(item["sk"]["S"])
         if pk != keys.webhooks_pk(table.tenant_id) or not sk.startswith(keys.WEBHOOK_SK_PREFIX):
             return item
-        if not any(name in item for name in SECRET_ATTRIBUTES):
-            return item
         source, dest = self._cell(self._source), self._cell(self._dest)
-        if table.clients != OwnClient(dest.client) or source.kms is None or dest.kms is None:
+        if table.clients != OwnClient(dest.client) or not any(name in item for name in SECRET_ATTRIBUTES):
             return item
+        if source.kms is None or source.webhook_key_arn is None or dest.webhook_key_arn is None:
+            raise MoveError(
+                f"a webhook of {table.tenant_id} has a secret, and cell {source.cell_id} or "
+                f"{dest.cell_id} names no webhook key: its secret can't be carried"
+            )
         context = {"tenant_id": table.tenant_id, "webhook_id": sk.removeprefix(keys.WEBHOOK_SK_PREFIX)}
         carried = dict(item)
         for name in SECRET_ATTRIBUTES:
             sealed = item.get(name, {}).get("S")
             if sealed is None:
                 continue
-            opened = source.kms.decrypt(
-                KeyId=source.webhook_key_arn, CiphertextBlob=base64.b64decode(sealed), EncryptionContext=context
-            )["Plaintext"]
-            resealed = dest.kms.encrypt(KeyId=dest.webhook_key_arn, Plaintext=opened, EncryptionContext=context)
+            resealed = source.kms.re_encrypt(
+                CiphertextBlob=base64.b64decode(sealed),
+                SourceKeyId=source.webhook_key_arn,
+                SourceEncryptionContext=context,
+                DestinationKeyId=dest.webhook_key_arn,
+                DestinationEncryptionContext=context,
+            )
             carried[name] = {"S": base64.b64encode(resealed["CiphertextBlob"]).decode()}
         return carried
 
     def _move_cleared(self) -> dict[str, Any]:
         return {**super()._move_cleared(), "moving_from": None, "moving_to": None}
+
+    # ------------------------------------------------------------ deliveries in flight
+    def _finish(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
+        outcome.handed_over = self._hand_over(record)
+        return super()._finish(record, outcome)
+
+    def _hand_over(self, record: TenantConfig) -> int:
+        """What A's queue held of the tenant's deliveries, sent from B (A's delivery
+        function lets the tenant's messages go once it moved out): each delivery
+        still ``PENDING`` within the retry window is marked for redelivery (B's
+        audit-trail function queues its stored event again: the same bytes, the same
+        ``webhook-id``), but those in a webhook's lot; a lot's drain, whose token was
+        A's, is restarted by marking its oldest message still pending (B's delivery
+        function parks it again, finds the drain not running and sends B's token). Every mark is the
+        flip's time, written only where it is not yet: a run again marks nothing twice.
+        How many deliveries were marked."""
+        tenant = record.tenant_id
+        table = self._new(record)
+        at = iso_time(record.placed_at)
+        first = keys.DELIVERY_SK_PREFIX + f"{max(record.placed_at - RETRY_WINDOW_SECONDS, 0) * 1000:013d}"
+        hooks = {
+            str(item["sk"]["S"]).removeprefix(keys.WEBHOOK_SK_PREFIX)
+            for item in partition_items(table, keys.webhooks_pk(tenant), "", "pk, sk")
+            if str(item["sk"]["S"]).startswith(keys.WEBHOOK_SK_PREFIX)
+        }
+        marked = 0
+        for hook in sorted(hook for hook in hooks if keys.is_valid_webhook_id(hook)):
+            items = partition_items(table, keys.webhook_parked_pk(tenant, hook), keys.PARKED_SK_PREFIX, "sk")
+            parked = [
+                delivery
+                for item in items
+                if str(item["sk"]["S"]).startswith(keys.PARKED_SK_PREFIX)
+                and keys.is_valid_delivery_id(delivery := str(item["sk"]["S"]).removeprefix(keys.PARKED_SK_PREFIX))
+            ]
+            pending = [
+                str(item["sk"]["S"]).removeprefix(keys.DELIVERY_SK_PREFIX)
+                for item in partition_items(table, keys.webhook_deliveries_pk(tenant, hook), first)
+                if item.get("status", {}).get("S") == PENDING
+            ]
+            if parked:
+                table.call_if(
+                    "update_item",
+                    TableName=table.table_name,
+                    Key=keys.webhook_circuit_key(tenant, hook),
+                    UpdateExpression="SET token_active = :false",
+                    ConditionExpression="token_active = :true",
+                    ExpressionAttributeValues={":false": {"BOOL": False}, ":true": {"BOOL": True}},
+                )
+            # The lot's oldest message that is still a pending delivery restarts its drain.
+            marked += next((1 for delivery in parked if self._mark_redelivery(table, hook, delivery, at)), 0)
+            lot = set(parked)
+            marked += sum(
+                self._mark_redelivery(table, hook, delivery, at) for delivery in pending if delivery not in lot
+            )
+        if marked:
+            self._note(f"{marked} pending deliveries of {tenant} sent again from cell {self._dest}")
+        return marked
+
+    def _mark_redelivery(self, table: TenantTable, hook: str, delivery: str, at: str) -> int:
+        if not keys.is_valid_delivery_id(delivery):
+            return 0
+        self.heartbeat()
+        return int(
+            table.call_if(
+                "update_item",
+                TableName=table.table_name,
+                Key=keys.delivery_key(table.tenant_id, hook, delivery),
+                UpdateExpression="SET #mark = :at",
+                ConditionExpression="#status = :pending AND (attribute_not_exists(#mark) OR #mark <> :at)",
+                ExpressionAttributeNames={"#status": "status", "#mark": REDELIVER_MARK},
+                ExpressionAttributeValues={":at": {"S": at}, ":pending": {"S": PENDING}},
+            )
+        )
 
     # ------------------------------------------------------------ the usage ledger
     def _synced_outside(self, record: TenantConfig) -> None:

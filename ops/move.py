@@ -523,6 +523,8 @@ class Outcome:
     caught_up: int = 0
     catch_up_rounds: int = 0
     trailing: int = 0
+    # Deliveries in flight in the old cell's queue, sent again from the new one (ops.cell_move).
+    handed_over: int = 0
     erased: int = 0
     strays: int = 0
     # Seconds from this run's SWITCHING write to its ERASING write (None: not both in this run).

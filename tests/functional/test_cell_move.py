@@ -24,9 +24,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ops.move import STALE_SECONDS, MoveError
+from ops.sample_events import delivery_item
 from support_tickets.core import keys
+from support_tickets.data.audit_items import iso_time
 from support_tickets.data.placement import MovePhase
 from support_tickets.data.tenant_registry import CELL_FIELDS
+from support_tickets.webhooks.events import delivery_id, read_queue_message
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL
 from tests.depth import DEEP
 from tests.functional.api_harness import Api, User
@@ -299,3 +302,46 @@ def test_a_move_between_cells_rolls_back_until_its_flip(cells: Cells) -> None:
     expected = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
     cells.move("1", CELL_B)
     assert_moved(cells, "1", CELL_A, CELL_B, expected, made)
+
+
+def test_deliveries_in_flight_in_the_old_cell_are_sent_again_from_the_new_one(cells: Cells) -> None:
+    """A delivery still PENDING (its message in A's queue, which A lets go once the
+    tenant moved out) is queued again from B, as a redelivery of its stored event;
+    a lot's drain (its token was A's) restarts in B from its oldest message; a
+    delivery that was delivered is not sent again; the tenant beside it, nothing."""
+    made = cells.populate("10", CELL_A)
+    cells.populate("1", CELL_A)
+    pool = cells.stacks[CELL_A].table
+    at = iso_time(cells.clock.now - 60)
+    ids = {status: delivery_id(at, status.lower() * 4, made.webhook) for status in ("PENDING", "PARKED", "DELIVERED")}
+    sample = delivery_item("10", made.webhook)
+    for name, delivery in ids.items():
+        key = keys.delivery_key("10", made.webhook, delivery)
+        status = "DELIVERED" if name == "DELIVERED" else "PENDING"
+        item = {**sample, **key, "delivery_id": {"S": delivery}, "status": {"S": status}}
+        cells.dynamodb.put_item(TableName=pool, Item=item)
+    circuit = {**keys.webhook_circuit_key("10", made.webhook), "parked": {"N": "1"}, "token": {"N": "3"}}
+    cells.dynamodb.put_item(TableName=pool, Item={**circuit, "token_active": {"BOOL": True}})
+    parked = {**keys.parked_key("10", made.webhook, ids["PARKED"]), "message": {"S": "{}"}}
+    cells.dynamodb.put_item(TableName=pool, Item=parked)
+    boto3.client("sqs", region_name=REGION).purge_queue(QueueUrl=WEBHOOK_QUEUE_URL)
+
+    with pytest.raises(Stop):  # after the hand-over, before the end: the run again hands nothing over twice
+        cells.move("10", CELL_B, checkpoint=kill_at("drained"))
+    cells.clock.now += STALE_SECONDS + 1
+    outcome = cells.move("10", CELL_B)
+    cells.deliver_streams()  # B's audit-trail function sees the marks
+
+    assert outcome.handed_over == 0
+    assert "2 pending deliveries of 10 sent again from cell cell-b" in cells.log.getvalue()
+    queued = [read_queue_message(record["body"]) for record in receive()]
+    assert sorted(routing["delivery_id"] for _, _, routing in queued) == sorted([ids["PENDING"], ids["PARKED"]])
+    assert {(routing["tenant_id"], routing["redelivery"]) for _, _, routing in queued} == {
+        ("10", iso_time(outcome.record.placed_at))
+    }
+    assert {event["tenant_id"] for _, event, _ in queued} == {"10"}
+    # The lot's drain is not running in B: the parked message, received again, starts B's
+    stored = cells.dynamodb.get_item(
+        TableName=cells.stacks[CELL_B].table, Key=keys.webhook_circuit_key("10", made.webhook)
+    )
+    assert stored["Item"]["token_active"] == {"BOOL": False}
