@@ -162,6 +162,8 @@ class Cell:
     kms: Any = None  # a KMS client of the cell's account and operator
     webhook_key_arn: str | None = None
     deploy: Callable[[str], str] | None = None
+    # How long its API Gateway keeps an authorizer's answer, when it is not the template's.
+    authorizer_cache_seconds: float | None = None
 
     @property
     def client(self) -> DynamoDBClient:
@@ -383,7 +385,9 @@ class CellMover(Mover):
     # ------------------------------------------------------------ the switch
     def _before_catch_up(self, record: TenantConfig) -> None:
         arrived = self._store(self._dest).record(record.tenant_id).changed_at
-        self._wait_until(arrived + self.authorizer_cache_seconds, "for answers the new cell's authorizer cached")
+        cached = self._cell(self._dest).authorizer_cache_seconds
+        wait = self.authorizer_cache_seconds if cached is None else cached
+        self._wait_until(arrived + wait, "for answers the new cell's authorizer cached")
 
     def _flip(self, record: TenantConfig, placed_at: int) -> TenantConfig:
         """B's record serves the tenant (reads), then A's refuses it: both with

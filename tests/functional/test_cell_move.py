@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -23,6 +24,7 @@ import moto.dynamodb.models.table
 import pytest
 from botocore.exceptions import ClientError
 
+from ops import tenants
 from ops.move import STALE_SECONDS, MoveError
 from ops.sample_events import delivery_item
 from support_tickets.core import keys
@@ -39,9 +41,11 @@ from tests.functional.cell_harness import (
     USAGE_DAY,
     USAGE_SLOT,
     Cells,
+    CellStack,
     Populated,
     without_secrets,
 )
+from tests.functional.conftest import OPERATOR_STATE
 from tests.functional.move_harness import FakeClock, HeldWrite, Stop, copied_items, counts_in, kill_at, recounted
 from tests.functional.webhook_harness import receive
 from tests.unit.test_cell_routes import epoch
@@ -345,3 +349,55 @@ def test_deliveries_in_flight_in_the_old_cell_are_sent_again_from_the_new_one(ce
         TableName=cells.stacks[CELL_B].table, Key=keys.webhook_circuit_key("10", made.webhook)
     )
     assert stored["Item"]["token_active"] == {"BOOL": False}
+
+
+def test_make_tenant_cell_moves_a_tenant_between_the_local_stacks_cells(
+    cells: Cells, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make tenant TENANT=1 CELL=cell-b`` (``python -m ops.tenants --cell``): the
+    cells of the local stack's state file (its ``cells`` map, each a cell's own
+    state), the record printed the new cell's; a bad cell, or a record change
+    asked with it, is one line, nothing written. On the real clock: its waits are
+    the switch's few seconds (the state's authorizer cache is none)."""
+    made = cells.populate("1", CELL_A)
+    state = tmp_path / "stack.json"
+    state.write_text(json.dumps({"cells": {cell: cell_state(stack) for cell, stack in cells.stacks.items()}}))
+    command = ["--tenant", "1", "--local", "--local-state", str(state), "--phase-seconds", "0", "--drain-seconds", "0"]
+    before = cells.items(CELL_A, "1")
+    for bad, error in (
+        (["--cell", "Cell B"], "error: not a cell id ([a-z0-9-], 1 to 63 characters): 'Cell B'"),
+        (["--cell", "cell-c"], "error: unknown cell 'cell-c' (one of cell-a, cell-b)"),
+        (
+            ["--cell", CELL_B, "--tier", "premium"],
+            "error: --cell moves the tenant only: change its record in its cell afterwards",
+        ),
+    ):
+        assert tenants.main([*command, *bad]) == 1
+        assert capsys.readouterr().err.splitlines()[-1] == error
+    assert cells.items(CELL_A, "1") == before
+
+    assert tenants.main([*command, "--cell", CELL_B]) == 0
+
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["tenant_id"], shown["placement"], shown["move_phase"]) == ("1", "pool", None)
+    assert not set(CELL_FIELDS) & set(shown)
+    assert cells.items(CELL_A, "1") == []
+    with cells.in_cell(CELL_B):
+        assert cells.api.get(User("1", "alice-1"), made.tickets[0]).status == 200
+
+
+ONLY_MOVES = "--cell moves the tenant only: change its record in its cell afterwards"
+
+
+def cell_state(stack: CellStack) -> dict[str, Any]:
+    """A cell's part of the local stack's state file, for the mocked account."""
+    return {
+        "emulator_url": None,
+        "region": REGION,
+        "table_name": stack.table,
+        "usage_plan_ids": stack.plans,
+        "stack_name": stack.stack,
+        "webhook_key_arn": stack.key_arn,
+        "authorizer_cache_seconds": 0,
+        **OPERATOR_STATE,
+    }
