@@ -294,9 +294,7 @@ class CellMover(Mover):
         if record.moving:
             record = self._take_over(record)
             self._arriving(record, Placement(str(record.move_to)), record.move_table)
-        else:
-            if arriving.cell_phase == CellPhase.ARRIVING:  # its mover stopped before A's record, or runs
-                self._refuse_if_running(arriving, f"cell {dest}", str(arriving.cell_phase))
+        else:  # a new move, or one stopped before A's record named it (two runs: A's version picks one)
             record = self._announce_move(record)
         return self._continue(record)
 
@@ -361,7 +359,7 @@ class CellMover(Mover):
     def _left_in(self, record: TenantConfig, to: str, command: str) -> str:
         tenant, source, dest = record.tenant_id, self._source, self._dest
         if record.moving_from is None and record.moving_to is None:
-            return f"interrupted after the move ended: {tenant} is in cell {to}"
+            return self._left_outside_a_move(tenant, to, command)
         if record.moving_to is not None and to != dest:
             return (
                 f"interrupted while rolling back the move of {tenant} to cell {dest} (COPYING): its writes go to "
@@ -380,6 +378,17 @@ class CellMover(Mover):
         return (
             f"interrupted: the move of {tenant} to cell {dest} is ERASING, its reads and writes go to cell {dest}; "
             f"{command} erases it from cell {source} and finishes"
+        )
+
+    def _left_outside_a_move(self, tenant: str, to: str, command: str) -> str:
+        source, dest = self._source, self._dest
+        if self.store is self._stores.get(dest):
+            return f"interrupted after the move ended: {tenant} is in cell {dest}"
+        if to == source:
+            return f"interrupted after the rollback: {tenant} is in cell {source}"
+        return (
+            f"interrupted before its move began: {tenant} is in cell {source}, served there; {command} "
+            f"moves it (CELL={source} deletes what the move made in cell {dest})"
         )
 
     # ------------------------------------------------------------ the switch

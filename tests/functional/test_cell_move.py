@@ -24,12 +24,18 @@ import moto.dynamodb.models.table
 import pytest
 from botocore.exceptions import ClientError
 
+from local_stack.emulator.server import moto_table_tags, table_keys
+from local_stack.iam.dynamodb_authorization import authorize_dynamodb
+from local_stack.iam.sessions import Session
+from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
 from ops import tenants
-from ops.move import STALE_SECONDS, MoveError
+from ops.move import STALE_SECONDS, MoveError, MoveInterrupted
 from ops.sample_events import delivery_item
+from stack_model.roles import roles_from_template
+from stack_model.template import table_definition
 from support_tickets.core import keys
 from support_tickets.data.audit_items import iso_time
-from support_tickets.data.placement import MovePhase
+from support_tickets.data.placement import MovePhase, writes_paused
 from support_tickets.data.tenant_registry import CELL_FIELDS
 from support_tickets.webhooks.events import delivery_id, read_queue_message
 from tests.conftest import REGION, WEBHOOK_QUEUE_URL
@@ -47,6 +53,7 @@ from tests.functional.cell_harness import (
 )
 from tests.functional.conftest import OPERATOR_STATE
 from tests.functional.move_harness import FakeClock, HeldWrite, Stop, copied_items, counts_in, kill_at, recounted
+from tests.functional.test_dedicated_isolation import every_call
 from tests.functional.webhook_harness import receive
 from tests.unit.test_cell_routes import epoch
 
@@ -258,8 +265,9 @@ def test_a_move_between_cells_killed_at_every_step_resumes_each_time_with_nothin
             cells.deliver_streams()
         if step in ("arriving", "announced", "copied", "switching", "synced"):
             expected = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
-        with pytest.raises(MoveError, match="is running"):
-            cells.move("1", CELL_B)
+        if step != "arriving":  # before A's record names the move nothing holds it (A's version decides)
+            with pytest.raises(MoveError, match="is running"):
+                cells.move("1", CELL_B)
         cells.clock.now += STALE_SECONDS + 1
         if step in ("arrived", "flipped", "erasing"):
             with pytest.raises(MoveError, match=r"past its switch|moved to cell"):
@@ -401,3 +409,74 @@ def cell_state(stack: CellStack) -> dict[str, Any]:
         "authorizer_cache_seconds": 0,
         **OPERATOR_STATE,
     }
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_each_cells_tenant_credentials_reach_nothing_of_the_other(cells: Cells, tenant: str, other: str) -> None:
+    """The local stack's guard, with each cell's TenantAccessRole as its template
+    makes it (its own TableName): a tenant's credentials of one cell reach its own
+    items in that cell's table, and nothing in the other cell's, its own prefix included."""
+    tables = {
+        stack.table: table_keys({**table_definition(), "TableName": stack.table}) for stack in cells.stacks.values()
+    }
+    for cell, stack in cells.stacks.items():
+        parameters = {"TableName": stack.table, "CellId": cell}
+        values = offline_values(user_pool_id="p", client_id="c", identity_pool_id="i", parameters=parameters)
+        session = Session("ASIATEST", roles_from_template(values)["TenantAccessRole"], "test", {"TenantId": tenant})
+        for table in tables:
+            for operation, body in every_call(table, tenant):
+                refused = authorize_dynamodb(
+                    session,
+                    operation,
+                    body,
+                    region=REGION,
+                    tables=tables,
+                    source_vpce=LOCAL_VPC_ENDPOINT_ID,
+                    resource_tags=moto_table_tags,
+                )
+                assert (refused is None) is (table == stack.table), (cell, table, operation)
+            for operation, body in every_call(stack.table, other):
+                assert authorize_dynamodb(
+                    session, operation, body, region=REGION, tables=tables, source_vpce=LOCAL_VPC_ENDPOINT_ID
+                ), (cell, operation)
+
+
+@pytest.mark.parametrize(
+    "step", ["arriving", "announced", "synced", "arrived", "erasing", "left"] if DEEP else ["synced", "arrived"]
+)
+def test_a_move_between_cells_interrupted_says_what_it_left_and_one_run_at_once_finishes_it(
+    cells: Cells, step: str
+) -> None:
+    """Ctrl-C at a step: one line names what it left and the command; a switch not
+    flipped is back in COPYING (A's writes open), a flipped one stays forward; the
+    lease is released, so the run again at once finishes the move."""
+    made = cells.populate("1", CELL_A)
+
+    def interrupt(reached: str) -> None:
+        if reached == step:
+            raise KeyboardInterrupt
+
+    with pytest.raises(MoveInterrupted) as interrupted:
+        cells.move("1", CELL_B, checkpoint=interrupt)
+
+    message = str(interrupted.value)
+    assert "\n" not in message
+    assert "make tenant TENANT=1 CELL=cell-b" in message
+    left, arrived = cells.admin(CELL_A).record("1"), cells.admin(CELL_B).record("1")
+    if arrived.move_phase == MovePhase.FLIPPED:  # B serves reads: A's writes stay refused, as B's
+        assert writes_paused(left)
+    else:
+        assert left.move_phase != MovePhase.SWITCHING
+    if step in ("announced", "synced"):
+        with cells.in_cell(CELL_A):
+            assert cells.api.update(User("1", "alice-1"), made.tickets[0], {"title": f"after {step}"}).ok
+    expected = copied_items(cells.dynamodb, data_table(cells, CELL_A, "1"), "1") if step != "left" else []
+
+    outcome = cells.move("1", CELL_B)  # at once
+
+    assert (outcome.record.placement, outcome.record.moving, outcome.record.moving_from) == ("pool", False, None)
+    if expected:
+        assert without_secrets(copied_items(cells.dynamodb, cells.stacks[CELL_B].table, "1")) == without_secrets(
+            expected
+        )
+    assert cells.items(CELL_A, "1") == []
