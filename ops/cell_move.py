@@ -221,6 +221,8 @@ class CellMover(Mover):
         self._left = None
         here = self._store(to).record(tenant_id)
         if here.moving_from is not None:  # a move into `to` is under way: it goes on
+            if here.moving_from not in self.cells:
+                raise MoveError(f"{tenant_id} moves in from cell {here.moving_from}, which this command does not reach")
             return self._arrive(tenant_id, here.moving_from, to)
         if here.stored:
             return self._stay(here, to)

@@ -173,6 +173,11 @@ or finish. From ``FLIPPED`` on the data is served from the new table: the
 command refuses (one line) and says to finish the move (the same
 ``PLACEMENT``), then move back.
 
+Between cells (``make tenant CELL=``) the same mover runs with its
+destination in another cell: :mod:`ops.cell_move` (its hooks: the old and new
+tables, what a write into the new table carries, what happens outside the
+table at the switch, each trailing pass, after the erase and a rollback).
+
 A tenant that is offboarding or resharding can't move, and a moving tenant
 can't be resharded or offboarded (``ops.tenants.TenantAdmin`` refuses to
 write that record). Moving back to the pool leaves the emptied dedicated table
