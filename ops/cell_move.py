@@ -327,7 +327,8 @@ class CellMover(Mover):
 
     def _arriving(self, record: TenantConfig, target: Placement, table: str | None) -> None:
         """The tenant's key in B's plan of its tier and its record there, ``ARRIVING``
-        (each only if not there yet: a run again writes nothing new); the directory's ``moving_to``."""
+        (each made only if not there yet, the record brought up to date: a run again
+        writes nothing new); the directory's ``moving_to``."""
         tenant, dest = record.tenant_id, self._cell(self._dest)
         key_id, key = record.api_key_id, record.api_key
         if dest.keys is not None:
@@ -335,23 +336,25 @@ class CellMover(Mover):
             dest.keys.place(key_id, record.tier)
         store = self._store(self._dest)
         arriving = store.record(tenant)
+        # What it is in A (which no one changes while the move runs: a change stops the mover), where it goes in B.
+        wanted: dict[str, Any] = {
+            **{name: getattr(record, name) for name in ("shards", "read_shards", "tier", "status")},
+            "api_key_id": key_id,
+            "api_key": key,
+            "placement": target,
+            "table": table,
+        }
         if not arriving.stored:
-            fields = ("shards", "read_shards", "tier", "status")
-            store.write(
-                arriving,
-                {
-                    **{name: getattr(record, name) for name in fields},
-                    "api_key_id": key_id,
-                    "api_key": key,
-                    "placement": target,
-                    "table": table,
-                    "cell_phase": CellPhase.ARRIVING,
-                    "moving_from": self._source,
-                    "changed_at": math.ceil(store.clock()),
-                },
-            )
+            arrival = {
+                "cell_phase": CellPhase.ARRIVING,
+                "moving_from": self._source,
+                "changed_at": math.ceil(store.clock()),
+            }
+            store.write(arriving, {**wanted, **arrival})
             self._note(f"ARRIVING: {tenant}'s record in cell {self._dest}, its API key {key_id} there")
             self.checkpoint("arriving")
+        elif any(getattr(arriving, name) != value for name, value in wanted.items()):
+            store.write(arriving, wanted)
         if self.directory is not None:
             self.directory.moving(tenant, self._dest)
 
