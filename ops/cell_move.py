@@ -113,7 +113,6 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
     from ops.api_keys import ApiKeys
-    from ops.tenants import TenantAdmin
 
 # Secret attributes of a webhook item (support_tickets.webhooks.admin_repository.WebhookItem): KMS ciphertext, base64.
 SECRET_ATTRIBUTES: Final = ("secret", "previous_secret")
@@ -157,7 +156,7 @@ class Cell:
     dedicated table is made there."""
 
     cell_id: str
-    admin: TenantAdmin
+    admin: RecordStore  # ops.tenants.TenantAdmin of the cell's pool table
     keys: ApiKeys | None = None
     kms: Any = None  # a KMS client of the cell's account and operator
     webhook_key_arn: str | None = None
