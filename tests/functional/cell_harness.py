@@ -111,6 +111,8 @@ class Cells:
     directory: MemoryDirectory = field(default_factory=MemoryDirectory)
     routes: FakeStore = field(default_factory=FakeStore)
     log: io.StringIO = field(default_factory=io.StringIO)
+    # Each cell's operator clients (one account here: the same moto behind them, as distinct targets).
+    _operators: dict[str, dict[str, Any]] = field(default_factory=dict)
     _harnesses: dict[tuple[str, str], StreamHarness] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -121,15 +123,19 @@ class Cells:
         apigateway = boto3.client("apigateway", region_name=REGION)
         b_plans = {tier: apigateway.create_usage_plan(name=f"{B_STACK}-{tier}")["id"] for tier in TIERS}
         self.stacks[CELL_B] = CellStack(CELL_B, B_TABLE, b_key["KeyMetadata"]["Arn"], b_plans, B_STACK)
+        for cell in self.stacks:
+            self._operators[cell] = {
+                service: boto3.client(service, region_name=REGION) for service in ("dynamodb", "apigateway", "kms")
+            }
 
     # ------------------------------------------------------------ each cell's operator
     def keys(self, cell: str) -> ApiKeys:
         stack = self.stacks[cell]
-        return ApiKeys(boto3.client("apigateway", region_name=REGION), stack.plans, stack.stack)
+        return ApiKeys(self._operators[cell]["apigateway"], stack.plans, stack.stack)
 
     def admin(self, cell: str) -> TenantAdmin:
         return TenantAdmin(
-            self.dynamodb,
+            self._operators[cell]["dynamodb"],
             self.stacks[cell].table,
             phase_seconds=35,
             sleep=lambda seconds: self.clock.sleep(seconds),  # noqa: PLW0108 (the clock's sleep then: a test wraps it)
@@ -143,7 +149,7 @@ class Cells:
             cell,
             self.admin(cell),
             keys=self.keys(cell),
-            kms=boto3.client("kms", region_name=REGION),
+            kms=self._operators[cell]["kms"],
             webhook_key_arn=stack.key_arn,
             deploy=partial(dedicated_table_in_moto, pool_table=stack.table),
         )
