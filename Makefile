@@ -97,12 +97,12 @@ onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [A
 
 $(call takes,cells,DAY)
 cells: $(STAMP) ## with make dev CELLS=<n>: each cell's tenants, usage of the day and room: make cells [DAY=YYYY-MM-DD]
-	@$(PY) -m ops.cells --local $(if $(DAY),--day="$$DAY",)
+	@$(PY) -m ops.cell_report --local $(if $(DAY),--day="$$DAY",)
 
-$(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK REGION)
-tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>]] [STACK=<stack> [REGION=<r>]]
+$(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT CELL MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK REGION)
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated] [CELL=<cell>] [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>] [STACK=<stack> [REGION=<r>]]
 	@$(PY) -m ops.tenants --tenant="$$TENANT" $(if $(SHARDS),--shards="$$SHARDS",) $(if $(TIER),--tier="$$TIER",) \
-	  $(if $(STATUS),--status="$$STATUS",) $(if $(PLACEMENT),--placement="$$PLACEMENT",) \
+	  $(if $(STATUS),--status="$$STATUS",) $(if $(PLACEMENT),--placement="$$PLACEMENT",) $(if $(CELL),--cell="$$CELL",) \
 	  $(if $(MOVE_WORKERS),--move-workers="$$MOVE_WORKERS",) $(if $(MOVE_RATE),--move-rate="$$MOVE_RATE",) \
 	  $(if $(DRAIN_SECONDS),--drain-seconds="$$DRAIN_SECONDS",) \
 	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)

@@ -234,6 +234,19 @@ class ApiKeys:
             )
         return True
 
+    def delete(self, tenant_id: str, key_id: str | None = None) -> bool:
+        """Delete the tenant's live key (of this stack and tenant, by its tags:
+        :meth:`describe`; a tombstone stays), out of every usage plan first: its
+        tenant moved to another cell, whose key it has now. Whether there was one."""
+        found = self.describe(tenant_id, key_id)
+        if found is None or offboarded_at(found) is not None:
+            return False
+        key = str(found["id"])
+        for plan in self.client.get_usage_plans(keyId=key, limit=500).get("items", []):
+            self.client.delete_usage_plan_key(usagePlanId=plan["id"], keyId=key)
+        self.client.delete_api_key(apiKey=key)
+        return True
+
     def key_arn(self, key_id: str) -> str:
         """The key's ARN, as ``TagResource`` names it."""
         meta = self.client.meta

@@ -1,7 +1,5 @@
-"""Cells, for operators: the control plane's directory, where new tenants go, and
-``make cells``.
-
-    python -m ops.cells --local [--day YYYY-MM-DD]
+"""Cells, for operators: the control plane's directory and where new tenants go
+(``make cells``, which lists them: :mod:`ops.cell_report`).
 
 **The directory** (templates/control-plane.yaml's ``DirectoryTable``, key ``pk``
 only) is the truth of where each tenant lives; the router's store is its
@@ -22,38 +20,25 @@ directory item, :data:`LOCAL_CAPACITY` for a local cell) minus the tenants the
 directory places in it. A new tenant goes to the cell with the most room, the
 lowest cell id among equals (:func:`most_room`).
 
-**``make cells``** lists every cell with its tenants (tier, placement, the
-directory's epoch), its usage of the day (each cell's own usage ledger, as
-``make usage`` reports it: :mod:`ops.usage`) and its room. It reads the local
-set (``make dev CELLS=<n>``: the control plane's emulator and each cell's state
-file, ``cell_target``). Deployed, the same reading would take the directory from
-the control plane's stack (its ``DirectoryTableName`` output) and each cell's
-table and keys from the stack its directory item names (its outputs, as
-:mod:`ops.stack_target` reads any stack); this command does not do that yet.
+**A move between cells** (:mod:`ops.cell_move`) writes the directory through
+:class:`MoveDirectory`: ``moving_to`` while it runs, the new placement at the
+next epoch after its flip.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from ops.cell_routes import KeyValueStoreClient, publish_cell_origin, publish_tenant_route
-from ops.stack_target import TargetError, _local_state, api_keys_target, dynamodb_target
-from support_tickets.core.errors import ApiError
+from ops.stack_target import TargetError
 from support_tickets.core.keys import validate_tenant_id
-from support_tickets.data.table import OwnClient, TenantTable
-from support_tickets.data.tenant_registry import read_tenant_config
-from support_tickets.usage.report import parse_day
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -329,6 +314,46 @@ def _onboarded[Result](routes: Routes, placed: Placement, onboard: Callable[[str
     return result
 
 
+@dataclass
+class MoveDirectory:
+    """The directory as a move between cells writes it (:class:`ops.cell_move.Directory`):
+    the cell a tenant is in, the cell it is moving to (``moving_to`` on its item), and its
+    placement in the new cell at the next epoch."""
+
+    directory: Directory
+
+    def cell_of(self, tenant_id: str) -> str | None:
+        placed = self.directory.placement(tenant_id)
+        return placed.cell if placed is not None else None
+
+    def moving(self, tenant_id: str, to_cell: str | None) -> None:
+        update: dict[str, Any] = {
+            "TableName": self.directory.table_name,
+            "Key": tenant_key(tenant_id),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        if to_cell is None:
+            update["UpdateExpression"] = "REMOVE moving_to"
+        else:
+            update["UpdateExpression"] = "SET moving_to = :cell"
+            update["ExpressionAttributeValues"] = {":cell": {"S": to_cell}}
+        try:
+            self.directory.client.update_item(**update)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            raise CellsError(f"the directory places no tenant {tenant_id}: place it first (make onboard)") from exc
+
+    def place(self, tenant_id: str, cell_id: str) -> int:
+        """The tenant placed in ``cell_id`` at the next epoch, ``moving_to`` gone; the epoch
+        (the same one when it is placed there already: a command run again)."""
+        current = self.directory.placement(tenant_id)
+        if current is not None and current.cell == cell_id:
+            return current.epoch
+        placed = self.directory.place(tenant_id, cell_id, 1 if current is None else current.epoch + 1)
+        return placed.epoch
+
+
 # ---------------------------------------------------------------- the local set
 def cell_target(state: dict[str, Any], cell_id: str) -> argparse.Namespace:
     """A cell of the local set as the operator commands' target (``--local`` with its
@@ -361,63 +386,3 @@ def local_routes(state: dict[str, Any]) -> Routes:
 
     store = FileKeyValueStore(Path(state["route_store"]))
     return Routes(store, store.arn)
-
-
-# ---------------------------------------------------------------- make cells
-def write_cells(directory: Directory, state: dict[str, Any], day: str, now: datetime, out: TextIO) -> None:
-    """Each cell: its room and origin, its tenants (tier, placement, the
-    directory's epoch) and their usage of ``day`` (:func:`ops.usage.write_table`)."""
-    from ops.usage import tenant_usage, write_table
-
-    for cell in directory.cells():
-        target = cell_target(state, cell.cell_id)
-        client, table_name = dynamodb_target(target)
-        tenants = [tenant for tenant, left in api_keys_target(target).directory().items() if left is None]
-        out.write(
-            f"{cell.cell_id}: {len(tenants)} tenant(s), room {cell.room} of {cell.capacity}, "
-            f"origin {cell.api_domain}/{cell.stage}, {cell.stack}\n"
-        )
-        rows = [("tenant", "tier", "placement", "directory")]
-        for tenant in tenants:
-            record = read_tenant_config(TenantTable(tenant, table_name, OwnClient(client)))
-            placed = directory.placement(tenant)
-            if placed is None:
-                where = "not placed"
-            elif placed.cell == cell.cell_id:
-                where = f"epoch {placed.epoch}"
-            else:
-                where = f"placed in {placed.cell} (epoch {placed.epoch})"
-            rows.append((tenant, record.tier, record.placement, where))
-        widths = [max(len(row[index]) for row in rows) for index in range(4)]
-        for row in rows:
-            out.write("  " + "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
-            out.write("\n")
-        report = io.StringIO()
-        write_table([tenant_usage(client, table_name, tenant, day, now) for tenant in tenants], day, report)
-        out.write("".join(f"  {line}\n" for line in report.getvalue().splitlines()))
-
-
-def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime | None = None) -> int:
-    out = out or sys.stdout
-    parser = argparse.ArgumentParser(prog="python -m ops.cells", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--local", action="store_true", required=True, help="the running `make dev CELLS=<n>` set")
-    state_dir = os.environ.get("LOCAL_STACK_STATE_DIR") or ".local"
-    parser.add_argument("--local-state", default=str(Path(state_dir) / "stack.json"), help=argparse.SUPPRESS)
-    parser.add_argument("--day", help="a UTC day, YYYY-MM-DD (default: today)")
-    args = parser.parse_args(argv)
-    moment = now or datetime.now(UTC)
-    try:
-        try:
-            day = parse_day(args.day, moment)
-        except ApiError as exc:
-            raise CellsError(f"not a day usage is kept for: {args.day!r}") from exc
-        state = _local_state(args)
-        write_cells(local_directory(state), state, day, moment, out)
-    except (CellsError, TargetError, ClientError, BotoCoreError) as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -173,6 +173,11 @@ or finish. From ``FLIPPED`` on the data is served from the new table: the
 command refuses (one line) and says to finish the move (the same
 ``PLACEMENT``), then move back.
 
+Between cells (``make tenant CELL=``) the same mover runs with its
+destination in another cell: :mod:`ops.cell_move` (its hooks: the old and new
+tables, what a write into the new table carries, what happens outside the
+table at the switch, each trailing pass, after the erase and a rollback).
+
 A tenant that is offboarding or resharding can't move, and a moving tenant
 can't be resharded or offboarded (``ops.tenants.TenantAdmin`` refuses to
 write that record). Moving back to the pool leaves the emptied dedicated table
@@ -349,7 +354,7 @@ class ServerClock:
 
 
 @dataclass
-class _OnServerTime:
+class OnServerTime:
     """The record store of a run, its clock the server's (:class:`ServerClock`)."""
 
     inner: RecordStore
@@ -383,6 +388,20 @@ class _OnServerTime:
 
 
 @contextmanager
+def observed(client: Any, server: ServerClock) -> Iterator[None]:
+    """Every response of ``client`` tells ``server`` DynamoDB's time, while the block runs."""
+    events = getattr(getattr(client, "meta", None), "events", None)
+    hook = f"ops.move.server-clock.{id(server)}"
+    if events is not None:
+        events.register("after-call.dynamodb", server.after_call, unique_id=hook)
+    try:
+        yield
+    finally:
+        if events is not None:
+            events.unregister("after-call.dynamodb", unique_id=hook)
+
+
+@contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM stops a move as Ctrl-C does (a KeyboardInterrupt in the main
     thread; Python sets signal handlers there only: elsewhere, as it was)."""
@@ -401,7 +420,7 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 @contextmanager
-def _signals_ignored() -> Iterator[None]:
+def signals_ignored() -> Iterator[None]:
     """Ctrl-C and SIGTERM ignored for the few writes that leave an interrupted
     move in a clean state (a second Ctrl-C would stop them half way)."""
     if threading.current_thread() is not threading.main_thread():
@@ -509,6 +528,8 @@ class Outcome:
     caught_up: int = 0
     catch_up_rounds: int = 0
     trailing: int = 0
+    # Deliveries in flight in the old cell's queue, sent again from the new one (ops.cell_move).
+    handed_over: int = 0
     erased: int = 0
     strays: int = 0
     # Seconds from this run's SWITCHING write to its ERASING write (None: not both in this run).
@@ -559,24 +580,25 @@ class Mover:
         on DynamoDB's clock (:class:`ServerClock`, from every response of the
         store's client). Interrupted (Ctrl-C, SIGTERM): :class:`MoveInterrupted`,
         once the record is left as :meth:`_interrupted` says."""
-        operator = self.store
-        server = ServerClock(self.monotonic, operator.clock)
-        events = getattr(getattr(operator.client, "meta", None), "events", None)
-        hook = f"ops.move.server-clock.{id(server)}"
-        if events is not None:
-            events.register("after-call.dynamodb", server.after_call, unique_id=hook)
-        self.store = _OnServerTime(operator, server)
-        self._record = None
-        try:
+        server = ServerClock(self.monotonic, self.store.clock)
+        with self._on_server_time(server):
+            self._record = None
             with _sigterm_interrupts():
                 try:
                     return self._move(tenant_id, to)
                 except KeyboardInterrupt:
                     raise self._interrupted(tenant_id, to) from None
-        finally:
-            self.store = operator
-            if events is not None:
-                events.unregister("after-call.dynamodb", unique_id=hook)
+
+    @contextmanager
+    def _on_server_time(self, server: ServerClock) -> Iterator[None]:
+        """The run's record store on ``server``'s time, learnt from its client's responses."""
+        operator = self.store
+        with observed(operator.client, server):
+            self.store = OnServerTime(operator, server)
+            try:
+                yield
+            finally:
+                self.store = operator
 
     def _move(self, tenant_id: str, to: str) -> Outcome:
         keys.validate_tenant_id(tenant_id)
@@ -591,10 +613,7 @@ class Mover:
             raise MoveError(f"tenant {tenant_id} is being offboarded: it can't move")
         if record.resharding:
             raise MoveError(f"tenant {tenant_id} is being resharded: finish it first (make tenant TENANT={tenant_id})")
-        self._stopped = False
-        self._copied = _Copied(valid=False, counted=False)
-        self._empty_in_old = set()
-        self._announced = False
+        self._begin_run()
         self._note(f"{tenant_id}: placement {record.placement}" + (f" ({record.table})" if record.table else ""))
         if record.moving:
             if record.move_to != target and record.move_phase not in ROLLBACK_PHASES:
@@ -612,12 +631,20 @@ class Mover:
             record = self._announce(record, target)
         return self._continue(record)
 
+    def _begin_run(self) -> None:
+        """Nothing of a previous run's: what this run copies, syncs and announces is its own."""
+        self._stopped = False
+        self._copied = _Copied(valid=False, counted=False)
+        self._empty_in_old = set()
+        self._announced = False
+
     def _continue(self, record: TenantConfig) -> Outcome:
         outcome = Outcome(record)
         pause_began: float | None = None
         if record.move_phase == MovePhase.COPYING:
             record = self._copy(record, outcome)
             self.checkpoint("copied")
+            self._before_catch_up(record)
             self._catch_up(record, outcome)
             self.checkpoint("caught up")
             record = self._write({"move_phase": MovePhase.SWITCHING})
@@ -683,8 +710,8 @@ class Mover:
         the data is the new table's: ``FLIPPED`` refuses writes until the next
         run. What it left, and the command to run, in one line."""
         self._stopped = True
-        command = f"make tenant TENANT={tenant_id} PLACEMENT={to}"
-        with _signals_ignored():
+        command = self._command(tenant_id, to)
+        with signals_ignored():
             if self._record is None:
                 return MoveInterrupted(f"interrupted before it wrote anything: {tenant_id} is as it was; {command}")
             record = self._record
@@ -703,6 +730,10 @@ class Mover:
                     + f"; unless another mover runs, {command} in {STALE_SECONDS:.0f} s"
                 )
         return MoveInterrupted(self._left_in(record, to, command))
+
+    def _command(self, tenant_id: str, to: str) -> str:
+        """The command that goes on with (or rolls back) this move."""
+        return f"make tenant TENANT={tenant_id} PLACEMENT={to}"
 
     def _left_in(self, record: TenantConfig, to: str, command: str) -> str:
         tenant, phase = record.tenant_id, record.move_phase
@@ -734,19 +765,23 @@ class Mover:
         record: ``changed_at`` 0); refuse while one runs. A switch the stopped
         mover did not flip goes back to ``COPYING`` (writes open again) and is
         done again after this run's own copy (see :meth:`_copy`)."""
-        silent = self.store.clock() - record.changed_at
-        if silent < STALE_SECONDS:
-            raise MoveError(
-                f"a move of {record.tenant_id} to {record.move_to} is running ({record.move_phase}; its mover wrote "
-                f"the record {max(silent, 0):.0f} s ago): wait for it, or if it was stopped, run this again in "
-                f"{math.ceil(STALE_SECONDS - silent)} s"
-            )
+        self._refuse_if_running(record, str(record.move_to), str(record.move_phase))
         self._record = record
         taken = self._write({"move_phase": MovePhase.COPYING} if record.move_phase == MovePhase.SWITCHING else {})
         self._note(f"continuing the move of {record.tenant_id} to {record.move_to} at {record.move_phase}")
         if record.move_phase == MovePhase.SWITCHING:
             self._note(f"COPYING: {record.tenant_id}'s writes go to {self._table_name(taken)} again until the switch")
         return taken
+
+    def _refuse_if_running(self, record: TenantConfig, to: str, phase: str) -> None:
+        """One line, unless the mover that wrote ``record`` last has been silent for :data:`STALE_SECONDS`."""
+        silent = self.store.clock() - record.changed_at
+        if silent < STALE_SECONDS:
+            raise MoveError(
+                f"a move of {record.tenant_id} to {to} is running ({phase}; its mover wrote "
+                f"the record {max(silent, 0):.0f} s ago): wait for it, or if it was stopped, run this again in "
+                f"{math.ceil(STALE_SECONDS - silent)} s"
+            )
 
     def _write(self, changes: dict[str, Any]) -> TenantConfig:
         """The record with ``changes`` (and this mover's heartbeat), only if nobody wrote it meanwhile."""
@@ -855,6 +890,7 @@ class Mover:
         self._empty_in_old = found.empty
         counts = found.counts if marked is None else self._copied.counts_after(found)
         self._recount(dest, counts)
+        self._synced_outside(record)
         self._progress.done()
         outcome.synced, outcome.sync_deleted = found.written, found.deleted
         outcome.sync_tickets = sum(_kind_of(source.tenant_id, pk) == TICKET for pk in found.visited)
@@ -871,7 +907,7 @@ class Mover:
         marked them), and each mark's ``written`` token (which write made it)."""
         marked = _Marks()
         for pk in keys.move_mark_partitions(source.tenant_id):
-            for item in _items(source, pk):
+            for item in partition_items(source, pk):
                 name = str(item["sk"]["S"])
                 if keys.is_valid_ticket_id(name):
                     marked.tickets.add(name)
@@ -993,7 +1029,7 @@ class Mover:
         writes = self._writes(dest, found)
         read = found.read
         seen: list[dict[str, Any]] = []
-        old = _remembering(_items(source, pk, since), seen) if remember else _items(source, pk, since)
+        old = _remembering(partition_items(source, pk, since), seen) if remember else partition_items(source, pk, since)
         new = self._copied.entries(pk, since) if self._copied.valid else _read_entries(dest, pk, since)
         here, there = next(old, None), next(new, None)
         while here is not None or there is not None:
@@ -1072,13 +1108,13 @@ class Mover:
         self.checkpoint("drained")
         outcome.erased, outcome.strays, outcome.verified = self._erase(old, record, copy_to=new)
         self.checkpoint("erased")
-        done = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
+        self._erased(record, outcome)
+        done = self._write(self._move_cleared())
         self._note(
             f"{record.tenant_id} moved to {self._table_name(done)}: {outcome.trailing} trailing items copied, "
             f"{outcome.erased} erased from {old.table_name}; verified: {outcome.verified}"
         )
-        if record.previous_table is not None and done.placement == Placement.POOL:
-            self._note(_how_to_delete(record.previous_table, record.tenant_id, local=self.local))
+        self._left_behind(old)
         return done
 
     def _drain(self, old: TenantTable, new: TenantTable, placed_at: int) -> int:
@@ -1090,7 +1126,7 @@ class Mover:
         )
         total, drained_at = 0, placed_at + self.drain_seconds
         while True:
-            copied = self._trailing_copy(old, new, since, placed_at)
+            copied = self._trailing_copy(old, new, since, placed_at) + self._trailing_outside()
             total += copied
             now = self.store.clock()
             if copied == 0 and now >= drained_at:
@@ -1117,8 +1153,8 @@ class Mover:
         partitions += [((DELIVERIES, keys.webhook_deliveries_pk(tenant, hook)), first) for hook in webhooks.webhooks]
         copied = 0
         for (kind, pk), start in partitions:
-            present = {item["sk"]["S"] for item in _items(new, pk, start, projection="pk, sk")}
-            for item in _items(old, pk, start):
+            present = {item["sk"]["S"] for item in partition_items(new, pk, start, projection="pk, sk")}
+            for item in partition_items(old, pk, start):
                 if item["sk"]["S"] in present:
                     continue
                 copied += self._put(new, item, conditional=True)
@@ -1143,11 +1179,11 @@ class Mover:
             skip=skipped,
         )
         self._progress.done()
-        pool = table.table_name == self._pool
+        kept = self._kept_partitions(table)
         late_until = record.placed_at + trailing_horizon_seconds() if copy_to is not None else None
-        strays, left = self._verify(table, _kept_partitions(table.tenant_id) if pool else set(), copy_to, late_until)
+        strays, left = self._verify(table, kept, copy_to, late_until)
         prefix = keys.tenant_prefix(table.tenant_id)
-        but = " but its record and usage ledger" if pool else ""
+        but = " but its record and usage ledger" if kept else ""
         verified = f"a Scan of {table.table_name} found nothing under {prefix}{but}"
         if strays:
             verified += f" (after erasing {strays} item(s) the walk had not found)"
@@ -1171,7 +1207,11 @@ class Mover:
         found = Found()
         writes = self._writes(table, found)
         late = copy_to is not None and kind in APPEND_ONLY
-        present = {item["sk"]["S"] for item in _items(copy_to, pk, projection="pk, sk")} if late and copy_to else set()
+        present = (
+            {item["sk"]["S"] for item in partition_items(copy_to, pk, projection="pk, sk")}
+            if late and copy_to
+            else set()
+        )
         projection = None if late else "pk, sk, ticket_id" if kind == DAY else "pk, sk"
         for page in table.query_pages(_partition_query(table, pk, projection)):
             for item in page:
@@ -1269,13 +1309,13 @@ class Mover:
         self.checkpoint("rolling back")
         outcome = Outcome(record)
         outcome.erased, outcome.strays, outcome.verified = self._erase(copy, record, copy_to=None)
-        rolled = self._write({"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None})
+        self._rolled_back_copy(record)
+        rolled = self._write(self._move_cleared())
         outcome.record = rolled
         self._note(
             f"rolled back: erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}"
         )
-        if copy.table_name != self._pool:
-            self._note(_how_to_delete(copy.table_name, record.tenant_id, local=self.local))
+        self._left_behind(copy)
         return outcome
 
     # ------------------------------------------------------------ walking a tenant's partitions
@@ -1305,7 +1345,7 @@ class Mover:
         first: list[Partition] = [(WEBHOOKS, keys.webhooks_pk(tenant)), (DAYS, keys.audit_days_pk(tenant))]
         first += [(IDEMPOTENCY, pk) for pk in keys.idempotency_partitions(tenant)]
         if erase:
-            first += [(NOT_COPIED, pk) for pk in _not_copied_partitions(tenant, tables[0].table_name == self._pool)]
+            first += [(NOT_COPIED, pk) for pk in _not_copied_partitions(tenant, self._is_pool(tables[0]))]
         total.merge(self._visit_all([part for part in first if part[1] not in (skip or set())], visit))
         second: list[Partition] = [(DELIVERIES, keys.webhook_deliveries_pk(tenant, w)) for w in sorted(total.webhooks)]
         second += [(PARKED, keys.webhook_parked_pk(tenant, w)) for w in sorted(total.webhooks)]
@@ -1420,7 +1460,7 @@ class Mover:
         self.pace(1)
         condition = {"ConditionExpression": "attribute_not_exists(pk)"} if conditional else {}
         try:
-            table.call("put_item", TableName=table.table_name, Item=item, **condition)
+            table.call("put_item", TableName=table.table_name, Item=self.carried(table, item), **condition)
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
@@ -1429,10 +1469,47 @@ class Mover:
             self.wrote()
         return 1
 
-    # ------------------------------------------------------------ tables
+    # ------------------------------------------------------------ where the data goes (ops.cell_move's differ)
     @property
     def _pool(self) -> str:
         return self.store.table_name
+
+    def _is_pool(self, table: TenantTable) -> bool:
+        """Whether ``table`` is a pool table (the tenant's record and usage ledger live there)."""
+        return table.table_name == self._pool
+
+    def _kept_partitions(self, table: TenantTable) -> set[str]:
+        """What of the tenant an erase leaves in ``table``: in the pool, its record and usage ledger."""
+        return _kept_partitions(table.tenant_id) if self._is_pool(table) else set()
+
+    def carried(self, table: TenantTable, item: dict[str, Any]) -> dict[str, Any]:
+        """The item written into ``table`` for ``item`` of the other table: itself, within a stack."""
+        return item
+
+    def _move_cleared(self) -> dict[str, Any]:
+        """The record's changes that end a move (or its rollback)."""
+        return {"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None}
+
+    def _before_catch_up(self, record: TenantConfig) -> None:
+        """After the copy, while writes still go to the old table: nothing more within a stack."""
+
+    def _synced_outside(self, record: TenantConfig) -> None:
+        """At the switch, what lives outside the tenant's table: nothing within a stack."""
+
+    def _trailing_outside(self) -> int:
+        """At each trailing pass, what lives outside the tenant's table; how many items it copied."""
+        return 0
+
+    def _erased(self, record: TenantConfig, outcome: Outcome) -> None:
+        """After the old table's erase, before the move fields are cleared: nothing more within a stack."""
+
+    def _rolled_back_copy(self, record: TenantConfig) -> None:
+        """After a rolled back copy's erase, before the move fields are cleared: nothing more within a stack."""
+
+    def _left_behind(self, table: TenantTable) -> None:
+        """Says how to delete a dedicated table the tenant left (or a rolled back copy's)."""
+        if not self._is_pool(table):
+            self._note(_how_to_delete(table.table_name, table.tenant_id, local=self.local))
 
     def _table(self, name: str, tenant_id: str) -> TenantTable:
         return TenantTable(tenant_id, name, OwnClient(self.store.client))
@@ -1554,7 +1631,7 @@ class _Writes:
     _requests: list[dict[str, Any]] = field(default_factory=list)
 
     def put(self, item: dict[str, Any]) -> None:
-        self._requests.append({"PutRequest": {"Item": item}})
+        self._requests.append({"PutRequest": {"Item": self.mover.carried(self.table, item)}})
         self.found.written += 1
         if len(self._requests) == BATCH_WRITE_SIZE:
             self.flush()
@@ -1596,7 +1673,7 @@ def _remembering(items: Iterator[dict[str, Any]], seen: list[dict[str, Any]]) ->
 
 
 def _read_entries(table: TenantTable, pk: str, since: str) -> Iterator[_Entry]:
-    for item in _items(table, pk, since):
+    for item in partition_items(table, pk, since):
         yield _Entry(item["sk"]["S"], _digest(item), item)
 
 
@@ -1641,7 +1718,9 @@ def _partition_query(table: TenantTable, pk: str, projection: str | None = None)
     return query
 
 
-def _items(table: TenantTable, pk: str, since: str = "", projection: str | None = None) -> Iterator[dict[str, Any]]:
+def partition_items(
+    table: TenantTable, pk: str, since: str = "", projection: str | None = None
+) -> Iterator[dict[str, Any]]:
     """A partition's items in sort key order (from ``since``), read consistently, a page at a time."""
     query = _partition_query(table, pk, projection)
     if since:

@@ -56,7 +56,8 @@ def _operator(state: dict[str, Any]) -> tuple[str, str]:
         raise TargetError("the local stack's state names no operator key: restart `make dev`") from exc
 
 
-def _outputs(session: Any, stack: str) -> dict[str, str]:
+def stack_outputs(session: Any, stack: str) -> dict[str, str]:
+    """A deployed stack's CloudFormation outputs."""
     stacks = session.client("cloudformation").describe_stacks(StackName=stack)["Stacks"]
     return {output["OutputKey"]: output["OutputValue"] for output in stacks[0].get("Outputs", [])}
 
@@ -69,24 +70,33 @@ def api_keys_target(args: argparse.Namespace) -> ApiKeys:
     from support_tickets.data.tenant_registry import TIERS
 
     if args.local:
-        state = _local_state(args)
-        region = state.get("region", "us-east-1")
-        key, secret = _operator(state)
-        client = boto3.client(
-            "apigateway",
-            region_name=region,
-            endpoint_url=state["emulator_url"],
-            aws_access_key_id=key,
-            aws_secret_access_key=secret,
-        )
-        return ApiKeys(client, dict(state.get("usage_plan_ids", {})), str(state.get("stack_name", "local")))
+        return local_api_keys(_local_state(args))
     session = boto3.Session(region_name=args.region) if args.region else boto3.Session()
-    outputs = _outputs(session, args.stack)
+    outputs = stack_outputs(session, args.stack)
     names = {tier: f"UsagePlanId{tier.capitalize()}" for tier in TIERS}
     plans = {tier: outputs[name] for tier, name in names.items() if name in outputs}
     if set(plans) != set(TIERS):
         raise TargetError(f"stack {args.stack} has no UsagePlanId<Tier> outputs (deploy this version first)")
     return ApiKeys(session.client("apigateway"), plans, args.stack)
+
+
+def local_client(state: dict[str, Any], service: str) -> Any:
+    """A client of the local stack whose state is ``state``, signed with its operator key."""
+    import boto3
+
+    key, secret = _operator(state)
+    session = boto3.Session(
+        region_name=state.get("region", "us-east-1"), aws_access_key_id=key, aws_secret_access_key=secret
+    )
+    return session.client(service, endpoint_url=state["emulator_url"])  # type: ignore[call-overload]
+
+
+def local_api_keys(state: dict[str, Any]) -> ApiKeys:
+    """The local stack's API keys and usage plans (``state``: its state file's)."""
+    from ops.api_keys import ApiKeys
+
+    client = local_client(state, "apigateway")
+    return ApiKeys(client, dict(state.get("usage_plan_ids", {})), str(state.get("stack_name", "local")))
 
 
 @dataclass(frozen=True)
@@ -113,18 +123,10 @@ def stack_target(args: argparse.Namespace) -> Target:
     default_retention = int(template()["Parameters"]["AuditRetentionDays"]["Default"])
     if args.local:
         state = _local_state(args)
-        key, secret = _operator(state)
-        session = boto3.Session(
-            region_name=state.get("region", "us-east-1"), aws_access_key_id=key, aws_secret_access_key=secret
-        )
-
-        def local(service: str) -> Any:
-            return session.client(service, endpoint_url=state["emulator_url"])  # type: ignore[call-overload]
-
         return Target(
-            dynamodb=local("dynamodb"),
+            dynamodb=local_client(state, "dynamodb"),
             table_name=str(state["table_name"]),
-            cognito=local("cognito-idp"),
+            cognito=local_client(state, "cognito-idp"),
             user_pool_id=str(state.get("user_pool_id", "")),
             audit_retention_days=default_retention,
         )

@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -80,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys, KeyRetired, offboarded_at
+from ops.cell_move import CellMover
 from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
 from ops.move import DEFAULT_DRAIN_SECONDS, DEFAULT_RATE, DEFAULT_WORKERS, MAX_MOVE_WORKERS, MoveError, Mover
 from ops.stack_target import TargetError, _local_state, add_target_arguments, api_keys_target, dynamodb_target
@@ -95,6 +97,8 @@ from support_tickets.data.tenant_registry import TIERS, TenantConfig, TenantStat
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from ops.cells import MoveDirectory
 
 PHASE_MARGIN_SECONDS = 5.0
 MIGRATION_ROUNDS = 30  # GSI1 is eventually consistent: query the old keys again until they are empty
@@ -404,6 +408,12 @@ def _placement(value: str) -> Placement:
         raise TenantRecordError(f"unknown placement {value!r} (pool or dedicated)") from None
 
 
+def _cell_id(value: str) -> str:
+    if not re.fullmatch(keys.TENANT_ID_PATTERN, value):
+        raise TenantRecordError(f"not a cell id ([a-z0-9-], 1 to 63 characters): {value!r}")
+    return value
+
+
 def _workers(value: str) -> int:
     number = int(value) if is_digits(value) else 0
     if not 1 <= number <= MAX_MOVE_WORKERS:
@@ -442,6 +452,52 @@ def _mover(args: argparse.Namespace, admin: TenantAdmin) -> Mover:
     return Mover(admin, deploy=deploy, local=args.local, **_move_options(args))
 
 
+def _cell_mover(args: argparse.Namespace) -> CellMover:
+    """The mover of a tenant between the cells the command reaches (:mod:`ops.cell_targets`).
+    The control plane's directory and the router's store are written by the command that
+    knows them (``ops.cells``); without it the move runs between the cells alone."""
+    from ops.cell_targets import cells_of
+
+    def admin(client: DynamoDBClient, table_name: str) -> TenantAdmin:
+        made = TenantAdmin(client, table_name, progress=_to_stderr)
+        if args.phase_seconds is not None:
+            made.phase_seconds = args.phase_seconds
+        return made
+
+    cells = cells_of(args, admin)
+    if args.cell not in cells:
+        raise TenantRecordError(f"unknown cell {args.cell!r} (one of {', '.join(sorted(cells))})")
+    placement = _placement(args.placement) if args.placement else None
+    directory, publish = _control_plane(args)
+    return CellMover(
+        cells[args.cell].admin,
+        cells=cells,
+        placement=placement,
+        local=args.local,
+        directory=directory,
+        publish=publish,
+        **_move_options(args),
+    )
+
+
+def _control_plane(args: argparse.Namespace) -> tuple[MoveDirectory | None, Callable[[str, str, int], object] | None]:
+    """The directory and the router's store a move writes after its flip: the local set's
+    (``make dev CELLS=<n>``). Against deployed cells the command writes neither (the
+    control plane's directory and store are the operator's: ``ops.cells``)."""
+    from ops.cells import MoveDirectory, local_directory, local_routes
+    from ops.cells import Placement as CellPlacement
+
+    if not args.local:
+        return None, None
+    state = _local_state(args)
+    if "directory_table" not in state:
+        return None, None
+    routes = local_routes(state)
+    return MoveDirectory(local_directory(state)), lambda tenant, cell, epoch: routes.publish(
+        CellPlacement(tenant, cell, epoch)
+    )
+
+
 def _move_options(args: argparse.Namespace) -> dict[str, Any]:
     """The mover's settings the command line gives (``--move-workers``, ``--drain-seconds``,
     ``--move-rate``), validated: a bad one is a one-line error before anything is written."""
@@ -462,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tier", help=f"one of {', '.join(TIERS)}")
     parser.add_argument("--status", help="ACTIVE or SUSPENDED")
     parser.add_argument("--placement", help="pool or dedicated: move the tenant's data there, online")
+    parser.add_argument("--cell", help="move the tenant to this cell, online (its placement there: --placement)")
+    parser.add_argument(
+        "--cell-stack", action="append", help="with --stack: <cell>=<stack> for each cell (its deployed stack)"
+    )
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--drain-seconds",
@@ -490,31 +550,18 @@ def main(argv: list[str] | None = None) -> int:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
         status = _status(args.status) if args.status else None
         placement = _placement(args.placement) if args.placement else None
+        if args.cell is not None:
+            _cell_id(args.cell)
+            if shards is not None or tier is not None or status is not None:
+                raise TenantRecordError("--cell moves the tenant only: change its record in its cell afterwards")
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
     try:
-        client, table_name = dynamodb_target(args)
-        admin = TenantAdmin(client, table_name, progress=_to_stderr, keys=api_keys_target(args))
-        if args.phase_seconds is not None:
-            admin.phase_seconds = args.phase_seconds
-        changing = shards is not None or tier is not None or status is not None
-        record = existing_record(client, table_name, args.tenant)
-        if changing:
-            record = admin.ensure(args.tenant)
-        if status is not None:
-            record = admin.set_status(args.tenant, status)
-        if tier is not None:
-            record = admin.set_tier(args.tenant, tier)
-        if shards is not None or record.resharding:
-            record = admin.reshard(args.tenant, shards)
-        if placement is not None:
-            record = _mover(args, admin).move(args.tenant, placement).record
-        elif record.moving:
-            _to_stderr(
-                f"{args.tenant} is moving to {record.move_to} ({record.move_phase}): "
-                f"make tenant TENANT={args.tenant} PLACEMENT={record.move_to} continues it"
-            )
+        if args.cell is not None:
+            record = _cell_mover(args).move(args.tenant, args.cell).record
+        else:
+            record = _change(args, shards=shards, tier=tier, status=status, placement=placement)
     except (
         TargetError,
         RecordChanged,
@@ -535,6 +582,39 @@ def main(argv: list[str] | None = None) -> int:
     json.dump({**shown, "read_shards": list(record.read_shards)}, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def _change(
+    args: argparse.Namespace,
+    *,
+    shards: int | None,
+    tier: str | None,
+    status: TenantStatus | None,
+    placement: Placement | None,
+) -> TenantConfig:
+    """The tenant's record, after the changes asked for (in the stack the command targets)."""
+    client, table_name = dynamodb_target(args)
+    admin = TenantAdmin(client, table_name, progress=_to_stderr, keys=api_keys_target(args))
+    if args.phase_seconds is not None:
+        admin.phase_seconds = args.phase_seconds
+    changing = shards is not None or tier is not None or status is not None
+    record = existing_record(client, table_name, args.tenant)
+    if changing:
+        record = admin.ensure(args.tenant)
+    if status is not None:
+        record = admin.set_status(args.tenant, status)
+    if tier is not None:
+        record = admin.set_tier(args.tenant, tier)
+    if shards is not None or record.resharding:
+        record = admin.reshard(args.tenant, shards)
+    if placement is not None:
+        record = _mover(args, admin).move(args.tenant, placement).record
+    elif record.moving:
+        _to_stderr(
+            f"{args.tenant} is moving to {record.move_to} ({record.move_phase}): "
+            f"make tenant TENANT={args.tenant} PLACEMENT={record.move_to} continues it"
+        )
+    return record
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def test_a_stale_route_is_answered_by_that_cell_with_503_and_never_served(
 
 
 def test_make_cells_lists_each_cell_with_its_tenants_and_room(cells: RunningStack, placed: list[Tenant]) -> None:
-    result = run_main("ops.cells", "--local", "--local-state", str(cells.state_dir / STATE_FILE))
+    result = run_main("ops.cell_report", "--local", "--local-state", str(cells.state_dir / STATE_FILE))
     assert result.returncode == 0, result.stderr
     sections = re.split(r"^(?=cell-[ab]: )", result.stdout, flags=re.MULTILINE)
     listed = {section.split(":", 1)[0]: section for section in sections if section}

@@ -8,7 +8,9 @@ puts them (ops.tenants, ops.api_keys).
 Tenants ``1`` and ``10`` (each a prefix of the other), both users of the shared pool, the
 router sending both here: the one placed in the cell is served, the other gets 503
 ``TENANT_MOVING`` with ``Retry-After`` and no function runs nor any Cognito exchange; a
-forged token of the placed one is a 401. Alone (no ``CellId``), a tenant without a record
+forged token of the placed one is a 401. A tenant arriving from another cell, or moved out
+to one, is refused 503 ``TENANT_MOVING`` too, reads included (by the functions, or by the
+gateway before any function). Alone (no ``CellId``), a tenant without a record
 keeps its 403. A cell deployed with the control plane's pool (UserPoolId, UserPoolClientId) takes that
 pool's tokens only. (What the authorizer decides for each record: tests/unit/test_authorizer.py.)"""
 
@@ -301,3 +303,38 @@ def test_a_cell_of_the_shared_pool_accepts_that_pools_tokens_and_refuses_another
         assert cell.invoked == [("ListTicketsFunction", placed)]
     finally:
         identity_pool.register(aws)
+
+
+@pytest.mark.parametrize(("moving", "beside"), TENANT_PAIRS)
+@pytest.mark.parametrize(
+    ("cell_fields", "runs"),
+    [
+        ({"cell_phase": "ARRIVING", "moving_from": "cell-b"}, True),  # this cell's key: its function refuses it
+        ({"cell_phase": "MOVED_OUT", "moving_to": "cell-b", "moved_out_at": 1}, False),  # as placed elsewhere
+    ],
+    ids=["arriving", "moved-out"],
+)
+def test_a_tenant_moving_between_cells_is_refused_reads_included_and_its_neighbour_served(
+    start: Callable[..., Stack],
+    onboard: Callable[[str], None],
+    dynamodb: DynamoDBClient,
+    table_name: str,
+    moving: str,
+    beside: str,
+    cell_fields: dict[str, Any],
+    runs: bool,
+) -> None:
+    onboard(moving)
+    onboard(beside)
+    admin = TenantAdmin(dynamodb, table_name)
+    admin.write(admin.record(moving), cell_fields)
+    cell = start(CellId=CELL)
+    before = all_items(dynamodb, table_name)
+    for method, body_sent in (("GET", None), ("POST", {"title": "written in a cell that does not hold it?"})):
+        status, headers, body = cell.request(method, "/tickets", token(moving), body_sent)
+        assert (status, body["error"]["code"]) == (503, "TENANT_MOVING")
+        assert body["error"]["message"] == MOVING_MESSAGE
+        assert headers["Retry-After"] == str(TenantMoving.retry_after_seconds)
+    assert cell.invoked == ([("ListTicketsFunction", moving), ("CreateTicketFunction", moving)] if runs else [])
+    assert all_items(dynamodb, table_name) == before
+    assert cell.request("GET", "/tickets", token(beside))[0] == 200

@@ -17,29 +17,23 @@ import io
 import json
 import os
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from unittest import mock
 
 import boto3
-import botocore.client
 import moto.core.responses
 import moto.dynamodb.models.table
 import pytest
 
-from local_stack.local_values import offline_values
 from ops import move, offboard, tenants
 from ops.move import DEFAULT_WORKERS, STALE_SECONDS, MoveError, MoveInterrupted, Mover, Outcome
-from ops.reconcile import recount, stored_counts
 from ops.sample_events import delivery_item
 from ops.tenants import MoveRunning, RecordChanged, TenantAdmin
 from stack_model import dedicated
-from stack_model.template import REGION, table_protections
+from stack_model.template import REGION
 from support_tickets.core import keys
 from support_tickets.core.keys import TicketStatus
 from support_tickets.data.audit_items import epoch_of, iso_time
@@ -50,93 +44,25 @@ from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import all_items
 from tests.functional.api_harness import ROUTES, Api, User, aws_calls
 from tests.functional.conftest import local_state_file
+from tests.functional.move_harness import (
+    WRITE_OPERATIONS,
+    FakeClock,
+    HeldWrite,
+    Stop,
+    copied_items,
+    counts_in,
+    dedicated_table_in_moto,
+    items_of,
+    kill_at,
+    not_copied,
+    recounted,
+)
 from tests.functional.stream_harness import StreamHarness
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-POOL_VALUES = offline_values(user_pool_id="p", client_id="c", identity_pool_id="i")
 STEPS = ["announced", "copied", "switching", "synced", "flipped", "erasing", "drained", "erased"]
-
-
-class FakeClock:
-    """The time of the world (moto's: its responses' Date headers and its stream
-    records' ApproximateCreationDateTime follow it, :func:`world`) and the
-    mover's monotonic clock: its sleeps pass at once. Starts ten minutes behind
-    the real time (the days it reads are still the audit writer's)."""
-
-    def __init__(self) -> None:
-        self.now = time.time() - 600
-        # Run once at the next sleep (what happens while the mover waits).
-        self.meanwhile: list[Callable[[], None]] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def utc(self) -> datetime:
-        """What moto takes for now (naive UTC)."""
-        return datetime.fromtimestamp(self.now, UTC).replace(tzinfo=None)
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        while self.meanwhile:
-            self.meanwhile.pop(0)()
-
-
-class Stop(RuntimeError):
-    """The mover was killed here."""
-
-
-def kill_at(step: str) -> Callable[[str], None]:
-    """A checkpoint that kills the mover when it reaches ``step``."""
-
-    def checkpoint(reached: str) -> None:
-        if reached == step:
-            raise Stop(step)
-
-    return checkpoint
-
-
-def dedicated_table_in_moto(tenant_id: str) -> str:
-    """What ``ops.dedicated`` deploys, made in moto from the dedicated template."""
-    client = boto3.client("dynamodb", region_name=REGION)
-    (resource,) = dedicated.dedicated_resources("AWS::DynamoDB::Table").values()
-    values = dedicated.dedicated_values(tenant_id, POOL_VALUES)
-    definition = dedicated.table_definition(values)
-    if definition["TableName"] not in client.list_tables()["TableNames"]:
-        client.create_table(**definition, **table_protections(values.resolve({"Tags": resource["Properties"]["Tags"]})))
-    return str(definition["TableName"])
-
-
-def not_copied(tenant_id: str) -> set[str]:
-    """The partitions a move leaves behind (ops.move's docstring)."""
-    return {
-        keys.tenant_config_key(tenant_id)["pk"]["S"],
-        *keys.usage_partitions(tenant_id),
-        keys.aggregate_pk(tenant_id),
-        *keys.aggregate_journal_partitions(tenant_id),
-        keys.webhook_rate_pk(tenant_id),
-        *keys.move_mark_partitions(tenant_id),
-    }
-
-
-def items_of(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> list[dict[str, Any]]:
-    return [item for item in all_items(dynamodb, table) if item["pk"]["S"].startswith(keys.tenant_prefix(tenant_id))]
-
-
-def copied_items(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> list[dict[str, Any]]:
-    """The tenant's items in ``table`` that a move carries."""
-    skipped = not_copied(tenant_id)
-    return [item for item in items_of(dynamodb, table, tenant_id) if item["pk"]["S"] not in skipped]
-
-
-def counts_in(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> dict[TicketStatus, int]:
-    stored = stored_counts(dynamodb, table, tenant_id)
-    return {status: stored[status][0] for status in TicketStatus}
-
-
-def recounted(dynamodb: DynamoDBClient, table: str, tenant_id: str) -> dict[TicketStatus, int]:
-    return {status: recount(dynamodb, table, tenant_id, status, [1]) for status in TicketStatus}
 
 
 class World:
@@ -313,10 +239,6 @@ def test_changes_made_during_the_copy_reach_the_new_table(world: World) -> None:
     assert counts_in(world.dynamodb, own_table, "1") == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
 
 
-WAIT_S = 30  # a generous bound for a thread to reach a point; never a sleep
-WRITE_OPERATIONS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
-
-
 @pytest.mark.parametrize(
     ("moving", "beside", "to", "released"),
     [
@@ -345,37 +267,21 @@ def test_a_write_made_during_the_copy_that_lands_after_the_switch_is_refused_not
     member = User(moving, f"alice-{moving}")
     original = world.api.get(member, tickets[0]).body
     source_table = world.pool if to == "dedicated" else dedicated.table_name(world.pool, moving)
-    make_api_call = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private on purpose
-    held, release = threading.Event(), threading.Event()
-    answers: list[Any] = []
-
-    def patch() -> None:
-        answers.append(world.api.update(member, tickets[0], {"title": "written during the copy"}))
-
-    writer = threading.Thread(target=patch)
-
-    def delayed(client: Any, operation: str, params: Any) -> Any:
-        if threading.current_thread() is writer and operation in WRITE_OPERATIONS:
-            held.set()
-            assert release.wait(WAIT_S)
-        return make_api_call(client, operation, params)
+    write = HeldWrite(lambda: world.api.update(member, tickets[0], {"title": "written during the copy"}))
 
     def during(step: str) -> None:
         if step == "copied":
             tenant_configs().clear()  # the function reads the record: COPYING
-            writer.start()
-            assert held.wait(WAIT_S)  # its write is on its way, not landed
+            write.start()  # its write is on its way, not landed
         if step == released:
-            release.set()
-            writer.join(WAIT_S)
+            write.release()
 
-    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", delayed):
+    with write.holding():
         world.move(moving, to, during)
         if released == "after the move":
-            release.set()
-            writer.join(WAIT_S)
+            write.release()
 
-    (answer,) = answers
+    (answer,) = write.answers
     assert (answer.status, answer.error_code) == (503, "TENANT_MOVING")
     assert world.api.get(member, tickets[0]).body == original
     assert world.record(moving).placement == to
@@ -578,13 +484,13 @@ def test_the_switch_reads_the_audit_events_written_during_the_copy_by_key_and_no
     at_flip: list[list[dict[str, Any]]] = []
     read: list[str] = []
     sync_read: list[str] = []
-    items = move._items
+    items = move.partition_items
 
     def reading(table: Any, pk: str, since: str = "", projection: str | None = None) -> Any:
         read.append(pk)
         return items(table, pk, since, projection)
 
-    monkeypatch.setattr(move, "_items", reading)
+    monkeypatch.setattr(move, "partition_items", reading)
 
     def during(step: str) -> None:
         if step == "copied":

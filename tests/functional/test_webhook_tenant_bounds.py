@@ -7,6 +7,9 @@ an offboarding does to them: the delivery function in process over moto
   invocations, never more, and another tenant's delivery goes out meanwhile.
 - A suspended tenant's deliveries are held (no POST, ``PENDING``) and go out
   after a reactivation; an offboarded tenant's are dropped, nothing written.
+- In a cell the tenant is arriving in, its messages are held (nothing read or
+  written); in the cell it moved out of, dropped, nothing written (the new
+  cell sends what is pending).
 
 Tenants ``1`` and ``10`` (one id a prefix of the other) wherever data is touched."""
 
@@ -282,3 +285,34 @@ def test_an_offboarded_tenants_deliveries_are_dropped_and_nothing_is_written(
     assert (sqs.visibility, sqs.dead_letters) == ([], [])
     assert all_items(dynamodb, table_name) == before
     assert stored_deliveries(dynamodb, table_name, "10", hook) == []
+
+
+@pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])
+def test_between_cells_a_tenants_deliveries_are_held_where_it_arrives_and_dropped_where_it_left(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
+) -> None:
+    post = RecordingPost()
+    register(api, tenant, "https://mine.example.com/in")
+    register(api, other, "https://theirs.example.com/in")
+    api.new_ticket(User(tenant, "alice"))
+    audit_stream.deliver(audit_stream.new_records())
+    (record,) = receive()
+    before = all_items(dynamodb, table_name)
+    arriving = TenantConfig(tenant_id=tenant, cell_phase="ARRIVING", moving_from="cell-b", version=1)
+    set_tenant(dynamodb, table_name, arriving)
+    sqs = RecordingSqs()
+    # Arriving (this cell's copy is incomplete): back to the queue, nothing sent, read or written
+    assert deliverer(table_name, sqs=sqs, post=post).process_batch([record]) == [record["messageId"]]
+    assert (post.posted, sqs.dead_letters, len(sqs.visibility)) == ([], [], 1)
+    assert [item for item in all_items(dynamodb, table_name) if item["pk"]["S"] != f"TENANT#{tenant}|CONFIG"] == [
+        item for item in before if item["pk"]["S"] != f"TENANT#{tenant}|CONFIG"
+    ]
+    # Moved out: let go (deleted from the queue), nothing sent or written
+    moved_out = TenantConfig(
+        tenant_id=tenant, cell_phase="MOVED_OUT", moving_to="cell-b", moved_out_at=int(NOW), version=2
+    )
+    set_tenant(dynamodb, table_name, moved_out)
+    written = all_items(dynamodb, table_name)
+    assert deliverer(table_name, sqs=sqs, post=post).process_batch([record]) == []
+    assert (post.posted, sqs.dead_letters, len(sqs.visibility)) == ([], [], 1)
+    assert all_items(dynamodb, table_name) == written

@@ -332,6 +332,14 @@ def arrange_record(client: Any, tenant: str, state: str) -> None:
         store_suspended(client, tenant, f"key-of-tenant-{tenant}-0123456789")
     elif state == "no-key":
         store(client, tenant, None)
+    elif state in ("arriving", "moved-out"):  # a move between cells: this cell's record of it
+        cell: dict[str, Any] = {"cell_phase": "ARRIVING", "moving_from": "cell-b"}
+        if state == "moved-out":
+            cell = {"cell_phase": "MOVED_OUT", "moving_to": "cell-b", "moved_out_at": 1_795_000_000}
+        record = TenantConfig(
+            tenant_id=tenant, api_key_id="id-" + tenant, api_key=f"key-of-tenant-{tenant}-0123456789", version=1, **cell
+        )
+        client.put_item(TableName=table_definition()["TableName"], Item=to_item(record.item()))
     else:
         assert state == "absent"
 
@@ -349,6 +357,10 @@ def arrange_record(client: Any, tenant: str, state: str) -> None:
         pytest.param(CELL, "absent", "Allow", "TENANT_MOVING", id="cell-absent"),
         pytest.param(CELL, "suspended", "Deny", "TENANT_SUSPENDED", id="cell-suspended"),
         pytest.param(CELL, "no-key", "Deny", "FORBIDDEN", id="cell-no-key"),
+        # Arriving from another cell: this cell's key (its functions refuse it until the flip)
+        pytest.param(CELL, "arriving", "Allow", None, id="cell-arriving"),
+        # Moved out to another cell: as placed elsewhere
+        pytest.param(CELL, "moved-out", "Allow", "TENANT_MOVING", id="cell-moved-out"),
     ],
 )
 def test_what_a_verified_caller_gets_alone_and_in_a_cell(

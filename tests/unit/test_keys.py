@@ -192,3 +192,16 @@ def test_key_digits_are_ascii_digits(digit: str) -> None:
         keys.audit_sk("2026-11-21T10:00:00.000Z", digit, "e")
     with pytest.raises(ValueError, match="invalid day"):
         keys.audit_day_pk("acme", f"2026-11-2{digit[-1]}", 0)
+
+
+def test_a_cells_own_usage_counter_moves_under_its_cell_and_its_moves_start() -> None:
+    own = keys.usage_sk("2026-11-20", 3)
+    first, second = keys.moved_usage_sk(own, "cell-a", 100), keys.moved_usage_sk(own, "cell-a", 200)
+    # Two stays in one cell the same day: two keys, never one item written twice over
+    assert (first, second) == (f"{own}#cell-a#100", f"{own}#cell-a#200")
+    # One an earlier move carried keeps its key; anything else of the partition is no counter
+    assert keys.moved_usage_sk(f"{own}#cell-b#50", "cell-a", 300) == f"{own}#cell-b#50"
+    assert keys.moved_usage_sk("JOURNAL", "cell-a", 300) is None
+    for bad in (-1, True):
+        with pytest.raises(ValueError, match="move start"):
+            keys.moved_usage_sk(own, "cell-a", bad)

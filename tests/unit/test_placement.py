@@ -184,3 +184,68 @@ def test_no_write_made_without_the_move_in_view_outlives_the_wait_before_the_cop
     assert len(writers) > 10
     for spec in writers:
         assert spec.timeout_s <= WRITER_TIMEOUT_SECONDS, spec.logical_id
+
+
+# ---------------------------------------------------------------- between cells
+ARRIVING = {"cell_phase": "ARRIVING", "moving_from": "cell-a"}
+MOVED_OUT = {"cell_phase": "MOVED_OUT", "moving_to": "cell-b", "moved_out_at": 1000}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"cell_phase": "ARRIVING"},  # from no cell
+        {"cell_phase": "MOVED_OUT", "moving_to": "cell-b"},  # without when
+        {"cell_phase": "MOVED_OUT", "moved_out_at": 1000},  # to no cell
+        {"cell_phase": "LEAVING", "moving_to": "cell-b"},
+        {"cell_phase": "ARRIVING", "moving_from": "Cell A"},  # not a cell id
+        {"moving_to": "cell/b"},
+    ],
+)
+def test_a_cell_phase_names_the_other_cell(fields: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=r"."):
+        TenantConfig(tenant_id="acme", **fields)  # type: ignore[arg-type]
+
+
+def test_a_stack_alone_stores_and_shows_no_cell_field_and_a_cells_record_round_trips() -> None:
+    alone = dedicated(placed_at=1700000000, version=3)
+    assert not {"cell_phase", "moving_from", "moving_to", "moved_out_at"} & set(alone.item())
+    assert not {"cell_phase", "moving_from", "moving_to", "moved_out_at"} & set(alone.values())
+    for fields in (ARRIVING, MOVED_OUT):
+        record = dedicated(placed_at=900, version=2, **fields)
+        assert TenantConfig.from_stored("acme", {k: _attribute(v) for k, v in record.item().items()}) == record
+
+
+@pytest.mark.parametrize("fields", [ARRIVING, MOVED_OUT], ids=["arriving", "moved out"])
+def test_a_cell_that_does_not_hold_the_tenant_yet_or_any_more_refuses_everything(fields: dict[str, object]) -> None:
+    from support_tickets.data.placement import served_here
+
+    record = TenantConfig(tenant_id="acme", **fields)  # type: ignore[arg-type]
+    assert not served_here(record)
+    assert writes_paused(record)
+    assert not marks_writes(record)
+    assert served_here(TenantConfig(tenant_id="acme"))
+
+
+def test_an_arriving_record_is_cached_a_second_and_a_moved_out_one_the_whole_ttl() -> None:
+    # The flip must reach every container of the new cell at once; the old cell's refusal is final.
+    assert cache_seconds(TenantConfig(tenant_id="acme", **ARRIVING), 30.0) == MOVING_TTL_SECONDS  # type: ignore[arg-type]
+    assert cache_seconds(TenantConfig(tenant_id="acme", **MOVED_OUT), 30.0) == 30.0  # type: ignore[arg-type]
+
+
+def test_between_cells_the_copy_and_the_erase_are_not_the_tenants_but_a_late_record_from_before_is() -> None:
+    arriving = dedicated(**ARRIVING)
+    assert not owns_record(arriving, POOL, OWN, 1_800_000_000)  # the copy into the new cell
+    assert not owns_record(arriving, POOL, POOL, 1_800_000_000)
+    # In the new cell after the flip: from placed_at on, and nothing of a table before it there
+    arrived = dedicated(
+        placed_at=1000, previous_placed_at=1000, move_to="dedicated", move_table=OWN, move_phase="FLIPPED"
+    )
+    assert not owns_record(arrived, POOL, OWN, 999)
+    assert owns_record(arrived, POOL, OWN, 1000)
+    assert not owns_record(arrived, POOL, POOL, 999)
+    # In the cell it left: its own changes before the flip (processed late), not the erase after it
+    left = TenantConfig(tenant_id="acme", placed_at=500, **MOVED_OUT)  # type: ignore[arg-type]
+    assert owns_record(left, POOL, POOL, 999)
+    assert not owns_record(left, POOL, POOL, 1000)
+    assert not owns_record(left, POOL, POOL, 499)

@@ -61,6 +61,13 @@ a forged token is a 401 whether or not its tenant exists, or the 503 would tell
 a stranger which tenants do. Outside a cell, such a tenant is denied as before
 (``FORBIDDEN``: it has no key).
 
+A tenant moving between cells (:mod:`support_tickets.data.placement`) has a
+record in both: the destination's (``ARRIVING``) is answered as any other, with
+that cell's key (so no answer naming no plan is cached there for the tenant
+once its move began), and the functions refuse its requests until the flip;
+the one it left (``MOVED_OUT``, until the move deletes it) is refused as a
+tenant placed elsewhere.
+
 A TOKEN authorizer has three answers of its own, and none of them is that: a
 Deny (``ACCESS_DENIED``, one status for every Deny: the 403 above), Unauthorized
 (401), or a failure (``AUTHORIZER_FAILURE``, 503 ``UNAVAILABLE``).
@@ -129,6 +136,7 @@ from support_tickets.core.identity import (
     bearer_token,
 )
 from support_tickets.core.keys import InvalidTenantId, validate_tenant_id
+from support_tickets.data.placement import CellPhase
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 
 if TYPE_CHECKING:
@@ -147,7 +155,7 @@ NO_USAGE_PLAN_MESSAGE: Final = "This tenant has no usage plan; ask an operator t
 # (CreateApiKey), so this is no key of any usage plan: API Gateway answers INVALID_API_KEY.
 NOT_PLACED_HERE_KEY: Final = "not-placed-here"
 # What template.yaml's INVALID_API_KEY gateway response says (and the refusal's context).
-MOVING_MESSAGE: Final = "This tenant is moving; retry in a few seconds."
+MOVING_MESSAGE: Final = TenantMoving.cell_message
 # Cognito user pool ids: <region>_<id>.
 _POOL_ID = re.compile(r"[\w-]+_[0-9a-zA-Z]+")
 
@@ -296,7 +304,7 @@ class TenantAuthorizer:
     def authorize(self, event: APIGatewayAuthorizerTokenEvent) -> dict[str, Any]:
         verified = self._verifier.verify(event.authorization_token)
         record = self.record(verified.tenant_id)
-        if self._cell_id is not None and not record.stored:
+        if (self._cell_id is not None and not record.stored) or record.cell_phase == CellPhase.MOVED_OUT:
             # Placed in another cell, or in none: API Gateway refuses the key (INVALID_API_KEY).
             context = caller_context(verified.claims)
             context[CONTEXT_ERROR_CODE], context[CONTEXT_ERROR_MESSAGE] = TenantMoving.code, MOVING_MESSAGE

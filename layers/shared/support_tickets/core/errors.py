@@ -198,3 +198,6 @@ class TenantMoving(_RetryLater):
     code = "TENANT_MOVING"
     default_message = "This tenant's data is moving; retry the write in a few seconds."
     retry_after_seconds = 2
+    # A request of a tenant this cell does not serve (arriving from another cell, or moved out to
+    # one): reads too. The text of template.yaml's INVALID_API_KEY gateway response, which says the same.
+    cell_message: ClassVar[str] = "This tenant is moving; retry in a few seconds."

@@ -372,6 +372,24 @@ def usage_sk(day: str, slot: int) -> str:
     return f"{day}#{slot}"
 
 
+def moved_usage_sk(sort_key: str, from_cell: str, move_started_at: int) -> str | None:
+    """Where a counter item of a cell's ledger goes in another cell's when its
+    tenant moves there (``ops.cell_move``): ``<day>#<slot>``, the cell's own,
+    gets ``#<cell>#<the move's start>`` (never the new cell's own item of that
+    day and slot, nor one an earlier move carried: a tenant moved A to B, back,
+    and to B again the same day brings A's own counters twice, each time under
+    another key; a day's readers sum whatever follows ``<day>#``); one that names
+    a cell already keeps its key; anything else of the partition: ``None``, no counter."""
+    day, _, rest = sort_key.partition("#")
+    if not rest or not _DAY.fullmatch(day):
+        return None
+    if not _TENANT_ID.fullmatch(from_cell):
+        raise ValueError("invalid cell id")
+    if isinstance(move_started_at, bool) or not isinstance(move_started_at, int) or move_started_at < 0:
+        raise ValueError("invalid move start")
+    return f"{sort_key}#{from_cell}#{move_started_at}" if is_digits(rest) else sort_key
+
+
 def usage_day_prefix(day: str) -> str:
     """What every counter item of ``day`` starts with (``begins_with`` on the sort key)."""
     if not _DAY.fullmatch(day):

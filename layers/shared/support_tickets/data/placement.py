@@ -51,6 +51,32 @@ A move (``ops.move``) goes through these phases, each written to the record:
 
 The write pause is steps 2 and 3: the time to copy the changes made during
 the copy, plus ``SWITCH_WAIT_SECONDS``.
+
+**Between cells** (``ops.cell_move``: stacks that share nothing, each with its
+own tenant records) the same phases run across two records, with a cell phase
+(``cell_phase``) on each; a stack alone never has one:
+
+0. The destination cell B gets the tenant's record first, ``ARRIVING``
+   (``moving_from`` names A): B's authorizer answers the tenant with B's API
+   key, B's functions refuse every request of it, reads included (503
+   ``TENANT_MOVING``: B's copy is incomplete), and B's stream functions own
+   none of its records (:func:`owns_record`: the copy counts, audits and
+   announces nothing).
+1. and 2. A's record goes through ``COPYING`` and ``SWITCHING`` as above
+   (``moving_to`` names B; the fence is A's record), the copy written into
+   B's table.
+3. The flip writes B's record ``FLIPPED`` (its cell phase gone: reads served
+   from B's copy, writes still refused; ``placed_at`` set, and
+   ``previous_placed_at`` equal to it: no table of B held the tenant before),
+   then A's ``MOVED_OUT`` (``moved_out_at``: B's ``placed_at``): A's
+   authorizer and functions refuse everything of the tenant (503
+   ``TENANT_MOVING``), and A's stream functions own its records from before
+   ``moved_out_at`` only (a lagging one's writes are carried over), so the
+   erase fires nothing.
+4. B's record goes ``ERASING`` (writes open in B) while A's copy is erased;
+   A's record goes last. A read that reaches A after the flip (a stale route
+   at the edge) is refused rather than served: A's data stops at the switch,
+   and serving it would go back in time.
 """
 
 from __future__ import annotations
@@ -71,6 +97,13 @@ class MovePhase(StrEnum):
     ERASING = "ERASING"
 
 
+class CellPhase(StrEnum):
+    """Where a tenant moving between cells is, as each cell's record says."""
+
+    ARRIVING = "ARRIVING"  # in the destination cell, until the flip
+    MOVED_OUT = "MOVED_OUT"  # in the cell it left, from the flip until its record is deleted
+
+
 class PlacedRecord(Protocol):
     """The placement fields of a tenant record (``TenantConfig`` has them; this
     module is below it, so that the record can use it)."""
@@ -87,6 +120,10 @@ class PlacedRecord(Protocol):
     def previous_placed_at(self) -> int: ...
     @property
     def move_phase(self) -> str | None: ...
+    @property
+    def cell_phase(self) -> str | None: ...
+    @property
+    def moved_out_at(self) -> int | None: ...
 
 
 # A record with a move running is cached this long at most, whatever TENANT_CONFIG_TTL_SECONDS says.
@@ -109,8 +146,16 @@ def data_table(record: PlacedRecord, pool_table: str) -> str:
     return record.table if record.placement == Placement.DEDICATED and record.table else pool_table
 
 
+def served_here(record: PlacedRecord) -> bool:
+    """Whether this stack serves the tenant's requests at all: not while it is
+    arriving from another cell, nor once it moved out to one (503 ``TENANT_MOVING``)."""
+    return record.cell_phase is None
+
+
 def writes_paused(record: PlacedRecord) -> bool:
     """Whether the tenant's writes answer 503 ``TENANT_MOVING`` now."""
+    if not served_here(record):
+        return True
     return record.move_phase is not None and MovePhase(record.move_phase) in WRITES_PAUSED
 
 
@@ -123,8 +168,10 @@ def marks_writes(record: PlacedRecord) -> bool:
 
 
 def cache_seconds(record: PlacedRecord, ttl_seconds: float) -> float:
-    """How long a container may keep ``record``."""
-    return min(ttl_seconds, MOVING_TTL_SECONDS) if record.move_phase is not None else ttl_seconds
+    """How long a container may keep ``record``: a second while a move runs (an
+    arriving tenant's too: its flip must reach every container at once)."""
+    moving = record.move_phase is not None or record.cell_phase == CellPhase.ARRIVING
+    return min(ttl_seconds, MOVING_TTL_SECONDS) if moving else ttl_seconds
 
 
 def owns_record(record: PlacedRecord, pool_table: str, source_table: str, created_second: int) -> bool:
@@ -132,7 +179,13 @@ def owns_record(record: PlacedRecord, pool_table: str, source_table: str, create
     at ``created_second`` (its ``ApproximateCreationDateTime``, epoch seconds
     rounded down, as DynamoDB gives it), is one of the tenant's changes: from
     the table of its placement since ``placed_at``, or from the table before it
-    until then. A move's copy and erase are neither."""
+    until then. A move's copy and erase are neither. Between cells: nothing of
+    an arriving tenant's, and of a tenant that moved out, only what its own
+    table recorded before ``moved_out_at``."""
+    if record.cell_phase == CellPhase.ARRIVING:
+        return False
+    if record.cell_phase == CellPhase.MOVED_OUT and created_second >= (record.moved_out_at or 0):
+        return False
     if source_table == data_table(record, pool_table):
         return created_second >= record.placed_at
     previous = record.previous_table or pool_table

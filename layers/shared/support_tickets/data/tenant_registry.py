@@ -15,6 +15,7 @@ readers do not look (see :class:`TenantConfig`).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -26,10 +27,11 @@ from functools import cache
 from typing import Any, Final
 
 from support_tickets.core import keys
-from support_tickets.data.placement import MovePhase, Placement, cache_seconds
+from support_tickets.data.placement import CellPhase, MovePhase, Placement, cache_seconds
 from support_tickets.data.table import TenantTable, from_item
 
 MAX_CACHED_TENANTS: Final = 1024
+_CELL_ID: Final = re.compile(keys.TENANT_ID_PATTERN)
 TIERS: Final = ("basic", "standard", "premium")
 DEFAULT_TIER: Final = "basic"
 
@@ -66,7 +68,12 @@ class TenantConfig:
     ``placement`` and the fields after it say which table holds the tenant's
     data and where a move between tables is (:mod:`support_tickets.data.placement`);
     a dedicated table's name always ends in ``-dedicated-<tenant id>`` (the
-    form TenantAccessRole's statement for it reaches).
+    form TenantAccessRole's statement for it reaches). ``cell_phase`` and the
+    fields after it are a move between cells' (``ARRIVING`` with
+    ``moving_from`` in the destination cell, ``MOVED_OUT`` with ``moving_to``
+    and ``moved_out_at`` in the cell it leaves; ``moving_to`` also names the
+    destination while the source's record copies and switches): a stack alone
+    never has them, and stores and shows none of them.
 
     A frozen dataclass checked in ``__post_init__``, not a pydantic model: the
     authorizer and every function read tenant records, and pydantic's import
@@ -98,6 +105,10 @@ class TenantConfig:
     move_table: str | None = None
     move_phase: str | None = None
     move_started_at: int | None = None
+    cell_phase: str | None = None
+    moving_from: str | None = None
+    moving_to: str | None = None
+    moved_out_at: int | None = None
     version: int = 0
 
     def __post_init__(self) -> None:
@@ -126,6 +137,10 @@ class TenantConfig:
             "move_table": _optional(self.move_table, "move_table", self._dedicated_table),
             "move_phase": _optional(self.move_phase, "move_phase", lambda value: str(MovePhase(value))),
             "move_started_at": _optional(self.move_started_at, "move_started_at"),
+            "cell_phase": _optional(self.cell_phase, "cell_phase", lambda value: str(CellPhase(value))),
+            "moving_from": _optional(self.moving_from, "moving_from", _cell_id),
+            "moving_to": _optional(self.moving_to, "moving_to", _cell_id),
+            "moved_out_at": _optional(self.moved_out_at, "moved_out_at"),
             "version": _integer(self.version, "version", minimum=0),
         }
         if checked["shards"] not in checked["read_shards"]:
@@ -138,6 +153,12 @@ class TenantConfig:
             checked["move_table"] is not None
         ):
             raise ValueError("a move to a dedicated table names the table, and only such a move does")
+        if checked["cell_phase"] == CellPhase.ARRIVING and checked["moving_from"] is None:
+            raise ValueError("a tenant arriving from another cell names that cell")
+        if checked["cell_phase"] == CellPhase.MOVED_OUT and (
+            checked["moving_to"] is None or not checked["moved_out_at"]
+        ):
+            raise ValueError("a tenant that moved out names its cell and when it left")
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -161,9 +182,12 @@ class TenantConfig:
         return self.target_shards is not None or len(self.read_shards) > 1
 
     def values(self) -> dict[str, Any]:
-        """Every field, as Python values (``status`` a string)."""
+        """Every field, as Python values (``status`` a string); the cell fields only when set."""
         values = asdict(self)
         values["status"] = str(self.status)
+        for name in CELL_FIELDS:
+            if values[name] is None:
+                del values[name]
         return values
 
     @classmethod
@@ -189,6 +213,8 @@ class TenantConfig:
 
 
 _FIELDS: Final = tuple(item.name for item in fields(TenantConfig))
+# A move between cells' fields (support_tickets.data.placement): absent from a stack alone's records.
+CELL_FIELDS: Final = ("cell_phase", "moving_from", "moving_to", "moved_out_at")
 
 
 def _integer(value: object, name: str, minimum: int | None = None) -> int:
@@ -210,6 +236,13 @@ def _optional(value: object, name: str, check: Callable[[Any], Any] | None = Non
 def _text(value: object) -> str:
     if not isinstance(value, str):
         raise ValueError("must be a string")
+    return value
+
+
+def _cell_id(value: object) -> str:
+    """A cell id, written as tenant ids are (ops.cell_routes)."""
+    if not isinstance(value, str) or not _CELL_ID.fullmatch(value):
+        raise ValueError("a cell id is 1-63 lowercase letters, digits or '-'")
     return value
 
 

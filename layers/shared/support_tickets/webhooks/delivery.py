@@ -72,6 +72,10 @@ at least once; the ``webhook-id`` is the same). While the move erases the old
 table (``ERASING``), a webhook not found in the tenant's table is looked for
 again later rather than dropped (dropping can't be undone; waiting costs a few
 receives); once the move is over, a missing webhook drops the message as before.
+A tenant arriving from another cell is held the same way; in the cell it moved
+out of, its messages are dropped, nothing written: its webhooks, deliveries and
+parked messages are the new cell's, which sends again what is still pending
+(``ops.cell_move``).
 """
 
 from __future__ import annotations
@@ -94,7 +98,7 @@ from aws_lambda_powertools import Logger
 
 from support_tickets.core import keys
 from support_tickets.core.errors import InvalidWebhookUrl
-from support_tickets.data.placement import MovePhase, data_table, writes_paused
+from support_tickets.data.placement import CellPhase, MovePhase, data_table, writes_paused
 from support_tickets.data.table import MoveFence, OwnClient, TenantTable
 from support_tickets.data.tenant_registry import TenantConfig, TenantConfigCache, TenantStatus
 from support_tickets.webhooks import urls
@@ -231,6 +235,18 @@ class DeliveryMessage:
         ):
             raise PoisonMessage("security: a webhook message whose event is not its tenant's, or malformed")
         return parsed
+
+
+def _let_go(config: TenantConfig) -> str | None:
+    """Why a tenant's messages are let go unsent with nothing written, if they are: it
+    is being offboarded (the erasure would miss what they wrote), or it moved out to
+    another cell (its webhooks and deliveries are that cell's, which sends what is
+    still pending)."""
+    if config.offboarding_since is not None:
+        return "dropped: offboarded"
+    if config.cell_phase == CellPhase.MOVED_OUT:
+        return "dropped: moved to another cell"
+    return None
 
 
 def _epoch(value: object) -> float | None:
@@ -413,9 +429,9 @@ class Deliverer:
 
     def _deliver(self, message: DeliveryMessage, queued: QueuedMessage) -> str:
         config = self.tenant_record(message.tenant_id)
-        if config.offboarding_since is not None:
-            # Being erased: nothing is sent, and nothing written that the erasure would miss.
-            return "dropped: offboarded"
+        dropped = _let_go(config)
+        if dropped is not None:
+            return dropped
         if writes_paused(config):
             self._wait_for_move(message, queued)
         repository = self.repository(message.tenant_id, config)
@@ -722,8 +738,9 @@ class Deliverer:
             self._dead_letter(queued)
             return "poison"
         config = self.tenant_record(token.tenant_id)
-        if config.offboarding_since is not None:
-            return "dropped: offboarded"
+        dropped = _let_go(config)
+        if dropped is not None:
+            return dropped
         if writes_paused(config):
             self._defer(queued, self._bound_delay(queued), "tenant moving")
         repository = self.repository(token.tenant_id, config)
