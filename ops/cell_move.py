@@ -54,11 +54,12 @@ included; the operator needs ``kms:ReEncryptFrom`` on A's key and
 ``kms:ReEncryptTo`` on B's, which B's key policy grants when the cells are
 in different accounts).
 The usage ledger (A's pool, ``TENANT#<t>|USAGE``) is copied into B's pool at
-the switch and at each trailing pass, each of A's counter items under its
-sort key plus ``#<A>`` (B's own items for the same day and slot, B's
-authorizer invocations during the move, stay apart; readers sum a day's items
-whatever follows its ``<day>#``), an item already carrying a cell keeping its
-key; then A's ledger is erased with A's record. Idempotency records,
+the switch and at each trailing pass, each of A's own counter items under
+its sort key plus ``#<A>#<the move's start>`` (B's own items for the same day
+and slot, B's authorizer invocations during the move, stay apart, and so do
+A's counters of an earlier stay that came back with the tenant; readers sum a
+day's items whatever follows its ``<day>#``), an item already carrying a cell
+keeping its key; then A's ledger is erased with A's record. Idempotency records,
 deliveries and parked messages are table items: copied like the rest.
 
 **Between the flip and the edge** a request the router still sends to A (its
