@@ -27,7 +27,7 @@ from typing import Any, TextIO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.cells import CellsError, Directory, cell_target, local_directory
-from ops.stack_target import TargetError, _local_state, api_keys_target, dynamodb_target
+from ops.stack_target import TargetError, _set_state, api_keys_target, dynamodb_target
 from support_tickets.core.errors import ApiError
 from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.data.tenant_registry import read_tenant_config
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, now: datetime
             day = parse_day(args.day, moment)
         except ApiError as exc:
             raise CellsError(f"not a day usage is kept for: {args.day!r}") from exc
-        state = _local_state(args)
+        state = _set_state(args)
         write_cells(local_directory(state), state, day, moment, out)
     except (CellsError, TargetError, ClientError, BotoCoreError) as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -19,13 +19,13 @@ from typing import Any
 
 from ops.cell_move import Cell
 from ops.dedicated import deploy_to_aws, deploy_to_local
-from ops.stack_target import TargetError, _local_state, local_api_keys, local_client, stack_outputs
+from ops.stack_target import TargetError, _set_state, local_api_keys, local_client, stack_outputs
 from support_tickets.data.tenant_registry import TIERS
 
 
 def cell_states(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Cell id -> the local state of that cell's stack."""
-    cells = _local_state(args).get("cells")
+    cells = _set_state(args).get("cells")
     if not isinstance(cells, dict) or not cells:
         raise TargetError("the local stack runs no cells: start it with `make dev CELLS=2`")
     states: dict[str, dict[str, Any]] = {}

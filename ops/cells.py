@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import ClientError
 
 from ops.cell_routes import KeyValueStoreClient, publish_cell_origin, publish_tenant_route
-from ops.stack_target import TargetError
+from ops.stack_target import DIRECTORY_TENANT_PREFIX, TargetError, directory_tenant_key
 from support_tickets.core.keys import validate_tenant_id
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-TENANT_PREFIX: Final = "TENANT#"
+TENANT_PREFIX: Final = DIRECTORY_TENANT_PREFIX
 CELL_PREFIX: Final = "CELL#"
 CELLS_KEY: Final = "CELLS"
 # A local cell's capacity: what room is counted from (make dev CELLS=<n>).
@@ -93,7 +93,7 @@ class Placement:
 
 
 def tenant_key(tenant_id: str) -> dict[str, Any]:
-    return {"pk": {"S": TENANT_PREFIX + validate_tenant_id(tenant_id)}}
+    return directory_tenant_key(tenant_id)
 
 
 def cell_key(cell_id: str) -> dict[str, Any]:

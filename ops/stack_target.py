@@ -38,12 +38,65 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region")
 
 
-def _local_state(args: argparse.Namespace) -> dict[str, Any]:
+# The control plane's directory item of a tenant (templates/control-plane.yaml's DirectoryTable;
+# ops.cells writes it): here because a tenant's command finds its cell through it.
+DIRECTORY_TENANT_PREFIX = "TENANT#"
+
+
+def directory_tenant_key(tenant_id: str) -> dict[str, Any]:
+    from support_tickets.core.keys import validate_tenant_id
+
+    return {"pk": {"S": DIRECTORY_TENANT_PREFIX + validate_tenant_id(tenant_id)}}
+
+
+def _set_state(args: argparse.Namespace) -> dict[str, Any]:
+    """The running local stack's state file as it is: with ``make dev CELLS=<n>``, the set's."""
     try:
         state: dict[str, Any] = json.loads(Path(args.local_state).read_text())
     except (OSError, ValueError) as exc:
         raise TargetError("the local stack is not running: start it with `make dev`") from exc
     return state
+
+
+def _local_state(args: argparse.Namespace) -> dict[str, Any]:
+    """The state of the local stack a command acts on. With ``make dev CELLS=<n>``, a command
+    that names a tenant (``args.tenant``) acts on the cell the directory places it in (the
+    default cell's, when it places it nowhere), as it would on that cell's stack deployed."""
+    state = _set_state(args)
+    tenant = getattr(args, "tenant", None)
+    if not isinstance(tenant, str) or "cells" not in state or "directory_table" not in state:
+        return state
+    return cell_state(state, tenants_cell(state, tenant))
+
+
+def tenants_cell(state: dict[str, Any], tenant_id: str) -> str:
+    """The cell of the local set ``state`` the directory places ``tenant_id`` in (else the default)."""
+    import boto3
+
+    key, secret = _operator(state)
+    directory = boto3.client(
+        "dynamodb",
+        region_name=str(state.get("region", "us-east-1")),
+        endpoint_url=str(state["control_plane_url"]),
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+    )
+    item = directory.get_item(
+        TableName=str(state["directory_table"]), Key=directory_tenant_key(tenant_id), ConsistentRead=True
+    ).get("Item")
+    return str(item["cell"]["S"]) if item else str(state["default_cell"])
+
+
+def cell_state(state: dict[str, Any], cell_id: str) -> dict[str, Any]:
+    """The state file of ``cell_id`` of the local set ``state``."""
+    cells = state.get("cells", {})
+    if cell_id not in cells:
+        raise TargetError(f"no cell {cell_id!r} in the local set (its cells: {', '.join(sorted(cells)) or 'none'})")
+    try:
+        found: dict[str, Any] = json.loads((Path(cells[cell_id]) / "stack.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise TargetError(f"cell {cell_id}'s state can't be read: is the local stack running?") from exc
+    return found
 
 
 def _operator(state: dict[str, Any]) -> tuple[str, str]:

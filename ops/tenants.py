@@ -84,7 +84,14 @@ from ops.api_keys import ApiKeyError, ApiKeys, KeyRetired, offboarded_at
 from ops.cell_move import CellMover
 from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
 from ops.move import DEFAULT_DRAIN_SECONDS, DEFAULT_RATE, DEFAULT_WORKERS, MAX_MOVE_WORKERS, MoveError, Mover
-from ops.stack_target import TargetError, _local_state, add_target_arguments, api_keys_target, dynamodb_target
+from ops.stack_target import (
+    TargetError,
+    _local_state,
+    _set_state,
+    add_target_arguments,
+    api_keys_target,
+    dynamodb_target,
+)
 from ops.tenant_data import offboarded_key
 from support_tickets.core import keys
 from support_tickets.core.digits import is_digits
@@ -489,7 +496,7 @@ def _control_plane(args: argparse.Namespace) -> tuple[MoveDirectory | None, Call
 
     if not args.local:
         return None, None
-    state = _local_state(args)
+    state = _set_state(args)
     if "directory_table" not in state:
         return None, None
     routes = local_routes(state)

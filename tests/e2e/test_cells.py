@@ -7,7 +7,8 @@ a prefix of the other) land in different cells, both ways; through the router ea
 creates and reads its tickets, served by its own cell. A route that is stale or
 forged (the store sending a tenant to the other cell) is answered 503
 ``TENANT_MOVING`` with ``Retry-After`` by that cell, which serves nothing of it.
-``make cells`` lists both cells with their tenants. A tenant moved to the other cell
+``make cells`` lists both cells with their tenants, and a command that names a tenant
+(``make tenant``, ``make export``) acts on its cell. A tenant moved to the other cell
 with ``make tenant CELL=`` while its clients write through the router keeps every
 write the API acknowledged, each as its client last made it, its clients refused only
 503 ``TENANT_MOVING`` (with ``Retry-After``) for at most the move's write pause
@@ -159,6 +160,14 @@ def test_tenants_1_and_10_are_placed_in_different_cells_both_ways_and_each_is_se
         own = http("GET", f"{cell_state(cells, tenant.cell)['api_url']}/tickets", token=tenant.token)
         assert [item["ticket_id"] for item in own.body["items"]] == [created.body["ticket_id"]]
         assert_moving(http("GET", f"{cell_state(cells, other(tenant.cell))['api_url']}/tickets", token=tenant.token))
+        # and a command that names the tenant acts on its cell (make tenant, make export)
+        state = str(cells.state_dir / STATE_FILE)
+        shown = run_main("ops.tenants", "--tenant", tenant.tenant_id, "--local", "--local-state", state)
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["tenant_id"] == tenant.tenant_id
+        exported = run_main("ops.export", "--tenant", tenant.tenant_id, "--local", "--local-state", state)
+        assert exported.returncode == 0, exported.stderr
+        assert created.body["ticket_id"] in exported.stdout
 
 
 def test_a_stale_route_is_answered_by_that_cell_with_503_and_never_served(
