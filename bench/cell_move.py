@@ -185,18 +185,17 @@ def cell_move_markdown(moved: dict[str, Any]) -> list[str]:
     for row in moved["rows"]:
         left = row["left_in_source"] if not row["left_in_source"] else f"**{row['left_in_source']} (a bug)**"
         lines.append(f"| {row['tickets']:,} | {move_figures(row)} | {row['authorizer_cache_wait_seconds']} | {left} |")
-    lines += writes_table(moved["rows"]) + pause_table(moved["rows"])
+    lines += writes_table(moved["rows"]) + pause_table(moved["rows"], "Where the pause went, as above:")
     lines += [
         "",
-        f"How: `python -m bench --cell-move-only` starts two cells (`--cells 2`, their authorizer caches {cache:g} s), "
-        f"places a tenant in {SOURCE}, fills it as [the dedicated move](#moving-a-tenant-into-its-own-table) does and "
-        f"moves it to {DEST}'s pool with `ops.cell_move` (`make tenant CELL=`), one writer sending "
-        f"{moved['writer_rate']:g} writes/s through the router; the figures are that section's, the copy's "
-        f"seconds without the {moved['phase_seconds']:.0f} s wait before it. Then {DEST} must hold every "
-        f"acknowledged write and {SOURCE} nothing of the tenant (a keys-only Scan, no record). The cache wait is the "
-        f"mover's, from {DEST}'s ARRIVING record until the catch-up, for answers its authorizer cached: the copy "
-        "hides it here. In AWS it is the template's `ReauthorizeEvery` (300 s), added to the whole move wherever the "
-        "copy is shorter; writes stay open meanwhile.",
+        f"How: `python -m bench --cell-move-only` runs two cells (`--cells 2`, authorizer caches {cache:g} s), fills "
+        f"a tenant in {SOURCE} as [the dedicated move](#moving-a-tenant-into-its-own-table) does and moves it to "
+        f"{DEST}'s pool with `ops.cell_move` while one writer sends {moved['writer_rate']:g} writes/s through the "
+        f"router; figures as there, the copy's seconds without the {moved['phase_seconds']:.0f} s wait before it. "
+        f"Then {DEST} must hold every acknowledged write, {SOURCE} nothing of the tenant (a keys-only Scan, no "
+        f"record). The cache wait (from {DEST}'s ARRIVING record to the catch-up, for answers its authorizer cached) "
+        "hides behind the copy here; in AWS it is the template's `ReauthorizeEvery`, 300 s, added to the whole move "
+        "where the copy is shorter, writes open meanwhile.",
     ]
     measured = {row["tickets"] for row in moved["rows"]}
     missing = [f"{size:,}" for size in SIZES if size not in measured]

@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from bench.fill import BATCH, ticket_items
 from bench.move_writers import WRITER_RATE, Writers, chunks, local_sender, report, verify
@@ -400,15 +400,20 @@ def writes_table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def pause_table(rows: list[dict[str, Any]]) -> list[str]:
+PAUSE_TABLE_INTRO: Final = (
+    "Where the pause went (seconds; a step's time summed over the threads that ran it; the mover's DynamoDB calls in "
+    "the pause, their number and median):"
+)
+
+
+def pause_table(rows: list[dict[str, Any]], intro: str = PAUSE_TABLE_INTRO) -> list[str]:
     """Where each timed row's write pause went (none timed: no lines)."""
     lines: list[str] = []
     timed = [row for row in rows if row.get("pause_breakdown")]
     if timed:
         lines += [
             "",
-            "Where the pause went (seconds; a step's time summed over the threads that ran it; the mover's DynamoDB "
-            "calls in the pause, their number and median):",
+            intro,
             "",
             "| tickets | writers | tickets synced | events synced | sync | marks read | events read | partitions "
             "visited | recount | record writes | waits | DynamoDB calls (median ms) |",
