@@ -11,7 +11,8 @@ what tenant isolation mode costs (bench/isolation.py). ``--move-only`` moves
 tenants of 1,000 and 10,000 tickets into their own tables (bench/move.py), beside
 ``--move-writers`` clients writing to each (bench/move_writers.py): a
 whole run keeps the figures of the last ``--move-only`` run, as it does not
-move anyone itself.
+move anyone itself. ``--cell-move-only`` moves tenants of the same sizes from one
+cell to another under a writer (bench/cell_move.py), kept by a whole run likewise.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from bench.aggregation import AGGREGATOR, run_aggregation
 from bench.authorizer import run_authorizer
 from bench.callers import run_callers
+from bench.cell_move import SERVE_ARGUMENTS, run_cell_move
 from bench.charts import write_charts
 from bench.cold import run_cold
 from bench.cost import PRICES, aggregation_cost, route_costs
@@ -123,12 +125,8 @@ def _measure(
     if args.isolation_only:
         results["isolation"] = _isolation(stack, args, specs, prefix)
         return results
-    if args.move_only:  # its own date: the other sections keep their run's
-        sizes = tuple(int(size) for size in args.move_tickets.split(","))
-        writers = tuple(int(count) for count in args.move_writers.split(","))
-        moved = run_move(stack, sizes=sizes, writers=writers, tenant_prefix=f"{prefix}-v")
-        results["move"] = {**moved, "machine": machine()}
-        results["move"]["machine"]["command"] = "python -m bench --move-only"
+    if args.move_only or args.cell_move_only:
+        results.update(_moves(stack, args, prefix))
         return results
     phase("filling the table")
     results["table"] = fill_table(
@@ -164,6 +162,18 @@ def _measure(
     results["webhooks"] = _webhooks(stack, args, specs, prefix)
     results["isolation"] = _isolation(stack, args, specs, prefix)
     return results
+
+
+def _moves(stack: StackProcess, args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """``--move-only``'s or ``--cell-move-only``'s section, each with its own date (the others keep their run's)."""
+    if args.cell_move_only:
+        sizes = tuple(int(size) for size in args.cell_move_tickets.split(","))
+        moved = run_cell_move(stack, sizes=sizes, tenant_prefix=f"{prefix}-k")
+        return {"cell_move": {**moved, "machine": {**machine(), "command": "python -m bench --cell-move-only"}}}
+    sizes = tuple(int(size) for size in args.move_tickets.split(","))
+    writers = tuple(int(count) for count in args.move_writers.split(","))
+    moved = run_move(stack, sizes=sizes, writers=writers, tenant_prefix=f"{prefix}-v")
+    return {"move": {**moved, "machine": {**machine(), "command": "python -m bench --move-only"}}}
 
 
 def _isolation(stack: StackProcess, args: argparse.Namespace, specs: dict[str, FunctionSpec], prefix: str) -> Any:
@@ -245,6 +255,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default="1",
         help="clients writing to each moving tenant (5 writes/s each; 0: none); comma-separated: a move per count",
     )
+    parser.add_argument(
+        "--cell-move-only",
+        action="store_true",
+        help="only the moves of tenants between two cells, put into the results already in --out",
+    )
+    parser.add_argument(
+        "--cell-move-tickets", default="1000,10000", help="the tenants moved between cells' ticket counts"
+    )
     parser.add_argument("--isolation-tenants", type=int, default=5, help="tenants per function in the isolation runs")
     parser.add_argument(
         "--isolation-share", type=float, default=DEFAULT_SHARE, help="the share of a function's bill priced against"
@@ -277,7 +295,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         or not (args.out / "results.json").is_file()
     ):
         parser.error(f"--move-only needs the results of a whole run in {args.out / 'results.json'}, alone")
-    if only or args.isolation_only or args.move_only:
+    others = args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only or args.move_only
+    if args.cell_move_only and (others or not (args.out / "results.json").is_file()):
+        parser.error(f"--cell-move-only needs the results of a whole run in {args.out / 'results.json'}, alone")
+    if only or args.isolation_only or args.move_only or args.cell_move_only:
         args.skip_cold = True
     if args.quick:
         args.warm_runs, args.cold_runs = 2, 1
@@ -306,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         "heat_fraction": args.heat_fraction,
     }
     results: dict[str, Any] = {"machine": machine(), "method": METHOD, "parameters": parameters}
-    alone = args.cold_only or args.metering_only or args.webhooks_only or args.isolation_only or args.move_only
+    alone = (
+        args.cold_only
+        or args.metering_only
+        or args.webhooks_only
+        or args.isolation_only
+        or args.move_only
+        or args.cell_move_only
+    )
     if alone:
         # The earlier run's sections and parameters, with this run's cold starts, metering, webhooks, isolation
         # or moves.
@@ -315,14 +343,14 @@ def main(argv: list[str] | None = None) -> int:
             earlier["parameters"]["cold_runs"] = args.cold_runs
         results = {**earlier, "method": METHOD}
     elif not args.quick and (args.out / "results.json").is_file():
-        # A whole run moves nobody: the last --move-only run's figures stay.
-        earlier_move = json.loads((args.out / "results.json").read_text(encoding="utf-8")).get("move")
-        if earlier_move is not None:
-            results["move"] = earlier_move
+        # A whole run moves nobody: the last --move-only and --cell-move-only runs' figures stay.
+        earlier = json.loads((args.out / "results.json").read_text(encoding="utf-8"))
+        results.update({name: earlier[name] for name in ("move", "cell_move") if name in earlier})
     progress("starting the local stack")
     phase = _phases(args, started)
     # The webhook queue's event source at the template's MaximumConcurrency (make dev keeps 4).
-    with stack_process("--queue-concurrency", str(queue_concurrency())) as stack:
+    serve = SERVE_ARGUMENTS if args.cell_move_only else ("--queue-concurrency", str(queue_concurrency()))
+    with stack_process(*serve) as stack:
         results.update(_measure(stack, args, specs, prefix, phase))
     if not alone:
         # In memory, after the local stack has stopped: it needs no emulator.

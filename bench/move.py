@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from bench.fill import BATCH, ticket_items
 from bench.move_writers import WRITER_RATE, Writers, chunks, local_sender, report, verify
@@ -44,7 +44,7 @@ from bench.stackproc import StackProcess
 from bench.warm import progress
 from local_stack.running_stack import local_admin
 from ops.dedicated import deploy_to_local
-from ops.move import DEFAULT_RATE, DEFAULT_WORKERS, Mover
+from ops.move import DEFAULT_RATE, DEFAULT_WORKERS, Mover, Outcome
 from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.core.ids import new_id
@@ -256,11 +256,7 @@ def _one_move(stack: StackProcess, api_keys: Any, tenant: str, *, tickets: int, 
     mover.count_calls(admin.client)
     send = local_sender(str(stack.state["api_url"]), stack.token(tenant, f"writer-{tenant}"))
     clients = Writers(send, ticket_ids, writers=writer_count)
-    clients.start()
-    writing = time.monotonic()
-    if writer_count:
-        while clients.acknowledged() < 5 and time.monotonic() - writing < WRITERS_WARMUP_S:
-            time.sleep(0.5)
+    writing = start_writers(clients)
     load = os.getloadavg()[0]
     progress(f"move: {tenant} into its own table, {writer_count} writer(s) (load average {load:.1f})")
     started = time.monotonic()
@@ -271,11 +267,37 @@ def _one_move(stack: StackProcess, api_keys: Any, tenant: str, *, tickets: int, 
         mover.stop_counting(admin.client)
     seconds = time.monotonic() - started
     assert outcome.record.placement == "dedicated", log.getvalue()
+    row = outcome_row(outcome, mover, tickets=tickets, written=written, seconds=seconds, load=load)
+    row["writers"] = writer_count
+    if writer_count:
+        written_tickets = {write.ticket_id for write in clients.writes if write.acknowledged and write.ticket_id}
+        new_table = str(outcome.record.table)
+        lost = verify(clients.writes, stored_tickets(stack, new_table, tenant, written_tickets))
+        row["writes"] = report(clients.writes, lost, seconds=time.monotonic() - writing)
+        if lost:
+            progress(f"move: BUG: {len(lost)} acknowledged write(s) LOST in {new_table}: {lost[:5]}")
+    progress(f"move: {row}")
+    return row
+
+
+def start_writers(clients: Writers) -> float:
+    """The writers started, and once they write (their functions warm), when they started."""
+    clients.start()
+    writing = time.monotonic()
+    if clients.writers:
+        while clients.acknowledged() < 5 and time.monotonic() - writing < WRITERS_WARMUP_S:
+            time.sleep(0.5)
+    return writing
+
+
+def outcome_row(
+    outcome: Outcome, mover: TimedMover, *, tickets: int, written: int, seconds: float, load: float
+) -> dict[str, Any]:
+    """The figures of one move (``seconds``: the whole move; ``load``: the load average before it)."""
     assert outcome.copy_seconds is not None
     assert outcome.pause_seconds is not None
-    row: dict[str, Any] = {
+    return {
         "tickets": tickets,
-        "writers": writer_count,
         "items_filled": written,
         "items_copied": outcome.copied,
         "copy_seconds": round(outcome.copy_seconds, 1),
@@ -294,15 +316,6 @@ def _one_move(stack: StackProcess, api_keys: Any, tenant: str, *, tickets: int, 
         "load_average": round(load, 1),
         "load_average_after": round(os.getloadavg()[0], 1),
     }
-    if writer_count:
-        written_tickets = {write.ticket_id for write in clients.writes if write.acknowledged and write.ticket_id}
-        new_table = str(outcome.record.table)
-        lost = verify(clients.writes, stored_tickets(stack, new_table, tenant, written_tickets))
-        row["writes"] = report(clients.writes, lost, seconds=time.monotonic() - writing)
-        if lost:
-            progress(f"move: BUG: {len(lost)} acknowledged write(s) LOST in {new_table}: {lost[:5]}")
-    progress(f"move: {row}")
-    return row
 
 
 def move_markdown(move: dict[str, Any]) -> list[str]:
@@ -316,52 +329,8 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in move["rows"]:
-        lines.append(
-            f"| {row['tickets']:,} | {row.get('writers', 0)} | {row['items_copied']:,} | {row['copy_seconds']} | "
-            f"{row['copy_items_per_second']:,} | {row['pause_seconds']} | {row['sync_seconds']} | "
-            f"{row['move_seconds']} | {row['load_average']} |"
-        )
-    written = [row for row in move["rows"] if row.get("writes")]
-    if written:
-        lines += [
-            "",
-            "| tickets | writers | writes (/s) | acknowledged | 503 TENANT_MOVING answers | other answers "
-            "| longest wait, first 503 to success (s) | acknowledged writes lost |",
-            "|---:|---:|---:|---:|---:|---|---:|---:|",
-        ]
-        for row in written:
-            writes = row["writes"]
-            others = ", ".join(f"{label}: {count}" for label, count in writes["other_answers"].items()) or "none"
-            lost = writes["lost"] if not writes["lost"] else f"**{writes['lost']} (a bug)**"
-            lines.append(
-                f"| {row['tickets']:,} | {row['writers']} | {writes['writes']:,} ({writes['writes_per_second']}) | "
-                f"{writes['acknowledged']:,} | {writes['moving_answers']:,} | {others} | "
-                f"{writes['longest_wait_seconds']} | {lost} |"
-            )
-    timed = [row for row in move["rows"] if row.get("pause_breakdown")]
-    if timed:
-        lines += [
-            "",
-            "Where the pause went (seconds; a step's time summed over the threads that ran it; the mover's DynamoDB "
-            "calls in the pause, their number and median):",
-            "",
-            "| tickets | writers | tickets synced | events synced | sync | marks read | events read | partitions "
-            "visited | recount | record writes | waits | DynamoDB calls (median ms) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        for row in timed:
-            steps = row["pause_breakdown"]["steps_seconds"]
-            calls = row["pause_breakdown"]["calls"]
-            total = sum(call["count"] for call in calls.values())
-            slowest = sorted(calls.items(), key=lambda pair: -pair[1]["seconds"])[:3]
-            named = ", ".join(f"{name} {call['count']} ({call['median_ms']})" for name, call in slowest)
-            named = f"{total}: {named}" if calls else "not recorded"
-            lines.append(
-                f"| {row['tickets']:,} | {row.get('writers', 0)} | {row.get('sync_tickets', '')} | "
-                f"{row.get('sync_events', '')} | {steps['_sync']} | {steps['_marked']} | {steps['_sync_events']} | "
-                f"{steps['_visit_all']} | {steps['_recount']} | {steps['_write']} | {steps['_wait_until']} | "
-                f"{named} |"
-            )
+        lines.append(f"| {row['tickets']:,} | {row.get('writers', 0)} | {move_figures(row)} | {row['load_average']} |")
+    lines += writes_table(move["rows"]) + pause_table(move["rows"])
     lines += [
         "",
         f"How: `python -m bench --move-only` moves a tenant of N tickets with a comment each with `ops.move` at its "
@@ -397,6 +366,72 @@ def move_markdown(move: dict[str, Any]) -> list[str]:
             "erase each read one partition per ticket, so their times grow with the tickets from the rows above.",
         ]
     lines.append("")
+    return lines
+
+
+def move_figures(row: dict[str, Any]) -> str:
+    """A row's items copied, copy (s and items/s), write pause, its sync and whole move: table cells."""
+    return (
+        f"{row['items_copied']:,} | {row['copy_seconds']} | {row['copy_items_per_second']:,} | "
+        f"{row['pause_seconds']} | {row['sync_seconds']} | {row['move_seconds']}"
+    )
+
+
+def writes_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The writers' answers of each row that had writers (none: no lines)."""
+    lines: list[str] = []
+    written = [row for row in rows if row.get("writes")]
+    if written:
+        lines += [
+            "",
+            "| tickets | writers | writes (/s) | acknowledged | 503 TENANT_MOVING answers | other answers "
+            "| longest wait, first 503 to success (s) | acknowledged writes lost |",
+            "|---:|---:|---:|---:|---:|---|---:|---:|",
+        ]
+        for row in written:
+            writes = row["writes"]
+            others = ", ".join(f"{label}: {count}" for label, count in writes["other_answers"].items()) or "none"
+            lost = writes["lost"] if not writes["lost"] else f"**{writes['lost']} (a bug)**"
+            lines.append(
+                f"| {row['tickets']:,} | {row['writers']} | {writes['writes']:,} ({writes['writes_per_second']}) | "
+                f"{writes['acknowledged']:,} | {writes['moving_answers']:,} | {others} | "
+                f"{writes['longest_wait_seconds']} | {lost} |"
+            )
+    return lines
+
+
+PAUSE_TABLE_INTRO: Final = (
+    "Where the pause went (seconds; a step's time summed over the threads that ran it; the mover's DynamoDB calls in "
+    "the pause, their number and median):"
+)
+
+
+def pause_table(rows: list[dict[str, Any]], intro: str = PAUSE_TABLE_INTRO) -> list[str]:
+    """Where each timed row's write pause went (none timed: no lines)."""
+    lines: list[str] = []
+    timed = [row for row in rows if row.get("pause_breakdown")]
+    if timed:
+        lines += [
+            "",
+            intro,
+            "",
+            "| tickets | writers | tickets synced | events synced | sync | marks read | events read | partitions "
+            "visited | recount | record writes | waits | DynamoDB calls (median ms) |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for row in timed:
+            steps = row["pause_breakdown"]["steps_seconds"]
+            calls = row["pause_breakdown"]["calls"]
+            total = sum(call["count"] for call in calls.values())
+            slowest = sorted(calls.items(), key=lambda pair: -pair[1]["seconds"])[:3]
+            named = ", ".join(f"{name} {call['count']} ({call['median_ms']})" for name, call in slowest)
+            named = f"{total}: {named}" if calls else "not recorded"
+            lines.append(
+                f"| {row['tickets']:,} | {row.get('writers', 0)} | {row.get('sync_tickets', '')} | "
+                f"{row.get('sync_events', '')} | {steps['_sync']} | {steps['_marked']} | {steps['_sync_events']} | "
+                f"{steps['_visit_all']} | {steps['_recount']} | {steps['_write']} | {steps['_wait_until']} | "
+                f"{named} |"
+            )
     return lines
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.authorizer import markdown as authorizer_markdown
+from bench.cell_move import cell_move_markdown
 from bench.charts import CHART_TITLES
 from bench.cost import cells_cost, dedicated_fixed_cost, perimeter_fixed_cost
 from bench.heat import markdown as heat_markdown
@@ -744,6 +745,7 @@ def markdown(results: dict[str, Any], charts: Sequence[str] = ()) -> str:
         *(webhooks_markdown(results["webhooks"]) if "webhooks" in results else []),
         *(isolation_markdown(results["isolation"]) if "isolation" in results else []),
         *(move_markdown(results["move"]) if "move" in results else []),
+        *(cell_move_markdown(results["cell_move"]) if "cell_move" in results else []),
     ]
     if charts:
         lines += [
