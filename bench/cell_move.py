@@ -179,23 +179,22 @@ def cell_move_markdown(moved: dict[str, Any]) -> list[str]:
         "## Moving a tenant between cells",
         "",
         "| tickets | items copied | copy (s) | copy (items/s) | write pause (s) | of which sync (s) | whole move (s) "
-        f"| cache wait (s), of {cache:g} | items left in {SOURCE} |",
+        f"| cache wait (s) | left in {SOURCE} |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in moved["rows"]:
         left = row["left_in_source"] if not row["left_in_source"] else f"**{row['left_in_source']} (a bug)**"
         lines.append(f"| {row['tickets']:,} | {move_figures(row)} | {row['authorizer_cache_wait_seconds']} | {left} |")
-    lines += writes_table(moved["rows"]) + pause_table(moved["rows"], "Where the pause went, as above:")
+    lines += writes_table(moved["rows"]) + pause_table(moved["rows"], "The pause:")
     lines += [
         "",
-        f"How: `python -m bench --cell-move-only` runs two cells (`--cells 2`, authorizer caches {cache:g} s), fills "
-        f"a tenant in {SOURCE} as [the dedicated move](#moving-a-tenant-into-its-own-table) does and moves it to "
-        f"{DEST}'s pool with `ops.cell_move` while one writer sends {moved['writer_rate']:g} writes/s through the "
-        f"router; figures as there, the copy's seconds without the {moved['phase_seconds']:.0f} s wait before it. "
-        f"Then {DEST} must hold every acknowledged write, {SOURCE} nothing of the tenant (a keys-only Scan, no "
-        f"record). The cache wait (from {DEST}'s ARRIVING record to the catch-up, for answers its authorizer cached) "
-        "hides behind the copy here; in AWS it is the template's `ReauthorizeEvery`, 300 s, added to the whole move "
-        "where the copy is shorter, writes open meanwhile.",
+        "How: `python -m bench --cell-move-only` moves a tenant, filled as [the dedicated "
+        f"move](#moving-a-tenant-into-its-own-table) fills one, from {SOURCE}'s pool to {DEST}'s (`--cells 2`, "
+        f"`ops.cell_move`), one writer sending {moved['writer_rate']:g} writes/s through the router; figures as "
+        f"there, the copy's without the {moved['phase_seconds']:.0f} s wait before it. {DEST} must then hold every "
+        f"acknowledged write, {SOURCE} nothing. The cache wait, for {DEST}'s authorizer cache ({cache:g} s here), "
+        "runs from its ARRIVING record, behind the copy; in AWS it is `ReauthorizeEvery`'s 300 s, added to the whole "
+        "move where the copy is shorter, writes open meanwhile.",
     ]
     measured = {row["tickets"] for row in moved["rows"]}
     missing = [f"{size:,}" for size in SIZES if size not in measured]

@@ -62,13 +62,14 @@ def test_the_section_has_its_table_the_writers_answers_and_where_the_pause_went(
     text = "\n".join(cell_move_markdown(moved([row(1_000)])))
     assert text.startswith("## Moving a tenant between cells\n")
     assert "| 1,000 | 6,017 | 41.3 | 146 | 3.4 | 1.4 | 190.2 | 0.0 | 0 |" in text
-    assert "| cache wait (s), of 2 | items left in cell-a |" in text
+    assert "| cache wait (s) | left in cell-a |" in text
+    assert "for cell-b's authorizer cache (2 s here)" in text
     assert "| 1,000 | 1 | 950 (4.9) | 950 | 23 | none | 4.1 | 0 |" in text
-    assert "Where the pause went, as above:" in text
+    assert "The pause:" in text
     assert "| 1,000 | 1 |  |  | 0.5 | 0.5 |" in text
     assert "(#moving-a-tenant-into-its-own-table)" in text
     assert "without the 65 s wait before it" in text
-    assert "`ReauthorizeEvery`, 300 s, added to the whole move where the copy is shorter, writes open" in text
+    assert "`ReauthorizeEvery`'s 300 s, added to the whole move where the copy is shorter, writes open" in text
     assert "Not measured in this run (`--cell-move-tickets`): 10,000 tickets." in text
 
 
