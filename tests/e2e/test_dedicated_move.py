@@ -28,7 +28,14 @@ from ops.tenants import TenantAdmin
 from support_tickets.core import keys
 from support_tickets.data.placement import MOVING_TTL_SECONDS
 from tests.depth import DEEP
-from tests.e2e.conftest import BACKGROUND_PK_MARKS, TENANT_CONFIG_TTL_SECONDS, RunningStack, new_tenant_id, run_main
+from tests.e2e.conftest import (
+    BACKGROUND_PK_MARKS,
+    TENANT_CONFIG_TTL_SECONDS,
+    Response,
+    RunningStack,
+    new_tenant_id,
+    run_main,
+)
 
 WRITERS = 2
 # Each client paces its writes (the emulator serves them, the stream functions and the mover in
@@ -93,17 +100,16 @@ class Writer:
             self.comments[ticket] += 1
 
 
-def moving_while_written(stack: RunningStack, writers: list[Writer], move: Any) -> Any:
-    """``move()`` while the writers write (and one reader reads); what it returned."""
+def moving_while_written(stack: RunningStack, writers: list[Writer], move: Any) -> tuple[Any, list[Response]]:
+    """``move()`` while the writers write (and one reader reads); what it returned, and
+    every answer the reader got."""
     stop = threading.Event()
     threads = [threading.Thread(target=writer.run, args=(stop,)) for writer in writers]
-    failed_reads: list[int] = []
+    reads: list[Response] = []
 
     def read() -> None:
         while not stop.is_set():
-            status = stack.request("GET", "/tickets?status=OPEN", token=writers[0].token).status
-            if status != 200:
-                failed_reads.append(status)
+            reads.append(stack.request("GET", "/tickets?status=OPEN", token=writers[0].token))
             time.sleep(PACE_SECONDS)
 
     threads.append(threading.Thread(target=read))
@@ -117,8 +123,11 @@ def moving_while_written(stack: RunningStack, writers: list[Writer], move: Any) 
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
-    assert failed_reads == []
-    return result
+    return result, reads
+
+
+def assert_reads_never_failed(reads: list[Response]) -> None:
+    assert [read.status for read in reads if read.status != 200] == []
 
 
 def assert_acknowledged_writes_there(stack: RunningStack, writers: list[Writer], admin: str) -> None:
@@ -201,7 +210,8 @@ def test_a_tenant_moves_to_its_own_table_and_back_while_its_clients_write(stack:
         drain_seconds=DRAIN_SECONDS,
         checkpoint=reached,
     )
-    outcome = moving_while_written(stack, writers, lambda: mover.move(tenant, "dedicated"))
+    outcome, reads = moving_while_written(stack, writers, lambda: mover.move(tenant, "dedicated"))
+    assert_reads_never_failed(reads)
 
     # Then it is there, every acknowledged write with it, paused only while switching
     own = str(outcome.record.table)
@@ -216,7 +226,7 @@ def test_a_tenant_moves_to_its_own_table_and_back_while_its_clients_write(stack:
     # When it moves back to the pool with the command, while its clients write
     for writer in writers:
         writer.refused.clear()
-    result = moving_while_written(
+    result, reads = moving_while_written(
         stack,
         writers,
         lambda: run_main(
@@ -234,6 +244,7 @@ def test_a_tenant_moves_to_its_own_table_and_back_while_its_clients_write(stack:
             str(DRAIN_SECONDS),
         ),
     )
+    assert_reads_never_failed(reads)
 
     # Then it is in the pool, every acknowledged write with it, its own table empty
     assert result.returncode == 0, result.stderr
