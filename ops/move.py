@@ -232,7 +232,10 @@ MAX_MOVE_WORKERS: Final = 64
 # than that writes into the old table after it was erased: its IteratorAge
 # alarm says so (docs/operations.md).
 DEFAULT_DRAIN_SECONDS: Final = 60.0
+# A trailing pass every 5 s, or more often within a shorter drain (the local stack's few
+# seconds): at least TRAILING_PASSES_PER_DRAIN passes look within the drain.
 TRAILING_PASS_SECONDS: Final = 5.0
+TRAILING_PASSES_PER_DRAIN: Final = 5
 HEARTBEAT_SECONDS: Final = 5.0
 # A mover that has not written the record for this long is presumed stopped.
 STALE_SECONDS: Final = 30.0
@@ -1120,9 +1123,10 @@ class Mover:
     def _drain(self, old: TenantTable, new: TenantTable, placed_at: int) -> int:
         """Trailing copies, until one copies nothing after the drain."""
         since = placed_at - trailing_horizon_seconds()
+        every = max(min(TRAILING_PASS_SECONDS, self.drain_seconds / TRAILING_PASSES_PER_DRAIN), 0.5)
         self._note(
-            f"trailing copy: every {TRAILING_PASS_SECONDS:.0f} s until a pass finds nothing, "
-            f"{self.drain_seconds:.0f} s after the switch at the earliest"
+            f"trailing copy: every {every:g} s until a pass finds nothing, "
+            f"{self.drain_seconds:g} s after the switch at the earliest"
         )
         total, drained_at = 0, placed_at + self.drain_seconds
         while True:
@@ -1132,9 +1136,7 @@ class Mover:
             if copied == 0 and now >= drained_at:
                 return total
             # After a pass that copied nothing, the next one is the last if it comes at the drain's end.
-            self._wait_until(
-                now + (TRAILING_PASS_SECONDS if copied else min(TRAILING_PASS_SECONDS, drained_at - now)), ""
-            )
+            self._wait_until(now + (every if copied else min(every, drained_at - now)), "")
 
     def _trailing_copy(self, old: TenantTable, new: TenantTable, since: int, placed_at: int) -> int:
         """One pass: what the old table has of the append-only kinds and the new lacks."""
