@@ -38,11 +38,14 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   (it reads every ARN as a stage's); with the fix the key's tags are added or
   updated, listed (GetTags, GetApiKey, GetApiKeys) and removed, an unknown
   key is NotFoundException, and a stage's ARN is still moto's.
+- Actions: plain moto lists the response class's members on every request;
+  with the fix once per class, and every action is still found.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -60,6 +63,7 @@ from moto.sqs import models as sqs_models
 
 from local_stack.emulator import moto_fixes
 from local_stack.emulator.moto_fixes import (
+    ACTIONS_FOUND_WITHOUT_LISTING_THE_CLASS,
     API_KEYS_TAKE_TAGS,
     ATOMIC_REQUESTS,
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
@@ -1118,3 +1122,36 @@ def test_an_api_key_takes_tags_lists_them_and_loses_them(aws: None) -> None:
         apigateway.tag_resource(resourceArn=_api_key_arn("nope"), tags={"a": "b"})
     with pytest.raises(ClientError, match="Invalid Rest API Id"):
         apigateway.tag_resource(resourceArn=f"arn:aws:apigateway:{REGION}::/restapis/x/stages/prod", tags={"a": "b"})
+
+
+# ---------------------------------------------------------------- actions found without listing the class
+@pytest.fixture
+def class_listings(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The classes whose members moto lists (``inspect.getmembers`` as moto calls it)."""
+    listed: list[object] = []
+    original = inspect.getmembers
+
+    def getmembers(target: object, predicate: Any = None) -> Any:
+        listed.append(target)
+        return original(target, predicate)
+
+    monkeypatch.setattr(inspect, "getmembers", getmembers)  # the module moto.core.utils calls
+    return listed
+
+
+def test_in_plain_moto_every_request_lists_its_response_class(aws: None, class_listings: list[object]) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    with ACTIONS_FOUND_WITHOUT_LISTING_THE_CLASS.removed():
+        for _ in range(3):
+            sqs.list_queues()
+    assert len(class_listings) >= 3
+
+
+def test_a_response_class_is_listed_once_and_every_action_still_found(aws: None, class_listings: list[object]) -> None:
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    dynamodb.list_tables()
+    dynamodb.list_tables()
+    dynamodb.describe_limits()
+    assert len(class_listings) <= 1  # none if an earlier test listed DynamoDB's already
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        dynamodb.describe_table(TableName="absent")
