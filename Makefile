@@ -90,22 +90,27 @@ events: $(STAMP) ## while make dev runs: .local/events/ = events/ with fresh tok
 	@$(PY) -m local_stack events
 
 # USERS and ADMINS: one argument each; the command splits them at blanks (user names have none).
-$(call takes,onboard,TENANT USERS ADMINS STACK REGION)
-onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> [REGION=<r>]]
+# CONTROL_PLANE: deployed cells' control plane stack (docs/cells.md, "Deploying"); onboarding places the tenant.
+$(call takes,onboard,TENANT USERS ADMINS STACK CONTROL_PLANE REGION)
+onboard: $(STAMP) ## create tenant users: make onboard TENANT=<t> USERS="a b" [ADMINS="c"] [STACK=<stack> | CONTROL_PLANE=<stack>] [REGION=<r>]
 	@$(PY) -m local_stack onboard --tenant="$$TENANT" --users="$$USERS" $(if $(ADMINS),--admins="$$ADMINS",) \
-	  $(if $(STACK),--stack="$$STACK",) $(if $(REGION),--region="$$REGION",)
+	  $(if $(STACK),--stack="$$STACK",) $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",) \
+	  $(if $(REGION),--region="$$REGION",)
 
-$(call takes,cells,DAY)
-cells: $(STAMP) ## with make dev CELLS=<n>: each cell's tenants, usage of the day and room: make cells [DAY=YYYY-MM-DD]
-	@$(PY) -m ops.cell_report --local $(if $(DAY),--day="$$DAY",)
+# REGISTER: deployed cells' stacks, written into the directory first (one argument; split at blanks).
+$(call takes,cells,DAY CONTROL_PLANE REGISTER REGION)
+cells: $(STAMP) ## each cell's tenants, usage of the day and room (make dev CELLS=<n>, or deployed): make cells [DAY=YYYY-MM-DD] [CONTROL_PLANE=<stack> [REGISTER="<cell stack>..."] [REGION=<r>]]
+	@$(PY) -m ops.cell_report $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",--local) \
+	  $(if $(REGISTER),--register="$$REGISTER",) $(if $(REGION),--region="$$REGION",) $(if $(DAY),--day="$$DAY",)
 
-$(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT CELL MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK REGION)
-tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated] [CELL=<cell>] [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>] [STACK=<stack> [REGION=<r>]]
+$(call takes,tenant,TENANT SHARDS TIER STATUS PLACEMENT CELL MOVE_WORKERS MOVE_RATE DRAIN_SECONDS STACK CONTROL_PLANE REGION)
+tenant: $(STAMP) ## show or change a tenant record: make tenant TENANT=<t> [SHARDS=<1-64>] [TIER=<tier>] [STATUS=ACTIVE|SUSPENDED] [PLACEMENT=pool|dedicated] [CELL=<cell>] [MOVE_WORKERS=<1-64>] [MOVE_RATE=<items/s>] [DRAIN_SECONDS=<s>] [STACK=<stack> [CONTROL_PLANE=<stack>] [REGION=<r>]]
 	@$(PY) -m ops.tenants --tenant="$$TENANT" $(if $(SHARDS),--shards="$$SHARDS",) $(if $(TIER),--tier="$$TIER",) \
 	  $(if $(STATUS),--status="$$STATUS",) $(if $(PLACEMENT),--placement="$$PLACEMENT",) $(if $(CELL),--cell="$$CELL",) \
 	  $(if $(MOVE_WORKERS),--move-workers="$$MOVE_WORKERS",) $(if $(MOVE_RATE),--move-rate="$$MOVE_RATE",) \
 	  $(if $(DRAIN_SECONDS),--drain-seconds="$$DRAIN_SECONDS",) \
-	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",) \
+	  $(if $(REGION),--region="$$REGION",)
 
 $(call takes,dedicated,TENANT STACK REGION)
 dedicated: $(STAMP) ## deploy a tenant's own table (no data moves: make tenant PLACEMENT=): make dedicated TENANT=<t> [STACK=<stack> [REGION=<r>]]

@@ -150,6 +150,9 @@ def command_line() -> argparse.ArgumentParser:
     board.add_argument("--admins", nargs="*", default=[], help="admin names (likewise)")
     board.add_argument("--stack", help="a deployed stack's name (default: the running local stack)")
     board.add_argument("--region", help="the deployed stack's region (default: your AWS configuration)")
+    board.add_argument(
+        "--control-plane", help="deployed cells: the control plane's stack (places the tenant; instead of --stack)"
+    )
 
     commands.add_parser("events", help="rewrite the sample events with fresh tokens (for sam local invoke)")
 
@@ -484,7 +487,8 @@ def _in_its_cell[Onboarded](
     directory places it in, or placed first in the cell with the most room
     (:func:`ops.cells.place_new`: the directory, then the cell, then the router's store).
     ``onboard`` gets that cell's state."""
-    from ops.cells import local_directory, local_routes, place_new
+    from ops.cells import place_new
+    from ops.control_plane import local_control_plane
 
     def in_cell(cell_id: str) -> Onboarded:
         cell_state = read_state(Path(state[CELLS_KEY][cell_id]))
@@ -492,7 +496,34 @@ def _in_its_cell[Onboarded](
             raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
         return onboard(cell_state)
 
-    placed, result = place_new(local_directory(state), local_routes(state), tenant_id, in_cell)
+    plane = local_control_plane(state)
+    if plane is None:
+        raise TargetError("the local stack runs no cells: start it with `make dev CELLS=2`")
+    placed, result = place_new(*plane, tenant_id, in_cell)
+    return placed.cell, result
+
+
+def _in_a_deployed_cell[Onboarded](
+    args: argparse.Namespace, onboard: Callable[[argparse.Namespace], Onboarded]
+) -> tuple[str, Onboarded]:
+    """With deployed cells (``--control-plane``): as :func:`_in_its_cell`, the directory
+    and the store the deployed control plane's; ``onboard`` gets the cell's stack as
+    the operator commands' target (the stack and Region its directory item names)."""
+    from ops.cells import place_new
+    from ops.control_plane import cell_stack_target, control_plane
+
+    target = argparse.Namespace(local=False, control_plane=args.control_plane, region=args.region)
+    plane = control_plane(target)
+    assert plane is not None  # a control plane is named
+    directory, routes = plane
+
+    def in_cell(cell_id: str) -> Onboarded:
+        cell = directory.cell(cell_id)
+        if cell is None:
+            raise CellsError(f"no cell {cell_id!r} in the directory")
+        return onboard(cell_stack_target(cell))
+
+    placed, result = place_new(directory, routes, args.tenant, in_cell)
     return placed.cell, result
 
 
@@ -524,9 +555,12 @@ def _onboard(args: argparse.Namespace) -> int:
     validate_tenant_id(args.tenant)  # before looking for the stack: a bad value is its own error
     for username in [*users, *admins]:
         validate_username(username)
-    state = None if args.stack else _running_state(args.state_dir)
+    if args.stack and args.control_plane:
+        raise TargetError("--control-plane places the tenant in one of its cells: leave out --stack")
+    deployed = args.stack or args.control_plane
+    state = None if deployed else _running_state(args.state_dir)
     if state is None:
-        pool = _deployed_pool(args.stack, args.region)
+        pool = _deployed_pool(deployed, args.region)
         where = f"stack {args.stack}"
     else:
         pool = _local_pool(state)
@@ -537,7 +571,11 @@ def _onboard(args: argparse.Namespace) -> int:
         outcomes = onboard(pool, args.tenant, users, admins)
         return outcomes, admin.ensure(args.tenant)
 
-    if state is not None and CELLS_KEY in state:
+    if args.control_plane:
+        refuse_taken(pool, args.tenant, [*users, *admins])
+        cell, (outcomes, record) = _in_a_deployed_cell(args, lambda target: onboard_with(_target_admin(target)))
+        where = f"cell {cell} of control plane {args.control_plane}"
+    elif state is not None and CELLS_KEY in state:
         refuse_taken(pool, args.tenant, [*users, *admins])
         cell, (outcomes, record) = _in_its_cell(
             state, args.tenant, lambda cell_state: onboard_with(local_admin(cell_state))
@@ -561,20 +599,32 @@ def _onboard(args: argparse.Namespace) -> int:
 
 def _tenant_admin(args: argparse.Namespace) -> TenantAdmin:
     """The tenant records of the same stack (``make tenant`` shows and changes them)."""
-    from ops.tenants import TenantAdmin
-
     target = argparse.Namespace(
         local=not args.stack, stack=args.stack, region=args.region, local_state=str(args.state_dir / STATE_FILE)
     )
+    return _target_admin(target)
+
+
+def _target_admin(target: argparse.Namespace) -> TenantAdmin:
+    """The tenant records and API keys of the stack ``target`` names (:mod:`ops.stack_target`)."""
+    from ops.tenants import TenantAdmin
+
     client, table_name = dynamodb_target(target)
     return TenantAdmin(client, table_name, keys=api_keys_target(target))
 
 
 def _deployed_pool(stack_name: str, region: str | None) -> UserPool:
-    """The user pool of a deployed stack, from its CloudFormation outputs."""
+    """The user pool of a deployed stack (a cell's is the control plane's), from its
+    CloudFormation outputs. A cell's stack alone is refused: the tenant would be in no
+    directory, so the router would never send it there."""
     session = boto3.Session(region_name=region)
     stacks = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
     outputs = {item["OutputKey"]: item["OutputValue"] for item in stacks[0].get("Outputs", [])}
+    if outputs.get("CellId"):
+        raise UserPoolError(
+            f"stack {stack_name} is cell {outputs['CellId']}: onboard through the control plane "
+            "(--control-plane <stack>, CONTROL_PLANE=), which places the tenant in a cell; nothing written"
+        )
     if "UserPoolId" not in outputs:
         raise UserPoolError(f"stack {stack_name} has no UserPoolId output")
     return UserPool(

@@ -6,8 +6,9 @@ each as its operator reaches it (:class:`ops.cell_move.Cell`).
   ``stack.json``, or the state itself).
   :func:`cell_states` is the one place that reads it.
 - ``--stack``: each deployed cell named by ``--cell-stack <cell>=<stack>``
-  (its CloudFormation stack, in ``--region``): its table, usage plans, webhook
-  key (``alias/<stack>-webhook-secrets``) and dedicated tables' stacks.
+  (its CloudFormation stack, in ``--region``), else each cell of the control
+  plane's directory (the stack and Region its item names): its table, usage
+  plans, webhook key (``alias/<stack>-webhook-secrets``) and dedicated tables' stacks.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ops.cell_move import Cell
 from ops.dedicated import deploy_to_aws, deploy_to_local
 from ops.stack_target import TargetError, _set_state, local_api_keys, local_client, stack_outputs
 from support_tickets.data.tenant_registry import TIERS
+
+if TYPE_CHECKING:
+    from ops.cells import Directory
 
 
 def cell_states(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -44,15 +48,18 @@ def cell_states(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return states
 
 
-def cells_of(args: argparse.Namespace, admin: Any) -> dict[str, Cell]:
+def cells_of(args: argparse.Namespace, admin: Any, directory: Directory | None = None) -> dict[str, Cell]:
     """Every cell the command reaches, its records through ``admin(client, table)``
-    (a :class:`ops.tenants.TenantAdmin` factory)."""
+    (a :class:`ops.tenants.TenantAdmin` factory); deployed, those ``--cell-stack``
+    names, else those of ``directory`` (the deployed control plane's)."""
     if args.local:
         return {cell: _local_cell(cell, state, admin) for cell, state in cell_states(args).items()}
-    named = dict(_cell_stack(value) for value in args.cell_stack or ())
+    named = {cell: (stack, args.region) for cell, stack in map(_cell_stack, args.cell_stack or ())}
+    if not named and directory is not None:
+        named = {cell.cell_id: (cell.stack, cell.region) for cell in directory.cells()}
     if not named:
         raise TargetError("name each cell's stack: --cell-stack <cell>=<stack> (one per cell)")
-    return {cell: _deployed_cell(cell, stack, args.region, admin) for cell, stack in named.items()}
+    return {cell: _deployed_cell(cell, stack, region, admin) for cell, (stack, region) in named.items()}
 
 
 def _local_cell(cell: str, state: dict[str, Any], admin: Any) -> Cell:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -386,3 +386,21 @@ def local_routes(state: dict[str, Any]) -> Routes:
 
     store = FileKeyValueStore(Path(state["route_store"]))
     return Routes(store, store.arn)
+
+
+# ---------------------------------------------------------------- deployed
+# The control plane's stack outputs (templates/control-plane.yaml) that name the directory and the store.
+DIRECTORY_OUTPUT: Final = "DirectoryTableName"
+STORE_OUTPUT: Final = "KeyValueStoreArn"
+
+
+def deployed_directory(session: Any, outputs: Mapping[str, str]) -> Directory:
+    """The deployed control plane's directory (its ``DirectoryTableName`` output), with the
+    operator's credentials in the control plane's Region (``session``'s)."""
+    return Directory(session.client("dynamodb"), outputs[DIRECTORY_OUTPUT])
+
+
+def deployed_routes(session: Any, outputs: Mapping[str, str]) -> Routes:
+    """The deployed router's store (its ``KeyValueStoreArn`` output), through the
+    ``cloudfront-keyvaluestore`` API (SigV4A: :mod:`ops.cell_routes`)."""
+    return Routes(session.client("cloudfront-keyvaluestore"), outputs[STORE_OUTPUT])

@@ -2,6 +2,7 @@
 
     python -m ops.tenants --tenant acme [--shards 8] [--tier premium] [--status SUSPENDED]
                           [--placement pool|dedicated] (--local | --stack <s> [--region <r>])
+                          [--cell <cell> [--control-plane <stack>] [--cell-stack <cell>=<stack>]...]
 
 Prints the tenant's record as JSON (its API key's id, not its value), after
 making the changes asked for. A bad value (a tenant id, a shard count outside
@@ -82,12 +83,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys, KeyRetired, offboarded_at
 from ops.cell_move import CellMover
+from ops.control_plane import LOCAL_HAS_ITS_OWN, NO_CONTROL_PLANE, add_control_plane_argument
 from ops.dedicated import DeployError, deploy_to_aws, deploy_to_local
 from ops.move import DEFAULT_DRAIN_SECONDS, DEFAULT_RATE, DEFAULT_WORKERS, MAX_MOVE_WORKERS, MoveError, Mover
 from ops.stack_target import (
     TargetError,
     _local_state,
-    _set_state,
     add_target_arguments,
     api_keys_target,
     dynamodb_target,
@@ -460,9 +461,9 @@ def _mover(args: argparse.Namespace, admin: TenantAdmin) -> Mover:
 
 
 def _cell_mover(args: argparse.Namespace) -> CellMover:
-    """The mover of a tenant between the cells the command reaches (:mod:`ops.cell_targets`).
-    The control plane's directory and the router's store are written by the command that
-    knows them (``ops.cells``); without it the move runs between the cells alone."""
+    """The mover of a tenant between the cells the command reaches (:mod:`ops.cell_targets`;
+    deployed, the directory's cells unless ``--cell-stack`` names them), writing the
+    control plane's directory and the router's store after its flip."""
     from ops.cell_targets import cells_of
 
     def admin(client: DynamoDBClient, table_name: str) -> TenantAdmin:
@@ -471,11 +472,11 @@ def _cell_mover(args: argparse.Namespace) -> CellMover:
             made.phase_seconds = args.phase_seconds
         return made
 
-    cells = cells_of(args, admin)
+    directory, publish = _control_plane(args)
+    cells = cells_of(args, admin, directory.directory if directory is not None and not args.local else None)
     if args.cell not in cells:
         raise TenantRecordError(f"unknown cell {args.cell!r} (one of {', '.join(sorted(cells))})")
     placement = _placement(args.placement) if args.placement else None
-    directory, publish = _control_plane(args)
     return CellMover(
         cells[args.cell].admin,
         cells=cells,
@@ -488,21 +489,21 @@ def _cell_mover(args: argparse.Namespace) -> CellMover:
 
 
 def _control_plane(args: argparse.Namespace) -> tuple[MoveDirectory | None, Callable[[str, str, int], object] | None]:
-    """The directory and the router's store a move writes after its flip: the local set's
-    (``make dev CELLS=<n>``). Against deployed cells the command writes neither (the
-    control plane's directory and store are the operator's: ``ops.cells``)."""
-    from ops.cells import MoveDirectory, local_directory, local_routes
+    """The directory and the router's store a move writes after its flip
+    (:func:`ops.control_plane.control_plane`): the local set's, or the deployed control
+    plane's. A local stack of one cell has neither; a deployed move without them is
+    refused (the router would keep sending the tenant to the cell it left)."""
+    from ops.cells import MoveDirectory
     from ops.cells import Placement as CellPlacement
+    from ops.control_plane import control_plane
 
-    if not args.local:
+    plane = control_plane(args)
+    if plane is None:
+        if not args.local:
+            raise TenantRecordError(NO_CONTROL_PLANE)
         return None, None
-    state = _set_state(args)
-    if "directory_table" not in state:
-        return None, None
-    routes = local_routes(state)
-    return MoveDirectory(local_directory(state)), lambda tenant, cell, epoch: routes.publish(
-        CellPlacement(tenant, cell, epoch)
-    )
+    directory, routes = plane
+    return MoveDirectory(directory), lambda tenant, cell, epoch: routes.publish(CellPlacement(tenant, cell, epoch))
 
 
 def _move_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -527,8 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placement", help="pool or dedicated: move the tenant's data there, online")
     parser.add_argument("--cell", help="move the tenant to this cell, online (its placement there: --placement)")
     parser.add_argument(
-        "--cell-stack", action="append", help="with --stack: <cell>=<stack> for each cell (its deployed stack)"
+        "--cell-stack",
+        action="append",
+        help="with --stack: <cell>=<stack> for each cell (its deployed stack; default: the directory's cells)",
     )
+    add_control_plane_argument(parser)
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--drain-seconds",
@@ -557,8 +561,12 @@ def main(argv: list[str] | None = None) -> int:
             raise TenantRecordError(f"unknown tier {tier!r} (one of {', '.join(TIERS)})")
         status = _status(args.status) if args.status else None
         placement = _placement(args.placement) if args.placement else None
+        if args.local and args.control_plane:
+            raise TenantRecordError(LOCAL_HAS_ITS_OWN)
         if args.cell is not None:
             _cell_id(args.cell)
+            if not args.local and not args.control_plane:
+                raise TenantRecordError(NO_CONTROL_PLANE)
             if shards is not None or tier is not None or status is not None:
                 raise TenantRecordError("--cell moves the tenant only: change its record in its cell afterwards")
     except ValueError as exc:
