@@ -363,6 +363,33 @@ def test_a_move_between_cells_rolls_back_until_its_flip(cells: Cells) -> None:
     assert_moved(cells, "1", CELL_A, CELL_B, expected, made)
 
 
+def test_a_rollback_erases_the_copy_of_the_old_cells_ledger_and_keeps_the_new_cells_own(cells: Cells) -> None:
+    """B's authorizer answered the tenant during the move (B's own counter item, its
+    journal): rolled back before the flip, B keeps what B counted and loses only the
+    copies of A's (``#<A>#<the move's start>``); A's ledger is as it was."""
+    cells.populate("1", CELL_A)
+    a_ledger = [item for item in cells.items(CELL_A, "1") if item["pk"]["S"] in keys.usage_partitions("1")]
+    with pytest.raises(Stop):
+        cells.move("1", CELL_B, checkpoint=kill_at("synced"))
+    started = cells.admin(CELL_A).record("1").move_started_at
+    assert started is not None
+    own_sk = keys.usage_sk(USAGE_DAY, USAGE_SLOT)
+    b_own = [
+        {"pk": {"S": keys.usage_pk("1")}, "sk": {"S": own_sk}, "requests": {"N": "2"}},
+        {**keys.usage_journal_key("1", "ab" * 32), "expiration": {"N": "1795000000"}},
+    ]
+    for item in b_own:
+        cells.dynamodb.put_item(TableName=cells.stacks[CELL_B].table, Item=item)
+    b_ledger = {item["sk"]["S"] for item in cells.items(CELL_B, "1") if item["pk"]["S"] == keys.usage_pk("1")}
+    assert b_ledger == {own_sk, f"{own_sk}#{CELL_A}#{started}"}  # B's own, and A's copied
+    cells.clock.now += STALE_SECONDS + 1
+
+    cells.move("1", CELL_A)
+
+    assert sorted(cells.items(CELL_B, "1"), key=lambda item: item["pk"]["S"]) == b_own
+    assert [item for item in cells.items(CELL_A, "1") if item["pk"]["S"] in keys.usage_partitions("1")] == a_ledger
+
+
 def test_deliveries_in_flight_in_the_old_cell_are_sent_again_from_the_new_one(cells: Cells) -> None:
     """A delivery still PENDING (its message in A's queue, which A lets go once the
     tenant moved out) is queued again from B, as a redelivery of its stored event;
