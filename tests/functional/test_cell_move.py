@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -277,6 +278,47 @@ def test_a_write_made_during_the_copy_that_lands_after_the_switch_is_refused_not
         assert cells.api.get(member, made.tickets[0]).body == original
     assert cells.items(CELL_A, moving) == []
     assert cells.items(CELL_A, beside) == others
+
+
+@pytest.mark.parametrize(("skew", "moving", "beside"), [(60, "10", "1"), (-60, "1", "10")])
+def test_a_cell_move_gives_the_same_result_whatever_the_operators_clock_says(
+    cells: Cells, skew: float, moving: str, beside: str
+) -> None:
+    """The operator's clock a minute ahead or behind DynamoDB's: moved to B and back,
+    with writes in the old cell during the copy and in the new one once it opens them,
+    every write is audited exactly once in the new cell, its counts are exact, nothing
+    of it is left in the old one; the tenant beside it untouched."""
+    made = cells.populate(moving, CELL_A)
+    cells.populate(beside, CELL_B)
+    others = cells.items(CELL_B, beside)
+    member = User(moving, f"alice-{moving}")
+    cells.skew = skew
+
+    def history(cell: str) -> Counter[str]:
+        pks = {keys.history_pk(moving, ticket_id) for ticket_id in made.tickets}
+        return Counter(str(item["pk"]["S"]) for item in cells.items(cell, moving) if item["pk"]["S"] in pks)
+
+    for source, dest in ((CELL_A, CELL_B), (CELL_B, CELL_A)):
+        before = history(source)
+
+        def writes(step: str, source: str = source, dest: str = dest) -> None:
+            if step in ("copied", "erasing"):  # the old cell's last writes, the new cell's first
+                with cells.in_cell(source if step == "copied" else dest):
+                    for ticket_id in made.tickets:
+                        assert cells.api.update(member, ticket_id, {"title": f"{step} {ticket_id}"}).ok
+            if step == "switching":  # the stream functions keep up with the old cell
+                cells.deliver_streams()
+
+        outcome = cells.move(moving, dest, checkpoint=writes)
+        cells.deliver_streams()
+
+        assert not outcome.record.moving
+        assert history(dest) == before + Counter({keys.history_pk(moving, ticket_id): 2 for ticket_id in made.tickets})
+        table = data_table(cells, dest, moving)
+        assert counts_in(cells.dynamodb, table, moving) == recounted(cells.dynamodb, table, moving)
+        assert cells.items(source, moving) == []
+        assert cells.directory.cell_of(moving) == dest
+    assert cells.items(CELL_B, beside) == others
 
 
 CELL_STEPS = [
