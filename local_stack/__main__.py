@@ -483,16 +483,22 @@ def _in_its_cell[Onboarded](
     """With cells (``make dev CELLS=<n>``): the tenant onboarded in the cell the
     directory places it in, or placed first in the cell with the most room
     (:func:`ops.cells.place_new`: the directory, then the cell, then the router's store).
-    ``onboard`` gets that cell's state."""
+    ``onboard`` gets that cell's state. A tenant the directory places nowhere is first
+    refused if any cell offboarded it (the directory forgets an offboarded tenant; its
+    id is never used again)."""
     from ops.cells import local_directory, local_routes, place_new
 
-    def in_cell(cell_id: str) -> Onboarded:
-        cell_state = read_state(Path(state[CELLS_KEY][cell_id]))
-        if cell_state is None:
+    def cell_state(cell_id: str) -> dict[str, Any]:
+        found = read_state(Path(state[CELLS_KEY][cell_id]))
+        if found is None:
             raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
-        return onboard(cell_state)
+        return found
 
-    placed, result = place_new(local_directory(state), local_routes(state), tenant_id, in_cell)
+    directory = local_directory(state)
+    if directory.placement(tenant_id) is None:
+        for cell_id in sorted(state[CELLS_KEY]):
+            local_admin(cell_state(cell_id)).onboardable(tenant_id)
+    placed, result = place_new(directory, local_routes(state), tenant_id, lambda cell_id: onboard(cell_state(cell_id)))
     return placed.cell, result
 
 

@@ -284,6 +284,47 @@ def test_a_tenant_moves_to_the_other_cell_while_its_clients_write_and_loses_no_a
     assert_moving(http("GET", f"{left['api_url']}/tickets", token=writers[0].token))
 
 
+def test_an_offboarded_tenant_leaves_the_directory_and_its_cell_has_its_room_back(
+    cells: RunningStack, placed: list[Tenant]
+) -> None:
+    """``make offboard`` of tenant ``1`` (its record erased at once: no grace) in its cell:
+    the router's store drops its entry, the directory forgets it and its cell's count goes
+    down; ``10``, in the other cell, keeps its placement, its route and its tickets; ``make
+    token`` refuses the offboarded id (placed nowhere now, its tombstone in its old cell)."""
+    gone, neighbour = placed[0], placed[1]
+    assert neighbour.tenant_id == gone.tenant_id + "0"
+    before = {cell.cell_id: cell for cell in directory(cells).cells()}
+    routes = local_routes(cells.state)
+    neighbours_route = routes.client.get_key(KvsARN=routes.kvs_arn, Key=f"tenant/{neighbour.tenant_id}")["Value"]
+    listed = http("GET", f"{cells.api_url}/tickets", token=neighbour.token)
+    assert listed.status == 200, listed.body
+
+    result = run_main(
+        "ops.offboard", "--tenant", gone.tenant_id, "--confirm", gone.tenant_id,
+        "--local", "--local-state", str(cells.state_dir / STATE_FILE),
+        "--phase-seconds", "1", "--settle", "0", "--grace-seconds", "0",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["record"] == "erased"
+    assert directory(cells).placement(gone.tenant_id) is None
+    after = {cell.cell_id: cell for cell in directory(cells).cells()}
+    assert after[gone.cell].room == before[gone.cell].room + 1
+    assert after[neighbour.cell] == before[neighbour.cell]
+    store = json.loads(Path(cells.state["route_store"]).read_text())
+    assert f"tenant/{gone.tenant_id}" not in store
+    assert store[f"tenant/{neighbour.tenant_id}"] == neighbours_route
+    assert directory(cells).placement(neighbour.tenant_id) == Placement(neighbour.tenant_id, neighbour.cell, 1)
+    assert http("GET", f"{cells.api_url}/tickets", token=neighbour.token).body == listed.body
+    # And its id is never used again, in any cell
+    again = run_main(
+        "local_stack", "--state-dir", str(cells.state_dir), "token", "--tenant", gone.tenant_id, "--user", "again"
+    )
+    assert again.returncode == 1, again.stdout
+    assert "offboarded" in again.stderr
+    assert directory(cells).placement(gone.tenant_id) is None
+
+
 def test_ctrl_c_leaves_nothing_behind(cells: RunningStack) -> None:
     """(A second set on the same state directory is refused: tests/functional/test_local_stack_commands.py.)"""
     state = cells.state
