@@ -63,12 +63,8 @@ SERVE_ARGUMENTS: Final = ("--cells", "2", "--authorizer-cache-seconds", str(AUTH
 @dataclass
 class TimedCellMover(TimedMover, CellMover):
     """The cell mover timed as :class:`TimedMover` times a move (its steps, its
-    DynamoDB calls, its pause), plus the copy and the wait for the new cell's
-    authorizer cache, each its own span."""
-
-    def _copy(self, *args: Any, **kwargs: Any) -> Any:
-        with self._timed("_copy"):
-            return super()._copy(*args, **kwargs)
+    DynamoDB calls, its pause, its copy), plus the wait for the new cell's
+    authorizer cache, its own span."""
 
     def _before_catch_up(self, *args: Any, **kwargs: Any) -> Any:
         with self._timed("_before_catch_up"):
@@ -76,15 +72,6 @@ class TimedCellMover(TimedMover, CellMover):
 
     def seconds_of(self, name: str) -> float:
         return sum(ended - started for span, started, ended in self.spans if span == name)
-
-    def copy_wait(self) -> float:
-        """The wait inside the copy before it reads anything (every function sees the move)."""
-        copies = [(started, ended) for span, started, ended in self.spans if span == "_copy"]
-        return sum(
-            ended - started
-            for span, started, ended in self.spans
-            if span == "_wait_until" and any(begin <= started and ended <= end for begin, end in copies)
-        )
 
 
 def cell_stack(stack: StackProcess, cell: str) -> StackProcess:
@@ -155,9 +142,6 @@ def _one_move(stack: StackProcess, tenant: str, *, tickets: int) -> dict[str, An
     assert directory is not None
     assert directory.cell_of(tenant) == DEST, log.getvalue()
     row = outcome_row(outcome, mover, tickets=tickets, written=written, seconds=seconds, load=load)
-    copying = outcome.copy_seconds or 0.0
-    row["copy_seconds"] = round(copying - mover.copy_wait(), 1)
-    row["copy_items_per_second"] = round(outcome.copied / max(copying - mover.copy_wait(), 1e-9))
     row["writers"] = 1
     row["authorizer_cache_wait_seconds"] = round(mover.seconds_of("_before_catch_up"), 1)
     written_tickets = {write.ticket_id for write in clients.writes if write.acknowledged and write.ticket_id}

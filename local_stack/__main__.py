@@ -486,20 +486,26 @@ def _in_its_cell[Onboarded](
     """With cells (``make dev CELLS=<n>``): the tenant onboarded in the cell the
     directory places it in, or placed first in the cell with the most room
     (:func:`ops.cells.place_new`: the directory, then the cell, then the router's store).
-    ``onboard`` gets that cell's state."""
+    ``onboard`` gets that cell's state. A tenant the directory places nowhere is first
+    refused if any cell offboarded it (the directory forgets an offboarded tenant; its
+    id is never used again)."""
     from ops.cells import place_new
     from ops.control_plane import local_control_plane
 
-    def in_cell(cell_id: str) -> Onboarded:
-        cell_state = read_state(Path(state[CELLS_KEY][cell_id]))
-        if cell_state is None:
+    def cell_state(cell_id: str) -> dict[str, Any]:
+        found = read_state(Path(state[CELLS_KEY][cell_id]))
+        if found is None:
             raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
-        return onboard(cell_state)
+        return found
 
     plane = local_control_plane(state)
     if plane is None:
         raise TargetError("the local stack runs no cells: start it with `make dev CELLS=2`")
-    placed, result = place_new(*plane, tenant_id, in_cell)
+    directory, routes = plane
+    if directory.placement(tenant_id) is None:
+        for cell_id in sorted(state[CELLS_KEY]):
+            local_admin(cell_state(cell_id)).onboardable(tenant_id)
+    placed, result = place_new(directory, routes, tenant_id, lambda cell_id: onboard(cell_state(cell_id)))
     return placed.cell, result
 
 
@@ -516,6 +522,9 @@ def _in_a_deployed_cell[Onboarded](
     plane = control_plane(target)
     assert plane is not None  # a control plane is named
     directory, routes = plane
+    if directory.placement(args.tenant) is None:
+        for known in directory.cells():
+            _target_admin(cell_stack_target(known)).onboardable(args.tenant)
 
     def in_cell(cell_id: str) -> Onboarded:
         cell = directory.cell(cell_id)

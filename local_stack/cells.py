@@ -29,11 +29,25 @@ default cell; plus ``cells`` (cell id → its state directory), ``directory_tabl
 ``control_plane_url`` and ``route_store``. Ctrl-C (or SIGTERM) stops the router,
 every cell (SIGINT, then SIGKILL after :data:`STOP_TIMEOUT_S`) and the control
 plane, and removes the state file, the store and ``<state dir>/cells/``.
+
+Killed any other way (SIGKILL, the OOM killer), the supervisor stops nothing: each
+child (every cell's ``serve`` and the router) is started with the kernel's
+parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)`` on Linux, set in the child
+between fork and exec: :func:`ends_with_the_supervisor`), so it is killed the moment
+the supervisor dies, and a cell's Lambda environments follow their cell by their own
+parent watch (``local_stack.lambda_.runtime``). The kernel does it, so it needs nothing
+of the child: the same for the Python cells and the Node router, and for a child busy
+or stuck, which a parent-pid watch inside it would need a thread (and Node a timer)
+for. SIGKILL, not a polite signal: nobody is left to wait for a clean stop, and the
+next start clears what the set leaves (its state files and store). The signal
+follows the thread that forked, so every child is started from the main thread.
+Elsewhere (no ``prctl``) the router still ends when its stdin closes.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
 import json
 import logging
 import os
@@ -70,6 +84,29 @@ START_TIMEOUT_S: Final = 120.0
 STOP_TIMEOUT_S: Final = 30.0
 # The last lines of a cell's stderr shown when it fails to start.
 TAIL_LINES: Final = 30
+
+
+# linux/prctl.h
+PR_SET_PDEATHSIG: Final = 1
+
+
+def ends_with_the_supervisor() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGKILL the child when this process dies
+    (the module's docstring); ``None`` where there is no ``prctl`` (not Linux). libc's
+    ``prctl`` is looked up here, in the parent: the child, between fork and exec, only
+    calls it. A supervisor that died before the call is checked for after it."""
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is None:
+        return None
+    supervisor = os.getpid()
+
+    def end_with_the_supervisor() -> None:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != supervisor:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return end_with_the_supervisor
 
 
 def cell_ids(count: int) -> list[str]:
@@ -223,7 +260,11 @@ class CellSet:
         ]  # fmt: skip
         # Its banner (stdout) is the set's to print; its log lines (stderr) are passed on.
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=ends_with_the_supervisor(),  # noqa: PLW1509 - no lock taken: only the prctl call
         )
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         assert process.stderr is not None
@@ -318,6 +359,7 @@ def start_router(bound: socket.socket, store: Path, origins: dict[str, str], *, 
         stdout=subprocess.PIPE,
         text=True,
         pass_fds=[bound.fileno()],
+        preexec_fn=ends_with_the_supervisor(),  # noqa: PLW1509 - no lock taken: only the prctl call
     )
     config = {
         "source": str(EDGE_FUNCTION),

@@ -670,10 +670,12 @@ class CellMover(Mover):
         self._undo_arrival(record.tenant_id)
 
     def _undo_arrival(self, tenant_id: str) -> None:
-        """What the move made in B besides the copy: its usage ledger copy, its
-        record (while still ``ARRIVING`` from A) and its key; the directory's ``moving_to``."""
+        """What the move made in B besides the copy: its copy of A's usage ledger,
+        its record (while still ``ARRIVING`` from A) and its key; the directory's
+        ``moving_to``. B's own counters (what B's authorizer answered the tenant
+        during the move) stay: B's cost, not A's."""
         dest = self._cell(self._dest)
-        _erase_ledger(dest.table(tenant_id))
+        _erase_ledger_copies(dest.table(tenant_id))
         arriving = self._store(self._dest).record(tenant_id)
         self._delete_record(
             self._dest,
@@ -692,4 +694,18 @@ def _erase_ledger(pool: TenantTable) -> None:
     tenant = pool.tenant_id
     pool.batch_delete(
         [item for pk in keys.usage_partitions(tenant) for item in partition_items(pool, pk, "", "pk, sk")]
+    )
+
+
+def _erase_ledger_copies(pool: TenantTable) -> None:
+    """The counter items another cell's ledger put into this cell's (each names a
+    cell after its ``<day>#<slot>``: :func:`~support_tickets.core.keys.moved_usage_sk`)
+    deleted; the cell's own (``<day>#<slot>``, and its journal) kept."""
+    tenant = pool.tenant_id
+    pool.batch_delete(
+        [
+            item
+            for item in partition_items(pool, keys.usage_pk(tenant), "", "pk, sk")
+            if keys.moved_usage_sk(str(item["sk"]["S"]), "any", 0) == str(item["sk"]["S"])
+        ]
     )

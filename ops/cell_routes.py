@@ -13,7 +13,8 @@ between fails the condition, and the whole is tried again. A tenant's entry is n
 replaced by one of a lower epoch, so two commands racing, or a command resumed after
 another moved the tenant again, cannot leave an older route behind; the same epoch
 again is a no-op, so a command interrupted between the directory and the store is
-finished by running it again.
+finished by running it again. An offboarded tenant's entry is deleted, after the
+directory's last placement of it and before the directory forgets it.
 
 A route that is stale for any reason (not written yet, not propagated to the edge yet)
 is safe: it sends the tenant's requests to a cell that refuses them (503
@@ -55,6 +56,8 @@ class KeyValueStoreClient(Protocol):
     def get_key(self, **kwargs: str) -> Mapping[str, Any]: ...
 
     def put_key(self, **kwargs: str) -> Mapping[str, Any]: ...
+
+    def delete_key(self, **kwargs: str) -> Mapping[str, Any]: ...
 
 
 class RouteConflict(RuntimeError):
@@ -146,6 +149,27 @@ def publish_tenant_route(client: KeyValueStoreClient, kvs_arn: str, tenant_id: s
         return stored is None or stored < epoch
 
     return _put_if_unchanged(client, kvs_arn, tenant_route_key(tenant_id), value, older)
+
+
+def drop_tenant_route(client: KeyValueStoreClient, kvs_arn: str, tenant_id: str) -> bool:
+    """The tenant's entry deleted, whatever its epoch: the directory forgot the tenant
+    (offboarded), so the router sends its requests to the default cell, which refuses
+    them. Left there, its epoch would refuse every later one, and a placement the
+    directory makes again starts at 1. Conditional on the store's version, as a write
+    is. Whether it deleted."""
+    key = tenant_route_key(tenant_id)
+    for _ in range(ATTEMPTS):
+        version = str(client.describe_key_value_store(KvsARN=kvs_arn)["ETag"])
+        if _current(client, kvs_arn, key) is None:
+            return False
+        try:
+            client.delete_key(KvsARN=kvs_arn, Key=key, IfMatch=version)
+        except ClientError as exc:
+            if _error_code(exc) == "ConflictException":
+                continue
+            raise
+        return True
+    raise RouteConflict(f"{key}: the store's version changed under {ATTEMPTS} attempts; run the command again")
 
 
 def publish_cell_origin(client: KeyValueStoreClient, kvs_arn: str, cell_id: str, api_domain: str, stage: str) -> bool:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
-from ops.cell_routes import KeyValueStoreClient, publish_cell_origin, publish_tenant_route
+from ops.cell_routes import KeyValueStoreClient, drop_tenant_route, publish_cell_origin, publish_tenant_route
 from ops.stack_target import DIRECTORY_TENANT_PREFIX, TargetError, directory_tenant_key
 from support_tickets.core.keys import validate_tenant_id
 
@@ -226,6 +226,30 @@ class Directory:
             raise
         return Placement(tenant_id, cell_id, epoch)
 
+    def forget(self, placement: Placement) -> bool:
+        """The tenant's item deleted in one transaction with its cell's tenant count
+        (one less), conditional on ``placement`` being the directory's: never twice, never
+        a placement another command changed. Whether it forgot (``False``: it was gone)."""
+        delete = {
+            "TableName": self.table_name,
+            "Key": tenant_key(placement.tenant_id),
+            "ConditionExpression": "#cell = :cell AND #epoch = :epoch",
+            "ExpressionAttributeNames": {"#cell": "cell", "#epoch": "epoch"},
+            "ExpressionAttributeValues": {":cell": {"S": placement.cell}, ":epoch": {"N": str(placement.epoch)}},
+        }
+        writes: list[Any] = [{"Delete": delete}, {"Update": self._count(placement.cell, -1)}]
+        try:
+            self.client.transact_write_items(TransactItems=writes)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            if self.placement(placement.tenant_id) is None:
+                return False
+            raise PlacementConflict(
+                f"tenant {placement.tenant_id}: its placement changed meanwhile (another command); nothing written"
+            ) from exc
+        return True
+
     def _count(self, cell_id: str, change: int) -> dict[str, Any]:
         return {
             "TableName": self.table_name,
@@ -258,6 +282,9 @@ class Routes:
 
     def publish(self, placement: Placement) -> bool:
         return publish_tenant_route(self.client, self.kvs_arn, placement.tenant_id, placement.cell, placement.epoch)
+
+    def drop(self, placement: Placement) -> bool:
+        return drop_tenant_route(self.client, self.kvs_arn, placement.tenant_id)
 
     def publish_cell(self, cell: Cell) -> bool:
         return publish_cell_origin(self.client, self.kvs_arn, cell.cell_id, cell.api_domain, cell.stage)
@@ -312,6 +339,21 @@ def _onboarded[Result](routes: Routes, placed: Placement, onboard: Callable[[str
     result = onboard(placed.cell)
     routes.publish(placed)
     return result
+
+
+def forget_offboarded(directory: Directory, routes: Routes, tenant_id: str, cell_id: str) -> bool:
+    """What ``make offboard`` does with cells once the tenant's record is erased in
+    ``cell_id`` (its last run): the router's store drops the tenant's entry, then the
+    directory forgets it, its cell's count one less in the same transaction (its room
+    back). In that order, so that a run interrupted between them, run again, still
+    finds the cell through the directory and finishes; the store's entry gone first
+    sends the tenant to the default cell, which refuses it. A tenant the directory
+    places elsewhere (or nowhere) is left alone. Whether the directory forgot it."""
+    placed = directory.placement(tenant_id)
+    if placed is None or placed.cell != cell_id:
+        return False
+    routes.drop(placed)
+    return directory.forget(placed)
 
 
 @dataclass

@@ -2,10 +2,10 @@
 ``{key: value}`` that ``router/local_router.cjs`` reads again whenever it changes,
 written through :mod:`ops.cell_routes` as the control plane's KeyValueStore is.
 
-:class:`FileKeyValueStore` answers the three calls of the cloudfront-keyvaluestore
+:class:`FileKeyValueStore` answers the four calls of the cloudfront-keyvaluestore
 API that :mod:`ops.cell_routes` makes, with their semantics: the store's version
 (``ETag``) is a hash of the file's content, so any write changes it; a ``PutKey``
-whose ``IfMatch`` is not the current version fails with ``ConflictException``; a
+or ``DeleteKey`` whose ``IfMatch`` is not the current version fails with ``ConflictException``; a
 missing key is a ``ResourceNotFoundException``. A write replaces the file at once
 (a new file renamed over the old one: a reader sees the old content or the new,
 never half), under a lock that makes its version check and its write one step for
@@ -64,11 +64,29 @@ class FileKeyValueStore:
             if kwargs.get("IfMatch") != version_of(content):
                 raise _error("ConflictException", "PutKey", "the store changed since its version was read")
             items = {**_items(content), kwargs["Key"]: kwargs["Value"]}
-            written = json.dumps(items, indent=2, sort_keys=True).encode() + b"\n"
-            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            temporary.write_bytes(written)
-            temporary.replace(self.path)
+            written = self._replace(items)
         return {"ETag": version_of(written), "ItemCount": len(items)}
+
+    def delete_key(self, **kwargs: str) -> Mapping[str, Any]:
+        self._check_arn("DeleteKey", kwargs)
+        with self._locked():
+            content = self._content()
+            if kwargs.get("IfMatch") != version_of(content):
+                raise _error("ConflictException", "DeleteKey", "the store changed since its version was read")
+            items = _items(content)
+            if kwargs["Key"] not in items:
+                raise _error("ResourceNotFoundException", "DeleteKey", f"{kwargs['Key']}: no such key")
+            del items[kwargs["Key"]]
+            written = self._replace(items)
+        return {"ETag": version_of(written), "ItemCount": len(items)}
+
+    def _replace(self, items: dict[str, str]) -> bytes:
+        """The file replaced at once by ``items`` (under the lock); its new content."""
+        written = json.dumps(items, indent=2, sort_keys=True).encode() + b"\n"
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(written)
+        temporary.replace(self.path)
+        return written
 
     def items(self) -> dict[str, str]:
         """Every key and its value."""

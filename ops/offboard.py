@@ -67,6 +67,12 @@ a one-line error and exit status 1, with nothing written:
    record, and the check runs again with only the usage ledger excepted. The
    tenant is then gone; its ledger stays.
 
+**With cells** (``make dev CELLS=<n>``: the command acts on the tenant's cell), the
+run that erases the record then drops the tenant's entry from the router's store,
+and last the directory forgets it, its cell's tenant count one less (its room back)
+in the same transaction; a run interrupted between them, run again, finds the cell
+through the directory still and finishes (:func:`ops.cells.forget_offboarded`).
+
 Its **API key** (``ops.api_keys``: the key the authorizer names for its
 usage plan) becomes its tombstone with its users' deletion: tagged
 ``offboarded=<offboarding_since>``, out of every usage plan, disabled (a
@@ -121,9 +127,11 @@ from ops.stack_target import (
     Target,
     TargetError,
     _local_state,
+    _set_state,
     add_target_arguments,
     api_keys_target,
     stack_target,
+    tenants_cell,
 )
 from ops.tenant_data import (
     SCAN_SEGMENTS,
@@ -559,6 +567,31 @@ def own_tables_target(args: argparse.Namespace, pool_table: str, progress: Progr
     )
 
 
+def forget_in_cells(args: argparse.Namespace, target: Target, tenant_id: str) -> bool:
+    """With ``make dev CELLS=<n>``, once the tenant's record is erased in its cell (its
+    ledger noted ``OFFBOARDED``): the router's store and the directory forget it
+    (:func:`ops.cells.forget_offboarded`: the store, then the directory with its cell's
+    count). Whether the directory forgot it. (Deployed, the control plane's directory
+    is the operator's to write, as ``make tenant CELL=`` leaves it.)"""
+    if not args.local:
+        return False
+    state = _set_state(args)
+    if "cells" not in state or "directory_table" not in state:
+        return False
+    from ops.cells import forget_offboarded, local_directory, local_routes
+
+    record = target.dynamodb.get_item(
+        TableName=target.table_name, Key=keys.tenant_config_key(tenant_id), ConsistentRead=True
+    ).get("Item")
+    note = target.dynamodb.get_item(
+        TableName=target.table_name, Key=offboarded_key(tenant_id), ConsistentRead=True
+    ).get("Item")
+    if record is not None or note is None:
+        return False
+    cell = tenants_cell(state, tenant_id)
+    return forget_offboarded(local_directory(state), local_routes(state), tenant_id, cell)
+
+
 def _days(value: str) -> int:
     """``--key-waiting-days`` as a number (a one-line error, like a number out of range, otherwise)."""
     if not is_digits(value):
@@ -611,7 +644,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.grace_seconds is not None:
             offboarding.grace_seconds = args.grace_seconds
-        outcome = offboarding.run(args.tenant, args.confirm)
+        try:
+            outcome = offboarding.run(args.tenant, args.confirm)
+        except NoSuchTenant:
+            if not forget_in_cells(args, target, args.tenant):  # a last run stopped before the directory forgot it
+                raise
+            outcome = Outcome(args.tenant, 0, 0, "erased", verified="erased before; the directory forgot it now")
+        else:
+            if outcome.record == "erased":
+                forget_in_cells(args, target, args.tenant)
     except (NoSuchTenant, DataMoving) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1

@@ -134,14 +134,17 @@ def api_keys_target(args: argparse.Namespace) -> ApiKeys:
 
 
 def local_client(state: dict[str, Any], service: str) -> Any:
-    """A client of the local stack whose state is ``state``, signed with its operator key."""
+    """A client of the local stack whose state is ``state``, signed with its operator key:
+    its user pool's where it has one of its own elsewhere (a cell's: the control plane's,
+    ``user_pool_url``), else its emulator's."""
     import boto3
 
     key, secret = _operator(state)
     session = boto3.Session(
         region_name=state.get("region", "us-east-1"), aws_access_key_id=key, aws_secret_access_key=secret
     )
-    return session.client(service, endpoint_url=state["emulator_url"])  # type: ignore[call-overload]
+    url = state.get("user_pool_url", state["emulator_url"]) if service == "cognito-idp" else state["emulator_url"]
+    return session.client(service, endpoint_url=url)  # type: ignore[call-overload]
 
 
 def local_api_keys(state: dict[str, Any]) -> ApiKeys:

@@ -22,7 +22,10 @@ order)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +52,9 @@ from tests.e2e.test_cli import port_open, wait_for_port
 from tests.e2e.test_dedicated_move import Writer, moving_while_written
 
 CELLS = ("cell-a", "cell-b")
+# A killed supervisor's children end by the kernel's parent-death signal at once, a cell's
+# Lambda environments within their watch's second: a few seconds on a loaded machine.
+KILLED_SET_ENDS_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -284,6 +290,47 @@ def test_a_tenant_moves_to_the_other_cell_while_its_clients_write_and_loses_no_a
     assert_moving(http("GET", f"{left['api_url']}/tickets", token=writers[0].token))
 
 
+def test_an_offboarded_tenant_leaves_the_directory_and_its_cell_has_its_room_back(
+    cells: RunningStack, placed: list[Tenant]
+) -> None:
+    """``make offboard`` of tenant ``1`` (its record erased at once: no grace) in its cell:
+    the router's store drops its entry, the directory forgets it and its cell's count goes
+    down; ``10``, in the other cell, keeps its placement, its route and its tickets; ``make
+    token`` refuses the offboarded id (placed nowhere now, its tombstone in its old cell)."""
+    gone, neighbour = placed[0], placed[1]
+    assert neighbour.tenant_id == gone.tenant_id + "0"
+    before = {cell.cell_id: cell for cell in directory(cells).cells()}
+    routes = local_routes(cells.state)
+    neighbours_route = routes.client.get_key(KvsARN=routes.kvs_arn, Key=f"tenant/{neighbour.tenant_id}")["Value"]
+    listed = http("GET", f"{cells.api_url}/tickets", token=neighbour.token)
+    assert listed.status == 200, listed.body
+
+    result = run_main(
+        "ops.offboard", "--tenant", gone.tenant_id, "--confirm", gone.tenant_id,
+        "--local", "--local-state", str(cells.state_dir / STATE_FILE),
+        "--phase-seconds", "1", "--settle", "0", "--grace-seconds", "0",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["record"] == "erased"
+    assert directory(cells).placement(gone.tenant_id) is None
+    after = {cell.cell_id: cell for cell in directory(cells).cells()}
+    assert after[gone.cell].room == before[gone.cell].room + 1
+    assert after[neighbour.cell] == before[neighbour.cell]
+    store = json.loads(Path(cells.state["route_store"]).read_text())
+    assert f"tenant/{gone.tenant_id}" not in store
+    assert store[f"tenant/{neighbour.tenant_id}"] == neighbours_route
+    assert directory(cells).placement(neighbour.tenant_id) == Placement(neighbour.tenant_id, neighbour.cell, 1)
+    assert http("GET", f"{cells.api_url}/tickets", token=neighbour.token).body == listed.body
+    # And its id is never used again, in any cell
+    again = run_main(
+        "local_stack", "--state-dir", str(cells.state_dir), "token", "--tenant", gone.tenant_id, "--user", "again"
+    )
+    assert again.returncode == 1, again.stdout
+    assert "offboarded" in again.stderr
+    assert directory(cells).placement(gone.tenant_id) is None
+
+
 def test_ctrl_c_leaves_nothing_behind(cells: RunningStack) -> None:
     """(A second set on the same state directory is refused: tests/functional/test_local_stack_commands.py.)"""
     state = cells.state
@@ -333,3 +380,46 @@ def still_running(pid: int, command: bytes) -> bool:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes() == command
     except OSError:
         return False
+
+
+def test_a_killed_supervisor_leaves_no_cell_or_router_running(tmp_path: Path) -> None:
+    """SIGKILL of ``make dev CELLS=2``'s supervisor (no Ctrl-C, nothing of its own stop
+    runs): every cell, its Lambda environments and the router end within seconds and
+    every port closes. Its own small set (no demo tenants), started after the module's
+    was stopped: what it costs is that set's start."""
+    killed = start_stack(tmp_path / "killed", "--cells", "2", "--no-seed")
+    processes: dict[int, bytes] = {}
+    try:
+        wait_for_port(int(killed.api_url.rsplit(":", 1)[1]), killed.process)
+        state = killed.state
+        urls = [state["api_url"], state["control_plane_url"]]
+        for cell_id in CELLS:
+            urls += [cell_state(killed, cell_id)["api_url"], cell_state(killed, cell_id)["emulator_url"]]
+        # a request through each cell, so that its Lambda environments run too
+        for cell_id in CELLS:
+            assert http("GET", f"{cell_state(killed, cell_id)['api_url']}/tickets").status == 401
+        processes = descendants(killed.process.pid)
+        assert sum(b"router/local_router.cjs" in command for command in processes.values()) == 1
+        assert sum(b"--state-dir" in command for command in processes.values()) == len(CELLS)
+
+        # When the supervisor is killed
+        killed.process.send_signal(signal.SIGKILL)
+        killed.process.wait()
+
+        # Then within seconds no process of the set runs and no port is open
+        deadline = time.monotonic() + KILLED_SET_ENDS_S
+        while time.monotonic() < deadline:
+            running = [pid for pid, command in processes.items() if still_running(pid, command)]
+            opened = [url for url in urls if port_open(url)]
+            if not running and not opened:
+                break
+            time.sleep(0.2)
+        assert (running, opened) == ([], [])
+    finally:  # whatever a failure left running
+        processes |= descendants(killed.process.pid)
+        if killed.process.poll() is None:
+            killed.process.kill()
+            killed.process.wait()
+        for pid, command in processes.items():
+            if still_running(pid, command):
+                os.kill(pid, signal.SIGKILL)

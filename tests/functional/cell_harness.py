@@ -111,6 +111,8 @@ class Cells:
     directory: MemoryDirectory = field(default_factory=MemoryDirectory)
     routes: FakeStore = field(default_factory=FakeStore)
     log: io.StringIO = field(default_factory=io.StringIO)
+    # How far the operator's machine's clock is off (the mover must not care).
+    skew: float = 0.0
     # Each cell's operator clients (one account here: the same moto behind them, as distinct targets).
     _operators: dict[str, dict[str, Any]] = field(default_factory=dict)
     _harnesses: dict[tuple[str, str], StreamHarness] = field(default_factory=dict)
@@ -139,7 +141,7 @@ class Cells:
             self.stacks[cell].table,
             phase_seconds=35,
             sleep=lambda seconds: self.clock.sleep(seconds),  # noqa: PLW0108 (the clock's sleep then: a test wraps it)
-            clock=self.clock,
+            clock=lambda: self.clock() + self.skew,
             keys=self.keys(cell),
         )
 

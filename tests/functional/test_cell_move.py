@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -279,6 +280,47 @@ def test_a_write_made_during_the_copy_that_lands_after_the_switch_is_refused_not
     assert cells.items(CELL_A, beside) == others
 
 
+@pytest.mark.parametrize(("skew", "moving", "beside"), [(60, "10", "1"), (-60, "1", "10")])
+def test_a_cell_move_gives_the_same_result_whatever_the_operators_clock_says(
+    cells: Cells, skew: float, moving: str, beside: str
+) -> None:
+    """The operator's clock a minute ahead or behind DynamoDB's: moved to B and back,
+    with writes in the old cell during the copy and in the new one once it opens them,
+    every write is audited exactly once in the new cell, its counts are exact, nothing
+    of it is left in the old one; the tenant beside it untouched."""
+    made = cells.populate(moving, CELL_A)
+    cells.populate(beside, CELL_B)
+    others = cells.items(CELL_B, beside)
+    member = User(moving, f"alice-{moving}")
+    cells.skew = skew
+
+    def history(cell: str) -> Counter[str]:
+        pks = {keys.history_pk(moving, ticket_id) for ticket_id in made.tickets}
+        return Counter(str(item["pk"]["S"]) for item in cells.items(cell, moving) if item["pk"]["S"] in pks)
+
+    for source, dest in ((CELL_A, CELL_B), (CELL_B, CELL_A)):
+        before = history(source)
+
+        def writes(step: str, source: str = source, dest: str = dest) -> None:
+            if step in ("copied", "erasing"):  # the old cell's last writes, the new cell's first
+                with cells.in_cell(source if step == "copied" else dest):
+                    for ticket_id in made.tickets:
+                        assert cells.api.update(member, ticket_id, {"title": f"{step} {ticket_id}"}).ok
+            if step == "switching":  # the stream functions keep up with the old cell
+                cells.deliver_streams()
+
+        outcome = cells.move(moving, dest, checkpoint=writes)
+        cells.deliver_streams()
+
+        assert not outcome.record.moving
+        assert history(dest) == before + Counter({keys.history_pk(moving, ticket_id): 2 for ticket_id in made.tickets})
+        table = data_table(cells, dest, moving)
+        assert counts_in(cells.dynamodb, table, moving) == recounted(cells.dynamodb, table, moving)
+        assert cells.items(source, moving) == []
+        assert cells.directory.cell_of(moving) == dest
+    assert cells.items(CELL_B, beside) == others
+
+
 CELL_STEPS = [
     "arriving",
     "announced",
@@ -361,6 +403,33 @@ def test_a_move_between_cells_rolls_back_until_its_flip(cells: Cells) -> None:
     expected = copied_items(cells.dynamodb, cells.stacks[CELL_A].table, "1")
     cells.move("1", CELL_B)
     assert_moved(cells, "1", CELL_A, CELL_B, expected, made)
+
+
+def test_a_rollback_erases_the_copy_of_the_old_cells_ledger_and_keeps_the_new_cells_own(cells: Cells) -> None:
+    """B's authorizer answered the tenant during the move (B's own counter item, its
+    journal): rolled back before the flip, B keeps what B counted and loses only the
+    copies of A's (``#<A>#<the move's start>``); A's ledger is as it was."""
+    cells.populate("1", CELL_A)
+    a_ledger = [item for item in cells.items(CELL_A, "1") if item["pk"]["S"] in keys.usage_partitions("1")]
+    with pytest.raises(Stop):
+        cells.move("1", CELL_B, checkpoint=kill_at("synced"))
+    started = cells.admin(CELL_A).record("1").move_started_at
+    assert started is not None
+    own_sk = keys.usage_sk(USAGE_DAY, USAGE_SLOT)
+    b_own = [
+        {"pk": {"S": keys.usage_pk("1")}, "sk": {"S": own_sk}, "requests": {"N": "2"}},
+        {**keys.usage_journal_key("1", "ab" * 32), "expiration": {"N": "1795000000"}},
+    ]
+    for item in b_own:
+        cells.dynamodb.put_item(TableName=cells.stacks[CELL_B].table, Item=item)
+    b_ledger = {item["sk"]["S"] for item in cells.items(CELL_B, "1") if item["pk"]["S"] == keys.usage_pk("1")}
+    assert b_ledger == {own_sk, f"{own_sk}#{CELL_A}#{started}"}  # B's own, and A's copied
+    cells.clock.now += STALE_SECONDS + 1
+
+    cells.move("1", CELL_A)
+
+    assert sorted(cells.items(CELL_B, "1"), key=lambda item: item["pk"]["S"]) == b_own
+    assert [item for item in cells.items(CELL_A, "1") if item["pk"]["S"] in keys.usage_partitions("1")] == a_ledger
 
 
 def test_deliveries_in_flight_in_the_old_cell_are_sent_again_from_the_new_one(cells: Cells) -> None:

@@ -22,6 +22,7 @@ from ops.cells import (
     Placement,
     PlacementConflict,
     Routes,
+    forget_offboarded,
     place_in,
     place_new,
 )
@@ -219,3 +220,51 @@ def test_placing_in_a_named_cell_refuses_a_tenant_placed_elsewhere(directory: Di
     with pytest.raises(PlacementConflict, match="placed in cell-a, not cell-b"):
         place_in(directory, routes, "acme", "cell-b", onboarded.append)
     assert onboarded == []
+
+
+def test_an_offboarded_tenant_is_dropped_from_the_store_then_forgotten_by_the_directory_its_room_back(
+    directory: Directory, routes: Routes, events: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tenant 1 in cell-a, 10 in cell-b; 1 offboarded: interrupted after the store dropped
+    its entry, the directory still places it (a run again finds its cell); run again, the
+    directory forgets it and cell-a has its room back; again, nothing more; 10 untouched."""
+    place_in(directory, routes, "1", "cell-a", lambda cell_id: None)
+    place_in(directory, routes, "10", "cell-b", lambda cell_id: None)
+    assert [cell.room for cell in directory.cells()] == [999, 999]
+    forget = Directory.forget
+
+    def interrupted(self: Directory, placement: Placement) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Directory, "forget", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        forget_offboarded(directory, routes, "1", "cell-a")
+    assert routes.client.items() == {"tenant/10": tenant_route("cell-b", 1)}  # type: ignore[attr-defined]
+    assert directory.placement("1") == Placement("1", "cell-a", 1)
+    assert tenants(directory) == {"cell-a": 1, "cell-b": 1}
+    monkeypatch.setattr(Directory, "forget", forget)
+
+    assert forget_offboarded(directory, routes, "1", "cell-a")
+
+    assert directory.placement("1") is None
+    assert {cell.cell_id: cell.room for cell in directory.cells()} == {"cell-a": 1000, "cell-b": 999}
+    assert not forget_offboarded(directory, routes, "1", "cell-a")  # once only
+    assert not forget_offboarded(directory, routes, "10", "cell-a")  # placed elsewhere: left alone
+    assert tenants(directory) == {"cell-a": 0, "cell-b": 1}
+    assert directory.placement("10") == Placement("10", "cell-b", 1)
+    assert routes.client.items() == {"tenant/10": tenant_route("cell-b", 1)}  # type: ignore[attr-defined]
+    # placed again (the directory's epoch starts over), the router sends it there again
+    placed, _ = place_new(directory, routes, "1", lambda cell_id: None)
+    assert placed == Placement("1", "cell-a", 1)
+    assert routes.client.items()["tenant/1"] == tenant_route("cell-a", 1)  # type: ignore[attr-defined]
+
+
+def test_forgetting_a_placement_another_command_changed_writes_nothing(
+    directory: Directory, dynamodb: DynamoDBClient
+) -> None:
+    directory.place("1", "cell-a", 1)
+    directory.place("1", "cell-b", 2)
+    before = everything(dynamodb, directory)
+    with pytest.raises(PlacementConflict):
+        directory.forget(Placement("1", "cell-a", 1))
+    assert everything(dynamodb, directory) == before

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from ops import cell_routes
 from ops.cell_routes import (
     RouteConflict,
+    drop_tenant_route,
     publish_cell_origin,
     publish_tenant_route,
     tenant_route,
@@ -59,6 +60,17 @@ class FakeStore:
         if kwargs["IfMatch"] != f"E{self.version}":
             raise client_error("ConflictException")
         self.write(kwargs["Key"], kwargs["Value"])
+        return {"ETag": f"E{self.version}"}
+
+    def delete_key(self, **kwargs: str) -> Mapping[str, Any]:
+        assert kwargs["KvsARN"] == ARN
+        self.before_put()
+        if kwargs["IfMatch"] != f"E{self.version}":
+            raise client_error("ConflictException")
+        if kwargs["Key"] not in self.items:
+            raise client_error("ResourceNotFoundException")
+        del self.items[kwargs["Key"]]
+        self.version += 1
         return {"ETag": f"E{self.version}"}
 
     def write(self, key: str, value: str) -> None:
@@ -127,6 +139,24 @@ def test_a_store_that_keeps_moving_is_an_error_not_a_blind_write() -> None:
         publish_tenant_route(store, ARN, "acme", "cell-a", 1)
     assert "tenant/acme" not in store.items
     assert len(store.writes) == cell_routes.ATTEMPTS
+
+
+def test_a_dropped_route_goes_whatever_its_epoch_retried_over_a_racing_write() -> None:
+    store = FakeStore({"tenant/acme": tenant_route("cell-a", 7)})
+
+    def other_tenant() -> None:
+        store.before_put = lambda: None
+        store.write("tenant/globex", "{}")
+
+    store.before_put = other_tenant
+    assert drop_tenant_route(store, ARN, "acme") is True
+    assert store.items == {"tenant/globex": "{}"}
+    assert drop_tenant_route(store, ARN, "acme") is False
+    store.before_put = lambda: store.write("tenant/other", "{}")
+    store.items["tenant/acme"] = tenant_route("cell-a", 8)
+    with pytest.raises(RouteConflict):
+        drop_tenant_route(store, ARN, "acme")
+    assert "tenant/acme" in store.items
 
 
 def test_an_unreadable_entry_is_replaced() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from ops.cell_routes import publish_cell_origin, publish_tenant_route, tenant_route
+from ops.cell_routes import drop_tenant_route, publish_cell_origin, publish_tenant_route, tenant_route
 from ops.local_routes import LOCAL_STORE_ARN, FileKeyValueStore
 
 DOMAIN = "cella0000.execute-api.us-east-1.amazonaws.com"
@@ -70,6 +70,28 @@ def test_a_missing_key_and_another_store_are_not_found(store: FileKeyValueStore)
     with pytest.raises(ClientError) as elsewhere:
         store.describe_key_value_store(KvsARN=LOCAL_STORE_ARN + "-other")
     assert code(elsewhere) == "ResourceNotFoundException"
+
+
+def test_a_key_is_deleted_only_at_the_current_version_and_a_missing_one_is_not_found(
+    store: FileKeyValueStore,
+) -> None:
+    for tenant in ("1", "10"):
+        publish_tenant_route(store, LOCAL_STORE_ARN, tenant, "cell-a", 1)
+    before = store.path.read_bytes()
+    with pytest.raises(ClientError) as stale:
+        store.delete_key(KvsARN=LOCAL_STORE_ARN, Key="tenant/1", IfMatch="stale")
+    assert code(stale) == "ConflictException"
+    assert store.path.read_bytes() == before
+    store.delete_key(KvsARN=LOCAL_STORE_ARN, Key="tenant/1", IfMatch=version(store))
+    assert store.items() == {"tenant/10": tenant_route("cell-a", 1)}
+    with pytest.raises(ClientError) as missing:
+        store.delete_key(KvsARN=LOCAL_STORE_ARN, Key="tenant/1", IfMatch=version(store))
+    assert code(missing) == "ResourceNotFoundException"
+    # through ops.cell_routes: once, whatever the entry's epoch; the tenant beside it kept
+    publish_tenant_route(store, LOCAL_STORE_ARN, "1", "cell-b", 5)
+    assert drop_tenant_route(store, LOCAL_STORE_ARN, "1") is True
+    assert drop_tenant_route(store, LOCAL_STORE_ARN, "1") is False
+    assert store.items() == {"tenant/10": tenant_route("cell-a", 1)}
 
 
 def test_cell_routes_writes_through_it_with_its_guarantees(store: FileKeyValueStore) -> None:
