@@ -109,6 +109,17 @@ def ends_with_the_supervisor() -> Callable[[], None] | None:
     return end_with_the_supervisor
 
 
+def start_child(command: list[str], **options: Any) -> subprocess.Popen[Any]:
+    """A process of the set (a cell's ``serve``, the router): ``subprocess.Popen`` with
+    the kernel's parent-death signal (:func:`ends_with_the_supervisor`). Every child of
+    the set starts here."""
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and module, or node with our script
+        command,
+        preexec_fn=ends_with_the_supervisor(),  # noqa: PLW1509 - no lock taken: only the prctl call
+        **options,
+    )
+
+
 def cell_ids(count: int) -> list[str]:
     """The cells' ids: ``cell-a``, ``cell-b``, …"""
     if not MIN_CELLS <= count <= MAX_CELLS:
@@ -259,12 +270,8 @@ class CellSet:
             *self.options.cell_options,
         ]  # fmt: skip
         # Its banner (stdout) is the set's to print; its log lines (stderr) are passed on.
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=ends_with_the_supervisor(),  # noqa: PLW1509 - no lock taken: only the prctl call
+        process: subprocess.Popen[bytes] = start_child(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         assert process.stderr is not None
@@ -353,13 +360,8 @@ def start_router(bound: socket.socket, store: Path, origins: dict[str, str], *, 
     node = shutil.which("node")
     if node is None:
         raise RuntimeError("make dev CELLS=<n> runs its router under Node.js: install node (18 or later)")
-    router = subprocess.Popen(  # noqa: S603 - node, with our own script
-        [node, str(ROUTER_SCRIPT)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        pass_fds=[bound.fileno()],
-        preexec_fn=ends_with_the_supervisor(),  # noqa: PLW1509 - no lock taken: only the prctl call
+    router: subprocess.Popen[str] = start_child(
+        [node, str(ROUTER_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=[bound.fileno()]
     )
     config = {
         "source": str(EDGE_FUNCTION),

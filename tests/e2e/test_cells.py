@@ -36,6 +36,7 @@ import pytest
 from ops.cells import Directory, Placement, local_directory, local_routes
 from ops.local_control import control_call
 from support_tickets.auth.authorizer import MOVING_MESSAGE
+from tests.depth import DEEP
 from tests.e2e.conftest import (
     BACKGROUND_PK_MARKS,
     STATE_FILE,
@@ -382,11 +383,13 @@ def still_running(pid: int, command: bytes) -> bool:
         return False
 
 
+@pytest.mark.skipif(not DEEP, reason="make test-deep: a set's start; make test kills start_child's children")
 def test_a_killed_supervisor_leaves_no_cell_or_router_running(tmp_path: Path) -> None:
     """SIGKILL of ``make dev CELLS=2``'s supervisor (no Ctrl-C, nothing of its own stop
     runs): every cell, its Lambda environments and the router end within seconds and
     every port closes. Its own small set (no demo tenants), started after the module's
-    was stopped: what it costs is that set's start."""
+    was stopped: what it costs is that set's start, so ``make test`` holds the mechanism
+    (tests/functional/test_cell_set_children.py) and ``make test-deep`` the whole set."""
     killed = start_stack(tmp_path / "killed", "--cells", "2", "--no-seed")
     processes: dict[int, bytes] = {}
     try:
