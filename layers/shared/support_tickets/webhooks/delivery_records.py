@@ -408,12 +408,12 @@ class DeliveryRecords:
         )
 
     def record_refusal(self, refusal: Refusal) -> None:
-        """The audit writer's one write of a delivery record: an event the queue refused
+        """The audit writer's other write of a delivery record: an event the queue refused
         for good is ``FAILED`` with its :data:`FAILURE_REASON`, never attempted
         (``attempts`` as it was, 0 for a new record), its body stored when it fits so
         that ``POST …/redeliver`` can send it again; a redelivery mark goes. The
-        role's policy names exactly these attributes (template.yaml,
-        ``RefusedDeliveriesOnly``)."""
+        role's policy names exactly the attributes of this write and of
+        :meth:`record_queued` (template.yaml, ``DeliveryRecordsOnly``)."""
         stored = len(refusal.body.encode("utf-8", "surrogatepass")) <= MAX_STORED_EVENT_BYTES
         values: dict[str, Any] = {
             ":delivery_id": refusal.delivery_id,
