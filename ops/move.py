@@ -667,6 +667,10 @@ class Mover:
                 max(self.store.clock() + self.switch_wait, float(record.placed_at)),
                 "for every function to read the new table before writes open",
             )
+            if self._before_writes_open(record, outcome):
+                # Its writes are the tenant's (after placed_at, every function reading the new table):
+                # the stream functions get the same wait to act on them before any new write of the tenant.
+                self._wait_until(self.store.clock() + self.switch_wait, "for the stream functions to see them")
             record = self._write({"move_phase": MovePhase.ERASING})
             if pause_began is not None:
                 outcome.pause_seconds = self.store.clock() - pause_began
@@ -1491,6 +1495,11 @@ class Mover:
     def _move_cleared(self) -> dict[str, Any]:
         """The record's changes that end a move (or its rollback)."""
         return {"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None}
+
+    def _before_writes_open(self, record: TenantConfig, outcome: Outcome) -> bool:
+        """Once every function reads the new table, before writes open (``FLIPPED``):
+        whether anything was written (a hook: :mod:`ops.cell_move` hands over deliveries)."""
+        return False
 
     def _before_catch_up(self, record: TenantConfig) -> None:
         """After the copy, while writes still go to the old table: nothing more within a stack."""
