@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -722,3 +723,47 @@ def test_a_tickets_event_queued_in_the_old_cell_goes_before_its_change_written_i
     assert_sent_as_signed(receivers, "ten", secret, [created["event"]["S"], changed[0]["event"]["S"]])
     assert [json.loads(body)["data"]["title"] for _, body in receivers.at("ten")] == ["made in A", "changed in B"]
     assert receivers.at("one") == []
+
+
+def test_an_event_the_old_cells_audit_writer_handled_after_the_switch_is_sent_at_the_moves_end(
+    cells: Cells,
+) -> None:
+    """A's audit writer lags: a ticket's creation committed before the switch reaches it
+    after the flip; A queues it (its record first) and lets it go. The trailing copy brings
+    its record to B, which sends it at the move's end, as signed, once; a delivery handed
+    over before writes opened, which B attempted meanwhile (its endpoint failing), is not
+    handed over again."""
+    cells.clock.now = time.time() + 60  # the move's switch after every event of A (their times are the API's)
+    _, secret = tenant_with_webhook(cells, CELL_A, "1", "one")
+    tenant_with_webhook(cells, CELL_A, "10", "ten")
+    member = User("1", "alice-1")
+    with cells.in_cell(CELL_A):
+        cells.api.new_ticket(member, title="queued before")
+    cells.deliver_streams()
+    (before,) = delivery_records(cells, CELL_A, "1")
+    with cells.in_cell(CELL_A):
+        cells.api.new_ticket(member, title="audited late")  # its stream record waits for A's audit writer
+    failing, receivers = Receivers(status=503), Receivers()
+    let_go = moved_out(cells, receivers, "1")
+
+    def during(step: str) -> None:
+        let_go(step)
+        if step == "erasing":  # A's audit writer catches up; B's sees the hand-over's mark
+            cells.deliver_streams()
+            for record in receive():
+                redelivery = read_queue_message(record["body"])[2].get("redelivery")
+                cell, endpoint = (CELL_B, failing) if redelivery else (CELL_A, receivers)
+                process(cell_deliverer(cells, cell, endpoint), [record])
+
+    outcome = cells.move("1", CELL_B, checkpoint=during)
+
+    assert outcome.handed_over == 2  # the first before writes opened, the late one after the erase
+    late = [item for item in delivery_records(cells, CELL_B, "1") if item["sk"] != before["sk"]]
+    assert [json.loads(item["event"]["S"])["data"]["title"] for item in late] == ["audited late"]
+    assert [body for _, body in failing.at("one")] == [before["event"]["S"]]  # B's first attempt
+    advance_queue_clock(60)  # its retry is due
+    deliver_from(cells, CELL_B, receivers)
+    sent = sorted(body for _, body in receivers.at("one"))
+    assert_sent_as_signed(receivers, "one", secret, [body for _, body in receivers.at("one")])
+    assert sent == sorted([before["event"]["S"], late[0]["event"]["S"]])  # each once
+    assert receivers.at("ten") == []
