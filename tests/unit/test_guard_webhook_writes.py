@@ -289,11 +289,10 @@ def test_the_audit_writer_records_each_delivery_it_queues_or_sees_refused_and_no
     one more attribute, or under another partition of the tenant, refused."""
     client = RecordingClient()
     records = DeliveryRecords(TenantTable(tenant, TABLE, Clients(client)))
-    event = {"delivery_id": DELIVERY, "webhook_id": WEBHOOK, "event_id": "e1", "type": "ticket.created"}
-    at = "2026-11-25T12:00:00.000Z"
-    common = {**event, "ticket_id": "T1", "body": "{}", "at": at, "expiration": 1_800_000_000}
-    records.record_queued(Attempt(**common, status="PENDING", status_code=None, next_attempt_at=None))
-    records.record_refusal(Refusal(**common, reason="MessageTooLong"))
+    event: dict[str, Any] = {"delivery_id": DELIVERY, "webhook_id": WEBHOOK, "event_id": "e1", "ticket_id": "T1"}
+    event |= {"type": "ticket.created", "body": "{}", "at": "2026-11-25T12:00:00.000Z", "expiration": 1_800_000_000}
+    records.record_queued(Attempt(**event, status="PENDING", status_code=None, next_attempt_at=None))
+    records.record_refusal(Refusal(**event, reason="MessageTooLong"))
     assert [operation for operation, _ in client.calls] == ["UpdateItem", "UpdateItem"]
     queued, refused = (body for _, body in client.calls)
     assert queued["ConditionExpression"] == "attribute_not_exists(pk)"
