@@ -43,7 +43,11 @@ tenant record with a conditional write on its ``version``:
 3. ``FLIPPED``: the record names the new table (``placement``, ``table``,
    ``placed_at``, the old one as ``previous_table``/``previous_placed_at``);
    reads go there, writes are still refused, for ``SWITCH_WAIT_SECONDS`` and
-   until DynamoDB's clock has passed ``placed_at`` (**Clocks**).
+   until DynamoDB's clock has passed ``placed_at`` (**Clocks**). Between
+   cells, the deliveries the old cell had not finished are then handed over
+   (:meth:`Mover._before_writes_open`), and writes stay refused another
+   ``SWITCH_WAIT_SECONDS`` if any was, so that the stream functions queue
+   them before any new write of the tenant.
 4. ``ERASING``: writes go to the new table. The *trailing copy* brings over
    what a stream function that lags behind wrote into the old table after the
    sync read it (audit events with their history twins, the day index,
