@@ -441,3 +441,31 @@ def test_an_event_the_queue_refuses_is_a_failed_delivery_with_its_reason_and_red
     settle([queued_record])
     (attempted,) = api.call("webhook_deliveries", root, ticket_id=hook).body["items"]
     assert (attempted["attempts"], attempted["failure_reason"]) == (1, None)
+
+
+def test_an_event_no_delivery_record_can_hold_is_recorded_failed_and_never_queued(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given a ticket whose description another writer of the table (an operator) made ~600 KB
+    # of text: its update's event (the description twice) fits SQS's 1 MiB, not a 400 KB record
+    hook = register(api, "10", ALL_TYPES)
+    register(api, "1", ALL_TYPES)
+    ticket = api.new_ticket(User("10", "alice"))
+    audit_stream.deliver(audit_stream.new_records())
+    settle(receive())
+    dynamodb.update_item(
+        TableName=table_name,
+        Key=keys.ticket_key("10", ticket["ticket_id"]),
+        UpdateExpression="SET description = :big",
+        ExpressionAttributeValues={":big": {"S": "\u4e2d" * 100_000}},
+    )
+    # When the fan-out sees the change: the record does not fail (no retry changes it)
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    # Then nothing is queued, and the delivery is FAILED with the reason, without its body
+    assert receive() == []
+    updated = [item for item in delivery_records(dynamodb, table_name, "10") if item["type"]["S"] == "ticket.updated"]
+    assert [(item["status"]["S"], item["attempts"]["N"]) for item in updated] == [("FAILED", "0")]
+    assert updated[0]["pk"]["S"] == keys.webhook_deliveries_pk("10", hook)
+    assert updated[0]["failure_reason"]["S"].startswith("EventTooLarge: ")
+    assert "event" not in updated[0]
+    assert delivery_records(dynamodb, table_name, "1") == []
