@@ -38,7 +38,8 @@ outside the table. Its steps, from cell A to cell B:
    From then on B's record holds the move (its lease, its phase).
 5. **Erasing**: B's record ``ERASING`` (writes open in B) after
    ``SWITCH_WAIT_SECONDS`` (every container of both cells has seen its
-   cell's record), the trailing copy, then A's copy erased and checked (a
+   cell's record) and the hand-over of the deliveries in flight (below; with
+   one more ``SWITCH_WAIT_SECONDS`` when it marked any), the trailing copy, then A's copy erased and checked (a
    keys-only Scan); then A's usage ledger and last A's record (until then A
    answers 503 rather than "unknown": either way 503 in a cell), and a
    keys-only Scan of A's pool finds nothing of the tenant; then B's move
@@ -61,6 +62,17 @@ A's counters of an earlier stay that came back with the tenant; readers sum a
 day's items whatever follows its ``<day>#``), an item already carrying a cell
 keeping its key; then A's ledger is erased with A's record. Idempotency records,
 deliveries and parked messages are table items: copied like the rest.
+
+**Deliveries in flight** (:meth:`CellMover._hand_over`): A's queue may hold
+messages of the tenant at the flip (just sent, or waiting behind a retrying
+message of their group for hours), which A's delivery function lets go once
+the tenant moved out. The fan-out records each delivery before it queues it,
+so each of them has a ``PENDING`` record, copied into B: before writes open
+in B each is marked for redelivery, and B sends them in order ahead of any
+new event; after the erase, what the trailing copy brought (events a lagging
+audit writer of A queued after the switch) is marked the same way, sent last.
+A delivery A attempted with a record cached from before the switch may be
+sent by both cells: at least once, the same ``webhook-id``.
 
 **Between the flip and the edge** a request the router still sends to A (its
 store's entry not yet propagated: seconds, with no published bound) gets
@@ -107,7 +119,7 @@ from support_tickets.data.audit_items import iso_time
 from support_tickets.data.placement import CellPhase, MovePhase, Placement, data_table
 from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.data.tenant_registry import TenantConfig
-from support_tickets.webhooks.delivery_records import PENDING, REDELIVER_MARK
+from support_tickets.webhooks.delivery_records import AS_QUEUED, PENDING, REDELIVER_MARK
 from support_tickets.webhooks.events import RETRY_WINDOW_SECONDS
 
 if TYPE_CHECKING:
@@ -515,24 +527,33 @@ class CellMover(Mover):
         return {**super()._move_cleared(), "moving_from": None, "moving_to": None}
 
     # ------------------------------------------------------------ deliveries in flight
-    def _finish(self, record: TenantConfig, outcome: Outcome) -> TenantConfig:
-        outcome.handed_over = self._hand_over(record)
-        return super()._finish(record, outcome)
+    def _before_writes_open(self, record: TenantConfig, outcome: Outcome) -> bool:
+        handed_over = self._hand_over(record)
+        outcome.handed_over += handed_over
+        return handed_over > 0
 
-    def _hand_over(self, record: TenantConfig) -> int:
+    def _hand_over(self, record: TenantConfig, *, late: bool = False) -> int:
         """What A's queue held of the tenant's deliveries, sent from B (A's delivery
-        function lets the tenant's messages go once it moved out): each delivery
-        still ``PENDING`` within the retry window is marked for redelivery (B's
-        audit-trail function queues its stored event again: the same bytes, the same
-        ``webhook-id``), but those in a webhook's lot; a lot's drain, whose token was
-        A's, is restarted by marking its oldest message still pending (B's delivery
-        function parks it again, finds the drain not running and sends B's token). Every mark is the
-        flip's time, written only where it is not yet: a run again marks nothing twice.
-        How many deliveries were marked."""
+        function lets the tenant's messages go once it moved out; the fan-out records
+        every delivery before it queues it, so each has a record, copied into B).
+        Before writes open in B (FLIPPED), each delivery still ``PENDING`` within the
+        retry window is marked for redelivery (B's audit-trail function queues its
+        stored event again: the same bytes, the same ``webhook-id``, in the order of
+        the marks, which is each webhook's delivery order; B's delivery function holds
+        them until writes open, so they go before any new event of the tenant), but
+        those in a webhook's lot; a lot's drain, whose token was A's, is restarted by
+        marking its oldest message still pending (B's delivery function parks it
+        again, finds the drain not running and sends B's token). ``late`` (after the
+        erase): only what a lagging stream function of A queued after the switch, which
+        the trailing copy brought: deliveries of events before the flip whose record is
+        still as the fan-out wrote it (:data:`AS_QUEUED`: no delivery function has
+        touched it, no mark). Every mark is the flip's time, written only where it is
+        not yet: a run again marks nothing twice. How many deliveries were marked."""
         tenant = record.tenant_id
         table = self._new(record)
         at = iso_time(record.placed_at)
         first = keys.DELIVERY_SK_PREFIX + f"{max(record.placed_at - RETRY_WINDOW_SECONDS, 0) * 1000:013d}"
+        flipped = keys.DELIVERY_SK_PREFIX + f"{record.placed_at * 1000:013d}"
         hooks = {
             str(item["sk"]["S"]).removeprefix(keys.WEBHOOK_SK_PREFIX)
             for item in partition_items(table, keys.webhooks_pk(tenant), "", "pk, sk")
@@ -550,8 +571,16 @@ class CellMover(Mover):
             pending = [
                 str(item["sk"]["S"]).removeprefix(keys.DELIVERY_SK_PREFIX)
                 for item in partition_items(table, keys.webhook_deliveries_pk(tenant, hook), first)
-                if item.get("status", {}).get("S") == PENDING
+                if item.get("status", {}).get("S") == PENDING and not (late and str(item["sk"]["S"]) >= flipped)
             ]
+            lot = set(parked)
+            if late:
+                marked += sum(
+                    self._mark_redelivery(table, hook, delivery, at, as_queued=True)
+                    for delivery in pending
+                    if delivery not in lot
+                )
+                continue
             if parked:
                 table.call_if(
                     "update_item",
@@ -563,7 +592,6 @@ class CellMover(Mover):
                 )
             # The lot's oldest message that is still a pending delivery restarts its drain.
             marked += next((1 for delivery in parked if self._mark_redelivery(table, hook, delivery, at)), 0)
-            lot = set(parked)
             marked += sum(
                 self._mark_redelivery(table, hook, delivery, at) for delivery in pending if delivery not in lot
             )
@@ -571,19 +599,26 @@ class CellMover(Mover):
             self._note(f"{marked} pending deliveries of {tenant} sent again from cell {self._dest}")
         return marked
 
-    def _mark_redelivery(self, table: TenantTable, hook: str, delivery: str, at: str) -> int:
+    def _mark_redelivery(
+        self, table: TenantTable, hook: str, delivery: str, at: str, *, as_queued: bool = False
+    ) -> int:
         if not keys.is_valid_delivery_id(delivery):
             return 0
         self.heartbeat()
+        values = {":at": {"S": at}, ":pending": {"S": PENDING}}
+        condition = "#status = :pending AND (attribute_not_exists(#mark) OR #mark <> :at)"
+        if as_queued:
+            condition = AS_QUEUED
+            values |= {":zero": {"N": "0"}, ":null": {"S": "NULL"}}
         return int(
             table.call_if(
                 "update_item",
                 TableName=table.table_name,
                 Key=keys.delivery_key(table.tenant_id, hook, delivery),
                 UpdateExpression="SET #mark = :at",
-                ConditionExpression="#status = :pending AND (attribute_not_exists(#mark) OR #mark <> :at)",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status", "#mark": REDELIVER_MARK},
-                ExpressionAttributeValues={":at": {"S": at}, ":pending": {"S": PENDING}},
+                ExpressionAttributeValues=values,
             )
         )
 
@@ -620,10 +655,12 @@ class CellMover(Mover):
 
     # ------------------------------------------------------------ after the erase: nothing of A's left
     def _erased(self, record: TenantConfig, outcome: Outcome) -> None:
-        """A's usage ledger (copied once more) and A's record deleted, then a
+        """The deliveries the trailing copy brought handed over, A's usage ledger
+        (copied once more) and A's record deleted, then a
         keys-only Scan of A's pool until it finds nothing of the tenant (a
         late counter item copied over first; anything else left and reported)."""
         tenant = record.tenant_id
+        outcome.handed_over += self._hand_over(record, late=True)  # what the trailing copy brought
         source = self._cell(self._source)
         pool = source.table(tenant)
         self._copy_ledger(record)

@@ -43,7 +43,11 @@ tenant record with a conditional write on its ``version``:
 3. ``FLIPPED``: the record names the new table (``placement``, ``table``,
    ``placed_at``, the old one as ``previous_table``/``previous_placed_at``);
    reads go there, writes are still refused, for ``SWITCH_WAIT_SECONDS`` and
-   until DynamoDB's clock has passed ``placed_at`` (**Clocks**).
+   until DynamoDB's clock has passed ``placed_at`` (**Clocks**). Between
+   cells, the deliveries the old cell had not finished are then handed over
+   (:meth:`Mover._before_writes_open`), and writes stay refused another
+   ``SWITCH_WAIT_SECONDS`` if any was, so that the stream functions queue
+   them before any new write of the tenant.
 4. ``ERASING``: writes go to the new table. The *trailing copy* brings over
    what a stream function that lags behind wrote into the old table after the
    sync read it (audit events with their history twins, the day index,
@@ -667,6 +671,10 @@ class Mover:
                 max(self.store.clock() + self.switch_wait, float(record.placed_at)),
                 "for every function to read the new table before writes open",
             )
+            if self._before_writes_open(record, outcome):
+                # Its writes are the tenant's (after placed_at, every function reading the new table):
+                # the stream functions get the same wait to act on them before any new write of the tenant.
+                self._wait_until(self.store.clock() + self.switch_wait, "for the stream functions to see them")
             record = self._write({"move_phase": MovePhase.ERASING})
             if pause_began is not None:
                 outcome.pause_seconds = self.store.clock() - pause_began
@@ -1491,6 +1499,11 @@ class Mover:
     def _move_cleared(self) -> dict[str, Any]:
         """The record's changes that end a move (or its rollback)."""
         return {"move_to": None, "move_table": None, "move_phase": None, "move_started_at": None}
+
+    def _before_writes_open(self, record: TenantConfig, outcome: Outcome) -> bool:
+        """Once every function reads the new table, before writes open (``FLIPPED``):
+        whether anything was written (a hook: :mod:`ops.cell_move` hands over deliveries)."""
+        return False
 
     def _before_catch_up(self, record: TenantConfig) -> None:
         """After the copy, while writes still go to the old table: nothing more within a stack."""

@@ -32,12 +32,16 @@ from ops.tenants import TenantAdmin
 from stack_model import dedicated
 from stack_model.template import REGION, table_definition
 from support_tickets.core import keys
+from support_tickets.data.table import OwnClient, TenantTable, from_item
 from support_tickets.data.tenant_registry import TIERS, tenant_configs
-from tests.conftest import _clear_container_caches, all_items, webhook_key_arn
+from support_tickets.webhooks.delivery_records import DELIVERED, PENDING, Attempt, DeliveryRecords
+from support_tickets.webhooks.events import read_queue_message
+from tests.conftest import WEBHOOK_QUEUE_URL, _clear_container_caches, all_items, webhook_key_arn
 from tests.functional.api_harness import ROUTES, Api, User
 from tests.functional.conftest import STACK_NAME, stack_usage_plans
 from tests.functional.move_harness import FakeClock, dedicated_table_in_moto
 from tests.functional.stream_harness import StreamHarness
+from tests.functional.webhook_harness import receive
 from tests.unit.test_cell_routes import ARN as ROUTES_ARN
 from tests.unit.test_cell_routes import FakeStore
 
@@ -251,8 +255,43 @@ class Cells:
             usage = {"pk": {"S": keys.usage_pk(tenant)}, "sk": {"S": keys.usage_sk(USAGE_DAY, USAGE_SLOT)}}
             self.dynamodb.put_item(TableName=pool, Item={**usage, "requests": {"N": "7"}})
         self.deliver_streams()
+        self.delivered(tenant, cell)
         tenant_configs().clear()
         return Populated(ids[:-1], webhook, str(hook.body["secret"]), str(once.body["ticket_id"]))
+
+    def delivered(self, tenant: str, cell: str) -> None:
+        """The tenant's queued deliveries in ``cell`` delivered, as its delivery function
+        records a 200 (each ``DELIVERED`` after one attempt) and lets its message go:
+        what :meth:`populate`'s own events leave once their receiver answered."""
+        pool = self.stacks[cell].table
+        records = DeliveryRecords(TenantTable(tenant, pool, OwnClient(self.dynamodb)))
+        prefix = keys.tenant_prefix(tenant)
+        for item in all_items(self.dynamodb, pool):
+            row = from_item(item)
+            if not (item["pk"]["S"].startswith(prefix) and item["sk"]["S"].startswith(keys.DELIVERY_SK_PREFIX)):
+                continue
+            if row.get("status") != PENDING or row.get("attempts"):
+                continue
+            fields = ("delivery_id", "webhook_id", "event_id", "type", "ticket_id")
+            records.record_attempt(
+                Attempt(
+                    **{name: str(row[name]) for name in fields},
+                    body=str(row["event"]),
+                    status=DELIVERED,
+                    status_code=200,
+                    next_attempt_at=None,
+                    at=str(row["created_at"]),
+                    expiration=int(row["expiration"]),
+                )
+            )
+        sqs = boto3.client("sqs", region_name=REGION)
+        for message in receive():
+            if read_queue_message(message["body"])[2].get("tenant_id") == tenant:
+                sqs.delete_message(QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=message["receiptHandle"])
+            else:
+                sqs.change_message_visibility(
+                    QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=message["receiptHandle"], VisibilityTimeout=0
+                )
 
     def items(self, cell: str, tenant: str) -> list[dict[str, Any]]:
         """Every item of ``tenant`` in every table of ``cell``."""

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +26,10 @@ import moto.core.responses
 import moto.dynamodb.models.table
 import pytest
 from botocore.exceptions import ClientError
+from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from local_stack.emulator.server import moto_table_tags, table_keys
+from local_stack.event_sources.sqs_poller import advance_queue_clock
 from local_stack.iam.dynamodb_authorization import authorize_dynamodb
 from local_stack.iam.sessions import Session
 from local_stack.local_values import LOCAL_VPC_ENDPOINT_ID, offline_values
@@ -38,8 +42,10 @@ from support_tickets.core import keys
 from support_tickets.data.audit_items import iso_time
 from support_tickets.data.placement import MovePhase, writes_paused
 from support_tickets.data.tenant_registry import CELL_FIELDS
+from support_tickets.webhooks.delivery import Deliverer, QueuedMessage, SecretOpener, Sender
 from support_tickets.webhooks.events import delivery_id, read_queue_message
-from tests.conftest import REGION, WEBHOOK_QUEUE_URL
+from support_tickets.webhooks.urls import CheckedUrl
+from tests.conftest import REGION, WEBHOOK_DEAD_LETTER_QUEUE_URL, WEBHOOK_QUEUE_URL
 from tests.depth import DEEP
 from tests.functional.api_harness import Api, User
 from tests.functional.cell_harness import (
@@ -55,7 +61,7 @@ from tests.functional.cell_harness import (
 from tests.functional.conftest import OPERATOR_STATE
 from tests.functional.move_harness import FakeClock, HeldWrite, Stop, copied_items, counts_in, kill_at, recounted
 from tests.functional.test_dedicated_isolation import every_call
-from tests.functional.webhook_harness import receive
+from tests.functional.webhook_harness import RecordingSqs, process, receive
 from tests.unit.test_cell_routes import epoch
 
 if TYPE_CHECKING:
@@ -596,3 +602,237 @@ def test_a_move_between_cells_interrupted_says_what_it_left_and_one_run_at_once_
             expected
         )
     assert cells.items(CELL_A, "1") == []
+
+
+# ---------------------------------------------------------------- every delivery A had not finished, sent from B
+PUBLIC_URL = "https://93.184.215.14/"  # a public address: no DNS lookup
+CREATED_AND_UPDATED = ["ticket.created", "ticket.updated"]
+
+
+class Receivers:
+    """Every webhook's endpoint, as the delivery functions POST to it: each request's
+    URL, headers and body; answered ``status``."""
+
+    def __init__(self, status: int = 204) -> None:
+        self.status = status
+        self.posts: list[tuple[str, dict[str, str], str]] = []
+
+    def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        self.posts.append((checked.url, dict(headers), body.decode()))
+        return self.status
+
+    def at(self, path: str) -> list[tuple[dict[str, str], str]]:
+        return [(headers, body) for url, headers, body in self.posts if url == PUBLIC_URL + path]
+
+
+def cell_deliverer(cells: Cells, cell: str, receivers: Receivers) -> Deliverer:
+    """``cell``'s delivery function: its pool table, its key's secrets, its own record cache."""
+    kms = boto3.client("kms", region_name=REGION)
+    return Deliverer(
+        table_name=cells.stacks[cell].table,
+        dynamodb=cells.dynamodb,
+        sender=Sender(SecretOpener(kms, cells.stacks[cell].key_arn), post=receivers),
+        sqs=RecordingSqs(),
+        queue_url=WEBHOOK_QUEUE_URL,
+        dead_letter_queue_url=WEBHOOK_DEAD_LETTER_QUEUE_URL,
+        uniform=lambda: 0.5,
+    )
+
+
+def tenant_with_webhook(cells: Cells, cell: str, tenant: str, path: str) -> tuple[str, str]:
+    """``tenant`` in ``cell`` with a webhook of ticket.created and ticket.updated to ``path``: its id and secret."""
+    with cells.in_cell(cell):
+        cells.admin(cell).ensure(tenant)
+        body = {"url": PUBLIC_URL + path, "events": CREATED_AND_UPDATED}
+        made = cells.api.call("webhook_create", User(tenant, f"root-{tenant}", admin=True), body=body)
+    assert made.status == 201, made.body
+    return str(made.body["webhook_id"]), str(made.body["secret"])
+
+
+def delivery_records(cells: Cells, cell: str, tenant: str) -> list[dict[str, Any]]:
+    """The tenant's delivery records in ``cell``, in each webhook's delivery order."""
+    found = [item for item in cells.items(cell, tenant) if item["sk"]["S"].startswith(keys.DELIVERY_SK_PREFIX)]
+    return sorted(found, key=lambda item: (item["pk"]["S"], item["sk"]["S"]))
+
+
+def assert_sent_as_signed(receivers: Receivers, path: str, secret: str, bodies: list[str]) -> None:
+    """``path`` received exactly ``bodies``, in that order, each signed with ``secret`` and its event's id."""
+    received = receivers.at(path)
+    assert [body for _, body in received] == bodies
+    for headers, body in received:
+        assert headers["webhook-id"] == json.loads(body)["id"]
+        StandardWebhook(secret).verify(body, headers)
+
+
+def moved_out(cells: Cells, receivers: Receivers, moving: str) -> Callable[[str], None]:
+    """A checkpoint: once A refuses the tenant (``flipped``), A's delivery function receives
+    what A's queue holds (every message visible, the queue's clock a minute on): the moving
+    tenant's messages let go unsent, nothing written; any other tenant's delivered in A."""
+
+    def checkpoint(step: str) -> None:
+        if step != "flipped":
+            return
+        advance_queue_clock(60)  # past every visibility a failed attempt or a receive set
+        before = cells.items(CELL_A, moving)
+        a = cell_deliverer(cells, CELL_A, receivers)
+        records = receive()
+        assert records
+        for record in records:
+            queued = QueuedMessage.of_record(record)
+            outcome = a.deliver(queued)
+            if read_queue_message(record["body"])[2]["tenant_id"] == moving:
+                assert outcome == "dropped: moved to another cell"
+            else:
+                assert outcome == "delivered"
+            boto3.client("sqs", region_name=REGION).delete_message(
+                QueueUrl=WEBHOOK_QUEUE_URL, ReceiptHandle=record["receiptHandle"]
+            )
+        assert cells.items(CELL_A, moving) == before
+
+    return checkpoint
+
+
+def deliver_from(cells: Cells, cell: str, receivers: Receivers) -> None:
+    """``cell``'s stream functions, then its delivery function over what its queue holds, until it holds nothing."""
+    cells.deliver_streams()
+    while records := receive():
+        assert process(cell_deliverer(cells, cell, receivers), records) == []
+
+
+@pytest.mark.parametrize(("moving", "staying"), [("1", "10"), ("10", "1")])
+def test_a_message_queued_in_the_old_cell_and_received_there_after_the_flip_is_sent_once_from_the_new_one(
+    cells: Cells, moving: str, staying: str
+) -> None:
+    """Queued in A just before the move, received by A's delivery function only after the
+    flip: A lets it go; B sends it exactly as signed (the same bytes, the same webhook-id),
+    once. The tenant staying in A has its own delivered there; neither sees the other's."""
+    hooks = {tenant: tenant_with_webhook(cells, CELL_A, tenant, tenant) for tenant in (moving, staying)}
+    with cells.in_cell(CELL_A):
+        for tenant in (moving, staying):
+            cells.api.new_ticket(User(tenant, f"alice-{tenant}"), title=f"{tenant}'s")
+    cells.deliver_streams()  # A's audit writer queues each event (not yet received), its record first
+    queued = {tenant: str(delivery_records(cells, CELL_A, tenant)[0]["event"]["S"]) for tenant in (moving, staying)}
+    receivers = Receivers()
+
+    cells.move(moving, CELL_B, checkpoint=moved_out(cells, receivers, moving))
+
+    assert receivers.at(moving) == []  # A sent nothing of it
+    assert_sent_as_signed(receivers, staying, hooks[staying][1], [queued[staying]])
+    deliver_from(cells, CELL_B, receivers)
+    assert_sent_as_signed(receivers, moving, hooks[moving][1], [queued[moving]])
+    # Once: nothing more from either cell
+    deliver_from(cells, CELL_B, receivers)
+    deliver_from(cells, CELL_A, receivers)
+    assert len(receivers.at(moving)) == len(receivers.at(staying)) == 1
+    assert {json.loads(body)["tenant_id"] for _, body in receivers.at(moving)} == {moving}
+    (delivered,) = delivery_records(cells, CELL_B, moving)
+    assert (delivered["status"]["S"], delivered["attempts"]["N"]) == ("DELIVERED", "1")
+    assert delivery_records(cells, CELL_B, staying) == []
+
+
+def test_a_message_waiting_behind_a_retrying_one_of_its_group_is_sent_from_the_new_cell_in_order(cells: Cells) -> None:
+    """A ticket's two events to one webhook (one FIFO group): A attempted the first (its
+    endpoint failed: back in the queue after its backoff), the second waits behind it,
+    never received alone. After the move A lets both go; B sends both, in order, as signed."""
+    hook, secret = tenant_with_webhook(cells, CELL_A, "1", "one")
+    tenant_with_webhook(cells, CELL_A, "10", "ten")
+    member = User("1", "alice-1")
+    with cells.in_cell(CELL_A):
+        ticket = cells.api.new_ticket(member, title="first")["ticket_id"]
+        assert cells.api.update(member, ticket, {"title": "second"}).ok
+        cells.api.new_ticket(User("10", "alice-10"), title="beside")
+    cells.deliver_streams()
+    failing = Receivers(status=503)
+    records = receive()
+    ones = [record for record in records if read_queue_message(record["body"])[2]["tenant_id"] == "1"]
+    assert len(ones) == 2
+    assert process(cell_deliverer(cells, CELL_A, failing), ones) == [record["messageId"] for record in ones]
+    first, second = delivery_records(cells, CELL_A, "1")
+    assert (first["attempts"]["N"], second["attempts"]["N"]) == ("1", "0")  # the second one waits behind
+    assert [json.loads(body)["type"] for _, body in failing.at("one")] == ["ticket.created"]
+    receivers = Receivers()
+
+    cells.move("1", CELL_B, checkpoint=moved_out(cells, receivers, "1"))
+
+    assert receivers.at("one") == []
+    deliver_from(cells, CELL_B, receivers)
+    assert_sent_as_signed(receivers, "one", secret, [first["event"]["S"], second["event"]["S"]])
+    assert [json.loads(body)["type"] for _, body in receivers.at("one")] == CREATED_AND_UPDATED
+    assert {json.loads(body)["tenant_id"] for _, body in receivers.at("ten")} == {"10"}  # delivered in A
+    assert [(item["status"]["S"], item["attempts"]["N"]) for item in delivery_records(cells, CELL_B, "1")] == [
+        ("DELIVERED", "2"),
+        ("DELIVERED", "1"),
+    ]
+    assert hook in first["pk"]["S"]
+
+
+def test_a_tickets_event_queued_in_the_old_cell_goes_before_its_change_written_in_the_new_one(cells: Cells) -> None:
+    """A ticket created in A (its event queued there, not yet received), then changed in B
+    as soon as writes open there: the receiver gets the creation, then the change."""
+    _, secret = tenant_with_webhook(cells, CELL_A, "10", "ten")
+    tenant_with_webhook(cells, CELL_A, "1", "one")
+    member = User("10", "alice-10")
+    with cells.in_cell(CELL_A):
+        ticket = cells.api.new_ticket(member, title="made in A")["ticket_id"]
+    cells.deliver_streams()
+    (created,) = delivery_records(cells, CELL_A, "10")
+    receivers = Receivers()
+    let_go = moved_out(cells, receivers, "10")
+
+    def during(step: str) -> None:
+        let_go(step)
+        if step == "erasing":  # writes open in B: the change, before the move has ended
+            with cells.in_cell(CELL_B):
+                assert cells.api.update(member, ticket, {"title": "changed in B"}).ok
+
+    cells.move("10", CELL_B, checkpoint=during)
+    deliver_from(cells, CELL_B, receivers)
+
+    changed = [item for item in delivery_records(cells, CELL_B, "10") if item["type"]["S"] == "ticket.updated"]
+    assert_sent_as_signed(receivers, "ten", secret, [created["event"]["S"], changed[0]["event"]["S"]])
+    assert [json.loads(body)["data"]["title"] for _, body in receivers.at("ten")] == ["made in A", "changed in B"]
+    assert receivers.at("one") == []
+
+
+def test_an_event_the_old_cells_audit_writer_handled_after_the_switch_is_sent_at_the_moves_end(
+    cells: Cells,
+) -> None:
+    """A's audit writer lags: a ticket's creation committed before the switch reaches it
+    after the flip; A queues it (its record first) and lets it go. The trailing copy brings
+    its record to B, which sends it at the move's end, as signed, once; a delivery handed
+    over before writes opened, which B attempted meanwhile (its endpoint failing), is not
+    handed over again."""
+    cells.clock.now = time.time() + 60  # the move's switch after every event of A (their times are the API's)
+    _, secret = tenant_with_webhook(cells, CELL_A, "1", "one")
+    tenant_with_webhook(cells, CELL_A, "10", "ten")
+    member = User("1", "alice-1")
+    with cells.in_cell(CELL_A):
+        cells.api.new_ticket(member, title="queued before")
+    cells.deliver_streams()
+    (before,) = delivery_records(cells, CELL_A, "1")
+    with cells.in_cell(CELL_A):
+        cells.api.new_ticket(member, title="audited late")  # its stream record waits for A's audit writer
+    failing, receivers = Receivers(status=503), Receivers()
+    let_go = moved_out(cells, receivers, "1")
+
+    def during(step: str) -> None:
+        let_go(step)
+        if step == "erasing":  # A's audit writer catches up; B's sees the hand-over's mark
+            cells.deliver_streams()
+            for record in receive():
+                redelivery = read_queue_message(record["body"])[2].get("redelivery")
+                cell, endpoint = (CELL_B, failing) if redelivery else (CELL_A, receivers)
+                process(cell_deliverer(cells, cell, endpoint), [record])
+
+    outcome = cells.move("1", CELL_B, checkpoint=during)
+
+    assert outcome.handed_over == 2  # the first before writes opened, the late one after the erase
+    late = [item for item in delivery_records(cells, CELL_B, "1") if item["sk"] != before["sk"]]
+    assert [json.loads(item["event"]["S"])["data"]["title"] for item in late] == ["audited late"]
+    assert [body for _, body in failing.at("one")] == [before["event"]["S"]]  # B's first attempt
+    advance_queue_clock(60)  # its retry is due
+    deliver_from(cells, CELL_B, receivers)
+    sent = sorted(body for _, body in receivers.at("one"))
+    assert_sent_as_signed(receivers, "one", secret, [body for _, body in receivers.at("one")])
+    assert sent == sorted([before["event"]["S"], late[0]["event"]["S"]])  # each once
+    assert receivers.at("ten") == []

@@ -501,6 +501,13 @@ def deliveries(dynamodb: DynamoDBClient, table: str, tenant: str, hook: str) -> 
     return [item for item in all_items(dynamodb, table) if item["pk"]["S"] == pk]
 
 
+def as_queued(dynamodb: DynamoDBClient, table: str, tenant: str, hook: str) -> list[dict[str, Any]]:
+    """The delivery's record as the fan-out wrote it before queueing its message: PENDING, no attempt."""
+    found = deliveries(dynamodb, table, tenant, hook)
+    assert [(item["status"]["S"], item["attempts"]["N"]) for item in found] == [("PENDING", "0")]
+    return found
+
+
 @pytest.mark.parametrize(("tenant", "neighbour"), PAIRS)
 def test_a_dedicated_tenants_delivery_is_recorded_in_its_own_table(
     api: Api, dynamodb: DynamoDBClient, streams: Any, tenant: str, neighbour: str
@@ -525,6 +532,7 @@ def test_a_moving_tenants_delivery_is_held_with_nothing_written_and_goes_out_aft
 ) -> None:
     own = own_table(dynamodb, tenant)
     hook, record = one_message(api, dynamodb, streams, tenant, POOL)
+    queued = as_queued(dynamodb, POOL, tenant, hook)
     _, theirs = one_message(api, dynamodb, streams, neighbour, POOL)
     copy_tenant(dynamodb, POOL, own, tenant)
     moving: dict[str, Any] = {"move_to": "dedicated", "move_table": own, "move_phase": phase, "move_started_at": 1}
@@ -541,7 +549,7 @@ def test_a_moving_tenants_delivery_is_held_with_nothing_written_and_goes_out_aft
     (delay,) = sqs.visibility
     assert 2 <= delay <= 3
     assert all_items(dynamodb, own) == before[own]
-    assert deliveries(dynamodb, POOL, tenant, hook) == []
+    assert deliveries(dynamodb, POOL, tenant, hook) == queued
     # Once the move is over, it goes out and is recorded in the tenant's table
     place(dynamodb, dedicated_record(tenant, own, placed_at=2))
     assert deliverer(post=post, sqs=sqs).process_batch([record]) == []
@@ -555,6 +563,7 @@ def test_while_a_move_erases_a_webhook_not_found_is_looked_for_later_and_dropped
 ) -> None:
     own = own_table(dynamodb, "10")
     hook, record = one_message(api, dynamodb, streams, "10", POOL)
+    queued = as_queued(dynamodb, POOL, "10", hook)
     moving: dict[str, Any] = {"move_to": "dedicated", "move_table": own, "move_started_at": 1}
     # The tenant's own table does not have the webhook (its copy not there)
     place(dynamodb, dedicated_record("10", own, placed_at=2, move_phase=MovePhase.ERASING, **moving))
@@ -566,7 +575,7 @@ def test_while_a_move_erases_a_webhook_not_found_is_looked_for_later_and_dropped
     place(dynamodb, dedicated_record("10", own, placed_at=2))
     assert deliverer(post=post, sqs=sqs).process_batch([record]) == []
     assert (post.posted, len(sqs.visibility)) == ([], 1)
-    assert deliveries(dynamodb, POOL, "10", hook) == []
+    assert deliveries(dynamodb, POOL, "10", hook) == queued
 
 
 def test_an_attempt_whose_tenant_began_switching_tables_meanwhile_records_nothing_and_comes_back(
@@ -574,6 +583,7 @@ def test_an_attempt_whose_tenant_began_switching_tables_meanwhile_records_nothin
 ) -> None:
     own = own_table(dynamodb, "1")
     hook, record = one_message(api, dynamodb, streams, "1", POOL)
+    queued = as_queued(dynamodb, POOL, "1", hook)
     copy_tenant(dynamodb, POOL, own, "1")
     switching = TenantConfig(
         tenant_id="1", move_to="dedicated", move_table=own, move_phase=MovePhase.SWITCHING, move_started_at=1
@@ -591,7 +601,7 @@ def test_an_attempt_whose_tenant_began_switching_tables_meanwhile_records_nothin
     assert post.posted == [HOOK_URL]
     assert sqs.visibility
     assert sqs.dead_letters == []
-    assert deliveries(dynamodb, POOL, "1", hook) == deliveries(dynamodb, own, "1", hook) == []
+    assert deliveries(dynamodb, POOL, "1", hook) == deliveries(dynamodb, own, "1", hook) == queued
     changed = [item for item in all_items(dynamodb, POOL) if item not in pool_before]
     assert [item["pk"]["S"] for item in changed] == [keys.tenant_config_key("1")["pk"]["S"]]  # the switch's record
     assert all_items(dynamodb, own) == own_before

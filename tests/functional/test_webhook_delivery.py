@@ -572,11 +572,14 @@ def test_on_its_last_receive_a_message_still_held_by_its_tenants_bounds_fails_vi
         api.new_ticket(User("acme", "alice"))
         audit_stream.deliver(audit_stream.new_records())
         (record,) = receive()
+        # The fan-out's record of the queued delivery: PENDING, no attempt
+        queued = deliveries(dynamodb, table_name, "acme", hook["webhook_id"])
+        assert [(stored["status"], int(stored["attempts"])) for stored in queued] == [("PENDING", 0)]
         sqs = RecordingSqs()
         no_slot = deliverer(table_name, sqs=sqs, tier_in_flight={"basic": 0})
         # Held before its last receive: back later, nothing recorded.
         assert no_slot.process_batch([record]) == [record["messageId"]]
-        assert deliveries(dynamodb, table_name, "acme", hook["webhook_id"]) == []
+        assert deliveries(dynamodb, table_name, "acme", hook["webhook_id"]) == queued
         # The 99th receive (the last before SQS's redrive on the 100th): given up with a record.
         last = {**record, "attributes": {**record["attributes"], "ApproximateReceiveCount": str(MAX_RECEIVES - 1)}}
         assert no_slot.process_batch([last]) == []

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
+from support_tickets.core import keys
 from support_tickets.webhooks.delivery_records import DeliveryRecords
 from support_tickets.webhooks.events import MAX_BATCH_BYTES, delivery_id, read_queue_message, retry_delay
 from support_tickets.webhooks.fanout import webhook_fanout
@@ -209,6 +211,119 @@ def test_a_failure_to_queue_fails_the_record_and_its_retry_queues_it(
     assert len(receive()) == 1
 
 
+def delivery_records(dynamodb: DynamoDBClient, table_name: str, tenant_id: str) -> list[dict[str, Any]]:
+    """The tenant's delivery records, read as stored (every webhook's)."""
+    prefix = f"TENANT#{tenant_id}|WEBHOOK#"
+    return [
+        item
+        for item in all_items(dynamodb, table_name)
+        if item["pk"]["S"].startswith(prefix) and item["sk"]["S"].startswith("DELIVERY#")
+    ]
+
+
+@pytest.mark.parametrize(("tenant", "other"), TENANT_PAIRS)
+def test_each_deliverys_record_is_stored_before_its_message_is_sent(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str, tenant: str, other: str
+) -> None:
+    # Given two webhooks of the tenant, one of the other tenant's, and a queue that looks at
+    # the table whenever a batch is sent
+    hooks = {register(api, tenant, ALL_TYPES), register(api, tenant, ["ticket.created"])}
+    register(api, other, ALL_TYPES)
+    fanout = webhook_fanout()
+    real_sqs = fanout.sqs
+    seen: list[tuple[str, dict[str, Any] | None]] = []
+
+    class Looking:
+        def send_message_batch(self, **kwargs: Any) -> Any:
+            for entry in kwargs["Entries"]:
+                _, _, routing = read_queue_message(entry["MessageBody"])
+                key = keys.delivery_key(routing["tenant_id"], routing["webhook_id"], routing["delivery_id"])
+                seen.append((entry["MessageBody"], dynamodb.get_item(TableName=table_name, Key=key).get("Item")))
+            return real_sqs.send_message_batch(**kwargs)
+
+    fanout.sqs = Looking()
+    # When the tenant's ticket is created
+    api.new_ticket(User(tenant, "alice"))
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    # Then each message's record was there when the message was sent: PENDING, no attempt, its event
+    assert len(seen) == 2
+    for body, record in seen:
+        assert record is not None
+        event, _, routing = read_queue_message(body)
+        assert (record["status"]["S"], record["attempts"]["N"], record["event"]["S"]) == ("PENDING", "0", event)
+        assert record["pk"]["S"] == keys.webhook_deliveries_pk(tenant, routing["webhook_id"])
+        assert record["next_attempt_at"] == {"NULL": True}
+        assert "created_at" in record
+        assert "expiration" in record
+    assert {read_queue_message(body)[2]["webhook_id"] for body, _ in seen} == hooks
+    # And the tenant's admin sees each queued delivery PENDING with 0 attempts; the other tenant has none
+    for hook in hooks:
+        (listed,) = api.call("webhook_deliveries", User(tenant, "root", admin=True), ticket_id=hook).body["items"]
+        assert (listed["status"], listed["attempts"], listed["last_status_code"]) == ("PENDING", 0, None)
+    assert delivery_records(dynamodb, table_name, other) == []
+
+
+def test_a_redelivered_stream_record_leaves_an_attempted_delivery_as_it_is(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given a delivery attempted once (no receiver: PENDING, its next attempt set) and one delivered
+    failing = register(api, "1", ALL_TYPES)
+    register(api, "10", ALL_TYPES)
+    api.new_ticket(User("1", "alice"))
+    records = audit_stream.new_records()
+    audit_stream.deliver(records)
+    (queued,) = receive()
+    (record,) = delivery_records(dynamodb, table_name, "1")
+    assert (record["status"]["S"], record["attempts"]["N"]) == ("PENDING", "0")
+    assert process(deliverer(table_name), [queued]) == [queued["messageId"]]
+    settle([queued])
+    (attempted,) = delivery_records(dynamodb, table_name, "1")
+    assert (attempted["status"]["S"], attempted["attempts"]["N"]) == ("PENDING", "1")
+    delivered = {**attempted, "status": {"S": "DELIVERED"}, "sk": {"S": attempted["sk"]["S"] + "x"}}
+    dynamodb.put_item(TableName=table_name, Item=delivered)
+    # When the stream hands the same record again (past SQS's deduplication: the queue takes it again)
+    boto3.client("sqs", region_name=REGION).purge_queue(QueueUrl=WEBHOOK_QUEUE_URL)
+    assert audit_stream.invoke(records) == []
+    # Then the attempted record is as it was, attempts, status and next attempt kept
+    assert sorted(delivery_records(dynamodb, table_name, "1"), key=lambda item: item["sk"]["S"]) == [
+        attempted,
+        delivered,
+    ]
+    # (its message queued again all the same: the delivery function absorbs a duplicate)
+    assert [message["webhook_id"] for message in messages(receive())] == [failing]
+    assert delivery_records(dynamodb, table_name, "10") == []
+
+
+def test_a_send_that_fails_leaves_each_record_pending_for_the_retry(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    hook = register(api, "10", ALL_TYPES)
+    register(api, "1", ALL_TYPES)
+    api.new_ticket(User("10", "alice"))
+    records = audit_stream.new_records()
+    fanout = webhook_fanout()
+    real_sqs = fanout.sqs
+
+    class Unavailable:
+        def send_message_batch(self, **kwargs: Any) -> Any:
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "SendMessageBatch")
+
+    fanout.sqs = Unavailable()
+    # The stream record fails (it will be retried); its delivery's record is there, PENDING
+    assert audit_stream.invoke(records) == [records[0]["dynamodb"]["SequenceNumber"]]
+    assert receive() == []
+    (record,) = delivery_records(dynamodb, table_name, "10")
+    assert record["pk"]["S"] == keys.webhook_deliveries_pk("10", hook)
+    assert (record["status"]["S"], record["attempts"]["N"]) == ("PENDING", "0")
+    # The retry queues the message; the record is the same one
+    fanout.sqs = real_sqs
+    assert audit_stream.invoke(records) == []
+    (queued,) = messages(receive())
+    assert queued["delivery_id"] == record["delivery_id"]["S"]
+    assert delivery_records(dynamodb, table_name, "10") == [record]
+    assert delivery_records(dynamodb, table_name, "1") == []
+
+
 def test_backoff_is_exponential_with_jitter_and_capped() -> None:
     assert [retry_delay(n, lambda: 0.5) for n in (1, 2, 3, 4)] == [5, 10, 20, 40]
     assert retry_delay(1, lambda: 0.0) == 4  # - 20 %
@@ -326,3 +441,31 @@ def test_an_event_the_queue_refuses_is_a_failed_delivery_with_its_reason_and_red
     settle([queued_record])
     (attempted,) = api.call("webhook_deliveries", root, ticket_id=hook).body["items"]
     assert (attempted["attempts"], attempted["failure_reason"]) == (1, None)
+
+
+def test_an_event_no_delivery_record_can_hold_is_recorded_failed_and_never_queued(
+    api: Api, audit_stream: StreamHarness, dynamodb: DynamoDBClient, table_name: str
+) -> None:
+    # Given a ticket whose description another writer of the table (an operator) made ~600 KB
+    # of text: its update's event (the description twice) fits SQS's 1 MiB, not a 400 KB record
+    hook = register(api, "10", ALL_TYPES)
+    register(api, "1", ALL_TYPES)
+    ticket = api.new_ticket(User("10", "alice"))
+    audit_stream.deliver(audit_stream.new_records())
+    settle(receive())
+    dynamodb.update_item(
+        TableName=table_name,
+        Key=keys.ticket_key("10", ticket["ticket_id"]),
+        UpdateExpression="SET description = :big",
+        ExpressionAttributeValues={":big": {"S": "\u4e2d" * 100_000}},
+    )
+    # When the fan-out sees the change: the record does not fail (no retry changes it)
+    assert audit_stream.invoke(audit_stream.new_records()) == []
+    # Then nothing is queued, and the delivery is FAILED with the reason, without its body
+    assert receive() == []
+    updated = [item for item in delivery_records(dynamodb, table_name, "10") if item["type"]["S"] == "ticket.updated"]
+    assert [(item["status"]["S"], item["attempts"]["N"]) for item in updated] == [("FAILED", "0")]
+    assert updated[0]["pk"]["S"] == keys.webhook_deliveries_pk("10", hook)
+    assert updated[0]["failure_reason"]["S"].startswith("EventTooLarge: ")
+    assert "event" not in updated[0]
+    assert delivery_records(dynamodb, table_name, "1") == []

@@ -169,9 +169,9 @@ def test_a_hanging_tenant_holds_at_most_its_tiers_attempts_and_another_tenant_is
         slow_batch.join(WAIT_S)
     deferred = [r["messageId"] for r in slow_records if r["messageId"] in results["slow"]]
     assert len(deferred) == 2
-    # The deferred ones were neither attempted nor counted
+    # The deferred ones were neither attempted nor counted (their records as the fan-out queued them)
     slow_stored = stored_deliveries(dynamodb, table_name, slow, slow_hook)
-    assert sorted(int(d["attempts"]) for d in slow_stored) == [1, 1]
+    assert sorted(int(d["attempts"]) for d in slow_stored) == [0, 0, 1, 1]
     assert [d["status"] for d in stored_deliveries(dynamodb, table_name, other, other_hook)] == ["DELIVERED"]
     # Once the hanging attempts ended, their leases are free again: the deferred ones go
     assert bounded.process_batch([r for r in slow_records if r["messageId"] in deferred]) == []
@@ -284,7 +284,9 @@ def test_an_offboarded_tenants_deliveries_are_dropped_and_nothing_is_written(
     assert post.posted == []
     assert (sqs.visibility, sqs.dead_letters) == ([], [])
     assert all_items(dynamodb, table_name) == before
-    assert stored_deliveries(dynamodb, table_name, "10", hook) == []
+    # Its delivery's record is the fan-out's as it queued it (the offboarding erases it)
+    stored = stored_deliveries(dynamodb, table_name, "10", hook)
+    assert [(d["status"], int(d["attempts"]), d["next_attempt_at"]) for d in stored] == [("PENDING", 0, True)]
 
 
 @pytest.mark.parametrize(("tenant", "other"), [("1", "10"), ("10", "1")])

@@ -434,6 +434,20 @@ def keyless_calls(stream_arn: str) -> Iterator[Call]:
     )
 
 
+# What a queued delivery's record sets besides its type, event and status.
+QUEUED_RECORD = (
+    "delivery_id",
+    "webhook_id",
+    "event_id",
+    "ticket_id",
+    "next_attempt_at",
+    "last_status_code",
+    "created_at",
+    "expiration",
+    "attempts",
+)
+
+
 def webhook_delivery_calls() -> Iterator[Call]:
     """The delivery side's items (a webhook's delivery records, a tenant's delivery
     rate counters): the delivery role's reads and writes, and what tenant
@@ -481,6 +495,18 @@ def webhook_delivery_calls() -> Iterator[Call]:
                 "ExpressionAttributeNames": {"#m": mark, "#s": "status"},
             }
             yield Call("UpdateItem", tested, (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", mark, "status"]),))
+            # The audit writer's record of a delivery it queues (DeliveryRecords.record_queued): the
+            # delivery's attributes, conditional on the record's absence.
+            queued = (*QUEUED_RECORD, "type", "event", "status")
+            record = {
+                "TableName": TABLE,
+                "Key": key,
+                "UpdateExpression": "SET " + ", ".join(f"#{name} = :v" for name in queued),
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ExpressionAttributeNames": {f"#{name}": name for name in queued},
+                "ExpressionAttributeValues": {":v": {"S": "x"}},
+            }
+            yield Call("UpdateItem", record, (_q("UpdateItem", TABLE_ARN, [pk], ["pk", "sk", *queued]),))
             item = {**key, "status": {"S": "DELIVERED"}}
             yield Call("PutItem", {"TableName": TABLE, "Item": item}, (_q("PutItem", TABLE_ARN, [pk], list(item)),))
             yield Call("DeleteItem", {"TableName": TABLE, "Key": key}, (_q("DeleteItem", TABLE_ARN, [pk]),))

@@ -21,7 +21,7 @@ from local_stack.iam.sessions import Session
 from support_tickets.core import keys
 from support_tickets.data.table import TenantTable
 from support_tickets.webhooks.admin_repository import DeliveryRepository, WebhookItem, WebhookRepository
-from support_tickets.webhooks.delivery_records import REDELIVER_MARK
+from support_tickets.webhooks.delivery_records import REDELIVER_MARK, Attempt, DeliveryRecords, Refusal
 from support_tickets.webhooks.parking import ParkedMessage, WebhookParking
 from tests.unit.test_guard_attributes import REGION, TABLES, explicitly_denied, refusal
 from tests.unit.test_guard_policy import ROLES
@@ -274,3 +274,34 @@ def test_every_write_the_webhook_routes_make_stays_allowed(tenant: str) -> None:
     redelivery = writes[2][1]
     assert redelivery["Key"] == delivery_key(tenant)
     assert redelivery["UpdateExpression"] == f"SET {REDELIVER_MARK} = :at"
+
+
+# ---------------------------------------------------------------- the audit writer's delivery records
+def audit_role_refusal(operation: str, body: dict[str, Any]) -> str | None:
+    session = Session("ASIAAUDIT", ROLES["AuditTrailRole"], "AuditTrailFunction")
+    return authorize_dynamodb(session, operation, body, region=REGION, tables=TABLES)
+
+
+@pytest.mark.parametrize("tenant", TENANTS)
+def test_the_audit_writer_records_each_delivery_it_queues_or_sees_refused_and_nothing_more(tenant: str) -> None:
+    """The fan-out's record before the message (record_queued) and a refusal's (record_refusal),
+    as the repository makes them: allowed by the audit writer's role; the same write naming
+    one more attribute, or under another partition of the tenant, refused."""
+    client = RecordingClient()
+    records = DeliveryRecords(TenantTable(tenant, TABLE, Clients(client)))
+    event: dict[str, Any] = {"delivery_id": DELIVERY, "webhook_id": WEBHOOK, "event_id": "e1", "ticket_id": "T1"}
+    event |= {"type": "ticket.created", "body": "{}", "at": "2026-11-25T12:00:00.000Z", "expiration": 1_800_000_000}
+    records.record_queued(Attempt(**event, status="PENDING", status_code=None, next_attempt_at=None))
+    records.record_refusal(Refusal(**event, reason="MessageTooLong"))
+    assert [operation for operation, _ in client.calls] == ["UpdateItem", "UpdateItem"]
+    queued, refused = (body for _, body in client.calls)
+    assert queued["ConditionExpression"] == "attribute_not_exists(pk)"
+    for body in (queued, refused):
+        assert body["Key"] == delivery_key(tenant)
+        assert audit_role_refusal("UpdateItem", body) is None, body
+        more = {**body, "UpdateExpression": body["UpdateExpression"].replace("SET ", "SET holder = :h, ", 1)}
+        more["ExpressionAttributeValues"] = {**body["ExpressionAttributeValues"], ":h": {"S": "x"}}
+        assert audit_role_refusal("UpdateItem", more) is not None
+        for key in (keys.ticket_key(tenant, "T1"), keys.webhook_key(tenant, WEBHOOK), rate_key(tenant)):
+            assert audit_role_refusal("UpdateItem", {**body, "Key": key}) is not None, key
+    assert audit_role_refusal("PutItem", {"TableName": TABLE, "Item": delivery_key(tenant)}) is not None

@@ -25,8 +25,8 @@ For each record (:meth:`StreamRouter.route`):
   ``MoveRecordsSkipped`` metric, logged at debug), so a move counts nothing
   twice, writes no audit event and fires no webhook. A record the old table
   made before the switch, handled late, is the tenant's all the same;
-- where its writes go: the **source table** (the counts, the audit items and a
-  refused delivery's record of a change are written beside the change; the
+- where its writes go: the **source table** (the counts, the audit items and the
+  delivery records of a change are written beside the change; the
   mover carries the append-only ones of a lagging function over, and recounts
   the counts), and where its tenant's webhooks are read: the **current table**
   of its placement (after the erase the old table has none left);

@@ -443,8 +443,9 @@ class Deliverer:
             # delivery left PENDING (a retry, a redelivery) says so.
             repository.settle_pending(message.webhook_id, message.delivery_id)
             return "dropped"
-        status, attempts = repository.progress(message.webhook_id, message.delivery_id)
-        if message.redelivery is None and status == DELIVERED:
+        progress = repository.progress(message.webhook_id, message.delivery_id)
+        attempts = progress.attempts
+        if message.redelivery is None and progress.status == DELIVERED:
             return "duplicate"
         now = self.clock()
         if config.status is TenantStatus.SUSPENDED:

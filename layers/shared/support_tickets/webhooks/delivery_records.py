@@ -9,6 +9,11 @@ A delivery record holds the delivery object of API.md, the event's body as it
 was sent (a redelivery sends the same bytes, the same ``webhook-id``), and a
 TTL (``expiration``). Writers:
 
+- the audit writer's fan-out, before it queues the message: the record
+  ``PENDING`` with 0 attempts, unless it exists
+  (:meth:`DeliveryRecords.record_queued`), so every queued message has one
+  (what a cell move hands over); and ``FAILED`` for a message the queue refused
+  for good (:meth:`DeliveryRecords.record_refusal`);
 - the delivery function (its own role): one ``UpdateItem`` per attempt
   (:meth:`DeliveryRecords.record_attempt`), which also clears a pending
   redelivery mark;
@@ -46,6 +51,9 @@ FAILURE_REASON: Final = "failure_reason"
 # A refused event larger than this is recorded without its body (DynamoDB's items hold
 # 400 KB): its record is visible, and a redelivery of it fails again with the same reason.
 MAX_STORED_EVENT_BYTES: Final = 300_000
+# DynamoDB's 400 KB item less 4 KB for a record's other attributes: an event larger than this can
+# have no delivery record, so the fan-out never queues it (it is recorded FAILED without its body).
+MAX_RECORDED_EVENT_BYTES: Final = 400 * 1024 - 4 * 1024
 # What the route writes as the mark: the request's time (ISO 8601 UTC, milliseconds).
 _MARK = re.compile(rf"^{keys.AUDIT_TIME_PATTERN}$")
 
@@ -139,7 +147,25 @@ class Refusal:
     expiration: int
 
 
-# What every write of a delivery record sets from its event (held or attempted),
+# A delivery record as the fan-out wrote it (DeliveryRecords.record_queued), no delivery function's
+# write since: PENDING, no attempt, no next attempt set, no redelivery asked for.
+AS_QUEUED: Final = (
+    f"#status = :pending AND attempts = :zero AND attribute_not_exists({REDELIVER_MARK}) "
+    "AND (attribute_not_exists(next_attempt_at) OR attribute_type(next_attempt_at, :null))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A delivery as its record says before the delivery function acts on it."""
+
+    status: str | None  # None: no record yet
+    attempts: int
+    # The record is the fan-out's as it wrote it (AS_QUEUED): no delivery function wrote it yet.
+    as_queued: bool
+
+
+# What every write of a delivery record sets from its event (queued, held or attempted),
 # and the status, the next attempt and the record's age.
 _EVENT_ASSIGNMENTS: Final = (
     "delivery_id = :delivery_id, webhook_id = :webhook_id, event_id = :event_id, #type = :type, "
@@ -283,32 +309,50 @@ class DeliveryRecords:
         self._leases(slot + 1).give_back(holder, slot)  # a count that has ``slot``: the tier may have changed
 
     # ------------------------------------------------------------ deliveries
-    def hold(self, attempt: Attempt) -> None:
-        """A delivery held without an attempt (its tenant is suspended): a record
-        ``PENDING`` with 0 attempts if it has none yet, so the deliveries list
-        shows it; a record that exists (a failed attempt's, one marked for
-        redelivery) is left as it is (a write that kept a redelivery mark would
-        send the redelivery again)."""
-        self._write_record(
+    def record_queued(self, attempt: Attempt) -> bool:
+        """The audit writer's record of a delivery it is about to queue: ``PENDING``
+        with 0 attempts, its event, ``created_at`` and expiration (what :meth:`hold`
+        writes), only if the delivery has no record yet: a stream redelivery of the
+        event never resets one already attempted, refused or marked. ``False`` when
+        it had one."""
+        return self._write_record(
             attempt,
             "last_status_code = :none, created_at = :at, expiration = :expiration, attempts = :zero",
             {**_event_values(attempt, PENDING), ":none": None},
             ConditionExpression="attribute_not_exists(pk)",
         )
 
-    def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
-        """A delivery's status and attempts so far (``None`` and 0 before its first attempt)."""
+    def hold(self, attempt: Attempt) -> None:
+        """A delivery held without an attempt (its tenant is suspended, or its message
+        parked): ``PENDING`` with 0 attempts and its next attempt, so the deliveries
+        list shows it, if it has no record or the fan-out's as it wrote it
+        (:data:`AS_QUEUED`); a record a delivery function wrote already (a failed
+        attempt's, an earlier hold's) or one marked for redelivery is left as it
+        is (a write that kept a redelivery mark would send the redelivery again)."""
+        self._write_record(
+            attempt,
+            "last_status_code = :none, created_at = if_not_exists(created_at, :at), "
+            "expiration = if_not_exists(expiration, :expiration), attempts = :zero",
+            {**_event_values(attempt, PENDING), ":none": None, ":pending": PENDING, ":null": "NULL"},
+            ConditionExpression=f"attribute_not_exists(pk) OR ({AS_QUEUED})",
+        )
+
+    def progress(self, webhook_id: str, delivery_id: str) -> Progress:
+        """A delivery's status and attempts so far (``None`` and 0 without a record;
+        ``PENDING`` and 0 as queued) and whether its record is still as queued."""
         response = self.table.call(
             "get_item",
             TableName=self.table.table_name,
             Key=keys.delivery_key(self.table.tenant_id, webhook_id, delivery_id),
-            ProjectionExpression="#status, attempts",
+            ProjectionExpression=f"#status, attempts, next_attempt_at, {REDELIVER_MARK}",
             ExpressionAttributeNames={"#status": "status"},
             ConsistentRead=True,
         )
         row = from_item(response.get("Item") or {})
-        status, attempts = row.get("status"), row.get("attempts")
-        return (status if isinstance(status, str) else None), (int(attempts) if attempts is not None else 0)
+        status = row["status"] if isinstance(row.get("status"), str) else None
+        attempts = int(row["attempts"]) if row.get("attempts") is not None else 0
+        untouched = row.get("next_attempt_at") is None and REDELIVER_MARK not in row
+        return Progress(status, attempts, as_queued=status == PENDING and attempts == 0 and untouched)
 
     def settle_pending(self, webhook_id: str, delivery_id: str) -> None:
         """A ``PENDING`` delivery (or one marked for redelivery) whose webhook can't
@@ -364,12 +408,12 @@ class DeliveryRecords:
         )
 
     def record_refusal(self, refusal: Refusal) -> None:
-        """The audit writer's one write of a delivery record: an event the queue refused
+        """The audit writer's other write of a delivery record: an event the queue refused
         for good is ``FAILED`` with its :data:`FAILURE_REASON`, never attempted
         (``attempts`` as it was, 0 for a new record), its body stored when it fits so
         that ``POST …/redeliver`` can send it again; a redelivery mark goes. The
-        role's policy names exactly these attributes (template.yaml,
-        ``RefusedDeliveriesOnly``)."""
+        role's policy names exactly the attributes of this write and of
+        :meth:`record_queued` (template.yaml, ``DeliveryRecordsOnly``)."""
         stored = len(refusal.body.encode("utf-8", "surrogatepass")) <= MAX_STORED_EVENT_BYTES
         values: dict[str, Any] = {
             ":delivery_id": refusal.delivery_id,

@@ -35,7 +35,29 @@ messages and bounds a batch by its 6 MB invoke payload
 ``BatchSize``), so every message the queue takes can be delivered. The API
 bounds a ticket's description at 10,000 characters, so an event through the
 API is at most ~130 KB (the description three times over in an update, 4
-bytes a character): 1 MiB is a bound for other writers of the table.
+bytes a character): a delivery record's :data:`MAX_RECORDED_EVENT_BYTES` (DynamoDB's
+400 KB item) bounds other writers of the table; an event over it is never
+queued (below).
+
+**The record before the message** (an outbox): each delivery's record is
+written ``PENDING`` with 0 attempts, its event, ``created_at`` and expiration
+(:meth:`DeliveryRecords.record_queued`), under the message's own tenant, in
+the table its stream record came from, **before** its message is sent; a
+message is sent only once its record is stored. So no queued message exists
+without a record: the deliveries list shows it (``PENDING``, 0 attempts), and
+a cell move hands it over to the new cell (``ops.cell_move``) even if the old
+cell's queue never handed it to its delivery function. The write is
+conditional on ``attribute_not_exists(pk)``: a stream redelivery of the event
+never resets a record already attempted, refused or marked (its message is
+sent again all the same: the first send may have failed; SQS or the delivery
+function absorbs a duplicate). Cost: one conditional ``UpdateItem`` per
+(event, webhook), one write unit per KB of the record (the event plus ~600
+bytes: 1 unit for most events, up to ~185 for the largest the API makes; a
+redelivered event's failed condition costs the same), the usual tenant's 1-3
+webhooks 1-3 writes an event, made one after the other before the batch is
+sent; the delivery function's first attempt then updates the record as it
+always did. An event larger than a record can hold is recorded ``FAILED``
+without its body and never queued.
 
 A message SQS refuses for good (over 1 MiB, a refused character: a sender's
 fault in SQS's answer) is not retried: its delivery is recorded ``FAILED``
@@ -43,7 +65,7 @@ with a ``failure_reason`` (:meth:`DeliveryRecords.record_refusal`, the body
 stored when it fits a record), visible in the deliveries list and
 redeliverable. A transient failure (throttling, SQS unavailable, an entry
 ``Failed`` by SQS's fault) raises :class:`WebhookQueueError`: the stream record
-fails and is retried.
+fails and is retried, its deliveries' records left ``PENDING``.
 
 Which webhooks a tenant has (:meth:`WebhookFanout.subscriptions`): once per
 tenant and batch of stream records, one strongly consistent ``GetItem`` of the
@@ -86,8 +108,9 @@ deduplicated).
 Tables (:mod:`support_tickets.streams.routing`): a tenant's webhooks are read
 from the table of its placement now (a record of the table it left, handled
 late, still reaches its webhooks after the move erased the old copy); the
-cache is per table and tenant. A refused delivery's record is written into the
-table the stream record came from, beside its audit event.
+cache is per table and tenant. A delivery's record (queued or refused) is
+written into the table the stream record came from, beside its audit event (a
+move's sync or trailing copy carries it with them).
 """
 
 from __future__ import annotations
@@ -107,6 +130,7 @@ from botocore.exceptions import ClientError
 
 from support_tickets.core import keys
 from support_tickets.core.audit import AuditEvent
+from support_tickets.data.audit_items import iso_time
 from support_tickets.data.table import OwnClient, TenantTable, error_code
 from support_tickets.streams.audit_events import AuditRecord
 from support_tickets.streams.audit_writer import audit_client
@@ -115,7 +139,10 @@ from support_tickets.streams.routing import RecordRoute
 from support_tickets.webhooks.delivery_records import (
     DELIVERY_RETENTION_SECONDS,
     FAILURE_REASON,
+    MAX_RECORDED_EVENT_BYTES,
+    PENDING,
     REDELIVER_MARK,
+    Attempt,
     DeliveryRecords,
     Refusal,
     Subscription,
@@ -183,6 +210,8 @@ class WebhookFanout:
     queue_url: str
     ttl_seconds: float = SUBSCRIPTIONS_TTL_SECONDS
     clock: Callable[[], float] = time.monotonic
+    # Epoch seconds: a queued delivery's created_at and expiration.
+    now: Callable[[], float] = time.time
     _cache: OrderedDict[tuple[str, str], _Cached] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -229,6 +258,7 @@ class WebhookFanout:
         if not targets:
             return 0
         body = event_body(webhook_event(tenant_id, audit, old_image, new_image))
+        source = route.source if route is not None else None
         entries = []
         for index, webhook_id in enumerate(targets):
             delivery = delivery_id(audit["at"], audit["event_id"], webhook_id)
@@ -246,12 +276,35 @@ class WebhookFanout:
                     "MessageDeduplicationId": delivery,
                 }
             )
-        refused = self._send(entries)
+        size = len(body.encode("utf-8", "surrogatepass"))
+        if size > MAX_RECORDED_EVENT_BYTES:  # no record can hold it: never queued
+            reason = f"EventTooLarge: {size} bytes, over a delivery record's {MAX_RECORDED_EVENT_BYTES}"
+            refused = [Refused(entry, reason) for entry in entries]
+        else:
+            records = self._records(tenant_id, source)
+            now = self.now()
+            for entry, webhook_id in zip(entries, targets, strict=True):
+                records.record_queued(
+                    Attempt(
+                        delivery_id=str(entry["MessageDeduplicationId"]),
+                        webhook_id=webhook_id,
+                        event_id=audit["event_id"],
+                        type=kind,
+                        ticket_id=audit["ticket_id"],
+                        body=body,
+                        status=PENDING,
+                        status_code=None,
+                        next_attempt_at=None,
+                        at=iso_time(now),
+                        expiration=int(now) + DELIVERY_RETENTION_SECONDS,
+                    )
+                )
+            refused = self._send(entries)
         for refusal in refused:
             webhook_id = targets[int(refusal.entry["Id"])]
             self._record_refusal(
                 tenant_id,
-                route.source if route is not None else None,
+                source,
                 Refusal(
                     delivery_id=str(refusal.entry["MessageDeduplicationId"]),
                     webhook_id=webhook_id,
@@ -344,8 +397,12 @@ class WebhookFanout:
                 "reason": refusal.reason,
             },
         )
-        table = TenantTable(tenant_id, table_name or self.table_name, OwnClient(self.client))
-        DeliveryRecords(table).record_refusal(refusal)
+        self._records(tenant_id, table_name).record_refusal(refusal)
+
+    def _records(self, tenant_id: str, table_name: str | None) -> DeliveryRecords:
+        """The tenant's delivery records in ``table_name`` (its stream record's table; the
+        pool's by default), under its own prefix (``TenantTable`` refuses any other key)."""
+        return DeliveryRecords(TenantTable(tenant_id, table_name or self.table_name, OwnClient(self.client)))
 
     def _send(self, entries: list[dict[str, Any]]) -> list[Refused]:
         """Queue ``entries`` in batches that SQS takes (``events.batches``); the entries it

@@ -23,8 +23,9 @@ on its account) gets one ``"usage"`` line
   call, however many retries it took on the wire);
 - ``stored_kb_days``: the DynamoDB storage its messages added, in KB (rounded
   up) x days, paid when it is written (:class:`MeteredRecords`): a delivery
-  record created, its size for its 30 days of TTL (rewritten by later attempts
-  at the same size: counted once); a message parked, its size for the 26 h
+  record, its size for its 30 days of TTL, paid by the first write here (the
+  fan-out's record of a queued message is paid with it; rewritten by later
+  attempts at the same size: counted once); a message parked, its size for the 26 h
   retry window (a parked message is sent back or ``FAILED`` within it, its
   storage never longer: an upper bound);
 - ``read_units`` / ``write_units`` / ``dynamodb_calls``: every DynamoDB call of
@@ -74,6 +75,7 @@ from support_tickets.webhooks.delivery_records import (
     FAILED,
     Attempt,
     DeliveryRecords,
+    Progress,
 )
 from support_tickets.webhooks.events import RETRY_WINDOW_SECONDS
 from support_tickets.webhooks.parking import ParkedMessage
@@ -187,11 +189,12 @@ class MeteredRecords(DeliveryRecords):
     """A tenant's delivery records that count each recorded attempt for the message in
     scope, and the storage of each record its message creates."""
 
-    def progress(self, webhook_id: str, delivery_id: str) -> tuple[str | None, int]:
+    def progress(self, webhook_id: str, delivery_id: str) -> Progress:
         found = super().progress(webhook_id, delivery_id)
         usage = METER.current()
         if usage is not None:
-            usage.record_found = found[0] is not None  # every record has a status
+            # Every record has a status; one as the fan-out queued it is paid by the first write here.
+            usage.record_found = found.status is not None and not found.as_queued
         return found
 
     def _created(self, attempt: Attempt) -> None:
