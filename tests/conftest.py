@@ -17,8 +17,10 @@ import base64
 import functools
 import inspect
 import json
+import logging
 import os
 import secrets
+import sys
 import threading
 import time
 import uuid
@@ -71,6 +73,29 @@ if TYPE_CHECKING:
     from tests.e2e.conftest import RunningStack
 
 moto_fixes.apply()
+
+
+class CurrentStdout:
+    """Writes wherever ``sys.stdout`` points at the moment (capsys swaps it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture(autouse=True)
+def functions_log_to_the_current_stdout() -> None:
+    """The functions' Powertools Logger (one handler for the service's logger) keeps the
+    stdout of the moment it was made: in a test, maybe a capture closed since, and then
+    every later line is a "--- Logging error ---" traceback in whatever test's stderr a
+    command's one-line error is asserted on. It writes to the current stdout instead
+    (plain assignment: ``setStream`` would flush the old stream)."""
+    for handler in logging.getLogger(os.environ["POWERTOOLS_SERVICE_NAME"]).handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler.stream, CurrentStdout):
+            handler.stream = CurrentStdout()
+
 
 # Each test builds fresh boto3 sessions (a fresh mocked account, fresh
 # credentials), and each new session would read and parse botocore's service

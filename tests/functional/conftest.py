@@ -4,9 +4,7 @@ tenants, and a table snapshot for "a failed write changes nothing"."""
 from __future__ import annotations
 
 import json
-import logging
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,34 +71,16 @@ def ticket_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [item for item in items if item["sk"]["S"] == "SUMMARY"]
 
 
-class _CurrentStdout:
-    """Writes wherever ``sys.stdout`` points at the moment (capsys swaps it)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-
 @pytest.fixture
-def log_lines(capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+def log_lines(capsys: pytest.CaptureFixture[str]) -> Callable[[], list[dict[str, Any]]]:
     """The JSON lines the functions printed (Powertools Logger lines and EMF
-    metric blobs). The shared Logger's handler keeps the stdout of the moment
-    it was created, so for the test it writes to the current one instead."""
-    from support_tickets.api.resolver import logger
-
-    handler = logger.registered_handler
-    assert isinstance(handler, logging.StreamHandler)
-    # Plain assignment: setStream() would flush the old stream, maybe a closed capture.
-    previous, handler.stream = handler.stream, _CurrentStdout()
+    metric blobs; the Logger writes to the current stdout: tests/conftest.py)."""
 
     def read() -> list[dict[str, Any]]:
         lines = capsys.readouterr().out.splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
 
-    yield read
-    handler.stream = previous
+    return read
 
 
 STACK_NAME = "st"
