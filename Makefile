@@ -141,10 +141,12 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 
 # mypy runs beside pytest (its output after the tests'): the workers leave a fifth of the
 # cores idle waiting on the local stacks, and mypy needs no build.
-test: $(STAMP) $(ORACLE) $(CHECKOV) ## the whole suite: ruff, sam build, then every test (template checks included) on all cores beside mypy
+# The oracle's and checkov's installs and sam build run side by side (each waits on
+# the network or the disk as much as on a core).
+test: $(STAMP) ## the whole suite: ruff, sam build, then every test (template checks included) on all cores beside mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory -j3 $(ORACLE) $(CHECKOV) build
 	@$(BIN)/mypy > .mypy.log 2>&1 & mypy=$$!; \
 	  $(PYTEST) -n auto --dist loadscope; tests=$$?; \
 	  wait $$mypy; typed=$$?; echo "$(BIN)/mypy"; cat .mypy.log; rm -f .mypy.log; \
