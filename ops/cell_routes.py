@@ -124,13 +124,28 @@ def _put_if_unchanged(
 ) -> bool:
     """Writes ``value`` at ``key`` if it is not there and ``replaces(current value)``;
     conditional on the store's version, tried again when it moved. Whether it wrote."""
+
+    def put(version: str) -> None:
+        client.put_key(KvsARN=kvs_arn, Key=key, Value=value, IfMatch=version)
+
+    return _on_version(client, kvs_arn, key, lambda current: current != value and replaces(current), put)
+
+
+def _on_version(
+    client: KeyValueStoreClient,
+    kvs_arn: str,
+    key: str,
+    wanted: Callable[[str | None], bool],
+    write: Callable[[str], None],
+) -> bool:
+    """``write(version)`` if ``wanted(the key's current value)``, conditional on the store's
+    version (``IfMatch``), read again and retried when another writer moved it. Whether it wrote."""
     for _ in range(ATTEMPTS):
         version = str(client.describe_key_value_store(KvsARN=kvs_arn)["ETag"])
-        current = _current(client, kvs_arn, key)
-        if current == value or not replaces(current):
+        if not wanted(_current(client, kvs_arn, key)):
             return False
         try:
-            client.put_key(KvsARN=kvs_arn, Key=key, Value=value, IfMatch=version)
+            write(version)
         except ClientError as exc:
             if _error_code(exc) == "ConflictException":
                 continue
@@ -158,18 +173,11 @@ def drop_tenant_route(client: KeyValueStoreClient, kvs_arn: str, tenant_id: str)
     directory makes again starts at 1. Conditional on the store's version, as a write
     is. Whether it deleted."""
     key = tenant_route_key(tenant_id)
-    for _ in range(ATTEMPTS):
-        version = str(client.describe_key_value_store(KvsARN=kvs_arn)["ETag"])
-        if _current(client, kvs_arn, key) is None:
-            return False
-        try:
-            client.delete_key(KvsARN=kvs_arn, Key=key, IfMatch=version)
-        except ClientError as exc:
-            if _error_code(exc) == "ConflictException":
-                continue
-            raise
-        return True
-    raise RouteConflict(f"{key}: the store's version changed under {ATTEMPTS} attempts; run the command again")
+
+    def delete(version: str) -> None:
+        client.delete_key(KvsARN=kvs_arn, Key=key, IfMatch=version)
+
+    return _on_version(client, kvs_arn, key, lambda current: current is not None, delete)
 
 
 def publish_cell_origin(client: KeyValueStoreClient, kvs_arn: str, cell_id: str, api_domain: str, stage: str) -> bool:
