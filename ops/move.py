@@ -933,9 +933,12 @@ class Mover:
     def _catch_up(self, record: TenantConfig, outcome: Outcome) -> None:
         """While the tenant still writes (``COPYING``), make the new table catch
         up with what it changed during the copy, so that the switch's sync (the
-        write pause) reads only what was written since: each round reads the
-        marks, syncs the marked tickets' partitions and events as the switch
-        would (and remembers them as copied), then takes back each mark whose
+        write pause) copies only what was written since: each round reads the
+        marks, syncs the marked tickets' partitions and events and every
+        partition no write marks (webhooks, deliveries, parking, idempotency
+        records, the day index) as the switch would (and remembers them as
+        copied: the switch still reads those partitions, and writes what
+        differs from this round's read), then takes back each mark whose
         ``written`` token is still the one it read. A write made since the round
         read its partition wrote a new token with its mark (in its transaction,
         or again after it: ``TenantTable``), so its mark stays for the switch.
@@ -954,8 +957,9 @@ class Mover:
             def sync(partition: Partition, start: str) -> Found:
                 return self._sync_partition(source, dest, partition, start, remember=True)
 
-            partitions = [(TICKET, keys.ticket_pk(source.tenant_id, ticket)) for ticket in sorted(marked.tickets)]
-            self._visit_all(partitions, sync)
+            # What writers don't mark (webhooks, their deliveries and parking, idempotency records, the day
+            # index) is synced too, as the switch would: the switch then writes only what changed since.
+            self._walk([source], sync, shard_counts=record.read_shards, tickets=marked.tickets, days=False)
             self._sync_events(source, dest, marked.events, remember=True)
             self.checkpoint("catching up")
             taken_back = self._unmark(source, marked)

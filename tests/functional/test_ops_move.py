@@ -422,8 +422,10 @@ def test_the_catch_up_leaves_the_switch_only_what_was_written_since_it_read_it(
     takes back the marks it synced: the switch (the write pause) reads again
     only the tickets written since. A ticket written again between the
     catch-up's read and its taking back keeps its mark (its write's token is
-    another), so that write is not lost; one written after is marked anew. The
-    moved data and counts are exact; the tenant beside it makes no marks."""
+    another), so that write is not lost; one written after is marked anew.
+    What no write marks (an idempotency record) is in the new table before the
+    switch. The moved data and counts are exact; the tenant beside it makes no
+    marks."""
     monkeypatch.setattr(move, "MAX_REMEMBERED", remembered)
     tickets = world.populate(moving)
     world.populate(beside)
@@ -440,6 +442,8 @@ def test_the_catch_up_leaves_the_switch_only_what_was_written_since_it_read_it(
             made.append(world.api.new_ticket(member, title="new during the copy")["ticket_id"])
             assert world.api.comment(member, tickets[1], {"body": "during the copy"}).status == 201
             assert world.api.update(neighbour, world.api.new_ticket(neighbour)["ticket_id"], {"title": "b"}).ok
+            created = world.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "during-the-copy"})
+            assert created.status == 201
         if step == "catching up" and step not in reached:  # the first round synced, its marks not yet taken back
             assert world.api.update(member, tickets[0], {"title": "between the read and the take-back"}).ok
             assert world.api.delete(root, made[0]).status == 204
@@ -447,22 +451,30 @@ def test_the_catch_up_leaves_the_switch_only_what_was_written_since_it_read_it(
             assert world.api.comment(member, tickets[1], {"body": "after the catch-up"}).status == 201
         if step == "switching":
             frozen.append(copied_items(world.dynamodb, world.pool, moving))
+            idempotency = set(keys.idempotency_partitions(moving))
+            ahead.extend(i for i in items_of(world.dynamodb, own_table, moving) if i["pk"]["S"] in idempotency)
+            recorded.extend(i for i in frozen[0] if i["pk"]["S"] in idempotency)
         reached.append(step)
 
+    own_table = dedicated.table_name(world.pool, moving)
+    ahead: list[dict[str, Any]] = []  # the new table's idempotency records, then the old one's
+    recorded: list[dict[str, Any]] = []
     mover = world.mover(during)
     mover.catch_up_enough = 0
     outcome = mover.move(moving, "dedicated")
     tenant_configs().clear()
 
-    # The first round took back tickets[1]'s mark only (the others were written again since it read them),
-    # the second those two; the switch read again only the ticket commented on after the catch-up.
+    # The first round took back the marks of tickets[1] and of the ticket created once only (the others
+    # were written again since it read them), the second those two; the switch read again only the ticket
+    # commented on after the catch-up.
     assert reached.count("catching up") == 2
-    assert (outcome.catch_up_rounds, outcome.caught_up) == (2, 3)
+    assert (outcome.catch_up_rounds, outcome.caught_up) == (2, 4)
     assert outcome.sync_tickets == 1
-    own_table = dedicated.table_name(world.pool, moving)
+    assert len(recorded) == 2
+    assert sorted(ahead, key=str) == sorted(recorded, key=str)
     assert_moved(world, moving, own_table, frozen[0])
     assert counts_in(world.dynamodb, own_table, moving) == recounted(world.dynamodb, own_table, moving)
-    assert counts_in(world.dynamodb, own_table, moving) == {"OPEN": 2, "IN_PROGRESS": 1, "CLOSED": 0}
+    assert counts_in(world.dynamodb, own_table, moving) == {"OPEN": 3, "IN_PROGRESS": 1, "CLOSED": 0}
     assert world.api.summary(member, tickets[0]).body["title"] == "between the read and the take-back"
     marks = set(keys.move_mark_partitions(beside)) | set(keys.move_mark_partitions(moving))
     assert not [item for item in all_items(world.dynamodb, world.pool) if item["pk"]["S"] in marks]
