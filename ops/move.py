@@ -104,7 +104,13 @@ trailing copy writes after it matches none of the stream functions' filters
   counters (they expire a minute later) and attempt leases (held for one
   attempt; an attempt releases its lease in the table it took it from). The
   new table starts with none: at worst a tenant's first second there admits
-  its tier's rate once more.
+  its tier's rate once more;
+- an idempotency record still in progress (Powertools' ``INPROGRESS``): the
+  create that stored it completes it only in one fenced transaction with its
+  ticket's put, so once the switch begins none ever completes (its client got
+  503 ``TENANT_MOVING`` and retries). Carried, it would answer that retry 409
+  "still in progress" until it expired; not carried, the retry creates the
+  ticket. A completed record is carried (it answers a retry with its ticket).
 
 A webhook's parking partition (its parked messages, their circuit and the
 retry slots: :mod:`support_tickets.webhooks.parking`) is copied and synced like the
@@ -271,6 +277,9 @@ DAY: Final = "day"
 TICKET: Final = "ticket"
 HISTORY: Final = "history"
 NOT_COPIED: Final = "not copied"
+# Powertools' idempotency record: its status attribute, and the status of one whose request is still running.
+IDEMPOTENCY_STATUS: Final = "status"
+IN_PROGRESS: Final = "INPROGRESS"
 # The phases a move can be rolled back from: the old table is still authoritative.
 ROLLBACK_PHASES: Final = frozenset({MovePhase.COPYING, MovePhase.SWITCHING})
 # Kinds whose items only ever appear (then expire): what may be copied after the switch.
@@ -853,7 +862,7 @@ class Mover:
         found = Found()
         writes = self._writes(dest, found)
         for page in source.query_pages(_partition_query(source, pk)):
-            for item in page:
+            for item in _carried_items(kind, page):
                 found.read += 1
                 found.note(kind, item)
                 for copy, copied_kind in ((item, kind), (_history_twin(source.tenant_id, kind, item), HISTORY)):
@@ -1044,7 +1053,8 @@ class Mover:
         writes = self._writes(dest, found)
         read = found.read
         seen: list[dict[str, Any]] = []
-        old = _remembering(partition_items(source, pk, since), seen) if remember else partition_items(source, pk, since)
+        carried = _carried_items(kind, partition_items(source, pk, since))
+        old = _remembering(carried, seen) if remember else carried
         new = self._copied.entries(pk, since) if self._copied.valid else _read_entries(dest, pk, since)
         here, there = next(old, None), next(new, None)
         while here is not None or there is not None:
@@ -1747,6 +1757,14 @@ def partition_items(
         query["ExpressionAttributeValues"][":since"] = {"S": since}
     for page in table.query_pages(query):
         yield from page
+
+
+def _carried_items(kind: str, items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The items of a partition of ``kind`` a move carries: all but an idempotency
+    record still in progress (the module's docstring, "What is not copied")."""
+    for item in items:
+        if kind != IDEMPOTENCY or item.get(IDEMPOTENCY_STATUS, {}).get("S") != IN_PROGRESS:
+            yield item
 
 
 def _history_twin(tenant_id: str, kind: str, item: dict[str, Any]) -> dict[str, Any] | None:

@@ -17,7 +17,7 @@ import io
 import json
 import os
 import signal
-import time
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -39,10 +39,11 @@ from support_tickets.core.keys import TicketStatus
 from support_tickets.data.audit_items import epoch_of, iso_time
 from support_tickets.data.placement import SWITCH_WAIT_SECONDS, MovePhase, data_table, writes_paused
 from support_tickets.data.tenant_registry import TenantConfig, tenant_configs
+from support_tickets.data.ticket_repository import TicketRepository
 from support_tickets.streams.audit_events import audit_record
 from support_tickets.streams.audit_writer import audit_writer
 from tests.conftest import all_items
-from tests.functional.api_harness import ROUTES, Api, User, aws_calls
+from tests.functional.api_harness import ROUTES, Api, ApiResponse, User, aws_calls
 from tests.functional.conftest import local_state_file
 from tests.functional.move_harness import (
     WRITE_OPERATIONS,
@@ -566,7 +567,11 @@ def test_a_late_audit_event_is_brought_over_and_a_ticket_deleted_after_the_switc
     late_ids: list[str] = []
 
     def late_write() -> None:
-        at = iso_time(time.time() - 5)
+        # A stream record of the old table from just before the switch (the world's time, not the real one:
+        # the world runs ten minutes behind, so a real time could fall on a day after the switch's).
+        placed_at = world.record("1").placed_at
+        assert placed_at  # flipped
+        at = iso_time(placed_at - 1)
         late = audit_record(
             event_name="INSERT",
             event_id="f" * 32,
@@ -1030,3 +1035,55 @@ def test_move_workers_reach_the_mover_and_a_bad_count_is_one_line(
     assert tenants.main(["--tenant", "1", "--placement", "dedicated", "--move-workers", "32", *state]) == 1
     assert tenants.main(["--tenant", "1", "--placement", "dedicated", *state]) == 1
     assert seen == [32, DEFAULT_WORKERS]
+
+
+@pytest.mark.parametrize(("moving", "beside"), [("1", "10"), ("10", "1")])
+def test_a_create_refused_at_the_switch_is_made_when_retried_with_its_key_in_the_new_table(
+    world: World, moving: str, beside: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create with an ``Idempotency-Key`` whose record was stored during the
+    copy (in progress) and whose ticket write the switch refused (503
+    ``TENANT_MOVING``: the record could not be taken back either, writes were
+    paused) leaves an in-progress record that no invocation can ever complete:
+    the ticket's put completes it in one fenced transaction. The move does not
+    carry it: the client's retry with the same key, after the switch, creates
+    the ticket (201), not 409 "still in progress"; a completed record is
+    carried as ever. The tenant beside it is untouched."""
+    world.populate(moving)
+    world.populate(beside)
+    others = items_of(world.dynamodb, world.pool, beside)
+    member = User(moving, f"alice-{moving}")
+    entered, release = threading.Event(), threading.Event()
+    create_ticket = TicketRepository.create_ticket
+    answers: list[ApiResponse] = []
+
+    def held(self: TicketRepository, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("completes") is not None and not release.is_set():
+            entered.set()  # its record is stored, in progress: the switch comes now
+            release.wait(10)
+        return create_ticket(self, *args, **kwargs)
+
+    def in_flight() -> None:
+        answers.append(world.api.create(member, {"title": "in flight"}, headers={"Idempotency-Key": "in-flight"}))
+
+    flight = threading.Thread(target=in_flight)
+
+    def during(step: str) -> None:
+        if step == "caught up":
+            tenant_configs().clear()
+            flight.start()
+            assert entered.wait(10)
+        if step == "switching":
+            release.set()
+            flight.join(10)
+
+    monkeypatch.setattr(TicketRepository, "create_ticket", held)
+    world.move(moving, "dedicated", during)
+
+    assert [(answer.status, answer.error_code) for answer in answers] == [(503, "TENANT_MOVING")]
+    retried = world.api.create(member, {"title": "in flight"}, headers={"Idempotency-Key": "in-flight"})
+    assert retried.status == 201, retried.body
+    again = world.api.create(member, {"title": "in flight"}, headers={"Idempotency-Key": "in-flight"})
+    assert (again.status, again.body["ticket_id"]) == (201, retried.body["ticket_id"])
+    assert world.api.create(member, {"title": "once"}, headers={"Idempotency-Key": "k"}).status == 201
+    assert items_of(world.dynamodb, world.pool, beside) == others
