@@ -1,6 +1,7 @@
 """What the webhook benchmarks share (bench/webhooks.py, bench/parking.py, and
 bench/cold.py's delivery function): a webhook registered through the local
-stack's API, and a new event as the fan-out queues it for a webhook."""
+stack's API, and a new event as the fan-out queues it for a webhook (with the
+delivery record the fan-out writes before it queues the message)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import json
 import time
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 from bench.stackproc import StackProcess
+from support_tickets.data.audit_items import iso_time
+from support_tickets.webhooks.delivery_records import DELIVERY_RETENTION_SECONDS, PENDING, Attempt
 from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
 
 DELIVERY = "DeliverWebhookFunction"
@@ -40,10 +43,22 @@ def register(stack: StackProcess, admin: Any, tenant: str, url: str) -> str:
     return str(created["webhook_id"])
 
 
-def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
-    """One new event of ``tenant``'s ticket ``ticket_id`` for ``webhook_id``, as the fan-out
-    sends it to the queue (``SendMessage``'s body, group and deduplication id)."""
-    at = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+@dataclass(frozen=True, slots=True)
+class QueuedEvent:
+    """One new event for a webhook as the fan-out hands it over
+    (:meth:`WebhookFanout.publish <support_tickets.webhooks.fanout.WebhookFanout.publish>`)."""
+
+    entry: dict[str, str]  # SendMessage's body, group and deduplication id
+    # The delivery record the fan-out writes before it queues the message (DeliveryRecords.record_queued).
+    record: Attempt
+
+
+def queued_event(tenant: str, webhook_id: str, ticket_id: str) -> QueuedEvent:
+    """One new ``ticket.created`` event of ``tenant``'s ticket ``ticket_id`` for
+    ``webhook_id``: its queue entry, and its record's ``Attempt`` built as the fan-out
+    builds it (``PENDING``, no attempt, its event, created now, kept for the retention)."""
+    now = time.time()
+    at = iso_time(now)
     event_id = uuid.uuid4().hex
     event = {
         "id": event_id,
@@ -52,19 +67,40 @@ def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
         "tenant_id": tenant,
         "data": {"ticket_id": ticket_id, "title": "Printer on fire", "status": "OPEN", "version": 1},
     }
+    body = event_body(event)
     delivery = delivery_id(at, event_id, webhook_id)
-    return {
+    entry = {
         "MessageBody": delivery_message(
-            tenant_id=tenant, webhook_id=webhook_id, delivery=delivery, ticket_id=ticket_id, body=event_body(event)
+            tenant_id=tenant, webhook_id=webhook_id, delivery=delivery, ticket_id=ticket_id, body=body
         ),
         "MessageGroupId": message_group(tenant, ticket_id, webhook_id),
         "MessageDeduplicationId": delivery,
     }
+    record = Attempt(
+        delivery_id=delivery,
+        webhook_id=webhook_id,
+        event_id=event_id,
+        type=str(event["type"]),
+        ticket_id=ticket_id,
+        body=body,
+        status=PENDING,
+        status_code=None,
+        next_attempt_at=None,
+        at=at,
+        expiration=int(now) + DELIVERY_RETENTION_SECONDS,
+    )
+    return QueuedEvent(entry, record)
 
 
-def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
-    """A Lambda SQS record of one new event for ``webhook_id`` (as the fan-out sends it)."""
-    entry = queue_entry(tenant, webhook_id, f"T{number:06d}")
+def queue_entry(tenant: str, webhook_id: str, ticket_id: str) -> dict[str, str]:
+    """One new event of ``tenant``'s ticket ``ticket_id`` for ``webhook_id``, as the fan-out
+    sends it to the queue (``SendMessage``'s body, group and deduplication id; no record
+    written)."""
+    return queued_event(tenant, webhook_id, ticket_id).entry
+
+
+def lambda_record(entry: dict[str, str]) -> dict[str, Any]:
+    """A Lambda SQS record of the queue entry ``entry``, received once."""
     return {
         "messageId": str(uuid.uuid4()),
         "receiptHandle": uuid.uuid4().hex,
@@ -77,3 +113,8 @@ def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
         },
         "eventSource": "aws:sqs",
     }
+
+
+def sqs_record(tenant: str, webhook_id: str, number: int) -> dict[str, Any]:
+    """A Lambda SQS record of one new event for ``webhook_id`` (as the fan-out sends it; no record written)."""
+    return lambda_record(queue_entry(tenant, webhook_id, f"T{number:06d}"))

@@ -4,8 +4,10 @@ its receiver (docs/webhooks.md).
 - **Warm delivery**: the delivery function's handler, in this process, with
   its own role's credentials against the local stack's emulator, fed Lambda
   SQS events of one message each (an event for a webhook registered through
-  the API, pointing at a receiver on 127.0.0.1): its duration, its AWS calls
-  and the DynamoDB units they bill (the capacity model), in a warm container
+  the API, pointing at a receiver on 127.0.0.1), each delivery's record
+  written first as the fan-out writes it before queueing the message (not
+  timed; its units sized apart): its duration, its AWS calls and the
+  DynamoDB units they bill (the capacity model), in a warm container
   (one unmeasured delivery per tenant first: the clients made, each tenant's
   record and decrypted secret cached, as in a busy container). Messages go
   round-robin over several tenants so that none reaches its tier's
@@ -18,8 +20,9 @@ its receiver (docs/webhooks.md).
   function: the local stack's pollers, whose polling intervals are not
   Lambda's). Measured alone, in the rounds of the next-but-one item.
 - **Cost per million deliveries**, from the measured warm duration and units
-  at the list prices of :mod:`support_tickets.usage.prices`, for a first
-  attempt that succeeds; the assumptions are written into the results.
+  (the fan-out's version read and record write included) at the list prices
+  of :mod:`support_tickets.usage.prices`, for a first attempt that succeeds;
+  the assumptions are written into the results.
 - **A neighbour's hanging endpoint** (:func:`run_hang`): tenant B's delays in
   rounds: alone (its changes through the API as above, then its events queued
   as the fan-out queues them, send to receipt), then its queued events beside
@@ -90,7 +93,16 @@ from bench.parking import PARKING_NOTE, run_parking
 from bench.stackproc import StackProcess
 from bench.stats import percentile, summary
 from bench.warm import progress, quiet_stdout
-from bench.webhook_setup import DELIVERY, HANGING_TIER, api, queue_entry, register, sqs_record
+from bench.webhook_setup import (
+    DELIVERY,
+    HANGING_TIER,
+    QueuedEvent,
+    api,
+    lambda_record,
+    queue_entry,
+    queued_event,
+    register,
+)
 from local_stack.event_sources.sqs_poller import sqs_sources
 from local_stack.lambda_.runtime import LambdaContext, environment
 from local_stack.local_values import queue_name
@@ -99,9 +111,11 @@ from stack_model.capacity import CapacityMeter, TableShape
 from stack_model.functions import FunctionSpec, load_handler
 from stack_model.template import resources
 from support_tickets.core import keys
+from support_tickets.data.table import OwnClient, TenantTable
 from support_tickets.streams.records import own_client
 from support_tickets.usage import prices
 from support_tickets.webhooks.delivery import THROTTLED_MAX_DELAY_SECONDS, tier_rates
+from support_tickets.webhooks.delivery_records import DeliveryRecords
 from support_tickets.webhooks.fanout import WebhookFanout, start_batch
 
 AUDIT_TRAIL = "AuditTrailFunction"
@@ -209,27 +223,44 @@ def run_warm_deliveries(
     stack: StackProcess, specs: dict[str, FunctionSpec], *, deliveries: int, receiver: Receiver, hooks: dict[str, str]
 ) -> dict[str, Any]:
     """``deliveries`` timed warm invocations of the delivery function, one message each
-    (and as many more sized with the capacity model), to ``hooks`` (tenant -> its webhook)."""
+    (and as many more sized with the capacity model), to ``hooks`` (tenant -> its webhook).
+
+    Each message's delivery record is written first, as the fan-out writes it before it
+    queues the message (:meth:`DeliveryRecords.record_queued
+    <support_tickets.webhooks.delivery_records.DeliveryRecords.record_queued>`, with the
+    audit-trail function's role): untimed, and outside the delivery's calls and units, so
+    that the delivery function updates that record as it does in the product (DynamoDB
+    bills an update by the larger of the item before and after). That write is sized here,
+    once per sized delivery (``fanout_wru_per_delivery``), rather than in
+    :func:`run_freshness`: it is made once per delivery, not per batch, and here it is
+    the very record, of the very event, that the delivery then updates."""
     spec = specs[DELIVERY]
     names = list(hooks)
+    table = str(stack.state["table_name"])
     recorder = CallRecorder()
-    meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(str(stack.state["table_name"])))
+    meter = CapacityMeter(stack.operator("dynamodb"), TableShape.from_template(table))
     durations: list[float] = []
     tallies = []
+    fanout_tallies = []
     recorder.install()
     try:
+        with environment(stack.function_environment(specs[AUDIT_TRAIL])):
+            fanout_client = OwnClient(own_client("dynamodb"))  # made while recording: its writes can be sized
         with environment(stack.function_environment(spec)), quiet_stdout():
             handler = load_handler(spec.code_uri, spec.handler, module_name="_bench_deliver_webhook")
             context = LambdaContext(function_name=DELIVERY, memory_limit_in_mb=spec.memory_mb, timeout_s=spec.timeout_s)
             # One per tenant warms the container up (its clients, each tenant's record and
             # secret cached as in a busy container): not measured. Then every other delivery is
             # timed (no capacity model: its look-ups around each call would add to the time) and
-            # the others sized (their calls and units).
+            # the others sized (their calls and units, and the fan-out's write of their record).
             warmup = len(names)
             for number in range(warmup + 2 * deliveries):
                 tenant = names[number % len(names)]
-                event = {"Records": [sqs_record(tenant, hooks[tenant], number)]}
+                queued = queued_event(tenant, hooks[tenant], f"T{number:06d}")
                 sized = number >= warmup and (number - warmup) % 2 == 1
+                records = DeliveryRecords(TenantTable(tenant, table, fanout_client))
+                fanout_tally = record_as_queued(recorder, records, queued, meter if sized else None)
+                event = {"Records": [lambda_record(queued.entry)]}
                 recorder.meter = meter if sized else None
                 with recorder.request() as tally:
                     started = time.perf_counter_ns()
@@ -240,6 +271,7 @@ def run_warm_deliveries(
                     raise RuntimeError(f"a delivery was not made: {result}")
                 if sized:
                     tallies.append(tally)
+                    fanout_tallies.append(fanout_tally)
                 elif number >= warmup:
                     durations.append(elapsed / 1e6)
     finally:
@@ -257,7 +289,24 @@ def run_warm_deliveries(
         "calls_per_delivery": {call: round(count, 3) for call, count in sorted(calls.items())},
         "rru_per_delivery": round(sum(t.rru for t in tallies) / len(tallies), 3),
         "wru_per_delivery": round(sum(t.wru for t in tallies) / len(tallies), 3),
+        "fanout_wru_per_delivery": round(sum(t.wru for t in fanout_tallies) / len(fanout_tallies), 3),
     }
+
+
+def record_as_queued(
+    recorder: CallRecorder, records: DeliveryRecords, queued: QueuedEvent, meter: CapacityMeter | None
+) -> Tally:
+    """``queued``'s delivery record written as the fan-out writes it before it queues the
+    message: its calls, and its units when ``meter`` sizes them."""
+    recorder.meter = meter
+    try:
+        with recorder.request() as tally:
+            written = records.record_queued(queued.record)
+    finally:
+        recorder.meter = None
+    if not written:
+        raise RuntimeError(f"delivery {queued.record.delivery_id} had a record already")
+    return tally
 
 
 class HangingReceiver(Endpoint):
@@ -832,14 +881,18 @@ def freshness_usd(rru: float, milliseconds: float, memory_mb: int) -> dict[str, 
 
 def delivery_cost(warm: dict[str, Any], fanout_rru: float) -> dict[str, Any]:
     """USD per million deliveries (a first attempt that succeeds), by line item;
-    ``fanout_rru``: what the fan-out reads per event (:func:`run_freshness`)."""
+    ``fanout_rru``: what the fan-out reads per event (:func:`run_freshness`). The DynamoDB
+    line counts the fan-out's write of each delivery's record before it queues the message
+    (``warm``'s ``fanout_wru_per_delivery``) besides the delivery function's own units."""
     million = Decimal(1_000_000)
     seconds = Decimal(str(warm["duration_ms"]["median"])) / 1000
     gb_seconds = million * seconds * warm["memory_mb"] / 1024
     # send (the fan-out's SendMessageBatch: one request per event for up to 10 webhooks), receive, delete
     sqs_requests = 3
     rru = Decimal(str(warm["rru_per_delivery"])) + Decimal(str(fanout_rru))
-    wru = Decimal(str(warm["wru_per_delivery"]))
+    fanout_wru = Decimal(str(warm["fanout_wru_per_delivery"]))
+    delivery_wru = Decimal(str(warm["wru_per_delivery"]))
+    wru = delivery_wru + fanout_wru
     items = {
         "lambda": prices.lambda_usd(1_000_000, gb_seconds),
         "sqs_fifo": million * sqs_requests * prices.SQS_FIFO_PER_MILLION_REQUESTS_USD / million,
@@ -849,10 +902,11 @@ def delivery_cost(warm: dict[str, Any], fanout_rru: float) -> dict[str, Any]:
     made = {name: round(float(value), 4) for name, value in items.items()}
     made["total"] = round(sum(made.values()), 4)
     retry = {
-        # What each failed attempt adds: an invocation, a receive, a visibility change, the record's write.
+        # What each failed attempt adds: an invocation, a receive, a visibility change, the record's
+        # write (the delivery function's: the fan-out wrote the record once, before the first).
         "lambda": prices.lambda_usd(1_000_000, gb_seconds),
         "sqs_fifo": 2 * prices.SQS_FIFO_PER_MILLION_REQUESTS_USD,
-        "dynamodb": prices.dynamodb_usd(million * Decimal(str(warm["rru_per_delivery"])), million * wru),
+        "dynamodb": prices.dynamodb_usd(million * Decimal(str(warm["rru_per_delivery"])), million * delivery_wru),
     }
     return {
         "assumptions": {
@@ -863,6 +917,7 @@ def delivery_cost(warm: dict[str, Any], fanout_rru: float) -> dict[str, Any]:
             "rru_per_delivery": float(rru),
             "fanout_rru_per_delivery": fanout_rru,
             "wru_per_delivery": float(wru),
+            "fanout_wru_per_delivery": float(fanout_wru),
             "kms_decrypts_per_delivery": 1,
         },
         **made,
@@ -872,9 +927,9 @@ def delivery_cost(warm: dict[str, Any], fanout_rru: float) -> dict[str, Any]:
 
 DELIVERY_NOTE = (
     "How: per million first-attempt successes at list prices, one message per invocation (Lambda hands up to "
-    "10), the warm duration measured here, the capacity model's units plus the fan-out's version read, SQS's "
-    "send, receive and delete, one KMS Decrypt (an upper bound); not logs or data transfer. The delay runs "
-    "through the local stack's pollers, not Lambda's."
+    "10), the measured warm duration, the capacity model's units plus the fan-out's version read and record "
+    "write, SQS send, receive, delete, a KMS Decrypt (an upper bound); no logs or data transfer. The delay runs "
+    "via the local stack's pollers, not Lambda's."
 )
 
 HANG_NOTE = (

@@ -13,10 +13,12 @@ call (never timed):
   any projection; a GSI Query the index entries), rounded up to 4 KB; 1 RRU
   per 4 KB strongly consistent, 0.5 eventually consistent; a read that finds
   nothing still costs the minimum;
-- writes: the larger of the item before and after, rounded up to 1 KB, 1 WRU
-  per KB (2 inside TransactWriteItems); plus GSI1's own writes: 1 per KB of
-  index entry when a projected attribute changes, 2 entries when its key
-  changes (delete + put), billed as standard writes;
+- writes: the larger of the item before and after (an UpdateItem of an
+  existing item too, as "Capacity unit consumption for write operations" says:
+  https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html),
+  rounded up to 1 KB, 1 WRU per KB (2 inside TransactWriteItems); plus GSI1's
+  own writes: 1 per KB of index entry when a projected attribute changes, 2
+  entries when its key changes (delete + put), billed as standard writes;
 - a ConditionCheck in TransactWriteItems is counted like a transactional
   write of the checked item (2 per KB): an assumption, stated in the results.
 

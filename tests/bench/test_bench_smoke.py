@@ -214,7 +214,13 @@ def test_a_warm_webhook_delivery_takes_a_lease_and_is_priced(results: dict[str, 
         "dynamodb.UpdateItem": 4,
     }
     assert webhooks["warm"]["wru_per_delivery"] >= 2
+    # The fan-out's record of each delivery, written before its message is queued: one small item.
+    assert webhooks["warm"]["fanout_wru_per_delivery"] == 1
     cost = webhooks["cost_per_million_deliveries"]
+    assumed = cost["assumptions"]
+    assert assumed["wru_per_delivery"] == pytest.approx(
+        webhooks["warm"]["wru_per_delivery"] + assumed["fanout_wru_per_delivery"]
+    )
     items = ("lambda", "sqs_fifo", "dynamodb", "kms_decrypt")
     assert cost["total"] == pytest.approx(sum(cost[item] for item in items), abs=1e-3)
     assert cost["sqs_fifo"] == pytest.approx(1.5)  # 3 requests per delivery at $0.50 per million
