@@ -488,6 +488,13 @@ class CellMover(Mover):
     def _new(self, record: TenantConfig) -> TenantTable:
         return self._cell(self._dest).table(record.tenant_id, record.move_table)
 
+    def _named(self, table: TenantTable) -> str:
+        """Its cell's name too: every cell's pool is ``SupportTicket``."""
+        for cell_id, cell in self.cells.items():
+            if table.clients == cell.table(table.tenant_id).clients:
+                return f"cell {cell_id}'s {table.table_name}"
+        return table.table_name
+
     def _is_pool(self, table: TenantTable) -> bool:
         return any(table == cell.table(table.tenant_id) for cell in self.cells.values())
 

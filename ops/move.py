@@ -838,14 +838,14 @@ class Mover:
         if not self._announced:
             # What a stopped run left in the new table (its copy, part of its sync) goes first: then what this
             # run copies is all the new table has, and its switch reads only what was marked, as the first's would.
-            self._note(f"erasing what a stopped run copied into {dest.table_name} before copying again")
+            self._note(f"erasing what a stopped run copied into {self._named(dest)} before copying again")
             self._erase(dest, record, copy_to=None)
         self._copied = _Copied()
         assert record.move_started_at is not None
         # Before the copy reads anything, every container writes with the record's COPYING: each write of a
         # ticket the copy may have read before it is marked, and the sync reads only those again.
         self._wait_until(record.move_started_at + self.store.phase_seconds, "for every function to see the move")
-        self._progress = Progress(f"copy {record.tenant_id} to {dest.table_name}, items", self.stream)
+        self._progress = Progress(f"copy {record.tenant_id} to {self._named(dest)}, items", self.stream)
         found = self._walk(
             [source],
             lambda partition, since: self._copy_partition(source, dest, partition),
@@ -880,7 +880,7 @@ class Mover:
         assert record.move_started_at is not None
         since = record.move_started_at - trailing_horizon_seconds()
         self._last_write = 0.0
-        self._progress = Progress(f"sync {record.tenant_id} into {dest.table_name}, items read", self.stream)
+        self._progress = Progress(f"sync {record.tenant_id} into {self._named(dest)}, items read", self.stream)
 
         def before_tickets() -> None:
             self._wait_until(switching_at + self.switch_wait + GSI_PROPAGATION_SECONDS, "for GSI1 to have every write")
@@ -961,7 +961,7 @@ class Mover:
             marked = self._marked(source)
             if len(marked.written) <= self.catch_up_enough:
                 return
-            self._progress = Progress(f"catch up {record.tenant_id} in {dest.table_name}, marks", self.stream)
+            self._progress = Progress(f"catch up {record.tenant_id} in {self._named(dest)}, items", self.stream)
 
             def sync(partition: Partition, start: str) -> Found:
                 return self._sync_partition(source, dest, partition, start, remember=True)
@@ -1137,7 +1137,7 @@ class Mover:
         done = self._write(self._move_cleared())
         self._note(
             f"{record.tenant_id} moved to {self._table_name(done)}: {outcome.trailing} trailing items copied, "
-            f"{outcome.erased} erased from {old.table_name}; verified: {outcome.verified}"
+            f"{outcome.erased} erased from {self._named(old)}; verified: {outcome.verified}"
         )
         self._left_behind(old)
         return done
@@ -1186,14 +1186,14 @@ class Mover:
                 if twin is not None:
                     copied += self._put(new, twin, conditional=True)
         if copied:
-            self._note(f"trailing copy: {copied} items a stream function wrote into {old.table_name} late")
+            self._note(f"trailing copy: {copied} items a stream function wrote into {self._named(old)} late")
         return copied
 
     def _erase(self, table: TenantTable, record: TenantConfig, *, copy_to: TenantTable | None) -> tuple[int, int, str]:
         """Everything of the tenant in ``table`` deleted (in the pool, its record
         and usage ledger kept), then checked with a keys-only Scan (see
         :meth:`_verify`; ``copy_to`` is the table the tenant's data now lives in)."""
-        self._progress = Progress(f"erase {table.tenant_id} from {table.table_name}, items", self.stream)
+        self._progress = Progress(f"erase {table.tenant_id} from {self._named(table)}, items", self.stream)
         skipped = self._empty_in_old if copy_to is not None else set()
         found = self._walk(
             [table],
@@ -1337,7 +1337,7 @@ class Mover:
         rolled = self._write(self._move_cleared())
         outcome.record = rolled
         self._note(
-            f"rolled back: erased {outcome.erased} copied items from {copy.table_name}; verified: {outcome.verified}"
+            f"rolled back: erased {outcome.erased} copied items from {self._named(copy)}; verified: {outcome.verified}"
         )
         self._left_behind(copy)
         return outcome
@@ -1539,6 +1539,10 @@ class Mover:
         """Says how to delete a dedicated table the tenant left (or a rolled back copy's)."""
         if not self._is_pool(table):
             self._note(_how_to_delete(table.table_name, table.tenant_id, local=self.local))
+
+    def _named(self, table: TenantTable) -> str:
+        """A table as the operator's messages name it."""
+        return table.table_name
 
     def _table(self, name: str, tenant_id: str) -> TenantTable:
         return TenantTable(tenant_id, name, OwnClient(self.store.client))

@@ -171,6 +171,9 @@ def test_tenants_move_between_cells_both_ways_with_everything_of_their_own(cells
         "flipped cell-b": (200, 503),  # flipped: reads served, writes wait
     }
     assert "for answers the new cell's authorizer cached" in cells.log.getvalue()
+    # Both cells' pools are SupportTicket: the operator's messages name the cell too
+    assert f"copy 1 to cell {CELL_B}'s SupportTicket" in cells.log.getvalue()
+    assert f"erased from cell {CELL_A}'s SupportTicket" in cells.log.getvalue()
     assert outcome.record.placement == "pool"
     assert outcome.pause_seconds is not None
     assert outcome.strays == 0
