@@ -126,10 +126,11 @@ usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYY
 	  $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",$(if $(STACK),--stack="$$STACK",--local)) \
 	  $(if $(REGION),--region="$$REGION",)
 
-$(call takes,offboard,TENANT CONFIRM STACK REGION KEY_WAITING_DAYS)
-offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
+$(call takes,offboard,TENANT CONFIRM STACK CONTROL_PLANE REGION KEY_WAITING_DAYS)
+offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [CONTROL_PLANE=<stack>] [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
 	@$(PY) -m ops.offboard --tenant="$$TENANT" $(if $(CONFIRM),--confirm="$$CONFIRM",) \
-	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",) \
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",) \
+	  $(if $(REGION),--region="$$REGION",) \
 	  $(if $(KEY_WAITING_DAYS),--key-waiting-days="$$KEY_WAITING_DAYS",)
 
 # The template check is a test too (tests/unit/test_template.py): make test runs

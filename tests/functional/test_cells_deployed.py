@@ -28,7 +28,7 @@ from botocore.client import BaseClient
 from botocore.stub import Stubber
 
 from local_stack.__main__ import main as local_stack_main
-from ops import cell_report, control_plane, tenants
+from ops import cell_report, control_plane, offboard, tenant_data, tenants
 from ops import usage as ops_usage
 from ops.cell_move import CellMover
 from ops.cell_routes import tenant_route
@@ -172,7 +172,8 @@ def deployed(
         kms.create_alias(AliasName=f"alias/{stack.stack}-webhook-secrets", TargetKeyId=stack.key_arn)
         plans = {f"UsagePlanId{tier.capitalize()}": plan for tier, plan in stack.plans.items()}
         api_url = f"https://{API_DOMAINS[cell]}/v1"
-        create_stack(stack.stack, {"TableName": stack.table, "CellId": cell, "ApiUrl": api_url, **plans})
+        outputs = {"TableName": stack.table, "CellId": cell, "ApiUrl": api_url, "UserPoolId": pool_id}
+        create_stack(stack.stack, {**outputs, **plans})
     directory = Directory(boto3.client("dynamodb", region_name=REGION), table["TableName"])
     store = RecordingStore(tmp_path / "store.json", STORE_ARN, directory)
 
@@ -346,3 +347,29 @@ def test_make_usage_with_the_control_plane_is_one_row_per_tenant_summed_over_its
         assert ops_usage.main([*target, "--tenant", tenant], out, now=NOW) == 0
         assert json.loads(out.getvalue()) == json.loads(json.dumps(expected[tenant]))
     capsys.readouterr()
+
+
+def test_offboarding_a_deployed_cells_tenant_with_the_control_plane_drops_its_route_and_directory_item(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (Its status lists walked at one shard, the tenants' count: the walk of every count is tests/functional/
+    # test_tenant_lifecycle.py's, seconds of queries here.)
+    monkeypatch.setattr(tenant_data, "ALL_SHARD_COUNTS", (1,))
+    # Given both cells registered, 1 and 10 in cell-b, each routed
+    registered(deployed)
+    for tenant in ("1", "10"):
+        deployed.cells.admin(CELL_B).ensure(tenant)
+        deployed.directory.place(tenant, CELL_B, 1)
+        Routes(deployed.store, STORE_ARN).publish(Placement(tenant, CELL_B, 1))
+    # When 1 is offboarded from cell-b's stack, the control plane named (make offboard STACK= CONTROL_PLANE=)
+    command = ["--tenant", "1", "--confirm", "1", "--stack", "cellb", "--region", REGION]
+    command += ["--control-plane", CONTROL_PLANE, "--phase-seconds", "0", "--grace-seconds", "0", "--settle", "0"]
+    capsys.readouterr()
+    assert offboard.main(command) == 0
+    assert json.loads(capsys.readouterr().out)["record"] == "erased"
+    # Then the router's store and the directory forgot it, cell-b's count one less; 10 keeps its own
+    assert "tenant/1" not in deployed.store.items()
+    assert deployed.directory.placement("1") is None
+    assert {cell.cell_id: cell.tenants for cell in deployed.directory.cells()} == {CELL_A: 0, CELL_B: 1}
+    assert deployed.directory.placement("10") == Placement("10", CELL_B, 1)
+    assert deployed.route("10") == {"cell": CELL_B, "epoch": 1}
