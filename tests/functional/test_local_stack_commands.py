@@ -135,3 +135,37 @@ def test_a_set_of_cells_is_refused_where_a_stack_runs_and_touches_nothing_of_it(
         CellSet(CellSetOptions(cells=2, port=0, state_dir=tmp_path)).start()
     assert sorted(path.name for path in tmp_path.iterdir()) == before
     assert json.loads((tmp_path / "stack.json").read_text()) == running
+
+
+def test_drain_drains_every_cell_of_a_running_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import local_stack.__main__ as command
+
+    # Given a running set of two cells (their processes: this one), the set's own state the default cell's
+    cells = {cell: tmp_path / "cells" / cell for cell in ("cell-a", "cell-b")}
+    for cell, directory in cells.items():
+        directory.mkdir(parents=True)
+        (directory / "stack.json").write_text(json.dumps({"pid": os.getpid(), "control_url": f"http://{cell}"}))
+    set_state = {"pid": os.getpid(), "control_url": "http://cell-a", "cells": {c: str(d) for c, d in cells.items()}}
+    (tmp_path / "stack.json").write_text(json.dumps(set_state))
+    called: list[tuple[str, str]] = []
+
+    def drain_call(state: dict[str, str], path: str, *, timeout: float) -> dict[str, object]:
+        called.append((state["control_url"], path.partition("/")[0]))
+        return {"drained": True, "delivered": 0}
+
+    monkeypatch.setattr(command, "control_call", drain_call)
+    # When the drain command runs
+    assert main(["--state-dir", str(tmp_path), "drain", "--timeout", "5"]) == 0
+    # Then every source of each cell was drained (until a round moved nothing), and the outcome names each cell
+    rounds = [(f"http://{cell}", source) for cell in cells for _ in range(2) for source in ("stream", "queues", "logs")]
+    assert sorted(called) == sorted(rounds)
+    drained = json.loads(capsys.readouterr().out)
+    assert drained["drained"] is True
+    assert set(drained["cells"]) == set(cells)
+    assert drained["cells"]["cell-b"] == {
+        "drained": True,
+        "rounds": 2,
+        **{source: {"delivered": 0} for source in ("stream", "queues", "logs")},
+    }
