@@ -7,7 +7,8 @@
 - ``onboard``: create a tenant's users and admins, in the running local stack
   or in a deployed stack's user pool (``make onboard``).
 - ``events``: rewrite ``<state dir>/events/``, the sample events with fresh
-  tokens of the demo users, for ``sam local invoke`` (``make events``).
+  tokens of the demo users, for ``sam local invoke`` (``make events``); with
+  cells, acme's credentials and stream are its cell's.
 - ``drain``: wait until nothing of the running stack moves on its own: its stream,
   queues and log subscriptions have delivered everything (round after round, as
   each feeds the next); with cells, every cell's.
@@ -534,16 +535,21 @@ def _in_a_deployed_cell[Onboarded](
 
 
 def _events(args: argparse.Namespace) -> int:
-    from ops.sample_events import write_local
+    """The sample events with fresh tokens of the sample tenant's users (the shared pool's,
+    with cells) and credentials from its cell's identity pool, naming its cell's stream:
+    with ``make dev CELLS=<n>``, the cell the directory places it in, not the default one."""
+    from ops.sample_events import TENANT, write_local
+    from ops.stack_target import tenants_cell
     from ops.users import tenant_credentials
 
     state = _running_state(args.state_dir)
-    identity_pool = operator_client(state["emulator_url"], "cognito-identity", state["region"])
+    cell = _cell_state(state, tenants_cell(state, TENANT)) if CELLS_KEY in state else state
+    identity_pool = operator_client(cell["emulator_url"], "cognito-identity", cell["region"])
 
     def credentials_for(token: str) -> TenantCredentials:
-        return tenant_credentials(identity_pool, state["identity_pool_id"], state["user_pool_provider_name"], token)
+        return tenant_credentials(identity_pool, cell["identity_pool_id"], state["user_pool_provider_name"], token)
 
-    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for, state["stream_arn"]):
+    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for, cell["stream_arn"]):
         shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         sys.stdout.write(f"{shown}\n")
     return 0
