@@ -120,15 +120,17 @@ $(call takes,export,TENANT STACK REGION)
 export: $(STAMP) ## a tenant's tickets, comments and history as JSON lines: make export TENANT=<t> [STACK=<stack>] > <t>.jsonl
 	@$(PY) -m ops.export --tenant="$$TENANT" $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
 
-$(call takes,usage,TENANT DAY CHART STACK REGION)
-usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYYY-MM-DD] [CHART=<file>.png] [STACK=<stack> [REGION=<r>]]
+$(call takes,usage,TENANT DAY CHART STACK CONTROL_PLANE REGION)
+usage: $(STAMP) ## usage and cost of a UTC day: make usage [TENANT=<t>] [DAY=YYYY-MM-DD] [CHART=<file>.png] [STACK=<stack> | CONTROL_PLANE=<stack>] [REGION=<r>]
 	@$(PY) -m ops.usage $(if $(TENANT),--tenant="$$TENANT",) $(if $(DAY),--day="$$DAY",) $(if $(CHART),--chart="$$CHART",) \
-	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",)
+	  $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",$(if $(STACK),--stack="$$STACK",--local)) \
+	  $(if $(REGION),--region="$$REGION",)
 
-$(call takes,offboard,TENANT CONFIRM STACK REGION KEY_WAITING_DAYS)
-offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
+$(call takes,offboard,TENANT CONFIRM STACK CONTROL_PLANE REGION KEY_WAITING_DAYS)
+offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> CONFIRM=<t> [STACK=<stack> [CONTROL_PLANE=<stack>] [REGION=<r>]] [KEY_WAITING_DAYS=<7-30>]
 	@$(PY) -m ops.offboard --tenant="$$TENANT" $(if $(CONFIRM),--confirm="$$CONFIRM",) \
-	  $(if $(STACK),--stack="$$STACK",--local) $(if $(REGION),--region="$$REGION",) \
+	  $(if $(STACK),--stack="$$STACK",--local) $(if $(CONTROL_PLANE),--control-plane="$$CONTROL_PLANE",) \
+	  $(if $(REGION),--region="$$REGION",) \
 	  $(if $(KEY_WAITING_DAYS),--key-waiting-days="$$KEY_WAITING_DAYS",)
 
 # The template check is a test too (tests/unit/test_template.py): make test runs

@@ -7,10 +7,11 @@
 - ``onboard``: create a tenant's users and admins, in the running local stack
   or in a deployed stack's user pool (``make onboard``).
 - ``events``: rewrite ``<state dir>/events/``, the sample events with fresh
-  tokens of the demo users, for ``sam local invoke`` (``make events``).
+  tokens of the demo users, for ``sam local invoke`` (``make events``); with
+  cells, acme's credentials and stream are its cell's.
 - ``drain``: wait until nothing of the running stack moves on its own: its stream,
   queues and log subscriptions have delivered everything (round after round, as
-  each feeds the next).
+  each feeds the next); with cells, every cell's.
 """
 
 from __future__ import annotations
@@ -493,10 +494,7 @@ def _in_its_cell[Onboarded](
     from ops.control_plane import local_control_plane
 
     def cell_state(cell_id: str) -> dict[str, Any]:
-        found = read_state(Path(state[CELLS_KEY][cell_id]))
-        if found is None:
-            raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
-        return found
+        return _cell_state(state, cell_id)
 
     plane = local_control_plane(state)
     if plane is None:
@@ -537,19 +535,32 @@ def _in_a_deployed_cell[Onboarded](
 
 
 def _events(args: argparse.Namespace) -> int:
-    from ops.sample_events import write_local
+    """The sample events with fresh tokens of the sample tenant's users (the shared pool's,
+    with cells) and credentials from its cell's identity pool, naming its cell's stream:
+    with ``make dev CELLS=<n>``, the cell the directory places it in, not the default one."""
+    from ops.sample_events import TENANT, write_local
+    from ops.stack_target import tenants_cell
     from ops.users import tenant_credentials
 
     state = _running_state(args.state_dir)
-    identity_pool = operator_client(state["emulator_url"], "cognito-identity", state["region"])
+    cell = _cell_state(state, tenants_cell(state, TENANT)) if CELLS_KEY in state else state
+    identity_pool = operator_client(cell["emulator_url"], "cognito-identity", cell["region"])
 
     def credentials_for(token: str) -> TenantCredentials:
-        return tenant_credentials(identity_pool, state["identity_pool_id"], state["user_pool_provider_name"], token)
+        return tenant_credentials(identity_pool, cell["identity_pool_id"], state["user_pool_provider_name"], token)
 
-    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for, state["stream_arn"]):
+    for path in write_local(args.state_dir / EVENTS_DIR, _local_pool(state), credentials_for, cell["stream_arn"]):
         shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         sys.stdout.write(f"{shown}\n")
     return 0
+
+
+def _cell_state(state: dict[str, Any], cell_id: str) -> dict[str, Any]:
+    """The running state of ``cell_id`` of the local set ``state``."""
+    found = read_state(Path(state[CELLS_KEY][cell_id]))
+    if found is None:
+        raise NotRunning(f"cell {cell_id} of the local set is not running: restart `make dev CELLS=<n>`")
+    return found
 
 
 def names(values: list[str]) -> list[str]:
@@ -652,8 +663,22 @@ MAX_DRAIN_ROUNDS = 5
 
 
 def _drain(args: argparse.Namespace) -> int:
+    """The running stack drained; with cells (``make dev CELLS=<n>``), every cell, one after
+    another, each cell's outcome under its id in ``cells`` (the set's own state is its
+    default cell's: draining it alone would leave the others moving)."""
     state = _running_state(args.state_dir)
     deadline = time.monotonic() + args.timeout
+    if CELLS_KEY in state:
+        drained = {cell: _drained(_cell_state(state, cell), deadline) for cell in sorted(state[CELLS_KEY])}
+        result: dict[str, Any] = {"drained": all(each["drained"] for each in drained.values()), "cells": drained}
+    else:
+        result = _drained(state, deadline)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0 if result["drained"] else 1
+
+
+def _drained(state: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """One stack drained by ``deadline`` (:func:`time.monotonic`): what each source delivered."""
     result: dict[str, Any] = {"drained": False}
     for rounds in range(1, MAX_DRAIN_ROUNDS + 1):
         before = result
@@ -664,8 +689,7 @@ def _drain(args: argparse.Namespace) -> int:
             result["drained"] = result["drained"] and bool(result[name].pop("drained", False))
         if not result["drained"] or all(result[name] == before.get(name) for name in DRAINED_IN_ORDER):
             break  # out of time, or a whole round in which nothing moved
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 0 if result["drained"] else 1
+    return result
 
 
 if __name__ == "__main__":

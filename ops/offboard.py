@@ -1,7 +1,7 @@
 """Erase a tenant: ``make offboard TENANT=<t> CONFIRM=<t> [STACK=<s>]``.
 
     python -m ops.offboard --tenant acme --confirm acme [--key-waiting-days <7-30>]
-                           (--local | --stack <s> [--region <r>])
+                           (--local | --stack <s> [--control-plane <s>] [--region <r>])
 
 Refuses unless ``--confirm`` is the tenant id. Erases every item of the
 tenant, found without a Scan (:mod:`ops.tenant_data`): tickets and their
@@ -67,7 +67,9 @@ a one-line error and exit status 1, with nothing written:
    record, and the check runs again with only the usage ledger excepted. The
    tenant is then gone; its ledger stays.
 
-**With cells** (``make dev CELLS=<n>``: the command acts on the tenant's cell), the
+**With cells** (``make dev CELLS=<n>``: the command acts on the tenant's cell; deployed:
+``--stack`` the tenant's cell, ``--control-plane`` its control plane, whose directory
+must name that stack, checked before anything is written), the
 run that erases the record then drops the tenant's entry from the router's store,
 and last the directory forgets it, its cell's tenant count one less (its room back)
 in the same transaction; a run interrupted between them, run again, finds the cell
@@ -114,6 +116,8 @@ from typing import TYPE_CHECKING, Any, Final
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ops.api_keys import ApiKeyError, ApiKeys, offboarded_at
+from ops.cells import Directory, Routes, forget_offboarded
+from ops.control_plane import add_control_plane_argument, control_plane
 from ops.dedicated_teardown import (
     KEY_WAITING_DAYS,
     LocalTables,
@@ -567,19 +571,42 @@ def own_tables_target(args: argparse.Namespace, pool_table: str, progress: Progr
     )
 
 
-def forget_in_cells(args: argparse.Namespace, target: Target, tenant_id: str) -> bool:
-    """With ``make dev CELLS=<n>``, once the tenant's record is erased in its cell (its
-    ledger noted ``OFFBOARDED``): the router's store and the directory forget it
-    (:func:`ops.cells.forget_offboarded`: the store, then the directory with its cell's
-    count). Whether the directory forgot it. (Deployed, the control plane's directory
-    is the operator's to write, as ``make tenant CELL=`` leaves it.)"""
-    if not args.local:
-        return False
-    state = _set_state(args)
-    if "cells" not in state or "directory_table" not in state:
-        return False
-    from ops.cells import forget_offboarded, local_directory, local_routes
+@dataclass(frozen=True)
+class CellsPlane:
+    """The directory and router's store of the cells the command's stack is one of,
+    and that stack's cell (deployed: the cell the directory names by its stack)."""
 
+    directory: Directory
+    routes: Routes
+    cell_id: str | None = None
+
+
+def cells_plane(args: argparse.Namespace) -> CellsPlane | None:
+    """The local set's control plane (``None`` for one stack), or the deployed one
+    ``--control-plane`` names (``None`` when it names none); :class:`TargetError` when
+    its directory names no cell deployed as ``--stack``."""
+    plane = control_plane(args)
+    if plane is None:
+        return None
+    directory, routes = plane
+    if args.local:
+        return CellsPlane(directory, routes)
+    named = [cell.cell_id for cell in directory.cells() if cell.stack == args.stack]
+    if not named:
+        raise TargetError(
+            f"control plane {args.control_plane}'s directory names no cell deployed as stack {args.stack}; "
+            "nothing written"
+        )
+    return CellsPlane(directory, routes, named[0])
+
+
+def forget_in_cells(args: argparse.Namespace, target: Target, tenant_id: str, plane: CellsPlane | None) -> bool:
+    """With cells (``plane``: the local set's, or the deployed control plane's), once the
+    tenant's record is erased in its cell (its ledger noted ``OFFBOARDED``): the router's
+    store and the directory forget it (:func:`ops.cells.forget_offboarded`: the store, then
+    the directory with its cell's count). Whether the directory forgot it."""
+    if plane is None:
+        return False
     record = target.dynamodb.get_item(
         TableName=target.table_name, Key=keys.tenant_config_key(tenant_id), ConsistentRead=True
     ).get("Item")
@@ -588,8 +615,8 @@ def forget_in_cells(args: argparse.Namespace, target: Target, tenant_id: str) ->
     ).get("Item")
     if record is not None or note is None:
         return False
-    cell = tenants_cell(state, tenant_id)
-    return forget_offboarded(local_directory(state), local_routes(state), tenant_id, cell)
+    cell = plane.cell_id or tenants_cell(_set_state(args), tenant_id)
+    return forget_offboarded(plane.directory, plane.routes, tenant_id, cell)
 
 
 def _days(value: str) -> int:
@@ -612,6 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--grace-seconds", type=float, default=None, help=argparse.SUPPRESS)
     add_target_arguments(parser)
+    add_control_plane_argument(parser)
     args = parser.parse_args(argv)
     try:
         keys.validate_tenant_id(args.tenant)
@@ -624,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress(f"offboard {args.tenant}, erased")
     try:
         target = stack_target(args)
+        plane = cells_plane(args)
         admin = TenantAdmin(target.dynamodb, target.table_name, progress=progress.note)
         if args.phase_seconds is not None:
             admin.phase_seconds = args.phase_seconds
@@ -647,12 +676,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             outcome = offboarding.run(args.tenant, args.confirm)
         except NoSuchTenant:
-            if not forget_in_cells(args, target, args.tenant):  # a last run stopped before the directory forgot it
+            if not forget_in_cells(
+                args, target, args.tenant, plane
+            ):  # a last run stopped before the directory forgot it
                 raise
             outcome = Outcome(args.tenant, 0, 0, "erased", verified="erased before; the directory forgot it now")
         else:
             if outcome.record == "erased":
-                forget_in_cells(args, target, args.tenant)
+                forget_in_cells(args, target, args.tenant, plane)
     except (NoSuchTenant, DataMoving) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1

@@ -28,7 +28,8 @@ class TargetError(RuntimeError):
     """The stack to work on can't be found."""
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+def add_target_arguments(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """``--stack`` or ``--local`` (the group, for a command that takes a third target), ``--region``."""
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--stack", help="deployed stack name (reads its TableName output)")
     target.add_argument("--local", action="store_true", help="the running `make dev` stack")
@@ -36,6 +37,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     state_dir = os.environ.get("LOCAL_STACK_STATE_DIR") or ".local"
     parser.add_argument("--local-state", default=str(Path(state_dir) / "stack.json"), help=argparse.SUPPRESS)
     parser.add_argument("--region")
+    return target
 
 
 # The control plane's directory item of a tenant (templates/control-plane.yaml's DirectoryTable;

@@ -610,6 +610,7 @@ def test_a_move_between_cells_interrupted_says_what_it_left_and_one_run_at_once_
 # ---------------------------------------------------------------- every delivery A had not finished, sent from B
 PUBLIC_URL = "https://93.184.215.14/"  # a public address: no DNS lookup
 CREATED_AND_UPDATED = ["ticket.created", "ticket.updated"]
+NON_ASCII = "Grüße — 東京 🎫"  # a title's text in 1-, 2-, 3- and 4-byte UTF-8 characters
 
 
 class Receivers:
@@ -618,14 +619,18 @@ class Receivers:
 
     def __init__(self, status: int = 204) -> None:
         self.status = status
-        self.posts: list[tuple[str, dict[str, str], str]] = []
+        self.posts: list[tuple[str, dict[str, str], bytes]] = []
 
     def __call__(self, checked: CheckedUrl, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
-        self.posts.append((checked.url, dict(headers), body.decode()))
+        self.posts.append((checked.url, dict(headers), body))
         return self.status
 
     def at(self, path: str) -> list[tuple[dict[str, str], str]]:
-        return [(headers, body) for url, headers, body in self.posts if url == PUBLIC_URL + path]
+        return [(headers, body.decode()) for url, headers, body in self.posts if url == PUBLIC_URL + path]
+
+    def bytes_at(self, path: str) -> list[bytes]:
+        """The bodies ``path`` received, as sent: bytes."""
+        return [body for url, _, body in self.posts if url == PUBLIC_URL + path]
 
 
 def cell_deliverer(cells: Cells, cell: str, receivers: Receivers) -> Deliverer:
@@ -708,11 +713,12 @@ def test_a_message_queued_in_the_old_cell_and_received_there_after_the_flip_is_s
 ) -> None:
     """Queued in A just before the move, received by A's delivery function only after the
     flip: A lets it go; B sends it exactly as signed (the same bytes, the same webhook-id),
-    once. The tenant staying in A has its own delivered there; neither sees the other's."""
+    once, its non-ASCII title included. The tenant staying in A has its own delivered there;
+    neither sees the other's."""
     hooks = {tenant: tenant_with_webhook(cells, CELL_A, tenant, tenant) for tenant in (moving, staying)}
     with cells.in_cell(CELL_A):
         for tenant in (moving, staying):
-            cells.api.new_ticket(User(tenant, f"alice-{tenant}"), title=f"{tenant}'s")
+            cells.api.new_ticket(User(tenant, f"alice-{tenant}"), title=f"{tenant}'s {NON_ASCII}")
     cells.deliver_streams()  # A's audit writer queues each event (not yet received), its record first
     queued = {tenant: str(delivery_records(cells, CELL_A, tenant)[0]["event"]["S"]) for tenant in (moving, staying)}
     receivers = Receivers()
@@ -728,6 +734,9 @@ def test_a_message_queued_in_the_old_cell_and_received_there_after_the_flip_is_s
     deliver_from(cells, CELL_A, receivers)
     assert len(receivers.at(moving)) == len(receivers.at(staying)) == 1
     assert {json.loads(body)["tenant_id"] for _, body in receivers.at(moving)} == {moving}
+    # The exact bytes A's audit writer stored, its title as written (signed over those bytes, above)
+    assert receivers.bytes_at(moving) == [queued[moving].encode()]
+    assert json.loads(receivers.bytes_at(moving)[0])["data"]["title"] == f"{moving}'s {NON_ASCII}"
     (delivered,) = delivery_records(cells, CELL_B, moving)
     assert (delivered["status"]["S"], delivered["attempts"]["N"]) == ("DELIVERED", "1")
     assert delivery_records(cells, CELL_B, staying) == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,14 +28,17 @@ from botocore.client import BaseClient
 from botocore.stub import Stubber
 
 from local_stack.__main__ import main as local_stack_main
-from ops import cell_report, control_plane, tenants
+from ops import cell_report, control_plane, offboard, tenant_data, tenants
+from ops import usage as ops_usage
 from ops.cell_move import CellMover
 from ops.cell_routes import tenant_route
 from ops.cells import STORE_OUTPUT, Directory, Placement, Routes, deployed_routes
 from ops.control_plane import NO_CONTROL_PLANE
 from ops.local_routes import FileKeyValueStore
 from stack_model.control_plane import directory_table_arguments
+from support_tickets.core import keys
 from support_tickets.core.identity import ADMIN_GROUP
+from support_tickets.usage.report import usage_object
 from tests.conftest import REGION
 from tests.functional.api_harness import Api
 from tests.functional.cell_harness import CELL_A, CELL_B, Cells
@@ -50,6 +54,7 @@ API_DOMAINS = {
     CELL_B: "f6g7h8i9j0.execute-api.us-east-1.amazonaws.com",
 }
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = datetime(2026, 11, 25, 15, 0, tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- the store's requests
@@ -167,7 +172,8 @@ def deployed(
         kms.create_alias(AliasName=f"alias/{stack.stack}-webhook-secrets", TargetKeyId=stack.key_arn)
         plans = {f"UsagePlanId{tier.capitalize()}": plan for tier, plan in stack.plans.items()}
         api_url = f"https://{API_DOMAINS[cell]}/v1"
-        create_stack(stack.stack, {"TableName": stack.table, "CellId": cell, "ApiUrl": api_url, **plans})
+        outputs = {"TableName": stack.table, "CellId": cell, "ApiUrl": api_url, "UserPoolId": pool_id}
+        create_stack(stack.stack, {**outputs, **plans})
     directory = Directory(boto3.client("dynamodb", region_name=REGION), table["TableName"])
     store = RecordingStore(tmp_path / "store.json", STORE_ARN, directory)
 
@@ -290,3 +296,80 @@ def test_a_deployed_move_writes_the_directory_then_the_store_and_without_a_contr
     assert deployed.directory.placement("10") == Placement("10", CELL_B, 1)
     assert deployed.route("10") == {"cell": CELL_B, "epoch": 1}
     assert {cell.cell_id: cell.tenants for cell in deployed.directory.cells()} == {CELL_A: 0, CELL_B: 2}
+
+
+# ---------------------------------------------------------------- make usage across cells
+def put_counter(deployed: Deployed, cell: str, tenant: str, sort_key: str, **counters: str) -> None:
+    item = {"pk": {"S": keys.usage_pk(tenant)}, "sk": {"S": sort_key}}
+    item.update({name: {"N": value} for name, value in counters.items()})
+    deployed.cells.dynamodb.put_item(TableName=deployed.cells.stacks[cell].table, Item=item)
+
+
+def test_make_usage_with_the_control_plane_is_one_row_per_tenant_summed_over_its_cells(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given both cells registered. 1, placed in cell-a, is moving to cell-b (its move started at
+    # MOVE): cell-b's ledger holds its copy of cell-a's counter (behind it) and its own counter
+    registered(deployed)
+    cells, day, move = deployed.cells, NOW.date().isoformat(), 1_700_000_000
+    for cell in (CELL_A, CELL_B):
+        cells.admin(cell).ensure("1")
+    arriving = {"cell_phase": "ARRIVING", "moving_from": CELL_A, "move_started_at": move}
+    cells.admin(CELL_B).write(cells.admin(CELL_B).record("1"), arriving)
+    deployed.directory.place("1", CELL_A, 1)
+    put_counter(deployed, CELL_A, "1", f"{day}#3", requests="7", write_units="4")
+    put_counter(deployed, CELL_B, "1", f"{day}#3#{CELL_A}#{move}", requests="5", write_units="3")
+    put_counter(deployed, CELL_B, "1", f"{day}#1", requests="1", read_units="0.5")
+    # 10, in cell-a: it came from cell-b earlier today (that move's copy in cell-a's ledger), and a
+    # move back was rolled back: its own counter stays in cell-b, which has no key (nor record) of it
+    cells.admin(CELL_A).ensure("10")
+    deployed.directory.place("10", CELL_A, 1)
+    put_counter(deployed, CELL_A, "10", f"{day}#0", requests="3")
+    put_counter(deployed, CELL_A, "10", f"{day}#4#{CELL_B}#{move - 3600}", requests="2", mb_ms="2048")
+    put_counter(deployed, CELL_B, "10", f"{day}#2", requests="4")
+    assert "10" not in cells.keys(CELL_B).directory()
+    sums = {
+        "1": {"requests": Decimal(8), "write_units": Decimal(4), "read_units": Decimal("0.5")},
+        "10": {"requests": Decimal(9), "mb_ms": Decimal(2048)},
+    }
+    expected = {tenant: usage_object(tenant, day, counted, NOW) for tenant, counted in sums.items()}
+    target = ["--control-plane", CONTROL_PLANE, "--region", REGION, "--day", day]
+    # When the operator lists the day's usage through the control plane
+    out = StringIO()
+    assert ops_usage.main(target, out, now=NOW) == 0
+    # Then each tenant is one row, its counters summed over its cells (a copy counted once), costed from the sum
+    table = StringIO()
+    ops_usage.write_table(list(expected.values()), day, table)
+    assert out.getvalue() == table.getvalue()
+    # and each tenant's own object is that sum too
+    for tenant in ("1", "10"):
+        out = StringIO()
+        assert ops_usage.main([*target, "--tenant", tenant], out, now=NOW) == 0
+        assert json.loads(out.getvalue()) == json.loads(json.dumps(expected[tenant]))
+    capsys.readouterr()
+
+
+def test_offboarding_a_deployed_cells_tenant_with_the_control_plane_drops_its_route_and_directory_item(
+    deployed: Deployed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (Its status lists walked at one shard, the tenants' count: the walk of every count is tests/functional/
+    # test_tenant_lifecycle.py's, seconds of queries here.)
+    monkeypatch.setattr(tenant_data, "ALL_SHARD_COUNTS", (1,))
+    # Given both cells registered, 1 and 10 in cell-b, each routed
+    registered(deployed)
+    for tenant in ("1", "10"):
+        deployed.cells.admin(CELL_B).ensure(tenant)
+        deployed.directory.place(tenant, CELL_B, 1)
+        Routes(deployed.store, STORE_ARN).publish(Placement(tenant, CELL_B, 1))
+    # When 1 is offboarded from cell-b's stack, the control plane named (make offboard STACK= CONTROL_PLANE=)
+    command = ["--tenant", "1", "--confirm", "1", "--stack", "cellb", "--region", REGION]
+    command += ["--control-plane", CONTROL_PLANE, "--phase-seconds", "0", "--grace-seconds", "0", "--settle", "0"]
+    capsys.readouterr()
+    assert offboard.main(command) == 0
+    assert json.loads(capsys.readouterr().out)["record"] == "erased"
+    # Then the router's store and the directory forgot it, cell-b's count one less; 10 keeps its own
+    assert "tenant/1" not in deployed.store.items()
+    assert deployed.directory.placement("1") is None
+    assert {cell.cell_id: cell.tenants for cell in deployed.directory.cells()} == {CELL_A: 0, CELL_B: 1}
+    assert deployed.directory.placement("10") == Placement("10", CELL_B, 1)
+    assert deployed.route("10") == {"cell": CELL_B, "epoch": 1}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -135,3 +136,82 @@ def test_a_set_of_cells_is_refused_where_a_stack_runs_and_touches_nothing_of_it(
         CellSet(CellSetOptions(cells=2, port=0, state_dir=tmp_path)).start()
     assert sorted(path.name for path in tmp_path.iterdir()) == before
     assert json.loads((tmp_path / "stack.json").read_text()) == running
+
+
+def test_drain_drains_every_cell_of_a_running_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import local_stack.__main__ as command
+
+    # Given a running set of two cells (their processes: this one), the set's own state the default cell's
+    cells = {cell: tmp_path / "cells" / cell for cell in ("cell-a", "cell-b")}
+    for cell, directory in cells.items():
+        directory.mkdir(parents=True)
+        (directory / "stack.json").write_text(json.dumps({"pid": os.getpid(), "control_url": f"http://{cell}"}))
+    set_state = {"pid": os.getpid(), "control_url": "http://cell-a", "cells": {c: str(d) for c, d in cells.items()}}
+    (tmp_path / "stack.json").write_text(json.dumps(set_state))
+    called: list[tuple[str, str]] = []
+
+    def drain_call(state: dict[str, str], path: str, *, timeout: float) -> dict[str, object]:
+        called.append((state["control_url"], path.partition("/")[0]))
+        return {"drained": True, "delivered": 0}
+
+    monkeypatch.setattr(command, "control_call", drain_call)
+    # When the drain command runs
+    assert main(["--state-dir", str(tmp_path), "drain", "--timeout", "5"]) == 0
+    # Then every source of each cell was drained (until a round moved nothing), and the outcome names each cell
+    rounds = [(f"http://{cell}", source) for cell in cells for _ in range(2) for source in ("stream", "queues", "logs")]
+    assert sorted(called) == sorted(rounds)
+    drained = json.loads(capsys.readouterr().out)
+    assert drained["drained"] is True
+    assert set(drained["cells"]) == set(cells)
+    assert drained["cells"]["cell-b"] == {
+        "drained": True,
+        "rounds": 2,
+        **{source: {"delivered": 0} for source in ("stream", "queues", "logs")},
+    }
+
+
+def test_events_take_the_sample_tenants_credentials_and_stream_from_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import local_stack.__main__ as command
+    from ops import sample_events, stack_target, users
+
+    # Given a running set whose directory places acme in cell-b, not the default cell
+    def cell_state(cell: str) -> dict[str, object]:
+        return {
+            "pid": os.getpid(),
+            "region": "us-east-1",
+            "emulator_url": f"http://{cell}",
+            "identity_pool_id": f"us-east-1:{cell}",
+            "stream_arn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{cell}/stream/1",
+        }
+
+    cells = {cell: tmp_path / "cells" / cell for cell in ("cell-a", "cell-b")}
+    for cell, directory in cells.items():
+        directory.mkdir(parents=True)
+        (directory / "stack.json").write_text(json.dumps(cell_state(cell)))
+    pool = {"user_pool_url": "http://control", "user_pool_id": "us-east-1_Shared9", "user_pool_client_id": "c"}
+    shared = {**pool, "user_pool_provider_name": "cognito-idp.us-east-1.amazonaws.com/us-east-1_Shared9"}
+    set_state = {**cell_state("cell-a"), **shared, "admin_group": "admin", "directory_table": "Directory"}
+    (tmp_path / "stack.json").write_text(json.dumps({**set_state, "cells": {c: str(d) for c, d in cells.items()}}))
+    monkeypatch.setattr(stack_target, "tenants_cell", lambda state, tenant: {"acme": "cell-b"}[tenant])
+    monkeypatch.setattr(command, "operator_client", lambda url, service, region: (url, service))
+    exchanged: list[tuple[object, ...]] = []
+    monkeypatch.setattr(users, "tenant_credentials", lambda *args: exchanged.append(args))
+    written: list[tuple[str, str]] = []
+
+    def write_local(directory: Path, user_pool: users.UserPool, credentials_for: Any, stream_arn: str) -> list[Path]:
+        credentials_for("token")
+        written.append((user_pool.pool_id, stream_arn))
+        return []
+
+    monkeypatch.setattr(sample_events, "write_local", write_local)
+    # When make events runs
+    assert main(["--state-dir", str(tmp_path), "events"]) == 0
+    # Then acme's tokens are the shared pool's, exchanged at cell-b's identity pool, its events naming cell-b's stream
+    assert exchanged == [
+        (("http://cell-b", "cognito-identity"), "us-east-1:cell-b", shared["user_pool_provider_name"], "token")
+    ]
+    assert written == [("us-east-1_Shared9", str(cell_state("cell-b")["stream_arn"]))]
