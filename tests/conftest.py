@@ -29,9 +29,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.context
 import botocore.hooks
 import botocore.loaders
 import botocore.session
+import botocore.useragent
 import pytest
 from botocore.utils import EVENT_ALIASES
 from joserfc import jwt
@@ -138,6 +140,76 @@ def _remembered_accepts_kwargs(handler: Any) -> Any:
 
 _hooks.EventAliaser._alias_event_name = _remembered_alias_event_name
 _hooks.accepts_kwargs = _remembered_accepts_kwargs
+
+# Each request builds its User-Agent twice (before signing, and again once the
+# request exists, for the features it used), component by component, each one
+# sanitized character by character: a tenth of an in-process request. It is a
+# pure function of the fields below (the process's platform, the session's and
+# the client's settings, the features in use), so each string is remembered by
+# them; a fixed ``Config(user_agent=...)`` would skip the build too, but only for
+# clients made with that config, and the code under test makes its own.
+_user_agent_string = botocore.useragent.UserAgentString.to_string
+_user_agents: dict[tuple[Any, ...], str] = {}
+USER_AGENT_FIELDS = frozenset(
+    {
+        "_platform_name",
+        "_platform_version",
+        "_platform_machine",
+        "_python_version",
+        "_python_implementation",
+        "_execution_env",
+        "_crt_version",
+        "_session_user_agent_name",
+        "_session_user_agent_version",
+        "_session_user_agent_extra",
+        "_client_config",
+        "_client_features",
+    }
+)
+
+
+def _user_agent_key(agent: Any) -> tuple[Any, ...]:
+    """Everything ``UserAgentString.to_string`` reads, as botocore reads it."""
+    config = agent._client_config
+    settings = (
+        None
+        if config is None
+        else (
+            getattr(config, "_supplied_user_agent", _user_agent_key),  # a sentinel: absent
+            config.user_agent,
+            config.retries.get("mode") if config.retries else None,
+            bool(config.endpoint_discovery_enabled),
+            config.user_agent_appid,
+            config.user_agent_extra,
+        )
+    )
+    context = botocore.context.get_context()
+    return (
+        agent._platform_name,
+        agent._platform_version,
+        agent._platform_machine,
+        agent._python_version,
+        agent._python_implementation,
+        agent._execution_env,
+        agent._crt_version,
+        agent._session_user_agent_name,
+        agent._session_user_agent_version,
+        agent._session_user_agent_extra,
+        settings,
+        frozenset(agent._client_features or ()),
+        frozenset(context.features) if context is not None else frozenset(),
+    )
+
+
+def _remembered_user_agent(self: Any) -> str:
+    key = _user_agent_key(self)
+    agent = _user_agents.get(key)
+    if agent is None:
+        agent = _user_agents[key] = str(_user_agent_string(self))
+    return agent
+
+
+botocore.useragent.UserAgentString.to_string = _remembered_user_agent  # type: ignore[method-assign]
 
 REGION = "us-east-1"
 USER_POOL_ID = "us-east-1_EXAMPLE"

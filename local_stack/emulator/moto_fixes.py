@@ -157,6 +157,15 @@ each of these code paths as 5.2.5 does.
   alone, and moto never adds a method to a response class after import (nor
   does this module: its patches replace methods, never add a name), so it is
   now made once per class.
+- :data:`MOTO_MODULES_LISTED_ONCE`. To find whether a request's ``Host``
+  names a service, moto 5.2.5's server (``DomainDispatcherApplication``, the
+  emulator's) asks ``list_of_moto_modules()``, which lists moto's package
+  directory and checks each of its ~250 entries with ``os.path.isdir``: 1.7 ms
+  of every request to the emulator (the look-up of the service its signature
+  names, ``dynamodb.us-east-1.amazonaws.com``, which is no module's name: the
+  whole list is read), more than moto then spends serving a GetItem, and under
+  the dispatcher's lock. The directory is moto's installed package, which does
+  not change while the process runs: it is now listed once, in the same order.
 
 moto's user pools sign with a key from moto's package and ignore their own
 settings: :mod:`local_stack.cognito.user_pool` fixes both. moto's identity pools issue
@@ -178,13 +187,14 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 from urllib.parse import unquote
 
+from moto import backends as moto_backends
 from moto.apigateway import urls as apigateway_urls
 from moto.apigateway.responses import APIGatewayResponse
 from moto.core import responses as moto_responses
@@ -902,6 +912,15 @@ def _attribute_values_as_they_are(original: Callable[..., Any]) -> Callable[...,
     return serialize_structure
 
 
+# ---------------------------------------------------------------- moto's modules listed once
+def _listed_once(original: Callable[[], Iterable[str]]) -> Callable[[], Iterable[str]]:
+    @functools.cache
+    def list_of_moto_modules() -> tuple[str, ...]:
+        return tuple(original())
+
+    return list_of_moto_modules
+
+
 ATOMIC_REQUESTS = Fix(
     "every in-process request is served atomically", [Patch(BotocoreStubber, "process_request", _serialized)]
 )
@@ -977,6 +996,10 @@ ACTIONS_FOUND_WITHOUT_LISTING_THE_CLASS = Fix(
     "a response class's method names are listed once, not on every request",
     [Patch(moto_responses, "method_names_from_class", functools.cache)],
 )
+MOTO_MODULES_LISTED_ONCE = Fix(
+    "moto's server lists its package's service modules once, not on every request",
+    [Patch(moto_backends, "list_of_moto_modules", _listed_once)],
+)
 FIXES = (
     ATOMIC_REQUESTS,
     TRANSACTIONS_UNDO_WHAT_THEY_WROTE,
@@ -990,4 +1013,5 @@ FIXES = (
     TAGS_ARE_ONE_PER_KEY,
     API_KEYS_TAKE_TAGS,
     ACTIONS_FOUND_WITHOUT_LISTING_THE_CLASS,
+    MOTO_MODULES_LISTED_ONCE,
 )

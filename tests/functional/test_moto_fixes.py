@@ -40,6 +40,8 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   key is NotFoundException, and a stage's ARN is still moto's.
 - Actions: plain moto lists the response class's members on every request;
   with the fix once per class, and every action is still found.
+- moto's modules: plain moto's server lists moto's package directory for each
+  request; with the fix once, and every answer is plain moto's.
 """
 
 from __future__ import annotations
@@ -47,19 +49,26 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import rsa
+from moto import backends as moto_backends
 from moto.core import serialize as moto_serialize
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.sqs import models as sqs_models
+from werkzeug.test import Client
 
 from local_stack.emulator import moto_fixes
 from local_stack.emulator.moto_fixes import (
@@ -69,6 +78,7 @@ from local_stack.emulator.moto_fixes import (
     ATTRIBUTE_VALUES_SERIALIZE_AS_THEY_ARE,
     KMS_KEYS_MAKE_THEIR_PRIVATE_KEY_ON_FIRST_USE,
     MOTO_LOCK,
+    MOTO_MODULES_LISTED_ONCE,
     QUERIES_READ_THEIR_PARTITION,
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
@@ -1155,3 +1165,94 @@ def test_a_response_class_is_listed_once_and_every_action_still_found(aws: None,
     assert len(class_listings) <= 1  # none if an earlier test listed DynamoDB's already
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         dynamodb.describe_table(TableName="absent")
+
+
+# ---------------------------------------------------------------- moto's modules listed once
+@pytest.fixture
+def directory_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The directories listed meanwhile (``os.listdir`` as moto.backends calls it)."""
+    listed: list[str] = []
+    original = os.listdir
+
+    def listdir(path: Any) -> list[str]:
+        listed.append(str(path))
+        return original(path)
+
+    monkeypatch.setattr(moto_backends.os, "listdir", listdir)
+    return listed
+
+
+def _through_moto_server(service: str) -> tuple[Any, list[tuple[int, bytes]]]:
+    """A client of ``service`` whose requests moto's server app (the emulator's
+    dispatcher) answers, as over HTTP to ``127.0.0.1``; and the answers' statuses
+    and bodies."""
+    server = Client(DomainDispatcherApplication(create_backend_app))
+    answers: list[tuple[int, bytes]] = []
+
+    def send(request: Any, **_: Any) -> AWSResponse:
+        url = urlsplit(request.url)
+        headers = {
+            name: value.decode() if isinstance(value, bytes) else value for name, value in request.headers.items()
+        }
+        answer = server.open(
+            url.path, query_string=url.query, method=request.method, headers=headers, data=request.body
+        )
+        answers.append((answer.status_code, answer.data))
+        received = HTTPHeaders()
+        for name, value in answer.headers.items():
+            received[name] = value
+        return AWSResponse(request.url, answer.status_code, received, _Raw(answer.data))
+
+    client = boto3.client(service, region_name=REGION, endpoint_url="http://127.0.0.1:4566")  # type: ignore[call-overload]
+    client.meta.events.register_first(f"before-send.{service}.*", send)
+    return client, answers
+
+
+class _Raw:
+    """The body botocore reads from an answer (a urllib3 response's stream)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, *_: Any, **__: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def _requests_to_the_server() -> list[tuple[int, bytes]]:
+    dynamodb, answers = _through_moto_server("dynamodb")
+    dynamodb.create_table(
+        TableName="listed",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.put_item(TableName="listed", Item={"pk": {"S": "TENANT#1|A"}})
+    dynamodb.get_item(TableName="listed", Key={"pk": {"S": "TENANT#1|A"}})
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        dynamodb.get_item(TableName="absent", Key={"pk": {"S": "TENANT#10|A"}})
+    dynamodb.delete_table(TableName="listed")
+    sqs, sqs_answers = _through_moto_server("sqs")
+    sqs.list_queues()
+    return [(status, re.sub(rb"\d{10}\.\d+", b"<time>", body)) for status, body in [*answers, *sqs_answers]]
+
+
+def test_in_plain_moto_every_request_to_the_server_lists_motos_directory(
+    aws: None, directory_listings: list[str]
+) -> None:
+    with MOTO_MODULES_LISTED_ONCE.removed():
+        answers = _requests_to_the_server()
+    assert len(directory_listings) >= len(answers)
+
+
+def test_motos_directory_is_listed_once_and_every_request_answered_as_in_plain_moto(
+    aws: None, directory_listings: list[str]
+) -> None:
+    with MOTO_MODULES_LISTED_ONCE.removed():
+        plain_modules = list(moto_backends.list_of_moto_modules())
+        plain = _requests_to_the_server()
+    assert moto_backends.list_of_moto_modules() == tuple(plain_modules)
+    assert "dynamodb" in plain_modules
+    directory_listings.clear()
+    assert _requests_to_the_server() == plain
+    assert len(plain) == 6
+    assert len(directory_listings) <= 1  # none if an earlier test listed it already
