@@ -1,4 +1,6 @@
-"""The invocation's deadline: a dependency that hangs answers 503 ``UNAVAILABLE`` before Lambda's timeout.
+"""The API invocation's deadline.
+
+A dependency that hangs answers 503 ``UNAVAILABLE`` before Lambda's timeout.
 
 An API function's clients (:class:`~support_tickets.data.session.TenantClients`:
 DynamoDB, and KMS for the webhook routes) give an attempt up to
