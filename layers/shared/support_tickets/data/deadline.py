@@ -20,9 +20,9 @@ attempt). Both are botocore errors, which
 :meth:`~support_tickets.data.table.TenantTable.call` answers 503 ``UNAVAILABLE``
 with ``Retry-After``. With time left nothing changes: botocore's own retries
 and backoff decide, and an attempt under way is never cut. A retry's backoff
-(at most 2 s with 3 attempts) is shorter than an attempt's worst case, so the
-sleep before a retry that ``before-send`` then refuses still ends before the
-deadline.
+(at most 2 s with 3 attempts, and up to 5 s more if the service asks for it
+with ``x-amz-retry-after``) is no longer than an attempt's worst case, so the
+sleep before a retry that ``before-send`` then refuses ends by the deadline.
 
 One deadline per execution environment, not per thread: Lambda runs one
 invocation at a time in it, and the queries a request makes in parallel
@@ -54,8 +54,6 @@ from botocore.exceptions import BotoCoreError
 # milliseconds warm). A second leaves room for a loaded or throttled CPU, and it
 # stays small beside the functions' 10 s.
 RESERVE_SECONDS: Final = 1.0
-# botocore's own defaults, for a client whose config leaves a timeout unset.
-BOTOCORE_DEFAULT_TIMEOUT_SECONDS: Final = 60.0
 # botocore keys a handler's unique id alone, whatever its event: one id per event.
 _UNIQUE_ID: Final = "support-tickets-invocation-deadline-{event}"
 
@@ -95,10 +93,7 @@ def seconds_left() -> float | None:
 def watch(client: Any) -> None:
     """Refuse ``client``'s attempts and retries that could not end before the deadline."""
     config = client.meta.config
-    attempt_seconds = sum(
-        BOTOCORE_DEFAULT_TIMEOUT_SECONDS if timeout is None else float(timeout)
-        for timeout in (config.connect_timeout, config.read_timeout)
-    )
+    attempt_seconds = float(config.connect_timeout) + float(config.read_timeout)
     service = client.meta.service_model.service_id.hyphenize()
     client.meta.events.register(
         f"before-send.{service}",
