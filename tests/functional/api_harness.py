@@ -61,6 +61,8 @@ class ApiResponse:
     request_id: str
     # The Lambda proxy response as the runtime sends it (JSON, UTF-8): what Lambda's 6 MB limit counts.
     envelope_bytes: int = 0
+    # What the invocation had left of its timeout when the function returned.
+    remaining_ms: int | None = None
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -131,6 +133,12 @@ def _gateway_responses() -> GatewayResponses:
 
 # Every route of the template, by its short name (ops/routes.py).
 ROUTES: dict[str, ApiRoute] = by_name()
+# An in-process invocation's timeout unless a test gives one: the longest an API function
+# may run (API Gateway's 29 s), not the template's 10 s. Nothing cuts an invocation here and no
+# test asserts a speed, but the functions refuse a DynamoDB attempt that could not end before
+# the invocation's deadline (support_tickets.data.deadline): on a loaded machine, 10 s would
+# turn slowness before a request's first call into a 503.
+IN_PROCESS_TIMEOUT_S = 29.0
 
 
 @dataclass
@@ -152,6 +160,7 @@ class Api:
         claims: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
         environment_tenant: str | None = None,
+        timeout_s: float | None = None,
     ) -> ApiResponse:
         """``claims``: the caller's token's (its user's by default); the
         authorizer's context is what the API's authorizer makes of that token
@@ -160,7 +169,8 @@ class Api:
         and no function runs), unless ``context`` is given (what a broken or
         bypassed authorizer would pass). ``environment_tenant``: the Lambda
         context's ``tenant_id`` (tenant isolation mode: the tenant whose
-        execution environment runs the request); none by default."""
+        execution environment runs the request); none by default. ``timeout_s``:
+        the function's timeout (the Lambda context's; :data:`IN_PROCESS_TIMEOUT_S` by default)."""
         spec = ROUTES[route]
         request_id = str(uuid.uuid4())
         claims = claims if claims is not None else (user.claims() if user else None)
@@ -197,8 +207,15 @@ class Api:
             authorizer=authorizer,
             request_id=request_id,
         )
-        raw = _handler(spec.function)(event, LambdaContext(function_name=spec.function, tenant_id=environment_tenant))
+        handler = _handler(spec.function)  # imported before its invocation's time starts, as Lambda does
+        lambda_context = LambdaContext(
+            function_name=spec.function,
+            tenant_id=environment_tenant,
+            timeout_s=IN_PROCESS_TIMEOUT_S if timeout_s is None else timeout_s,
+        )
+        raw = handler(event, lambda_context)
         response = parse_response(raw, request_id)
+        response.remaining_ms = lambda_context.get_remaining_time_in_millis()
         self.invocations.append(response)
         return response
 

@@ -57,6 +57,7 @@ from tests.conftest import (
     tenant_claims,
     token_for_claims,
 )
+from tests.functional.api_harness import IN_PROCESS_TIMEOUT_S
 from tests.functional.conftest import STACK_NAME, TENANT_PAIRS, stack_usage_plans
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ def start(aws: None, the_pools_keys: None, monkeypatch: pytest.MonkeyPatch) -> C
 
         def integrate(spec: FunctionSpec, event: dict[str, Any], tenant_id: str | None = None) -> Any:
             invoked.append((spec.logical_id, event["requestContext"]["authorizer"]["tenant_id"]))
-            return function_handler(spec.logical_id)(event, LambdaContext(spec.logical_id))
+            handler = function_handler(spec.logical_id)
+            return handler(event, LambdaContext(spec.logical_id, timeout_s=IN_PROCESS_TIMEOUT_S))
 
         gateway = Gateway(
             routes=routes_from_specs(specs.values()),

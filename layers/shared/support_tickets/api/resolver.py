@@ -62,6 +62,7 @@ from support_tickets.core.identity import Caller, caller_from_event
 from support_tickets.core.models import ErrorResponse
 from support_tickets.core.settings import get_settings
 from support_tickets.core.tracing import make_tracer
+from support_tickets.data import deadline
 from support_tickets.usage import meter
 
 logger = Logger()
@@ -246,7 +247,14 @@ def _check_environment_tenant(caller: Caller, context: LambdaContext) -> None:
 
 
 def handle(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller."""
+    """Resolve a REST (v1 proxy) event for ``app``'s route, as the caller, before
+    Lambda's timeout: a dependency that hangs is a 503, not API Gateway's 502
+    (:mod:`support_tickets.data.deadline`)."""
+    with deadline.within(context):
+        return _resolve(app, event, context)
+
+
+def _resolve(app: RestApp, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     meter.start()
     # Too large is the answer whoever calls (413 before 401), but the caller is
     # still read first: a request the authorizer let through is its tenant's,

@@ -77,6 +77,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from support_tickets.core.errors import Throttled, Unauthorized, Unavailable
 from support_tickets.core.identity import Caller, IdToken, TenantCredentials
 from support_tickets.core.settings import ConfigurationError, Settings, get_settings
+from support_tickets.data import deadline
 
 if TYPE_CHECKING:
     from mypy_boto3_cognito_identity import CognitoIdentityClient
@@ -102,9 +103,11 @@ EXPIRED_CREDENTIALS_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
 REFUSED_TOKEN_CODES = frozenset({"NotAuthorizedException"})
 
 # Bounded, adaptive-friendly retries: "standard" retries throttling and transient
-# errors with exponential backoff and jitter, 3 attempts in all, well inside the
-# functions' timeout. (botocore's "max_attempts" counts retries only: 3 would
-# mean 4 attempts; "total_max_attempts" counts the first one too.)
+# errors with exponential backoff and jitter, 3 attempts in all. (botocore's
+# "max_attempts" counts retries only: 3 would mean 4 attempts; "total_max_attempts"
+# counts the first one too.) Three attempts that time out outlast an API function's
+# 10 s: its clients send none that could not end before the invocation's deadline
+# (support_tickets.data.deadline).
 BOTO_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 3},
     connect_timeout=2,
@@ -215,9 +218,12 @@ class TenantClients:
     """The functions', container-wide: one DynamoDB client, each call signed
     with the credentials of the request it serves."""
 
-    def __init__(self, settings: Settings, *, boto3_session: boto3.Session | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, boto3_session: boto3.Session | None = None, config: Config = TENANT_CLIENT_CONFIG
+    ) -> None:
         self._settings = settings
         self._boto3_session = boto3_session
+        self._config = config
         self._client: DynamoDBClient | None = None
         self._kms: Any = None  # a botocore KMS client (no type stubs for it in the venv)
         self._lock = threading.Lock()
@@ -252,8 +258,10 @@ class TenantClients:
             service,
             region_name=self._settings.region,
             endpoint_url=self._settings.endpoint_url,
-            config=TENANT_CLIENT_CONFIG,
+            config=self._config,
         )
+        # No attempt, nor retry, that could not end before the invocation's deadline.
+        deadline.watch(client)
         client.meta.events.register(
             f"provide-client-params.{service}.*",
             _sign_with_request_credentials,

@@ -60,7 +60,8 @@ def creation_seconds(value: object) -> float | None:
 
 
 def own_client(service: str) -> Any:
-    """A client with the function's execution-role credentials (not a tenant's).
+    """A client with the function's execution-role credentials (not a tenant's),
+    and no invocation deadline (:mod:`support_tickets.data.deadline` says why).
 
     The clients of one set of credentials share a session: each new session loads
     botocore's endpoint, partition and service data again, about 170 M instructions
