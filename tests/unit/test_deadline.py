@@ -1,6 +1,6 @@
-"""The invocation's deadline on the functions' one client: an attempt, or a retry,
-that could not end before it is never sent; with time left botocore's retries
-are as they were. Nothing leaves the process: a fake wire answers each attempt
+"""The invocation's deadline on the functions' one client: an attempt reads no
+longer than the time left, one or a retry that would get too little is never
+sent; with time left botocore's retries are as they were. Nothing leaves the process: a fake wire answers each attempt
 after moving a fake clock on by as long as the attempt "took"."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from support_tickets.data.session import TenantClients
 from support_tickets.data.table import TenantTable
 from tests.unit.test_session import caller_with, tenant_credentials
 
-# An attempt's worst case with the functions' client config (connect 2 s + read 5 s).
-ATTEMPT_S = 7.0
+# The functions' client config's connect timeout.
+CONNECT_S = 2.0
 
 
 @dataclass
@@ -56,6 +56,7 @@ class Wire:
 
     def __init__(self, clients: TenantClients, clock: Clock, *, seconds: float, failing: bool) -> None:
         self.sent = 0
+        self.read_timeouts: list[float | None] = []  # each attempt's, as the deadline set it (None: the client's)
         self._clock = clock
         self._seconds = seconds
         self._failing = failing
@@ -64,6 +65,7 @@ class Wire:
 
     def _send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         self.sent += 1
+        self.read_timeouts.append(request.context.get("read_timeout"))
         self._clock.now += self._seconds
         if self._failing:
             body = b'{"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "x"}'
@@ -113,27 +115,36 @@ def _failing_invocation() -> None:
         raise RuntimeError
 
 
-def test_an_attempt_that_could_not_end_in_time_is_not_sent(clock: Clock) -> None:
+def test_an_attempt_is_given_the_read_time_left_and_is_not_sent_with_too_little(clock: Clock) -> None:
     clients = TenantClients(get_settings())
     wire = Wire(clients, clock, seconds=0.01, failing=False)
-    with deadline.within(Invocation(ATTEMPT_S + deadline.RESERVE_SECONDS + 0.5)):
-        get_item(clients)  # time for one
-        clock.now += 0.6
+    least = CONNECT_S + deadline.MIN_READ_SECONDS
+    with deadline.within(Invocation(60)):
+        get_item(clients)  # plenty: the client's own read timeout
+        clock.now += 60 - deadline.RESERVE_SECONDS - 4
+        get_item(clients)  # 4 s left, less than its worst case (7 s): sent, reading 2 s at most
+        left = deadline.seconds_left()
+        assert left is not None
+        clock.now += left - least + 0.1  # a little less than the least an attempt is sent with
         with pytest.raises(Unavailable) as refused:
             get_item(clients)
     assert isinstance(refused.value.__cause__, deadline.DeadlineExceeded)
-    assert wire.sent == 1
+    assert wire.sent == 2
+    assert wire.read_timeouts[0] is None
+    assert wire.read_timeouts[1] == pytest.approx(4 - 0.01 - CONNECT_S)
 
 
 @pytest.mark.parametrize(
     ("seconds_left", "attempts"),
     [
-        (ATTEMPT_S + 0.5, 1),  # the first attempt took 5 s: 2.5 s left, no retry could end in time
-        (5 + ATTEMPT_S + 0.5, 2),
+        (5 + CONNECT_S + deadline.MIN_READ_SECONDS - 0.1, 1),  # the first attempt took 5 s: no retry gets 0.5 s
+        (5 + 5 + CONNECT_S + deadline.MIN_READ_SECONDS - 0.1, 2),
         (60, 3),  # plenty: botocore's three attempts, as without a deadline
     ],
 )
-def test_a_retry_is_made_only_if_it_could_end_in_time(clock: Clock, seconds_left: float, attempts: int) -> None:
+def test_a_retry_is_made_only_if_it_would_get_its_least_read_time(
+    clock: Clock, seconds_left: float, attempts: int
+) -> None:
     clients = TenantClients(get_settings())
     wire = Wire(clients, clock, seconds=5, failing=True)
     with deadline.within(Invocation(seconds_left + deadline.RESERVE_SECONDS)), pytest.raises(Unavailable) as failed:

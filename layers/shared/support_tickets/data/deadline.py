@@ -12,17 +12,22 @@ never be written.
 
 So every request runs :func:`within` its invocation's deadline (the resolver
 sets it from the Lambda context), and :func:`watch` hooks each tenant client's
-botocore events: an attempt whose worst case (connect + read timeouts) would
-end past the deadline is not sent (``before-send``: the call raises
-:class:`DeadlineExceeded`), and no retry is made when even one sent at once
-could not end in time (``needs-retry``: the call raises what ended the last
+botocore events: each attempt is given no more read time than is left before
+the deadline after its connect timeout (``before-send`` sets the attempt's
+``read_timeout``, which botocore's transport honours per request), an attempt
+that would get less than :data:`MIN_READ_SECONDS` is not sent (the call raises
+:class:`DeadlineExceeded`), and no retry is made when one sent at once would
+not get it either (``needs-retry``: the call raises what ended the last
 attempt). Both are botocore errors, which
 :meth:`~support_tickets.data.table.TenantTable.call` answers 503 ``UNAVAILABLE``
-with ``Retry-After``. With time left nothing changes: botocore's own retries
-and backoff decide, and an attempt under way is never cut. A retry's backoff
-(at most 2 s with 3 attempts, and up to 5 s more if the service asks for it
-with ``x-amz-retry-after``) is no longer than an attempt's worst case, so the
-sleep before a retry that ``before-send`` then refuses ends by the deadline.
+with ``Retry-After``. So a request is refused only in its last seconds
+(``connect_timeout`` + :data:`MIN_READ_SECONDS` before the deadline), never
+because a call's worst case would not fit: DynamoDB answers in milliseconds.
+With time left nothing changes: botocore's own retries and backoff decide. A
+retry's backoff (at most 2 s with 3 attempts, and up to 5 s more if the service
+asks for it with ``x-amz-retry-after``) is no longer than an attempt's worst
+case, so the sleep before a retry that ``before-send`` then refuses ends by the
+deadline.
 
 One deadline per execution environment, not per thread: Lambda runs one
 invocation at a time in it, and the queries a request makes in parallel
@@ -54,6 +59,9 @@ from botocore.exceptions import BotoCoreError
 # milliseconds warm). A second leaves room for a loaded or throttled CPU, and it
 # stays small beside the functions' 10 s.
 RESERVE_SECONDS: Final = 1.0
+# The least read time an attempt is sent with (or its configured read timeout, if less):
+# DynamoDB and KMS answer in milliseconds, so an attempt this short still has a good chance.
+MIN_READ_SECONDS: Final = 0.5
 # botocore keys a handler's unique id alone, whatever its event: one id per event.
 _UNIQUE_ID: Final = "support-tickets-invocation-deadline-{event}"
 
@@ -62,9 +70,9 @@ _deadline: float | None = None
 
 
 class DeadlineExceeded(BotoCoreError):
-    """An attempt not sent: it could not end before the invocation's deadline."""
+    """An attempt not sent: too little time left before the invocation's deadline."""
 
-    fmt = "No attempt can end before the invocation's deadline: {left:.3f} s left, an attempt may take {attempt:.3f} s."
+    fmt = "Too little time left before the invocation's deadline: {left:.3f} s, an attempt needs {attempt:.3f} s."
 
 
 class RemainingTime(Protocol):
@@ -91,37 +99,46 @@ def seconds_left() -> float | None:
 
 
 def watch(client: Any) -> None:
-    """Refuse ``client``'s attempts and retries that could not end before the deadline."""
+    """Bound ``client``'s attempts by the deadline; refuse those and the retries that would be too short."""
     config = client.meta.config
-    attempt_seconds = float(config.connect_timeout) + float(config.read_timeout)
+    connect, read = float(config.connect_timeout), float(config.read_timeout)
+    shortest = min(read, MIN_READ_SECONDS)
     service = client.meta.service_model.service_id.hyphenize()
     client.meta.events.register(
         f"before-send.{service}",
-        partial(_refuse_late_attempt, attempt_seconds),
+        partial(_bound_attempt, connect, read, shortest),
         unique_id=_UNIQUE_ID.format(event="before-send"),
     )
     # Ahead of botocore's retry handler (registered on the same event when the client was
     # made): the endpoint acts on the first answer that is not None.
     client.meta.events.register_first(
         f"needs-retry.{service}",
-        partial(_refuse_late_retry, attempt_seconds),
+        partial(_refuse_late_retry, connect + shortest),
         unique_id=_UNIQUE_ID.format(event="needs-retry"),
     )
 
 
-def _refuse_late_attempt(attempt_seconds: float, **_: Any) -> None:
+def _bound_attempt(connect: float, read: float, shortest: float, request: Any = None, **_: Any) -> None:
+    """The attempt's read timeout cut to what is left after its connect timeout
+    (botocore's transport reads ``read_timeout`` from the request's context, which
+    is the call's: each attempt sets it again); too little left, not sent."""
     left = seconds_left()
-    if left is not None and left < attempt_seconds:
-        raise DeadlineExceeded(left=left, attempt=attempt_seconds)
+    if left is None:
+        return
+    bounded = min(read, left - connect)
+    if bounded < shortest:
+        raise DeadlineExceeded(left=left, attempt=connect + shortest)
+    if request is not None and bounded < read:
+        request.context["read_timeout"] = bounded
 
 
-def _refuse_late_retry(attempt_seconds: float, caught_exception: Exception | None = None, **_: Any) -> bool | None:
-    """``False`` (no retry: the call raises what ended the last attempt) when no
-    attempt could end in time, even sent at once; ``None``: botocore's retry
+def _refuse_late_retry(least_seconds: float, caught_exception: Exception | None = None, **_: Any) -> bool | None:
+    """``False`` (no retry: the call raises what ended the last attempt) when a
+    retry sent at once would not get its least time; ``None``: botocore's retry
     handler decides."""
     if isinstance(caught_exception, DeadlineExceeded):
         return False
     left = seconds_left()
-    if left is not None and left < attempt_seconds:
+    if left is not None and left < least_seconds:
         return False
     return None
