@@ -65,7 +65,7 @@ class Wire:
 
     def _send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse:
         self.sent += 1
-        self.read_timeouts.append(request.context.get("read_timeout"))
+        self.read_timeouts.append(getattr(request, "context", {}).get("read_timeout"))
         self._clock.now += self._seconds
         if self._failing:
             body = b'{"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": "x"}'
