@@ -42,6 +42,10 @@ removed for the duration, :meth:`Fix.removed`), then its absence with the fix.
   with the fix once per class, and every action is still found.
 - moto's modules: plain moto's server lists moto's package directory for each
   request; with the fix once, and every answer is plain moto's.
+- Requests: plain moto builds every in-process request with werkzeug's test
+  EnvironBuilder; with the fix the builder runs once per endpoint and path, every
+  request's WSGI environ is the builder's (keys, values, order), those it would
+  build otherwise still take it, and every answer is plain moto's.
 """
 
 from __future__ import annotations
@@ -59,16 +63,17 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse, HTTPHeaders
 from botocore.exceptions import ClientError
 from cryptography.hazmat.primitives.asymmetric import rsa
 from moto import backends as moto_backends
 from moto.core import serialize as moto_serialize
+from moto.core.request import Request as MotoRequest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.sqs import models as sqs_models
-from werkzeug.test import Client
+from werkzeug.test import Client, EnvironBuilder
 
 from local_stack.emulator import moto_fixes
 from local_stack.emulator.moto_fixes import (
@@ -80,6 +85,7 @@ from local_stack.emulator.moto_fixes import (
     MOTO_LOCK,
     MOTO_MODULES_LISTED_ONCE,
     QUERIES_READ_THEIR_PARTITION,
+    REQUESTS_BUILT_WITHOUT_THE_TEST_BUILDER,
     SQS_COUNTS_BYTES_AND_REFUSES_WHAT_SQS_REFUSES,
     SQS_RECEIVES_AS_SQS_DOES,
     SQS_REQUESTS_COST_THE_SAME_WITH_A_BACKLOG,
@@ -1256,3 +1262,144 @@ def test_motos_directory_is_listed_once_and_every_request_answered_as_in_plain_m
     assert _requests_to_the_server() == plain
     assert len(plain) == 6
     assert len(directory_listings) <= 1  # none if an earlier test listed it already
+
+
+# ---------------------------------------------------------------- requests built without the test builder
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths werkzeug's EnvironBuilder built environs for meanwhile."""
+    built: list[str] = []
+    original = EnvironBuilder.get_environ
+
+    def get_environ(builder: EnvironBuilder) -> Any:
+        built.append(builder.path)
+        return original(builder)
+
+    monkeypatch.setattr(EnvironBuilder, "get_environ", get_environ)
+    return built
+
+
+def _calls_of_every_shape() -> list[tuple[int, bytes]]:
+    """Requests of each protocol moto serves here (JSON, query, REST with path and query
+    parameters, an S3 body and metadata), their statuses and bodies (times masked)."""
+    answers: list[tuple[int, bytes]] = []
+
+    def answered(http_response: Any, **_: Any) -> None:
+        body = re.sub(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z|\d{10}(\.\d+)?", b"<time>", http_response.content)
+        answers.append((http_response.status_code, body))
+
+    dynamodb: Any = boto3.client("dynamodb", region_name=REGION)
+    sqs: Any = boto3.client("sqs", region_name=REGION)
+    apigateway: Any = boto3.client("apigateway", region_name=REGION)
+    s3: Any = boto3.client("s3", region_name=REGION)
+    for client in (dynamodb, sqs, apigateway, s3):
+        client.meta.events.register("after-call.*.*", answered)
+    dynamodb.create_table(
+        TableName="built",
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
+    dynamodb.put_item(TableName="built", Item={"pk": {"S": "TENANT#1|caf\u00e9 \U0001f600"}})
+    dynamodb.get_item(TableName="built", Key={"pk": {"S": "TENANT#1|caf\u00e9 \U0001f600"}})
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        dynamodb.get_item(TableName="absent", Key={"pk": {"S": "TENANT#10|A"}})
+    dynamodb.delete_table(TableName="built")
+    sqs.list_queues(QueueNamePrefix="built")
+    apigateway.get_api_keys(nameQuery="built.", includeValues=True)
+    with pytest.raises(ClientError, match="NotFoundException"):
+        apigateway.get_tags(resourceArn=f"arn:aws:apigateway:{REGION}::/apikeys/absent")
+    s3.create_bucket(Bucket="built")
+    s3.put_object(Bucket="built", Key="a/caf\u00e9 b+c", Body=b"\x00body", Metadata={"my_key": "v"})
+    s3.head_object(Bucket="built", Key="a/caf\u00e9 b+c")
+    s3.list_objects_v2(Bucket="built", Prefix="a/")
+    return answers
+
+
+def test_in_plain_moto_every_in_process_request_is_built_by_the_test_builder(aws: None, builds: list[str]) -> None:
+    with REQUESTS_BUILT_WITHOUT_THE_TEST_BUILDER.removed():
+        answers = _calls_of_every_shape()
+    assert len(builds) >= len(answers) == 12
+
+
+def test_requests_are_built_without_the_builder_and_answered_as_in_plain_moto(aws: None, builds: list[str]) -> None:
+    with REQUESTS_BUILT_WITHOUT_THE_TEST_BUILDER.removed():
+        plain = _calls_of_every_shape()
+    builds.clear()
+    assert _calls_of_every_shape() == plain
+    assert len(builds) < len(plain) / 2  # once per endpoint and path (none for those built already)
+    _calls_of_every_shape()
+    assert len(builds) < len(plain) / 2
+
+
+def _every_kind_of_request() -> list[AWSPreparedRequest]:
+    """As botocore hands them to moto: JSON, query, REST, bodies of bytes, text and none,
+    repeated, preserved and odd headers, a form with no body (the builder encodes it)."""
+
+    def request(method: str, url: str, headers: dict[str, Any], body: Any) -> AWSPreparedRequest:
+        received = HTTPHeaders()
+        for name, value in headers.items():
+            received[name] = value
+        return AWSPreparedRequest(method=method, url=url, headers=received, body=body, stream_output=False)
+
+    json_headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810.GetItem"}
+    form = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
+    return [
+        request("POST", "https://dynamodb.us-east-1.amazonaws.com/", json_headers, b'{"TableName": "t"}'),
+        request("POST", "https://dynamodb.us-east-1.amazonaws.com/", {**json_headers, "Content-Length": "99"}, "{}"),
+        request("POST", "https://sqs.us-east-1.amazonaws.com/", form, "Action=ListQueues&Version=2012-11-05"),
+        request("POST", "https://sqs.us-east-1.amazonaws.com/", form, b""),
+        request("POST", "https://sqs.us-east-1.amazonaws.com/", {"Content-Type": "multipart/form-data"}, None),
+        request(
+            "GET",
+            "https://apigateway.us-east-1.amazonaws.com/tags/arn%3Aaws%3Aapigateway%3Aus-east-1%3A%3A%2Fapikeys%2Fk"
+            "?tagKeys=a&tagKeys=b%20c",
+            {"Accept": "application/json", "X-Amz-Date": b"20260101T000000Z", "Transfer-Encoding": "chunked"},
+            None,
+        ),
+        request(
+            "PUT",
+            "https://built.s3.us-east-1.amazonaws.com/a/caf%C3%A9%20b%2Bc;x=1",
+            {"x-amz-meta-my_key": "v", "X-Amz-Meta-Other": "w", "Host": "built.s3.amazonaws.com:8443"},
+            b"\x00body",
+        ),
+        request("GET", "http://127.0.0.1:4566/caf\u00e9/x?y=\u00e9", {"Accept": "*/*"}, b""),
+        request("POST", "https://sts.amazonaws.com/", {"Content-Type": "text/plain", "X-Bad": "a\nb"}, b"x"),
+    ]
+
+
+def _environ(request: MotoRequest) -> list[tuple[str, Any]]:
+    """The request's environ, its body read, the request itself (``werkzeug.request``)
+    named, and a multipart form's random boundary (and so its length) masked."""
+    body = request.environ["wsgi.input"].getvalue()
+    boundary = re.search(rb"WerkzeugFormPart_[\d.]+", body)
+
+    def comparable(key: str, value: Any) -> Any:
+        if value is request:
+            return "<the request>"
+        if boundary is None:
+            return body if key == "wsgi.input" else value
+        if key == "CONTENT_LENGTH":
+            assert int(value) == len(body)
+            return "<its length>"
+        if key == "wsgi.input":
+            return body.replace(boundary[0], b"<boundary>")
+        if key == "CONTENT_TYPE":
+            return value.replace(boundary[0].decode(), "<boundary>")
+        return value
+
+    return [(key, comparable(key, value)) for key, value in request.environ.items()]
+
+
+def test_every_kind_of_request_gets_the_environ_the_builder_builds(aws: None) -> None:
+    for sent in _every_kind_of_request():
+        with REQUESTS_BUILT_WITHOUT_THE_TEST_BUILDER.removed():
+            try:
+                plain: Any = _environ(MotoRequest.from_primitives(sent.method, sent.url, sent.headers, sent.body))
+            except ValueError as refused:
+                plain = str(refused)
+        try:
+            fixed: Any = _environ(MotoRequest.from_primitives(sent.method, sent.url, sent.headers, sent.body))
+        except ValueError as refused:
+            fixed = str(refused)
+        assert fixed == plain, sent.url
