@@ -163,12 +163,15 @@ def cell_move_markdown(moved: dict[str, Any]) -> list[str]:
         "## Moving a tenant between cells",
         "",
         "| tickets | items copied | copy (s) | copy (items/s) | write pause (s) | of which sync (s) | whole move (s) "
-        f"| cache wait (s) | left in {SOURCE} |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| cache wait (s) | left in {SOURCE} | load (start→end) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in moved["rows"]:
         left = row["left_in_source"] if not row["left_in_source"] else f"**{row['left_in_source']} (a bug)**"
-        lines.append(f"| {row['tickets']:,} | {move_figures(row)} | {row['authorizer_cache_wait_seconds']} | {left} |")
+        load = f"{row['load_average']}→{row['load_average_after']}"
+        lines.append(
+            f"| {row['tickets']:,} | {move_figures(row)} | {row['authorizer_cache_wait_seconds']} | {left} | {load} |"
+        )
     lines += writes_table(moved["rows"]) + pause_table(moved["rows"], "The pause:")
     lines += [
         "",

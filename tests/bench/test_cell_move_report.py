@@ -28,6 +28,8 @@ def row(tickets: int, left: int = 0) -> dict[str, Any]:
         "move_seconds": 190.2,
         "authorizer_cache_wait_seconds": 0.0,
         "left_in_source": left,
+        "load_average": 1.9,
+        "load_average_after": 4.4,
         "pause_breakdown": {
             "steps_seconds": dict.fromkeys(
                 ("_sync", "_marked", "_sync_events", "_visit_all", "_recount", "_write", "_wait_until"), 0.5
@@ -61,8 +63,8 @@ def moved(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def test_the_section_has_its_table_the_writers_answers_and_where_the_pause_went() -> None:
     text = "\n".join(cell_move_markdown(moved([row(1_000)])))
     assert text.startswith("## Moving a tenant between cells\n")
-    assert "| 1,000 | 6,017 | 41.3 | 146 | 3.4 | 1.4 | 190.2 | 0.0 | 0 |" in text
-    assert "| cache wait (s) | left in cell-a |" in text
+    assert "| 1,000 | 6,017 | 41.3 | 146 | 3.4 | 1.4 | 190.2 | 0.0 | 0 | 1.9→4.4 |" in text
+    assert "| cache wait (s) | left in cell-a | load (start→end) |" in text
     assert "for cell-b's authorizer cache (2 s here)" in text
     assert "| 1,000 | 1 | 950 (4.9) | 950 | 23 | none | 4.1 | 0 |" in text
     assert "The pause:" in text
@@ -75,7 +77,7 @@ def test_the_section_has_its_table_the_writers_answers_and_where_the_pause_went(
 
 def test_what_is_left_in_the_old_cell_is_shown_as_a_bug() -> None:
     text = "\n".join(cell_move_markdown(moved([row(1_000), row(10_000, left=3)])))
-    assert "| 10,000 | 60,017 | 41.3 | 146 | 3.4 | 1.4 | 190.2 | 0.0 | **3 (a bug)** |" in text
+    assert "| 10,000 | 60,017 | 41.3 | 146 | 3.4 | 1.4 | 190.2 | 0.0 | **3 (a bug)** | 1.9→4.4 |" in text
     assert "Not measured" not in text
 
 
