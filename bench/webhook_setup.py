@@ -14,8 +14,9 @@ from typing import Any
 
 from bench.stackproc import StackProcess
 from support_tickets.data.audit_items import iso_time
-from support_tickets.webhooks.delivery_records import DELIVERY_RETENTION_SECONDS, PENDING, Attempt
+from support_tickets.webhooks.delivery_records import Attempt
 from support_tickets.webhooks.events import delivery_id, delivery_message, event_body, message_group
+from support_tickets.webhooks.fanout import queued_record
 
 DELIVERY = "DeliverWebhookFunction"
 # The tier of the tenant whose endpoint hangs: the smallest bounds, the issue's case.
@@ -56,7 +57,7 @@ class QueuedEvent:
 def queued_event(tenant: str, webhook_id: str, ticket_id: str) -> QueuedEvent:
     """One new ``ticket.created`` event of ``tenant``'s ticket ``ticket_id`` for
     ``webhook_id``: its queue entry, and its record's ``Attempt`` built as the fan-out
-    builds it (``PENDING``, no attempt, its event, created now, kept for the retention)."""
+    builds it (:func:`~support_tickets.webhooks.fanout.queued_record`)."""
     now = time.time()
     at = iso_time(now)
     event_id = uuid.uuid4().hex
@@ -76,18 +77,14 @@ def queued_event(tenant: str, webhook_id: str, ticket_id: str) -> QueuedEvent:
         "MessageGroupId": message_group(tenant, ticket_id, webhook_id),
         "MessageDeduplicationId": delivery,
     }
-    record = Attempt(
+    record = queued_record(
         delivery_id=delivery,
         webhook_id=webhook_id,
         event_id=event_id,
-        type=str(event["type"]),
+        kind=str(event["type"]),
         ticket_id=ticket_id,
         body=body,
-        status=PENDING,
-        status_code=None,
-        next_attempt_at=None,
-        at=at,
-        expiration=int(now) + DELIVERY_RETENTION_SECONDS,
+        now=now,
     )
     return QueuedEvent(entry, record)
 

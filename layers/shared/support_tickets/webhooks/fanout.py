@@ -285,18 +285,14 @@ class WebhookFanout:
             now = self.now()
             for entry, webhook_id in zip(entries, targets, strict=True):
                 records.record_queued(
-                    Attempt(
+                    queued_record(
                         delivery_id=str(entry["MessageDeduplicationId"]),
                         webhook_id=webhook_id,
                         event_id=audit["event_id"],
-                        type=kind,
+                        kind=kind,
                         ticket_id=audit["ticket_id"],
                         body=body,
-                        status=PENDING,
-                        status_code=None,
-                        next_attempt_at=None,
-                        at=iso_time(now),
-                        expiration=int(now) + DELIVERY_RETENTION_SECONDS,
+                        now=now,
                     )
                 )
             refused = self._send(entries)
@@ -493,4 +489,24 @@ def webhook_fanout() -> WebhookFanout:
         client=audit_client(),
         sqs=own_client("sqs"),
         queue_url=os.environ["WEBHOOK_EVENTS_QUEUE_URL"],
+    )
+
+
+def queued_record(
+    *, delivery_id: str, webhook_id: str, event_id: str, kind: str, ticket_id: str, body: str, now: float
+) -> Attempt:
+    """The record the fan-out writes for a delivery before it queues its message
+    (``PENDING``, no attempt yet, kept for the delivery retention)."""
+    return Attempt(
+        delivery_id=delivery_id,
+        webhook_id=webhook_id,
+        event_id=event_id,
+        type=kind,
+        ticket_id=ticket_id,
+        body=body,
+        status=PENDING,
+        status_code=None,
+        next_attempt_at=None,
+        at=iso_time(now),
+        expiration=int(now) + DELIVERY_RETENTION_SECONDS,
     )
