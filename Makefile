@@ -8,7 +8,9 @@ STACK_NAME  ?= support-tickets
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
 # uv installs the pinned requirements into the venv (pip, bootstrapping it, takes
-# minutes where uv takes seconds); the venv keeps pip for sam build.
+# minutes where uv takes seconds); the venv keeps pip for sam build. It
+# byte-compiles them, as pip does: else the test workers, starting together,
+# would each compile the same few thousand modules.
 UV_VERSION  := 0.13.9
 UV          := $(BIN)/uv
 REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt \
@@ -57,7 +59,7 @@ $(STAMP): $(REQUIREMENTS) .python-version
 	  { [ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' || \
 	    { rm -rf $(VENV) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV); }; }
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
@@ -140,6 +142,14 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 # even where the environment turns them off (the cold-start checks turn them
 # off for the build they measure).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
+# One xdist worker more than the cores: a worker waiting on its local stack, a
+# subprocess or a move's phase leaves its core to the others. Whole files to a
+# worker (a file's set-up runs once), in the order pytest collects them: the tiers
+# whose files take longest (bench, e2e) go first, the unit tests' many short ones
+# last, so the workers finish together (xdist's default would send the files
+# with the most tests first, and a one-test file of a minute last).
+TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
+XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # mypy runs beside pytest (its output after the tests'): the workers leave a fifth of the
 # cores idle waiting on the local stacks, and mypy needs no build.
@@ -150,13 +160,13 @@ test: $(STAMP) ## the whole suite: ruff, sam build, then every test (template ch
 	$(BIN)/ruff format --check .
 	@$(MAKE) --no-print-directory -j3 $(ORACLE) $(CHECKOV) build
 	@$(BIN)/mypy > .mypy.log 2>&1 & mypy=$$!; \
-	  $(PYTEST) -n auto --dist loadscope; tests=$$?; \
+	  $(PYTEST) $(XDIST); tests=$$?; \
 	  wait $$mypy; typed=$$?; echo "$(BIN)/mypy"; cat .mypy.log; rm -f .mypy.log; \
 	  [ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 test-deep: $(STAMP) $(ORACLE) $(CHECKOV) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
 	@$(MAKE) --no-print-directory -j2 lint-code build
-	TEST_DEPTH=deep $(PYTEST) -n auto --dist loadscope
+	TEST_DEPTH=deep $(PYTEST) $(XDIST)
 
 test-fast: $(STAMP) $(ORACLE) $(CHECKOV) ## tests only, against the current build
 	$(PYTEST) -x -q

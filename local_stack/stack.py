@@ -46,7 +46,7 @@ from local_stack.apigateway.rest_api import (
     routes_from_specs,
 )
 from local_stack.apigateway.usage_plans import KeyDirectory, UsageMeter
-from local_stack.emulator.server import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned
+from local_stack.emulator.server import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned, table_name_of
 from local_stack.event_sources.log_subscriptions import LogDelivery, subscriptions_from_template
 from local_stack.event_sources.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
 from local_stack.event_sources.stream_poller import StreamPoller, failure_message
@@ -80,8 +80,8 @@ from support_tickets.core.keys import validate_tenant_id
 log = logging.getLogger("local_stack")
 
 DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
-# The emulator tells the stream pollers of every table write (they read the stream at
-# once): between writes they only check this often, not four times a second.
+# The emulator tells a table's stream pollers of every write to it (they read the stream
+# at once): between writes they only check this often, not four times a second.
 IDLE_POLL_INTERVAL_S = 5.0
 DEFAULT_ENVIRONMENTS_PER_FUNCTION = 1
 # Concurrent invocations of an SQS event source (and environments of its function)
@@ -481,9 +481,10 @@ class LocalStack:
         for poller in self.queue_pollers.values():
             poller.notify()
 
-    def _table_written(self) -> None:
+    def _table_written(self, tables: frozenset[str] | None) -> None:
         for poller in self.pollers.values():
-            poller.notify()
+            if tables is None or table_name_of(poller.stream_arn) in tables:
+                poller.notify()
 
     def stop(self) -> None:
         if self._api_server is not None:

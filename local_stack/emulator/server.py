@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import logging
 import threading
@@ -65,6 +66,7 @@ from local_stack.iam.dynamodb_authorization import TableKeys
 from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.iam.kms_via_dynamodb import TableKey
 from local_stack.iam.protocol_answers import json_error
+from local_stack.iam.protocol_requests import json_object, read_body
 from local_stack.iam.sessions import Session, Sessions
 from local_stack.iam.sigv4 import Credentials
 from local_stack.local_values import (
@@ -129,6 +131,47 @@ TABLE_WRITES = frozenset(
         "ExecuteTransaction",
     )
 )
+# Where each table write names its tables (PartiQL's statements name theirs in their text).
+_TRANSACT_WRITE_KINDS = ("Put", "Update", "Delete", "ConditionCheck")
+
+
+def table_name_of(name_or_arn: str) -> str:
+    """A table's name from its name or ARN (``arn:aws:dynamodb:<r>:<a>:table/<name>``,
+    its stream's ARN too): what DynamoDB accepts as ``TableName``."""
+    if name_or_arn.startswith("arn:") and ":table/" in name_or_arn:
+        return name_or_arn.split(":table/", 1)[1].split("/", 1)[0]
+    return name_or_arn
+
+
+def written_tables(target: str, body: bytes) -> frozenset[str] | None:
+    """The tables a table write (TABLE_WRITES) names, by name; ``None`` when its
+    body does not say (PartiQL, or a body DynamoDB itself would refuse): every
+    table may have been written."""
+    payload = json_object(body)
+    if payload is None:
+        return None
+    operation = target.rpartition(".")[2]
+    try:
+        if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+            names = [payload["TableName"]]
+        elif operation == "BatchWriteItem":
+            names = list(payload["RequestItems"])
+        elif operation == "TransactWriteItems":
+            names = [
+                action[kind]["TableName"]
+                for action in payload["TransactItems"]
+                for kind in _TRANSACT_WRITE_KINDS
+                if kind in action
+            ]
+        else:
+            return None
+    except (KeyError, TypeError):
+        return None
+    if not all(isinstance(name, str) for name in names):
+        return None
+    return frozenset(table_name_of(name) for name in names)
+
+
 # The requests that can make a queue's messages receivable (the SQS pollers are told of each).
 QUEUE_WRITES = frozenset(
     f"AmazonSQS.{operation}"
@@ -285,8 +328,9 @@ class Emulator:
         # The dedicated tenants' tables made so far, by tenant.
         self.dedicated: dict[str, DedicatedTable] = {}
         self._dedicated_lock = threading.Lock()
-        # Called after every request that may have written the table (TABLE_WRITES).
-        self.on_table_write: Callable[[], None] | None = None
+        # Called after every request that may have written a table (TABLE_WRITES), with
+        # the tables it named (``None``: any of them).
+        self.on_table_write: Callable[[frozenset[str] | None], None] | None = None
         # Called after every request that may have made a message receivable (QUEUE_WRITES).
         self.on_queue_write: Callable[[], None] | None = None
 
@@ -333,12 +377,19 @@ class Emulator:
             if handled is not None:
                 return handled
         assert self.guard is not None
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        tables: frozenset[str] | None = None
+        if self.on_table_write is not None and target in TABLE_WRITES:
+            # Only the written tables' pollers are told: each told poller reads its stream
+            # at once, and a session's local stack holds many tables (the dedicated ones).
+            body = read_body(environ)
+            environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+            tables = written_tables(target, body)
         # moto's backends are not thread-safe: one request at a time.
         with MOTO_LOCK:
             answer = self.guard(environ, start_response)
-        target = environ.get("HTTP_X_AMZ_TARGET", "")
         if self.on_table_write is not None and target in TABLE_WRITES:
-            self.on_table_write()
+            self.on_table_write(tables)
         if self.on_queue_write is not None and target in QUEUE_WRITES:
             self.on_queue_write()
         return answer

@@ -115,6 +115,10 @@ class StreamPoller(PollingThread):
         self.given_up = 0
 
     # ------------------------------------------------------------ lifecycle
+    @property
+    def stream_arn(self) -> str:
+        return self._stream_arn
+
     def notify(self) -> None:
         """The table was written: a poller waiting for writes reads the stream now."""
         with self._state:
