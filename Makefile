@@ -8,9 +8,7 @@ STACK_NAME  ?= support-tickets
 BIN         := $(VENV)/bin
 PY          := $(BIN)/python
 # uv installs the pinned requirements into the venv (pip, bootstrapping it, takes
-# minutes where uv takes seconds); the venv keeps pip for sam build. It
-# byte-compiles them, as pip does: else the test workers, starting together,
-# would each compile the same few thousand modules.
+# minutes where uv takes seconds); the venv keeps pip for sam build.
 UV_VERSION  := 0.13.9
 UV          := $(BIN)/uv
 REQUIREMENTS := requirements-dev.txt layers/shared/requirements.txt layers/shared/lambda-runtime.txt \
@@ -59,7 +57,7 @@ $(STAMP): $(REQUIREMENTS) .python-version
 	  { [ -x $(PY) ] && $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' || \
 	    { rm -rf $(VENV) && echo "creating $(VENV) with $$py" && $$py -m venv $(VENV); }; }
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(UV) pip install --quiet --compile-bytecode --python $(PY) -r requirements-dev.txt
+	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP) ## create the virtualenv (Python 3.13) and install the pinned dependencies
@@ -148,11 +146,11 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 # whose files take longest (bench, e2e) go first, the unit tests' many short ones
 # last, so the workers finish together (xdist's default would send the files
 # with the most tests first, and a one-test file of a minute last).
-TEST_WORKERS ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) + 1 )))
 XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-# mypy runs beside pytest (its output after the tests'): the workers leave a fifth of the
-# cores idle waiting on the local stacks, and mypy needs no build.
+# mypy runs beside pytest (its output after the tests'): it needs no build, and takes
+# what CPU the workers leave while they wait.
 # The oracle's and checkov's installs and sam build run side by side (each waits on
 # the network or the disk as much as on a core).
 test: $(STAMP) ## the whole suite: ruff, sam build, then every test (template checks included) on all cores beside mypy
