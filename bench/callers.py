@@ -110,10 +110,13 @@ def run_callers(
     repeat_ms: list[float] = []
     checkpoints: list[dict[str, Any]] = []
     first_failure: dict[str, Any] | None = None
-    context = invoker.context(FUNCTION)
     handler = invoker.handler(FUNCTION)
 
     def request(event: dict[str, Any]) -> tuple[float, int]:
+        # Each invocation its own context, as Lambda gives it: the request's deadline is
+        # its invocation's (a context kept across the run would refuse every call once the
+        # function's timeout had passed since the first).
+        context = invoker.context(FUNCTION)
         started = time.perf_counter()
         response = handler(event, context)
         return (time.perf_counter() - started) * 1000, int(response.get("statusCode", 0))

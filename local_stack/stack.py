@@ -411,6 +411,7 @@ class LocalStack:
             on_failure=on_failure,
             function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:{function}",
             idle_interval_s=IDLE_POLL_INTERVAL_S,
+            told_of_every_write=True,
         )
 
     def deploy_dedicated(self, tenant_id: str) -> DedicatedTable:

@@ -23,6 +23,7 @@ class FakeStreams:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.reads = 0
 
     def add(self, pk: str, sk: str = "SUMMARY", event: str = "INSERT") -> str:
         with self.lock:
@@ -38,6 +39,7 @@ class FakeStreams:
             return sequence
 
     def describe_stream(self, StreamArn: str) -> dict[str, Any]:  # noqa: N803 - boto3's names
+        self.reads += 1  # each cycle begins here
         return {"StreamDescription": {"Shards": [{"ShardId": "shard-1"}]}}
 
     def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
@@ -180,6 +182,31 @@ def test_wait_drained_sees_records_written_before_it() -> None:
         # The 60 s batching window would hold this record; a drain flushes it.
         assert poller.wait_drained(timeout=30)
         assert aggregator.batches[-1] == [late]
+    finally:
+        poller.stop()
+
+
+def test_a_poller_told_of_every_write_drains_at_once_until_it_is_told_of_one() -> None:
+    streams = FakeStreams()
+    first = streams.add("TENANT#t|TICKET#1")
+    aggregator = Aggregator()
+    # No idle cycle of its own during the test: only a write or a drain makes it read.
+    poller = StreamPoller(
+        streams, STREAM_ARN, source(), invoke=aggregator, idle_interval_s=60, told_of_every_write=True
+    )
+    poller.start()
+    try:
+        assert poller.wait_drained(timeout=30)
+        assert aggregator.batches == [[first]]
+        reads = streams.reads
+        # Nothing written since its last cycle found nothing left: it answers without reading.
+        assert poller.wait_drained(timeout=30)
+        assert streams.reads == reads
+        late = streams.add("TENANT#t|TICKET#2")
+        poller.notify()  # what the emulator does before it answers the write
+        assert poller.wait_drained(timeout=30)
+        assert aggregator.batches[-1] == [late]
+        assert streams.reads > reads
     finally:
         poller.stop()
 
