@@ -81,8 +81,10 @@ log = logging.getLogger("local_stack")
 
 DEMO_TENANTS = {"acme": ("alice", "ada"), "globex": ("bob", "bea")}
 # The emulator tells a table's stream pollers of every write to it (they read the stream
-# at once): between writes they only check this often, not four times a second.
-IDLE_POLL_INTERVAL_S = 5.0
+# at once), and a drain answers from a poller waiting for one: between writes they only
+# check this often, not four times a second (three requests a check, for each function
+# of each table: a session's stack holds a table per dedicated tenant it made).
+IDLE_POLL_INTERVAL_S = 30.0
 DEFAULT_ENVIRONMENTS_PER_FUNCTION = 1
 # Concurrent invocations of an SQS event source (and environments of its function)
 # when its MaximumConcurrency is higher or unset: each is a process here.
