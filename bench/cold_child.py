@@ -17,9 +17,10 @@ import uuid  # noqa: E402
 
 
 class Context:
-    def __init__(self, name: str, memory: int) -> None:
+    def __init__(self, name: str, memory: int, remaining_ms: int) -> None:
         self.function_name = name
         self.memory_limit_in_mb = memory
+        self.remaining_ms = remaining_ms
         self.aws_request_id = str(uuid.uuid4())
         self.function_version = "$LATEST"
         self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
@@ -27,7 +28,7 @@ class Context:
         self.log_stream_name = "bench"
 
     def get_remaining_time_in_millis(self) -> int:
-        return 10_000
+        return self.remaining_ms
 
 
 def main() -> None:
@@ -42,7 +43,7 @@ def main() -> None:
     module = importlib.import_module(module_name)
     handler = getattr(module, function_name)
     imported = time.perf_counter()
-    response = handler(job["event"], Context(job["function"], job["memory"]))
+    response = handler(job["event"], Context(job["function"], job["memory"], job["remaining_ms"]))
     served = time.perf_counter()
     status = response.get("statusCode") if isinstance(response, dict) else None
     failures = response.get("batchItemFailures") if isinstance(response, dict) else None
