@@ -46,7 +46,7 @@ from local_stack.apigateway.rest_api import (
     routes_from_specs,
 )
 from local_stack.apigateway.usage_plans import KeyDirectory, UsageMeter
-from local_stack.emulator.server import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned, table_name_of
+from local_stack.emulator.server import SHUTDOWN_POLL_S, DedicatedTable, Emulator, Provisioned
 from local_stack.event_sources.log_subscriptions import LogDelivery, subscriptions_from_template
 from local_stack.event_sources.sqs_poller import SqsPoller, SqsSource, advance_queue_clock, sqs_sources
 from local_stack.event_sources.stream_poller import StreamPoller, failure_message
@@ -56,6 +56,7 @@ from local_stack.event_sources.stream_sources import (
     stream_functions,
     stream_source,
 )
+from local_stack.iam.dynamodb_authorization import table_name
 from local_stack.lambda_.environments import FunctionEnvironments, LogSink
 from local_stack.local_values import LOCAL_API_ID, local_environment, stack_port_environment
 from local_stack.running_stack import (
@@ -486,7 +487,7 @@ class LocalStack:
 
     def _table_written(self, tables: frozenset[str] | None) -> None:
         for poller in self.pollers.values():
-            if tables is None or table_name_of(poller.stream_arn) in tables:
+            if tables is None or table_name(poller.stream_arn) in tables:
                 poller.notify()
 
     def stop(self) -> None:

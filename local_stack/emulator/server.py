@@ -62,7 +62,7 @@ from local_stack.cognito import user_pool as cognito
 from local_stack.emulator import moto_fixes
 from local_stack.emulator.consumed_capacity import CapacityUnits
 from local_stack.emulator.moto_fixes import MOTO_LOCK
-from local_stack.iam.dynamodb_authorization import TableKeys
+from local_stack.iam.dynamodb_authorization import TableKeys, table_name
 from local_stack.iam.guard import SOURCE_VPCE_ENVIRON, Guard
 from local_stack.iam.kms_via_dynamodb import TableKey
 from local_stack.iam.protocol_answers import json_error
@@ -135,14 +135,6 @@ TABLE_WRITES = frozenset(
 _TRANSACT_WRITE_KINDS = ("Put", "Update", "Delete", "ConditionCheck")
 
 
-def table_name_of(name_or_arn: str) -> str:
-    """A table's name from its name or ARN (``arn:aws:dynamodb:<r>:<a>:table/<name>``,
-    its stream's ARN too): what DynamoDB accepts as ``TableName``."""
-    if name_or_arn.startswith("arn:") and ":table/" in name_or_arn:
-        return name_or_arn.split(":table/", 1)[1].split("/", 1)[0]
-    return name_or_arn
-
-
 def written_tables(target: str, body: bytes) -> frozenset[str] | None:
     """The tables a table write (TABLE_WRITES) names, by name; ``None`` when its
     body does not say (PartiQL, or a body DynamoDB itself would refuse): every
@@ -169,7 +161,7 @@ def written_tables(target: str, body: bytes) -> frozenset[str] | None:
         return None
     if not all(isinstance(name, str) for name in names):
         return None
-    return frozenset(table_name_of(name) for name in names)
+    return frozenset(table_name(name) for name in names)
 
 
 # The requests that can make a queue's messages receivable (the SQS pollers are told of each).

@@ -94,8 +94,12 @@ def table_arn(region: str, table: str) -> str:
     return table if table.startswith("arn:") else f"arn:aws:dynamodb:{region}:{ACCOUNT_ID}:table/{table}"
 
 
-def _table_name(table: str) -> str:
-    return table.split(":table/", 1)[1].split("/", 1)[0] if table.startswith("arn:") else table
+def table_name(table: str) -> str:
+    """A table's name from its name or ARN (``arn:aws:dynamodb:<r>:<a>:table/<name>``,
+    an index's or its stream's too): what DynamoDB accepts as ``TableName``."""
+    if table.startswith("arn:") and ":table/" in table:
+        return table.split(":table/", 1)[1].split("/", 1)[0]
+    return table
 
 
 def dynamodb_requests(
@@ -130,7 +134,7 @@ class _KeyReader:
     tables: Mapping[str, TableKeys]
 
     def keys_of(self, table: Any) -> TableKeys:
-        name = _table_name(table) if isinstance(table, str) else None
+        name = table_name(table) if isinstance(table, str) else None
         if name is None or name not in self.tables:
             raise iam.NotUnderstood(f"table {table!r}")
         return self.tables[name]

@@ -13,7 +13,8 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 
-from local_stack.emulator.server import TABLE_WRITES, table_name_of, written_tables
+from local_stack.emulator.server import TABLE_WRITES, written_tables
+from local_stack.iam.dynamodb_authorization import table_name
 from local_stack.stack import LocalStack
 
 POOL, OWN = "SupportTicket", "SupportTicket-dedicated-10"
@@ -98,9 +99,9 @@ def test_partiql_and_bodies_dynamodb_would_refuse_name_no_table_so_every_table_m
 
 
 def test_a_table_is_named_by_its_name_its_arn_or_its_streams_arn() -> None:
-    assert table_name_of(OWN) == OWN
-    assert table_name_of(OWN_ARN) == OWN
-    assert table_name_of(f"{OWN_ARN}/stream/2026-12-07T03:02:05.619687") == OWN
+    assert table_name(OWN) == OWN
+    assert table_name(OWN_ARN) == OWN
+    assert table_name(f"{OWN_ARN}/stream/2026-12-07T03:02:05.619687") == OWN
 
 
 class Poller:
