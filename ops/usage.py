@@ -55,7 +55,7 @@ from support_tickets.core.errors import ApiError
 from support_tickets.core.models import UsageResponse
 from support_tickets.data.table import OwnClient, TenantTable, from_item
 from support_tickets.data.tenant_registry import TenantConfig, read_tenant_config
-from support_tickets.usage.counters import Counters, add_counters, day_query, read_day
+from support_tickets.usage.counters import Counters, add_counters, day_items, read_day
 from support_tickets.usage.report import own_table_windows, parse_day, usage_object
 
 if TYPE_CHECKING:
@@ -248,17 +248,6 @@ def cell_ledgers(args: argparse.Namespace) -> tuple[list[CellLedger], Directory]
     return ledgers, directory
 
 
-def _day_items(ledger: CellLedger, tenant_id: str, day: str) -> list[dict[str, Any]]:
-    query = day_query(ledger.table_name, tenant_id, day)
-    items: list[dict[str, Any]] = []
-    while True:
-        page = ledger.client.query(**query)
-        items += page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return items
-        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 def counted_items(
     by_cell: Mapping[str, Iterable[Mapping[str, Any]]], running_moves: Callable[[], Collection[int]]
 ) -> list[Mapping[str, Any]]:
@@ -298,7 +287,7 @@ def merged_usage(
 ) -> UsageResponse:
     """The tenant's usage object of ``day`` over every cell's ledger (:func:`counted_items`),
     priced with the record of ``home``, its cell."""
-    by_cell = {ledger.cell_id: _day_items(ledger, tenant_id, day) for ledger in ledgers}
+    by_cell = {ledger.cell_id: day_items(ledger.client, ledger.table_name, tenant_id, day) for ledger in ledgers}
 
     def running_moves() -> set[int]:
         records = [read_tenant_config(TenantTable(tenant_id, c.table_name, OwnClient(c.client))) for c in ledgers]

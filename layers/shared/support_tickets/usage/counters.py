@@ -90,16 +90,21 @@ def add_counters(sums: Counters, items: Iterable[Mapping[str, Any]]) -> Counters
     return sums
 
 
-def read_day(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) -> Counters:
-    """A tenant's counters of ``day`` with any client (the operator's: ``make usage``)."""
-    sums: Counters = {}
+def day_items(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) -> list[dict[str, Any]]:
+    """A tenant's counter items of ``day`` with any client (the operator's: ``make usage``)."""
+    items: list[dict[str, Any]] = []
     query = day_query(table_name, tenant_id, day)
     while True:
         page = client.query(**query)
-        add_counters(sums, page.get("Items", []))
+        items += page.get("Items", [])
         if "LastEvaluatedKey" not in page:
-            return sums
+            return items
         query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def read_day(client: DynamoDBClient, table_name: str, tenant_id: str, day: str) -> Counters:
+    """A tenant's counters of ``day`` with any client (the operator's: ``make usage``)."""
+    return add_counters({}, day_items(client, table_name, tenant_id, day))
 
 
 @dataclass(frozen=True, slots=True)
