@@ -197,6 +197,7 @@ and its stack (deletion protection): the command says how to delete them.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import signal
@@ -211,6 +212,8 @@ from email.utils import parsedate_to_datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import STATUS_CONSTANTS
 from botocore.exceptions import ClientError
 
 from ops.tenant_data import Progress, keys_under_prefix, mark_erasing
@@ -277,9 +280,10 @@ DAY: Final = "day"
 TICKET: Final = "ticket"
 HISTORY: Final = "history"
 NOT_COPIED: Final = "not copied"
-# Powertools' idempotency record: its status attribute, and the status of one whose request is still running.
-IDEMPOTENCY_STATUS: Final = "status"
-IN_PROGRESS: Final = "INPROGRESS"
+# Powertools' idempotency record as support_tickets.domain.tickets stores it (its persistence
+# layer's default attribute names): the status attribute, and the status of a request still running.
+IDEMPOTENCY_STATUS: Final = inspect.signature(DynamoDBPersistenceLayer).parameters["status_attr"].default
+IN_PROGRESS: Final = STATUS_CONSTANTS["INPROGRESS"]
 # The phases a move can be rolled back from: the old table is still authoritative.
 ROLLBACK_PHASES: Final = frozenset({MovePhase.COPYING, MovePhase.SWITCHING})
 # Kinds whose items only ever appear (then expire): what may be copied after the switch.
