@@ -141,18 +141,20 @@ offboard: $(STAMP) ## erase a tenant's data and users: make offboard TENANT=<t> 
 # off for the build they measure).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 # One xdist worker more than the cores: a worker waiting on its local stack, a
-# subprocess or a move's phase leaves its core to the others. Whole files to a
-# worker (a file's set-up runs once), in the order pytest collects them: the tiers
-# whose files take longest (bench, e2e) go first, the unit tests' many short ones
-# last, so the workers finish together (xdist's default would send the files
-# with the most tests first, and a one-test file of a minute last).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) + 1 )))
-XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+# subprocess or a move's phase leaves its core to the others (TEST_WORKERS=<n> sets
+# the count, taken as the operators' inputs are: the shell reads it, as one word). Whole
+# files to a worker (a file's set-up runs once), in the order pytest collects them:
+# the tiers whose files take longest (bench, e2e) go first, the unit tests' many
+# short ones last, so the workers finish together (xdist's default would send the
+# files with the most tests first, and a one-test file of a minute last).
+XDIST := -n "$${TEST_WORKERS:-$$(( $$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) + 1 ))}" \
+         --dist loadscope --no-loadscope-reorder
 
 # mypy runs beside pytest (its output after the tests'): it needs no build, and takes
 # what CPU the workers leave while they wait.
 # The oracle's and checkov's installs and sam build run side by side (each waits on
 # the network or the disk as much as on a core).
+$(call takes,test,TEST_WORKERS)
 test: $(STAMP) ## the whole suite: ruff, sam build, then every test (template checks included) on all cores beside mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -162,6 +164,7 @@ test: $(STAMP) ## the whole suite: ruff, sam build, then every test (template ch
 	  wait $$mypy; typed=$$?; echo "$(BIN)/mypy"; cat .mypy.log; rm -f .mypy.log; \
 	  [ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
+$(call takes,test-deep,TEST_WORKERS)
 test-deep: $(STAMP) $(ORACLE) $(CHECKOV) ## make test at full depth: property tests, fuzzing, load and soak at full size (docs/testing.md)
 	@$(MAKE) --no-print-directory -j2 lint-code build
 	TEST_DEPTH=deep $(PYTEST) $(XDIST)

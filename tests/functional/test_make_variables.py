@@ -134,8 +134,12 @@ def test_every_target_that_takes_a_variable_is_covered() -> None:
                 assert re.search(r"\$\((if|filter [^,]*,)\s*$", before), f"{name} spliced into: {line.strip()}"
 
 
+# Taken as the others are, but not an option of the command: tested below, each on its own.
+OWN_TESTS = {"ARGS", "TEST_WORKERS"}
+
+
 @pytest.mark.parametrize(
-    ("target", "name"), [(target, name) for target, names in taken().items() for name in names if name != "ARGS"]
+    ("target", "name"), [(target, name) for target, names in taken().items() for name in names if name not in OWN_TESTS]
 )
 def test_a_variable_reaches_its_command_as_written(target: str, name: str, tmp_path: Path, bin_dir: Path) -> None:
     # Given a value that runs a command wherever a shell or make evaluates it
@@ -194,6 +198,41 @@ def test_args_that_do_not_split_are_a_one_line_error(tmp_path: Path, bin_dir: Pa
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == 'error: ARGS "--parameter \'unbalanced": No closing quotation'
     assert recorded(record) == []  # the stack never started
+
+
+@pytest.mark.parametrize("target", ["test", "test-deep"])
+@pytest.mark.parametrize("given", [True, False], ids=["given", "default"])
+def test_test_workers_reach_pytest_as_one_word(target: str, given: bool, tmp_path: Path) -> None:
+    # Given the suite's programs as recorders, and a worker count that runs a command
+    # wherever a shell or make evaluates it (or none: one worker more than the CPUs)
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    for name in ("python", "sam", "ruff", "mypy", "pytest"):
+        program = directory / name
+        program.write_text(RECORDER.format(python=sys.executable), encoding="utf-8")
+        program.chmod(0o755)
+    evaluated_dir = tmp_path / "evaluated"
+    evaluated_dir.mkdir()
+    value = payload(evaluated_dir)
+    record = tmp_path / "record"
+    given_workers = [f"TEST_WORKERS={value}"] if given else []
+    # When the target runs (its prerequisites' installs left out)
+    result = make(
+        target,
+        f"BIN={directory}",
+        "STAMP=",
+        "RUNTIME=",
+        "ORACLE=",
+        "CHECKOV=",
+        *given_workers,
+        env=environment() | {"RECORD": str(record)},
+    )
+    # Then nothing ran it, and pytest got it as written, as -n's one word
+    assert evaluated(evaluated_dir) == [], result
+    assert result.returncode == 0, result.stderr
+    (pytest_run,) = [command for command in recorded(record) if command[0] == "pytest"]
+    workers = value if given else str(len(os.sched_getaffinity(0)) + 1)
+    assert pytest_run[:5] == ["pytest", "-n", workers, "--dist", "loadscope"]
 
 
 def test_no_args_add_no_argument() -> None:
